@@ -1,0 +1,277 @@
+"""Plain domain types shared by every component. No gRPC, no engine, no HTTP types here."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Mode(enum.Enum):
+    """Where the evidence comes from."""
+
+    GENERAL = "general"
+    SELECTED_TEXT = "selected_text"
+
+
+class Role(enum.Enum):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+class CitationStyle(enum.Enum):
+    MARKER = "marker"  # [#1]
+    SOURCE_ID = "source_id"  # [SourceId: doc:chunk]
+
+
+class Strictness(enum.Enum):
+    LENIENT = "lenient"
+    NORMAL = "normal"
+    STRICT = "strict"
+
+
+class RefusalReason(enum.Enum):
+    NONE = "none"
+    NO_CHUNKS = "no_chunks"
+    SCORE_GATE = "score_gate"
+    UNSUPPORTED_ANSWER = "unsupported_answer"
+    INVALID_CITATIONS = "invalid_citations"
+    NOT_IN_SELECTION = "not_in_selection"
+
+
+class Action(enum.Enum):
+    CITE = "cite"
+    ROUTE = "route"
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataFilter:
+    """Metadata constraints; each tuple is "any of these values", empty means unconstrained."""
+
+    source_urls: tuple[str, ...] = ()
+    page_titles: tuple[str, ...] = ()
+    section_headings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One retrievable passage of a document."""
+
+    document_id: str
+    chunk_index: int
+    text: str
+    document_name: str = ""
+    tenant_id: str = ""
+    tags: tuple[str, ...] = ()
+    source_url: str = ""
+    page_title: str = ""
+    section: str | None = None
+    page_number: int | None = None
+    trust: float = 1.0  # source trust weight used in ranking, 0-1
+    published_at: str = ""  # ISO 8601 date of the document, empty when unknown
+    # Offsets into the caller's selection (selected-text mode only).
+    char_start: int | None = None
+    char_end: int | None = None
+    line_start: int | None = None
+    line_end: int | None = None
+
+    @property
+    def source_id(self) -> str:
+        return f"{self.document_id}:{self.chunk_index}"
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredChunk:
+    """A chunk with its relevance to a query: cosine similarity in [-1, 1] (higher is closer)."""
+
+    chunk: Chunk
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalQuery:
+    """What a retriever is asked. Access control (tenant, tags) is part of the query, never applied after it."""
+
+    text: str
+    tenant_id: str
+    user_tags: tuple[str, ...] = ()
+    top_k: int = 5
+    score_threshold: float | None = None
+    filters: MetadataFilter = field(default_factory=MetadataFilter)
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """A retriever's result: `hits` passed the quality filters, best first; `rejected` are the nearest
+    candidates that fell below the similarity threshold (listed when the score gate refuses)."""
+
+    hits: tuple[ScoredChunk, ...] = ()
+    rejected: tuple[ScoredChunk, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """A validated Ask request in domain terms."""
+
+    query: str
+    tenant_id: str = ""
+    user_tags: tuple[str, ...] = ()
+    chat_history: tuple[ChatMessage, ...] = ()
+    session_id: str = ""
+    mode: Mode = Mode.GENERAL
+    selected_text: str = ""
+    top_k: int | None = None
+    score_threshold: float | None = None
+    filters: MetadataFilter = field(default_factory=MetadataFilter)
+    model: str = ""
+    template_id: str = ""
+    citation_style: CitationStyle = CitationStyle.MARKER
+    strictness: Strictness = Strictness.NORMAL
+    temperature: float | None = None
+    seed: int | None = None
+    explain: bool = False
+    dry_run: bool = False
+    request_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRequest:
+    """What a generator is asked: the rendered messages, plus the packed context for generators that read it."""
+
+    messages: tuple[ChatMessage, ...]
+    query: str
+    context: tuple[ScoredChunk, ...]  # marker n refers to context[n - 1]
+    model: str
+    max_tokens: int
+    temperature: float | None = None
+    seed: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationDelta:
+    """One item of a generator's stream: a piece of text, and usage on the last item when the server reports it."""
+
+    text: str = ""
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    marker: int
+    chunk: Chunk
+    relevance_score: float
+
+    @property
+    def snippet(self) -> str:
+        """The first 200 characters of the chunk, with "..." when cut."""
+        text = self.chunk.text
+        return text if len(text) <= 200 else text[:200] + "..."
+
+
+@dataclass(frozen=True, slots=True)
+class Confidence:
+    """overall is 0-100; the parts are 0-1 (llm is 0-100, as the model scores it)."""
+
+    overall: float = 0.0
+    retrieval: float = 0.0
+    coverage: float = 0.0
+    llm: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RouteTarget:
+    tag: str = ""
+    owner_user_id: str = ""
+    owner_email: str = ""
+    reason: str = ""
+    fallback: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Timings:
+    """Milliseconds spent per stage."""
+
+    retrieval_ms: float = 0.0
+    budget_ms: float = 0.0
+    generation_ms: float = 0.0
+    first_token_ms: float = 0.0
+    total_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Flags:
+    hallucination_detected: bool = False
+    mitigation_applied: bool = False
+    cache_hit: bool = False
+    degraded: bool = False
+    injection_suspected: bool = False
+    redactions_applied: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    text: str
+    citations: tuple[Citation, ...] = ()
+    confidence: Confidence = field(default_factory=Confidence)
+    action: Action = Action.CITE
+    route: RouteTarget | None = None
+    grounded: bool = False
+    refusal: RefusalReason = RefusalReason.NONE
+    candidates: tuple[ScoredChunk, ...] = ()
+    model: str = ""
+    usage: Usage = field(default_factory=Usage)
+    timings: Timings = field(default_factory=Timings)
+    context_chunks_used: int = 0
+    context_tokens_used: int = 0
+    template_version: str = ""
+    follow_up_questions: tuple[str, ...] = ()
+    flags: Flags = field(default_factory=Flags)
+    request_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """Pipeline event: a piece of answer text, forwarded as soon as the generator produced it."""
+
+    text: str
+
+
+# Pipeline events, in stream order: any number of TextDelta and Citation, then exactly one Answer.
+Event = TextDelta | Citation | Answer
+
+
+@dataclass(frozen=True, slots=True)
+class SourceDocument:
+    """A document to ingest: its text (or raw bytes for binary formats) and metadata."""
+
+    document_id: str
+    name: str
+    content: bytes
+    media_type: str = "text/plain"  # text/plain, text/markdown, application/pdf
+    tenant_id: str = ""
+    tags: tuple[str, ...] = ()
+    source_url: str = ""
+    title: str = ""
+    trust: float = 1.0
+    published_at: str = ""  # ISO 8601 date, empty when unknown
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    document_id: str
+    chunks_created: int = 0
+    chunks_indexed: int = 0
+    elapsed_ms: float = 0.0
+    error: str = ""

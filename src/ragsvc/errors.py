@@ -1,0 +1,145 @@
+"""The exception tree of ragsvc. Components raise these; only `ragsvc.server.status` maps them to gRPC.
+
+RagError
+├── InvalidRequest ............ the caller sent something we cannot serve (INVALID_ARGUMENT)
+│   ├── ModelNotAllowed ....... the model is not in the allowlist
+│   └── TokenBudgetExceeded ... query + history cannot fit the model's window
+├── NotFound .................. an unknown document, template or session (NOT_FOUND)
+├── ModelUnavailable .......... the model is allowed but not served by the LLM server (FAILED_PRECONDITION)
+├── DependencyUnavailable ..... a dependency cannot be reached or failed (UNAVAILABLE)
+│   ├── LLMUnavailable ........ the LLM server is unreachable or answered 5xx
+│   ├── EmbeddingFailed ....... the embedder failed
+│   └── RetrievalUnavailable .. the vector engine failed
+├── StageTimeout .............. a stage ran past its budget or the caller's deadline (DEADLINE_EXCEEDED)
+│   └── LLMTimeout ............ the LLM did not answer in time
+└── ResourceExhausted ......... too many requests (RESOURCE_EXHAUSTED)
+    ├── RateLimited ........... per-client rate limit reached
+    └── Overloaded ............ too many requests in flight
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class FieldViolation:
+    """One bad field: `field` is the request field path (e.g. "query", "chat_history[2].content")."""
+
+    field: str
+    description: str
+
+
+class RagError(Exception):
+    """Base of every error ragsvc raises on purpose; `reason` is the stable machine-readable cause."""
+
+    reason = "INTERNAL"
+
+    def __init__(self, message: str, *, metadata: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.metadata = dict(metadata or {})
+
+
+class InvalidRequest(RagError):
+    """The request is malformed; `violations` names each bad field."""
+
+    reason = "VALIDATION_ERROR"
+
+    def __init__(self, violations: list[FieldViolation], message: str = "") -> None:
+        super().__init__(message or "; ".join(f"{v.field}: {v.description}" for v in violations))
+        self.violations = list(violations)
+
+
+class ModelNotAllowed(InvalidRequest):
+    """The requested model is not in the configured allowlist."""
+
+    reason = "MODEL_NOT_ALLOWED"
+
+
+class TokenBudgetExceeded(InvalidRequest):
+    """The query and chat history alone do not fit the model's context window."""
+
+    reason = "TOKEN_BUDGET_EXCEEDED"
+
+
+class NotFound(RagError):
+    """An unknown document, template or session."""
+
+    reason = "NOT_FOUND"
+
+
+class ModelUnavailable(RagError):
+    """The model is allowed but the LLM server does not serve it."""
+
+    reason = "MODEL_UNAVAILABLE"
+
+
+class DependencyUnavailable(RagError):
+    """A dependency failed; retrying after `retry_after_s` may succeed."""
+
+    reason = "DEPENDENCY_UNAVAILABLE"
+
+    def __init__(
+        self, message: str, *, retry_after_s: float = 1.0, metadata: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(message, metadata=metadata)
+        self.retry_after_s = retry_after_s
+
+
+class LLMUnavailable(DependencyUnavailable):
+    """The LLM server is unreachable or answered with a server error."""
+
+    reason = "LLM_UNAVAILABLE"
+
+
+class EmbeddingFailed(DependencyUnavailable):
+    """The embedder could not embed the text."""
+
+    reason = "EMBEDDING_FAILED"
+
+
+class RetrievalUnavailable(DependencyUnavailable):
+    """The vector engine could not be queried or written."""
+
+    reason = "RETRIEVAL_UNAVAILABLE"
+
+
+class StageTimeout(RagError):
+    """A stage ran out of time; `stage` names it (retrieval, generation, total)."""
+
+    reason = "DEADLINE"
+
+    def __init__(self, stage: str, message: str = "") -> None:
+        super().__init__(message or f"{stage} stage timed out", metadata={"stage": stage})
+        self.stage = stage
+
+
+class LLMTimeout(StageTimeout):
+    """The LLM did not produce its answer in time."""
+
+    reason = "LLM_TIMEOUT"
+
+
+class ResourceExhausted(RagError):
+    """Too much load; retry after `retry_after_s`."""
+
+    reason = "RESOURCE_EXHAUSTED"
+
+    def __init__(
+        self, message: str, *, retry_after_s: float = 1.0, metadata: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(message, metadata=metadata)
+        self.retry_after_s = retry_after_s
+
+
+class RateLimited(ResourceExhausted):
+    """The client exceeded its request rate."""
+
+    reason = "RATE_LIMITED"
+
+
+class Overloaded(ResourceExhausted):
+    """The server has too many requests in flight."""
+
+    reason = "OVERLOADED"
