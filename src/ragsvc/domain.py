@@ -221,6 +221,15 @@ class Flags:
 
 
 @dataclass(frozen=True, slots=True)
+class Explanation:
+    """How an answer was built: the rendered prompt and the packed chunks (marker n is packed[n - 1])."""
+
+    prompt: tuple[ChatMessage, ...]
+    packed: tuple[ScoredChunk, ...]
+    prompt_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
 class Answer:
     text: str
     citations: tuple[Citation, ...] = ()
@@ -239,6 +248,7 @@ class Answer:
     follow_up_questions: tuple[str, ...] = ()
     flags: Flags = field(default_factory=Flags)
     request_id: str = ""
+    explanation: Explanation | None = None
 
 
 @dataclass(frozen=True, slots=True)

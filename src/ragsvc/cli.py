@@ -1,0 +1,170 @@
+"""`ragsvc serve | ingest | ask`: the server, and a client that talks to it over gRPC."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import grpc
+from google.protobuf import json_format
+
+from ragsvc.config import Settings
+from ragsvc.errors import InvalidRequest
+from ragsvc.server.status import from_rpc_error
+from ragsvc.v1 import index_service_pb2 as index_pb
+from ragsvc.v1 import index_service_pb2_grpc as index_grpc
+from ragsvc.v1 import rag_service_pb2 as pb
+from ragsvc.v1 import rag_service_pb2_grpc as rag_grpc
+
+INGEST_BATCH = 8
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ragsvc", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("serve", help="run the gRPC server (settings from RAG_* environment variables)")
+
+    def client(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("--address", help="server host:port (default: RAG_GRPC_ADDRESS or 127.0.0.1:50051)")
+        sub.add_argument("--tenant", default="", help="tenant id (default: the server's default tenant)")
+        sub.add_argument("--timeout", type=float, default=60.0, help="deadline in seconds")
+        return sub
+
+    ask = client("ask", "ask a question and stream the answer")
+    ask.add_argument("query")
+    ask.add_argument("--tag", action="append", default=[], dest="tags", help="a user tag (repeatable)")
+    ask.add_argument("--top-k", type=int)
+    ask.add_argument("--model", default="")
+    ask.add_argument("--explain", action="store_true", help="also print the packed chunks and prompt")
+    ask.add_argument("--json", action="store_true", help="print the final answer as JSON instead of streaming")
+
+    ingest = client("ingest", "index .txt and .md files (directories are read recursively)")
+    ingest.add_argument("paths", nargs="+", type=Path)
+    ingest.add_argument("--tag", action="append", default=[], dest="tags", help="an access tag (repeatable)")
+    return parser
+
+
+def _print_sources(answer: pb.Answer) -> None:
+    if answer.citations:
+        print("\nSources:")
+        for c in answer.citations:
+            where = ", ".join(
+                part
+                for part in (
+                    c.document_name,
+                    f"page {c.page_number}" if c.HasField("page_number") else "",
+                    f"section {c.section!r}" if c.HasField("section") else "",
+                )
+                if part
+            )
+            print(f"  [#{c.marker}] {where} (relevance {c.relevance_score:.2f})")
+    elif answer.candidates:
+        print("\nNearest candidates (below the score gate):")
+        for c in answer.candidates:
+            print(f"  {c.document_name} {c.source_id} (relevance {c.relevance_score:.2f})")
+    status = "grounded" if answer.grounded else pb.RefusalReason.Name(answer.refusal_reason)
+    action = pb.Action.Name(answer.action)
+    if answer.action == pb.ACTION_ROUTE:
+        action += f" to {answer.route.owner_email}"
+    print(f"\n{status}; confidence {answer.confidence.overall:.0f}; {action}; model {answer.model}")
+
+
+async def _ask(args: argparse.Namespace, address: str) -> None:
+    request = pb.AskStreamRequest(
+        query=args.query,
+        tenant_id=args.tenant,
+        user_tags=args.tags,
+        explain=args.explain,
+        retrieval=pb.RetrievalOptions(top_k=args.top_k),
+        generation=pb.GenerationOptions(model=args.model),
+    )
+    streamed = False
+    answer = pb.Answer()
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = rag_grpc.RagServiceStub(channel)
+        async for message in stub.AskStream(request, timeout=args.timeout):
+            kind = message.WhichOneof("event")
+            if kind == "text_delta" and not args.json:
+                print(message.text_delta, end="", flush=True)
+                streamed = True
+            elif kind == "answer":
+                answer = message.answer
+    if args.json:
+        print(json_format.MessageToJson(answer))
+        return
+    if not streamed:  # refusals come whole, in the final answer
+        print(answer.text, end="")
+    print()
+    _print_sources(answer)
+    if args.explain:
+        print("\nPrompt:")
+        for message in answer.explanation.prompt:
+            print(f"--- {pb.Role.Name(message.role)}\n{message.content}")
+
+
+async def _ingest(args: argparse.Namespace, address: str) -> None:
+    from ragsvc.ingest.indexer import source_documents_from_paths
+
+    documents = source_documents_from_paths(args.paths, tenant_id=args.tenant, tags=args.tags)
+    if not documents:
+        raise InvalidRequest([], "no .txt or .md files under the given paths")
+    done = 0
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = index_grpc.IndexServiceStub(channel)
+        for start in range(0, len(documents), INGEST_BATCH):
+            batch = documents[start : start + INGEST_BATCH]
+            request = index_pb.IngestDocumentsRequest(
+                tenant_id=args.tenant,
+                documents=[
+                    index_pb.Document(
+                        document_id=d.document_id,
+                        name=d.name,
+                        content=d.content,
+                        media_type=d.media_type,
+                        tags=d.tags,
+                        source_url=d.source_url,
+                        title=d.title,
+                    )
+                    for d in batch
+                ],
+            )
+            response = await stub.IngestDocuments(request, timeout=args.timeout)
+            for result in response.results:
+                done += 1
+                outcome = f"error: {result.error}" if result.error else f"{result.chunks_indexed} chunks"
+                print(f"[{done}/{len(documents)}] {result.document_id}: {outcome}", flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = Settings.from_env()
+        if args.command == "serve":
+            from ragsvc.server.app import serve
+
+            asyncio.run(serve(settings))
+            return 0
+        address = args.address or settings.grpc_address
+        asyncio.run(_ask(args, address) if args.command == "ask" else _ingest(args, address))
+        return 0
+    except grpc.RpcError as exc:
+        error = from_rpc_error(exc)
+        print(f"\nerror: {exc.code().name} {error.reason}: {error.message}", file=sys.stderr)  # type: ignore[attr-defined]
+        for violation in getattr(error, "violations", ()):
+            print(f"  {violation.field}: {violation.description}", file=sys.stderr)
+        return 1
+    except InvalidRequest as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""Proto <-> domain conversion, in one place. No logic beyond mapping and enum checks."""
+
+from __future__ import annotations
+
+from google.protobuf import duration_pb2
+
+from ragsvc import domain
+from ragsvc.errors import FieldViolation, InvalidRequest
+from ragsvc.v1 import index_service_pb2 as index_pb
+from ragsvc.v1 import rag_service_pb2 as pb
+
+_MODES = {pb.MODE_UNSPECIFIED: domain.Mode.GENERAL, pb.MODE_GENERAL: domain.Mode.GENERAL,
+          pb.MODE_SELECTED_TEXT: domain.Mode.SELECTED_TEXT}  # fmt: skip
+_ROLES = {pb.ROLE_USER: domain.Role.USER, pb.ROLE_ASSISTANT: domain.Role.ASSISTANT,
+          pb.ROLE_SYSTEM: domain.Role.SYSTEM}  # fmt: skip
+_ROLES_TO_PROTO = {role: number for number, role in _ROLES.items()}
+_STYLES = {pb.CITATION_STYLE_UNSPECIFIED: domain.CitationStyle.MARKER,
+           pb.CITATION_STYLE_MARKER: domain.CitationStyle.MARKER,
+           pb.CITATION_STYLE_SOURCE_ID: domain.CitationStyle.SOURCE_ID}  # fmt: skip
+_STRICTNESS = {pb.STRICTNESS_UNSPECIFIED: domain.Strictness.NORMAL, pb.STRICTNESS_LENIENT: domain.Strictness.LENIENT,
+               pb.STRICTNESS_NORMAL: domain.Strictness.NORMAL, pb.STRICTNESS_STRICT: domain.Strictness.STRICT}  # fmt: skip
+_ACTIONS = {domain.Action.CITE: pb.ACTION_CITE, domain.Action.ROUTE: pb.ACTION_ROUTE}
+_REFUSALS = {
+    domain.RefusalReason.NONE: pb.REFUSAL_REASON_NONE,
+    domain.RefusalReason.NO_CHUNKS: pb.REFUSAL_REASON_NO_CHUNKS,
+    domain.RefusalReason.SCORE_GATE: pb.REFUSAL_REASON_SCORE_GATE,
+    domain.RefusalReason.UNSUPPORTED_ANSWER: pb.REFUSAL_REASON_UNSUPPORTED_ANSWER,
+    domain.RefusalReason.INVALID_CITATIONS: pb.REFUSAL_REASON_INVALID_CITATIONS,
+    domain.RefusalReason.NOT_IN_SELECTION: pb.REFUSAL_REASON_NOT_IN_SELECTION,
+}
+
+
+def _enum(table: dict, value: int, field: str, violations: list[FieldViolation]):  # noqa: ANN202 - table's value type
+    """table[value], or a violation naming `field` when the client sent a number the table does not know."""
+    if value not in table:
+        violations.append(FieldViolation(field, f"unsupported value {value}"))
+        return next(iter(table.values()))
+    return table[value]
+
+
+def question_from_proto(request: pb.AskRequest | pb.AskStreamRequest, request_id: str) -> domain.Question:
+    """AskRequest and AskStreamRequest mirror each other field for field, so one function serves both."""
+    violations: list[FieldViolation] = []
+    history = tuple(
+        domain.ChatMessage(_enum(_ROLES, m.role, f"chat_history[{i}].role", violations), m.content)
+        for i, m in enumerate(request.chat_history)
+    )
+    retrieval, generation = request.retrieval, request.generation
+    question = domain.Question(
+        query=request.query,
+        tenant_id=request.tenant_id,
+        user_tags=tuple(request.user_tags),
+        chat_history=history,
+        session_id=request.session_id,
+        mode=_enum(_MODES, request.mode, "mode", violations),
+        selected_text=request.selected_text,
+        top_k=retrieval.top_k if retrieval.HasField("top_k") else None,
+        score_threshold=retrieval.score_threshold if retrieval.HasField("score_threshold") else None,
+        filters=domain.MetadataFilter(
+            source_urls=tuple(retrieval.filter.source_urls),
+            page_titles=tuple(retrieval.filter.page_titles),
+            section_headings=tuple(retrieval.filter.section_headings),
+        ),
+        model=generation.model,
+        template_id=generation.template_id,
+        citation_style=_enum(_STYLES, generation.citation_style, "generation.citation_style", violations),
+        strictness=_enum(_STRICTNESS, generation.strictness, "generation.strictness", violations),
+        temperature=generation.temperature if generation.HasField("temperature") else None,
+        seed=generation.seed if generation.HasField("seed") else None,
+        explain=request.explain,
+        dry_run=request.dry_run,
+        request_id=request_id,
+    )
+    if violations:
+        raise InvalidRequest(violations)
+    return question
+
+
+def _duration(ms: float) -> duration_pb2.Duration:
+    duration = duration_pb2.Duration()
+    duration.FromNanoseconds(int(ms * 1e6))
+    return duration
+
+
+def citation_to_proto(citation: domain.Citation) -> pb.Citation:
+    return _chunk_to_proto(citation.chunk, citation.relevance_score, marker=citation.marker)
+
+
+def _chunk_to_proto(chunk: domain.Chunk, score: float, *, marker: int = 0) -> pb.Citation:
+    snippet = domain.Citation(marker=marker, chunk=chunk, relevance_score=score).snippet
+    return pb.Citation(
+        marker=marker,
+        source_id=chunk.source_id,
+        document_id=chunk.document_id,
+        document_name=chunk.document_name,
+        chunk_index=chunk.chunk_index,
+        page_number=chunk.page_number,
+        section=chunk.section,
+        source_url=chunk.source_url,
+        relevance_score=score,
+        snippet=snippet,
+        text=chunk.text,
+        char_start=chunk.char_start,
+        char_end=chunk.char_end,
+        line_start=chunk.line_start,
+        line_end=chunk.line_end,
+        page_title=chunk.page_title,
+    )
+
+
+def answer_to_proto(answer: domain.Answer) -> pb.Answer:
+    confidence, timings, flags = answer.confidence, answer.timings, answer.flags
+    message = pb.Answer(
+        text=answer.text,
+        citations=[citation_to_proto(c) for c in answer.citations],
+        confidence=pb.Confidence(
+            overall=confidence.overall, retrieval=confidence.retrieval, coverage=confidence.coverage, llm=confidence.llm
+        ),
+        action=_ACTIONS[answer.action],
+        grounded=answer.grounded,
+        refusal_reason=_REFUSALS[answer.refusal],
+        candidates=[_chunk_to_proto(s.chunk, s.score) for s in answer.candidates],
+        model=answer.model,
+        usage=pb.Usage(
+            prompt_tokens=answer.usage.prompt_tokens, completion_tokens=answer.usage.completion_tokens
+        ),
+        timings=pb.Timings(
+            retrieval=_duration(timings.retrieval_ms),
+            budget=_duration(timings.budget_ms),
+            generation=_duration(timings.generation_ms),
+            time_to_first_token=_duration(timings.first_token_ms),
+            total=_duration(timings.total_ms),
+        ),
+        context_chunks_used=answer.context_chunks_used,
+        context_tokens_used=answer.context_tokens_used,
+        prompt_template_version=answer.template_version,
+        follow_up_questions=list(answer.follow_up_questions),
+        flags=pb.AnswerFlags(
+            hallucination_detected=flags.hallucination_detected,
+            mitigation_applied=flags.mitigation_applied,
+            cache_hit=flags.cache_hit,
+            degraded=flags.degraded,
+            injection_suspected=flags.injection_suspected,
+            redactions_applied=flags.redactions_applied,
+        ),
+        request_id=answer.request_id,
+    )
+    if answer.route is not None:
+        route = answer.route
+        message.route.CopyFrom(
+            pb.RouteTarget(
+                tag=route.tag,
+                owner_user_id=route.owner_user_id,
+                owner_email=route.owner_email,
+                reason=route.reason,
+                fallback=route.fallback,
+            )
+        )
+    if answer.explanation is not None:
+        explanation = answer.explanation
+        message.explanation.CopyFrom(
+            pb.Explanation(
+                prompt=[pb.ChatMessage(role=_ROLES_TO_PROTO[m.role], content=m.content) for m in explanation.prompt],
+                packed_chunks=[
+                    _chunk_to_proto(s.chunk, s.score, marker=n) for n, s in enumerate(explanation.packed, start=1)
+                ],
+                prompt_tokens=explanation.prompt_tokens,
+            )
+        )
+    return message
+
+
+def event_to_proto(event: domain.Event) -> pb.AskStreamResponse:
+    if isinstance(event, domain.TextDelta):
+        return pb.AskStreamResponse(text_delta=event.text)
+    if isinstance(event, domain.Citation):
+        return pb.AskStreamResponse(citation=citation_to_proto(event))
+    return pb.AskStreamResponse(answer=answer_to_proto(event))
+
+
+def documents_from_proto(request: index_pb.IngestDocumentsRequest, default_tenant: str) -> list[domain.SourceDocument]:
+    tenant = request.tenant_id.strip() or default_tenant
+    return [
+        domain.SourceDocument(
+            document_id=d.document_id,
+            name=d.name or d.document_id,
+            content=d.content,
+            media_type=d.media_type or "text/plain",
+            tenant_id=tenant,
+            tags=tuple(d.tags),
+            source_url=d.source_url,
+            title=d.title,
+            trust=d.trust if d.HasField("trust") else 1.0,
+            published_at=d.published_date,
+        )
+        for d in request.documents
+    ]
+
+
+def ingest_result_to_proto(result: domain.IngestResult) -> index_pb.DocumentResult:
+    return index_pb.DocumentResult(
+        document_id=result.document_id,
+        chunks_created=result.chunks_created,
+        chunks_indexed=result.chunks_indexed,
+        elapsed=_duration(result.elapsed_ms),
+        error=result.error,
+    )

@@ -1,0 +1,94 @@
+"""The one boundary between ragsvc's exception tree and gRPC status codes with google.rpc details.
+
+`to_status` is used by the servicers; `from_rpc_error` by clients (the CLI), so a status decodes back into the
+same domain error on the other side.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from ragsvc import errors
+
+DOMAIN = "ragsvc.v1"
+_log = logging.getLogger(__name__)
+
+# Most specific first: the first class an error is an instance of decides its code.
+_CODES: tuple[tuple[type[errors.RagError], grpc.StatusCode], ...] = (
+    (errors.InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.NotFound, grpc.StatusCode.NOT_FOUND),
+    (errors.ModelUnavailable, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.DependencyUnavailable, grpc.StatusCode.UNAVAILABLE),
+    (errors.StageTimeout, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (errors.ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
+)
+
+
+def _all_errors(cls: type[errors.RagError]) -> list[type[errors.RagError]]:
+    return [cls, *(sub for direct in cls.__subclasses__() for sub in _all_errors(direct))]
+
+
+_BY_REASON = {cls.reason: cls for cls in _all_errors(errors.RagError)}
+
+
+def _pack(message: object) -> any_pb2.Any:
+    packed = any_pb2.Any()
+    packed.Pack(message)
+    return packed
+
+
+def to_status(exc: BaseException) -> grpc.Status:
+    """The gRPC status for `exc`; anything outside the tree is INTERNAL, logged, and its text not leaked."""
+    if not isinstance(exc, errors.RagError):
+        _log.error("internal error", exc_info=exc)
+        exc = errors.RagError("internal error")
+    code = next((code for cls, code in _CODES if isinstance(exc, cls)), grpc.StatusCode.INTERNAL)
+    details = [_pack(error_details_pb2.ErrorInfo(reason=exc.reason, domain=DOMAIN, metadata=exc.metadata))]
+    if isinstance(exc, errors.InvalidRequest):
+        violations = [
+            error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.description)
+            for v in exc.violations
+        ]
+        details.append(_pack(error_details_pb2.BadRequest(field_violations=violations)))
+    retry_after = getattr(exc, "retry_after_s", None)
+    if retry_after is not None:
+        delay = duration_pb2.Duration()
+        delay.FromNanoseconds(int(retry_after * 1e9))
+        details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
+    return rpc_status.to_status(
+        status_pb2.Status(code=getattr(code_pb2, code.name), message=exc.message, details=details)
+    )
+
+
+def from_rpc_error(error: grpc.RpcError) -> errors.RagError:
+    """The domain error a ragsvc status stands for (RagError with reason INTERNAL when it is not one of ours)."""
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    message = status.message if status else str(error.details())  # type: ignore[attr-defined]
+    info = error_details_pb2.ErrorInfo()
+    violations: list[errors.FieldViolation] = []
+    retry_after = 1.0
+    for detail in status.details if status else ():
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            detail.Unpack(info)
+        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            violations = [errors.FieldViolation(v.field, v.description) for v in bad.field_violations]
+        elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            retry = error_details_pb2.RetryInfo()
+            detail.Unpack(retry)
+            retry_after = retry.retry_delay.ToNanoseconds() / 1e9
+    cls = _BY_REASON.get(info.reason, errors.RagError) if info.domain == DOMAIN else errors.RagError
+    metadata = dict(info.metadata)
+    if issubclass(cls, errors.InvalidRequest):
+        return cls(violations, message)
+    if issubclass(cls, errors.StageTimeout):
+        return cls(metadata.get("stage", ""), message)
+    if issubclass(cls, (errors.DependencyUnavailable, errors.ResourceExhausted)):
+        return cls(message, retry_after_s=retry_after, metadata=metadata)
+    return cls(message, metadata=metadata)
