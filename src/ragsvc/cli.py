@@ -108,7 +108,7 @@ async def _ask(args: argparse.Namespace, address: str) -> None:
 
 
 async def _ingest(args: argparse.Namespace, address: str) -> None:
-    from ragsvc.ingest.indexer import source_documents_from_paths
+    from ragsvc.ingest.loaders import source_documents_from_paths
 
     documents = source_documents_from_paths(args.paths, tenant_id=args.tenant, tags=args.tags)
     if not documents:

@@ -20,7 +20,8 @@ from ragsvc.encodings import encoding_for_model
 from ragsvc.generation.base import Generator
 from ragsvc.generation.extractive import ExtractiveGenerator
 from ragsvc.generation.openai_compat import OpenAICompatGenerator
-from ragsvc.ingest.indexer import Indexer, source_documents_from_paths
+from ragsvc.ingest.indexer import Indexer
+from ragsvc.ingest.loaders import source_documents_from_paths
 from ragsvc.pipeline import Pipeline, PipelineSettings
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
@@ -67,7 +68,7 @@ def build_generator(settings: Settings) -> Generator:
 
 
 async def build_components(settings: Settings) -> Components:
-    embedder = MiniLMEmbedder()
+    embedder = MiniLMEmbedder.load()
     engine = EdgeEngine.open(settings.data_dir / "qdrant-edge", dimension=embedder.dimension)
     retriever = HybridRetriever(embedder, engine, min_similarity=settings.min_similarity)
     generator = build_generator(settings)
