@@ -3,30 +3,52 @@
 from __future__ import annotations
 
 import re
-
-_WORD = re.compile(r"[a-z0-9][a-z0-9_\-']*")
+from collections.abc import Iterator
 
 STOPWORDS = frozenset(
-    """a about above after again against all also am an and any are as at be because been before being below
-    between both but by can could did do does doing down during each few for from further had has have having he
-    her here hers herself him himself his how i if in into is it its itself just me more most my myself no nor
-    not now of off on once only or other our ours ourselves out over own same she should so some such than that
-    the their theirs them themselves then there these they this those through to too under until up very was we
-    were what when where which while who whom why will with would you your yours yourself yourselves tell show
-    explain describe please does do""".split()
+    """
+    a about above after again against all also am an and any are as at be because been before being below
+    between both but by can could did do does doing done down during each either else even ever every for from
+    further get gets got had has have having he her here hers herself him himself his how however i if in into
+    is it its itself just let like may me might more most much must my myself no nor not now of off often on
+    once only or other our ours ourselves out over own per please same shall she should so some such tell than
+    that the their theirs them themselves then there these they this those through thus to too under until up
+    upon us use used using very via was we were what when where whether which while who whom whose why will
+    with within without would yet you your yours yourself yourselves
+    """.split()
 )
-
-
-def stem(word: str) -> str:
-    """A light suffix stripper: enough to match "indexes"/"indexing"/"indexed" with "index"."""
-    for suffix in ("ingly", "edly", "ing", "ies", "ied", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            stemmed = word[: -len(suffix)]
-            return stemmed + "y" if suffix in ("ies", "ied") else stemmed
-    return word
+_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
 
 def content_terms(text: str) -> list[str]:
     """The stemmed words of `text` that carry meaning (stopwords and one-letter words removed), in order."""
-    words = (word.strip("'-") for word in _WORD.findall(text.lower()))
-    return [stem(word) for word in words if len(word) > 1 and word not in STOPWORDS]
+    return list(_terms(text))
+
+
+def _terms(text: str) -> Iterator[str]:
+    for token in _TOKEN.findall(text.lower().replace("\u2019", "'")):
+        token = token.removesuffix("'s")
+        if token not in STOPWORDS and "'" not in token and (len(token) > 1 or token.isdigit()):
+            yield stem(token)
+
+
+def stem(word: str) -> str:
+    """A light suffix stripper: plurals, -ing and -ed, a final e, so "configures", "configured",
+    "configuring" and "configure" meet."""
+    if word.isdigit() or len(word) <= 3:
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        word = word[:-3] + "y"
+    elif word.endswith("sses"):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    for suffix in ("ing", "ed"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lsz":
+                word = word[:-1]  # running -> run
+            break
+    if word.endswith("e") and len(word) > 3:
+        word = word[:-1]
+    return word

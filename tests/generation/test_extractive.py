@@ -1,0 +1,152 @@
+"""ExtractiveGenerator: cited sentences from the packed context, no LLM."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from ragsvc.domain import Chunk, GenerationDelta, GenerationRequest, ScoredChunk, Usage
+from ragsvc.generation.extractive import FALLBACK, ExtractiveGenerator
+
+
+def scored(index: int, text: str) -> ScoredChunk:
+    return ScoredChunk(Chunk(document_id="guide", chunk_index=index, text=text), score=0.8)
+
+
+CONTEXT = (
+    scored(
+        0,
+        "# Configuration\n\nragsvc reads its settings from the environment. Every setting has a default, "
+        "e.g. the data directory is .ragsvc-data.",
+    ),
+    scored(
+        1,
+        "## Serving\n\nThe gRPC server listens on port 50051 by default. Set RAG_GRPC_ADDRESS to listen on "
+        "another address or port.\n\n- Health checks are served on the same port.\n- Reflection is enabled.",
+    ),
+    scored(
+        2,
+        "Answers stream token by token. A request may set its own timeout; the server stops waiting for the "
+        "LLM after RAG_TIMEOUT_SECONDS.",
+    ),
+)
+
+
+def request(query: str, context: tuple[ScoredChunk, ...] = CONTEXT) -> GenerationRequest:
+    return GenerationRequest(messages=(), query=query, context=context, model="", max_tokens=0)
+
+
+async def deltas(generator: ExtractiveGenerator, req: GenerationRequest) -> list[GenerationDelta]:
+    return [delta async for delta in generator.generate(req)]
+
+
+async def answer(generator: ExtractiveGenerator, req: GenerationRequest) -> str:
+    return "".join(delta.text for delta in await deltas(generator, req))
+
+
+async def test_exact_answer_for_a_fixed_request() -> None:
+    text = await answer(ExtractiveGenerator(), request("Which port does the gRPC server listen on?"))
+
+    assert text == (
+        "The gRPC server listens on port 50051 by default. [#2] "
+        "Set RAG_GRPC_ADDRESS to listen on another address or port. [#2] "
+        "Health checks are served on the same port. [#2]"
+    )
+
+
+async def test_cites_the_chunk_holding_the_answer() -> None:
+    text = await answer(ExtractiveGenerator(), request("How do I change the timeout?"))
+
+    assert text == (
+        "A request may set its own timeout; the server stops waiting for the LLM after RAG_TIMEOUT_SECONDS. [#3]"
+    )
+
+
+async def test_keeps_a_sentence_whole_across_an_abbreviation() -> None:
+    text = await answer(ExtractiveGenerator(max_sentences=1), request("Where is the data directory?"))
+
+    assert text == "Every setting has a default, e.g. the data directory is .ragsvc-data. [#1]"
+
+
+async def test_at_most_max_sentences() -> None:
+    generator = ExtractiveGenerator(max_sentences=2)
+
+    text = await answer(generator, request("Which port does the gRPC server listen on?"))
+
+    assert text.count("[#") == 2
+    assert text.startswith("The gRPC server listens on port 50051 by default. [#2]")
+
+
+async def test_same_request_same_answer() -> None:
+    req = request("server port timeout settings")
+
+    answers = {await answer(ExtractiveGenerator(), req) for _ in range(3)}
+
+    assert len(answers) == 1
+
+
+async def test_drops_a_sentence_repeated_by_overlapping_chunks() -> None:
+    shared = "The index is rebuilt every night at two."
+    context = (scored(0, f"Backups run hourly. {shared}"), scored(1, f"{shared} Rebuilds take minutes."))
+
+    text = await answer(ExtractiveGenerator(), request("When is the index rebuilt?", context))
+
+    assert text.count(shared) == 1
+    assert text.startswith(f"{shared} [#1]")
+
+
+async def test_falls_back_without_a_marker_when_nothing_matches() -> None:
+    for req in (request("What is the capital of France?"), request("Which port?", context=())):
+        text = await answer(ExtractiveGenerator(), req)
+
+        assert text == FALLBACK == "I don't have information about that in the available documentation."
+
+
+async def test_streams_word_by_word_then_usage() -> None:
+    received = await deltas(ExtractiveGenerator(), request("Which port does the gRPC server listen on?"))
+
+    words, last = received[:-1], received[-1]
+    assert len(words) > 10
+    assert [delta.text.strip() for delta in words[:3]] == ["The", "gRPC", "server"]
+    assert all(delta.text.strip() and " " not in delta.text.strip() and delta.usage is None for delta in words)
+    assert last == GenerationDelta(text="", usage=Usage(prompt_tokens=0, completion_tokens=len(words)))
+
+
+async def test_healthy_and_named() -> None:
+    generator = ExtractiveGenerator()
+
+    await generator.check_health()
+    await generator.aclose()
+
+    assert generator.name == "extractive"
+
+
+async def test_cheap_on_a_large_context() -> None:
+    sentences = " ".join(f"Component {n} stores its state in table t{n} and logs to file f{n}." for n in range(10))
+    context = tuple(scored(index, sentences) for index in range(50))
+    generator = ExtractiveGenerator()
+
+    started = time.perf_counter()
+    text = await answer(generator, request("Where does component 7 store its state?", context))
+
+    assert time.perf_counter() - started < 1.0
+    assert text.startswith("Component 7 stores its state in table t7 and logs to file f7. [#1]")
+
+
+def test_loads_no_model() -> None:
+    script = (
+        "import asyncio, sys\n"
+        "from ragsvc.domain import Chunk, GenerationRequest, ScoredChunk\n"
+        "from ragsvc.generation.extractive import ExtractiveGenerator\n"
+        "chunk = ScoredChunk(Chunk('d', 0, 'The server listens on port 50051.'), 0.9)\n"
+        "request = GenerationRequest((), 'Which port?', (chunk,), '', 0)\n"
+        "async def main():\n"
+        "    return [d async for d in ExtractiveGenerator().generate(request)]\n"
+        "assert len(asyncio.run(main())) > 1\n"
+        "print(' '.join(sorted(m for m in ('onnxruntime', 'tokenizers', 'tiktoken', 'httpx') if m in sys.modules)))\n"
+    )
+
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=30)
+
+    assert loaded.stdout.strip() == ""
