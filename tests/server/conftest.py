@@ -1,8 +1,10 @@
-"""A real ragsvc server on a free loopback port, with the demo corpus indexed, shared by the server tests."""
+"""Real ragsvc servers on free loopback ports, with the demo corpus indexed."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -12,17 +14,22 @@ from ragsvc.server.app import RagServer
 from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
 
 
+@contextlib.asynccontextmanager
+async def running_server(data_dir: Path, **overrides: object) -> AsyncIterator[RagServer]:
+    """A server on 127.0.0.1:<free port>; `overrides` replace Settings fields."""
+    fields: dict[str, object] = {"health_probe_interval_s": 0.5, "grace_period_s": 2.0}
+    settings = Settings(**{**fields, **overrides, "grpc_address": "127.0.0.1:0", "data_dir": data_dir})  # type: ignore[arg-type]
+    server = await RagServer.start(settings)
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
 @pytest.fixture(scope="session")
 async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RagServer]:
-    settings = Settings(
-        grpc_address="127.0.0.1:0",
-        data_dir=tmp_path_factory.mktemp("server-data"),
-        health_probe_interval_s=0.5,
-        grace_period_s=2.0,
-    )
-    server = await RagServer.start(settings)
-    yield server
-    await server.stop()
+    async with running_server(tmp_path_factory.mktemp("server-data")) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,101 @@
+"""Integration with a real LLM server: llama.cpp (xllamacpp) serving SmolLM2-135M over the OpenAI protocol.
+
+The model is small and weak (often uncited, sometimes wrong), so these tests assert properties of the
+protocol and the pipeline, never the wording of an answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from ragsvc.domain import ChatMessage, GenerationRequest, Role
+from ragsvc.generation.openai_compat import OpenAICompatGenerator
+from ragsvc.server.app import RagServer
+from ragsvc.v1 import rag_service_pb2 as pb
+from ragsvc.v1 import rag_service_pb2_grpc
+from tests.server.conftest import running_server
+from tests.support.llama_server import MODEL_ALIAS, LlamaServer
+
+MARKER = re.compile(r"\[#(\d{1,3})\]")
+
+
+@pytest.fixture(scope="module")
+async def llm() -> AsyncIterator[LlamaServer]:
+    async with LlamaServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+async def llm_backed_server(llm: LlamaServer, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RagServer]:
+    async with running_server(
+        Path(tmp_path_factory.mktemp("llm-server-data")),
+        generator="openai",
+        openai_base_url=llm.base_url,
+        chat_model=MODEL_ALIAS,
+        model_context_tokens=2048,
+        max_response_tokens=64,
+        timeout_s=60.0,
+    ) as server:
+        yield server
+
+
+async def test_generator_streams_tokens_and_usage_from_a_real_server(llm: LlamaServer) -> None:
+    generator = OpenAICompatGenerator(llm.base_url, model=MODEL_ALIAS)
+    try:
+        await generator.check_health()
+        assert MODEL_ALIAS in await generator.available_models()
+        request = GenerationRequest(
+            messages=(ChatMessage(Role.USER, "Name three colors."),),
+            query="Name three colors.",
+            context=(),
+            model=MODEL_ALIAS,
+            max_tokens=24,
+            temperature=0.0,
+            seed=7,
+        )
+        deltas = [d async for d in generator.generate(request)]
+    finally:
+        await generator.aclose()
+    texts = [d.text for d in deltas if d.text]
+    assert len(texts) > 1, "tokens arrive as separate deltas"
+    usage = deltas[-1].usage
+    assert usage is not None and usage.prompt_tokens > 0 and 0 < usage.completion_tokens <= 24
+
+
+async def test_ask_stream_through_ragsvc_with_a_real_llm(llm_backed_server: RagServer) -> None:
+    async with grpc.aio.insecure_channel(llm_backed_server.address) as channel:
+        health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service="llm"))
+        assert health.status == health_pb2.HealthCheckResponse.SERVING
+
+        stub = rag_service_pb2_grpc.RagServiceStub(channel)
+        request = pb.AskStreamRequest(
+            query="How is the confidence score computed?",
+            retrieval=pb.RetrievalOptions(top_k=2),
+            generation=pb.GenerationOptions(temperature=0.0, seed=7),
+        )
+        messages = [m async for m in stub.AskStream(request, timeout=120)]
+
+    kinds = [m.WhichOneof("event") for m in messages]
+    assert kinds[-1] == "answer" and kinds.count("answer") == 1
+    assert kinds.count("text_delta") > 1, "the real model's tokens are forwarded as they arrive"
+    answer = messages[-1].answer
+    assert "".join(m.text_delta for m in messages if m.text_delta) == answer.text
+    assert answer.model == f"openai:{MODEL_ALIAS}"
+    assert answer.usage.prompt_tokens > 0 and 0 < answer.usage.completion_tokens <= 64
+    assert answer.timings.time_to_first_token.ToNanoseconds() > 0
+    assert 1 <= answer.context_chunks_used <= 2
+    valid = {c.marker for c in answer.explanation.packed_chunks} or set(range(1, answer.context_chunks_used + 1))
+    cited = {int(n) for n in MARKER.findall(answer.text)}
+    if answer.grounded:
+        assert cited and cited <= valid
+        assert {c.marker for c in answer.citations} == cited
+    else:
+        assert answer.refusal_reason in (pb.REFUSAL_REASON_UNSUPPORTED_ANSWER, pb.REFUSAL_REASON_INVALID_CITATIONS)
+        assert answer.action == pb.ACTION_ROUTE
+        assert all(c.marker in valid for c in answer.citations), "an unknown marker never becomes a citation"

