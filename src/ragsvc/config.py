@@ -33,7 +33,8 @@ class Settings:
     )
     default_tenant: str = _env("RAG_DEFAULT_TENANT", "default", "tenant used when a request names none")
     # Ingestion
-    chunk_tokens: int = _env("RAG_CHUNK_TOKENS", 200, "chunk size in tokens")
+    # 180 cl100k tokens stay within MiniLM's 256 word pieces for most English text.
+    chunk_tokens: int = _env("RAG_CHUNK_TOKENS", 180, "chunk size in tokens")
     chunk_overlap_tokens: int = _env("RAG_CHUNK_OVERLAP_TOKENS", 40, "tokens shared by neighbouring chunks")
     # Retrieval
     top_k: int = _env("RAG_TOTAL_CONTEXT_CHUNKS", 5, "chunks retrieved when a request sets no top_k")

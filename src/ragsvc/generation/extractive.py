@@ -82,12 +82,23 @@ class ExtractiveGenerator:
 
 
 def _candidates(context: Sequence[ScoredChunk]) -> Iterator[_Sentence]:
-    """Every sentence of the context long enough to be an answer and holding a content term."""
+    """Every whole sentence of the context long enough to be an answer and holding a content term."""
     for marker, scored in enumerate(context, start=1):
-        for position, text in enumerate(_sentences(scored.chunk.text)):
+        sentences = _sentences(scored.chunk.text)
+        for position, text in enumerate(sentences):
+            if _cut_at_chunk_border(text, position, len(sentences)):
+                continue
             terms = tuple(content_terms(text))
             if terms and len(text.split()) >= _MIN_WORDS:
                 yield _Sentence(text=text, marker=marker, position=position, terms=terms)
+
+
+def _cut_at_chunk_border(text: str, position: int, count: int) -> bool:
+    """True for a sentence a chunk border cut: the first one starting in lower case, or the last one with no
+    closing punctuation. Chunks overlap, so the whole sentence is in the neighbouring chunk."""
+    if position == 0 and text[:1].islower():
+        return True
+    return position == count - 1 and not text.rstrip("\"')]*_ ").endswith((".", "!", "?", ":"))
 
 
 def _ranked(query_terms: Sequence[str], sentences: Sequence[_Sentence]) -> list[_Sentence]:

@@ -1,0 +1,76 @@
+"""Ingestion: load a document, chunk it, embed the chunks and make them the document's chunks in the engine."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from ragsvc.domain import Chunk, IngestResult, SourceDocument
+from ragsvc.errors import InvalidRequest
+from ragsvc.ingest.chunker import chunk_sections
+from ragsvc.ingest.loaders import load_sections
+from ragsvc.retrieval.base import Embedder, IndexedChunk, VectorEngine
+
+EMBED_BATCH = 64  # texts per embedder call; a cancelled ingest stops between calls
+
+
+class Indexer:
+    def __init__(self, embedder: Embedder, engine: VectorEngine, *, chunk_tokens: int, overlap_tokens: int) -> None:
+        if not chunk_tokens > overlap_tokens >= 0:
+            raise ValueError(f"need chunk_tokens > overlap_tokens >= 0, got {chunk_tokens} and {overlap_tokens}")
+        self._embedder = embedder
+        self._engine = engine
+        self._chunk_tokens = chunk_tokens
+        self._overlap_tokens = overlap_tokens
+
+    async def ingest(self, document: SourceDocument) -> IngestResult:
+        """Re-ingesting replaces the document's chunks. A document that cannot be read is reported in the result's
+        `error`; EmbeddingFailed and RetrievalUnavailable propagate."""
+        started = time.perf_counter()
+        try:
+            chunks = await asyncio.to_thread(self._chunks, document)
+        except (InvalidRequest, UnicodeDecodeError) as exc:
+            return IngestResult(document.document_id, elapsed_ms=_since(started), error=str(exc))
+        if not chunks:
+            return IngestResult(document.document_id, elapsed_ms=_since(started), error="the document has no text")
+        vectors: list[list[float]] = []
+        for start in range(0, len(chunks), EMBED_BATCH):
+            vectors += await self._embedder.embed_documents([c.text for c in chunks[start : start + EMBED_BATCH]])
+        indexed = [IndexedChunk(c, v) for c, v in zip(chunks, vectors, strict=True)]
+        await self._engine.replace_document(document.tenant_id, document.document_id, indexed)
+        return IngestResult(
+            document.document_id,
+            chunks_created=len(chunks),
+            chunks_indexed=len(indexed),
+            elapsed_ms=_since(started),
+        )
+
+    async def delete(self, tenant_id: str, document_id: str) -> int:
+        """Removes the document's chunks; returns how many there were."""
+        return await self._engine.delete_document(tenant_id, document_id)
+
+    def _chunks(self, document: SourceDocument) -> list[Chunk]:
+        drafts = chunk_sections(
+            load_sections(document), chunk_tokens=self._chunk_tokens, overlap_tokens=self._overlap_tokens
+        )
+        return [
+            Chunk(
+                document_id=document.document_id,
+                chunk_index=index,
+                text=draft.text,
+                document_name=document.name,
+                tenant_id=document.tenant_id,
+                tags=document.tags,
+                source_url=document.source_url,
+                page_title=document.title,
+                section=draft.heading,
+                page_number=draft.page_number,
+                trust=document.trust,
+                published_at=document.published_at,
+            )
+            for index, draft in enumerate(drafts)
+        ]
+
+
+def _since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000.0

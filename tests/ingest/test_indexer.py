@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+import pytest
+
+from ragsvc.domain import MetadataFilter, RetrievalQuery, SourceDocument
+from ragsvc.errors import RetrievalUnavailable
+from ragsvc.ingest.indexer import Indexer
+from ragsvc.retrieval.edge import EdgeEngine
+from ragsvc.retrieval.embedders import MiniLMEmbedder
+
+GUIDE = """# Backup guide
+
+The storage cluster takes a snapshot backup every night at 2 am. Snapshots are kept for thirty days.
+
+## Restoring
+
+To restore a snapshot, open the console, pick the date and confirm. Restores of large volumes take an hour.
+""" + "\n".join(f"Step {i}: verify checksum {i} of the restored volume before reopening it." for i in range(40))
+
+
+def guide(**fields: object) -> SourceDocument:
+    defaults: dict[str, object] = {
+        "document_id": "backup-guide",
+        "name": "backup-guide.md",
+        "content": GUIDE.encode(),
+        "media_type": "text/markdown",
+        "tenant_id": "acme",
+        "tags": ("ops",),
+        "source_url": "https://wiki.example/backups",
+        "title": "Backup guide",
+        "trust": 0.9,
+        "published_at": "2025-03-01",
+    }
+    return SourceDocument(**{**defaults, **fields})  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def indexer(embedder: MiniLMEmbedder, engine: EdgeEngine) -> Indexer:
+    return Indexer(embedder, engine, chunk_tokens=80, overlap_tokens=16)
+
+
+async def test_ingesting_twice_gives_the_same_chunks(indexer: Indexer, engine: EdgeEngine) -> None:
+    first = await indexer.ingest(guide())
+    second = await indexer.ingest(guide())
+
+    assert first.error == ""
+    assert first.chunks_created == first.chunks_indexed > 3
+    assert (second.chunks_created, second.chunks_indexed) == (first.chunks_created, first.chunks_indexed)
+    assert second.elapsed_ms > 0
+    assert await engine.count("acme") == first.chunks_created
+
+
+async def test_chunks_carry_the_documents_metadata(
+    indexer: Indexer, engine: EdgeEngine, embedder: MiniLMEmbedder
+) -> None:
+    result = await indexer.ingest(guide())
+    query = RetrievalQuery(
+        "how do I restore a snapshot",
+        tenant_id="acme",
+        user_tags=("ops",),
+        filters=MetadataFilter(section_headings=("Restoring",)),
+    )
+
+    found = await engine.query(query, await embedder.embed_query(query.text), 50)
+
+    assert found
+    chunk = found[0].chunk
+    assert (chunk.document_id, chunk.document_name) == ("backup-guide", "backup-guide.md")
+    assert chunk.page_title == "Backup guide"
+    assert (chunk.tenant_id, chunk.tags, chunk.source_url) == ("acme", ("ops",), "https://wiki.example/backups")
+    assert (chunk.section, chunk.trust, chunk.published_at) == ("Restoring", 0.9, "2025-03-01")
+    assert "restore" in chunk.text
+    assert sorted(c.chunk.chunk_index for c in found) == list(range(1, result.chunks_created))
+
+
+async def test_reingesting_a_shorter_version_removes_the_rest(indexer: Indexer, engine: EdgeEngine) -> None:
+    await indexer.ingest(guide())
+
+    result = await indexer.ingest(guide(content=b"# Backup guide\nBackups run nightly."))
+
+    assert result.chunks_created == 1
+    assert await engine.count("acme") == 1
+
+
+async def test_delete_removes_every_chunk(indexer: Indexer, engine: EdgeEngine) -> None:
+    created = (await indexer.ingest(guide())).chunks_created
+    await indexer.ingest(guide(document_id="other", content=b"Another document."))
+
+    assert await indexer.delete("acme", "backup-guide") == created
+    assert await indexer.delete("acme", "backup-guide") == 0
+    assert await engine.count("acme") == 1
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        ({"media_type": "application/vnd.ms-excel"}, "media_type"),
+        ({"content": b"\xff\xfe broken", "media_type": "text/plain"}, "utf-8"),
+        ({"content": b"   \n\n"}, "no text"),
+    ],
+)
+async def test_an_unreadable_document_is_a_per_document_error(
+    indexer: Indexer, engine: EdgeEngine, fields: dict[str, object], error: str
+) -> None:
+    result = await indexer.ingest(guide(**fields))
+
+    assert error in result.error
+    assert (result.document_id, result.chunks_created, result.chunks_indexed) == ("backup-guide", 0, 0)
+    assert await engine.count() == 0
+
+
+async def test_engine_failures_propagate(indexer: Indexer, engine: EdgeEngine) -> None:
+    await engine.close()
+
+    with pytest.raises(RetrievalUnavailable):
+        await indexer.ingest(guide())
+
+
+def test_the_overlap_must_be_smaller_than_the_chunk(embedder: MiniLMEmbedder, engine: EdgeEngine) -> None:
+    with pytest.raises(ValueError):
+        Indexer(embedder, engine, chunk_tokens=50, overlap_tokens=50)
