@@ -1,0 +1,126 @@
+"""Ask latency on the demo corpus with the extractive generator, against a real `ragsvc serve` process.
+
+Side by side in one run, on the same channel to the same server: a trivial unary (grpc.health.v1 Check) as the
+floor that any gRPC call pays, and Ask. Rounds interleave the two so machine noise hits both alike. Reports
+p50/p90/p99 per round, the server's own stage timings (from the answers), and the machine it ran on.
+
+    python -m bench.ask_latency [--rounds 3] [--calls 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from ragsvc.v1 import rag_service_pb2 as pb
+from ragsvc.v1 import rag_service_pb2_grpc
+
+QUESTIONS = (
+    "How is the confidence score computed?",
+    "What happens on SIGTERM?",
+    "How are documents chunked?",
+    "Which status code does an empty query get?",
+    "When is a question routed to a human?",
+)
+RESULTS = Path(__file__).parent / "results"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def summary(ms: list[float]) -> dict[str, float]:
+    return {"p50_ms": percentile(ms, 0.5), "p90_ms": percentile(ms, 0.9), "p99_ms": percentile(ms, 0.99), "n": len(ms)}
+
+
+async def timed(call: object) -> float:
+    started = time.perf_counter()
+    await call  # type: ignore[misc]
+    return (time.perf_counter() - started) * 1000
+
+
+async def run(rounds: int, calls: int, warmup: int) -> dict[str, object]:
+    load_before = os.getloadavg()
+    data_dir = tempfile.mkdtemp(prefix="ragsvc-bench-")
+    started = time.perf_counter()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ragsvc.cli", "serve"],
+        env={**os.environ, "RAG_GRPC_ADDRESS": "127.0.0.1:0", "RAG_DATA_DIR": data_dir, "RAG_GENERATOR": "extractive"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        address = (await asyncio.to_thread(server.stdout.readline)).removeprefix("ragsvc serving on ").strip()  # type: ignore[union-attr]
+        cold_start_s = time.perf_counter() - started
+        async with grpc.aio.insecure_channel(address) as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            rag = rag_service_pb2_grpc.RagServiceStub(channel)
+            check = health_pb2.HealthCheckRequest(service="")
+            asks = [pb.AskRequest(query=q) for q in QUESTIONS]
+            for i in range(warmup):
+                await rag.Ask(asks[i % len(asks)], timeout=30)
+                await health.Check(check, timeout=30)
+            per_round = []
+            stages: dict[str, list[float]] = {"retrieval": [], "budget": [], "generation": [], "total": []}
+            for _ in range(rounds):
+                floor, ask = [], []
+                for i in range(calls):
+                    floor.append(await timed(health.Check(check, timeout=30)))
+                    started_call = time.perf_counter()
+                    answer = (await rag.Ask(asks[i % len(asks)], timeout=30)).answer
+                    ask.append((time.perf_counter() - started_call) * 1000)
+                    for stage in stages:
+                        stages[stage].append(getattr(answer.timings, stage).ToNanoseconds() / 1e6)
+                per_round.append({"floor_unary": summary(floor), "ask": summary(ask)})
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    ask_p50 = [r["ask"]["p50_ms"] for r in per_round]
+    floor_p50 = [r["floor_unary"]["p50_ms"] for r in per_round]
+    return {
+        "what": "sequential unary calls over one channel to a `ragsvc serve` subprocess on 127.0.0.1; extractive "
+        "generator; demo corpus (5 documents); Ask cycles through 5 questions; floor = grpc.health.v1 Check on "
+        "the same server, interleaved call by call",
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                    "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()},  # fmt: skip
+        "cold_start_to_serving_s": round(cold_start_s, 2),
+        "rounds": per_round,
+        "ask_p50_ms_median_of_rounds": statistics.median(ask_p50),
+        "floor_p50_ms_median_of_rounds": statistics.median(floor_p50),
+        "ask_over_floor_p50_ratio": statistics.median(a / f for a, f in zip(ask_p50, floor_p50, strict=True)),
+        "server_stage_p50_ms": {stage: percentile(v, 0.5) for stage, v in stages.items()},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    args = parser.parse_args()
+    result = asyncio.run(run(args.rounds, args.calls, args.warmup))
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"ask_latency-{datetime.now(UTC):%Y-%m-%d}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    print(f"written to {out}")
+
+
+if __name__ == "__main__":
+    main()
