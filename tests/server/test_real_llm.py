@@ -23,6 +23,7 @@ from tests.server.conftest import running_server
 from tests.support.llama_server import MODEL_ALIAS, LlamaServer
 
 MARKER = re.compile(r"\[#(\d{1,3})\]")
+pytestmark = pytest.mark.llm
 
 
 @pytest.fixture(scope="module")
