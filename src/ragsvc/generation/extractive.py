@@ -39,6 +39,7 @@ class _Sentence:
     text: str
     marker: int
     position: int  # order within its chunk
+    relevance: float  # the chunk's retrieval score
     terms: tuple[str, ...]  # stemmed content terms, in order
 
 
@@ -90,7 +91,7 @@ def _candidates(context: Sequence[ScoredChunk]) -> Iterator[_Sentence]:
                 continue
             terms = tuple(content_terms(text))
             if terms and len(text.split()) >= _MIN_WORDS:
-                yield _Sentence(text=text, marker=marker, position=position, terms=terms)
+                yield _Sentence(text, marker, position, max(scored.score, 0.0), terms)
 
 
 def _cut_at_chunk_border(text: str, position: int, count: int) -> bool:
@@ -102,7 +103,8 @@ def _cut_at_chunk_border(text: str, position: int, count: int) -> bool:
 
 
 def _ranked(query_terms: Sequence[str], sentences: Sequence[_Sentence]) -> list[_Sentence]:
-    """The sentences sharing a term with the query, best BM25 score first, then by marker and position."""
+    """The sentences sharing a term with the query, best first: BM25 over the sentences weighted by the
+    relevance of their chunk (so a sentence of the best evidence wins a lexical tie), then marker, position."""
     if not query_terms or not sentences:
         return []
     count = len(sentences)
@@ -122,7 +124,7 @@ def _ranked(query_terms: Sequence[str], sentences: Sequence[_Sentence]) -> list[
             if frequency[term]
         )
         if score > 0:
-            scored.append((score, sentence))
+            scored.append((score * (0.5 + sentence.relevance), sentence))
     scored.sort(key=lambda pair: (-pair[0], pair[1].marker, pair[1].position))
     return [sentence for _, sentence in scored]
 
