@@ -9,7 +9,8 @@ RagError
 ├── DependencyUnavailable ..... a dependency cannot be reached or failed (UNAVAILABLE)
 │   ├── LLMUnavailable ........ the LLM server is unreachable or answered 5xx
 │   ├── EmbeddingFailed ....... the embedder failed
-│   └── RetrievalUnavailable .. the vector engine failed
+│   ├── RetrievalUnavailable .. the vector engine failed
+│   └── DatabaseUnavailable ... the service's own database (audit log, sessions, owners) failed
 ├── StageTimeout .............. a stage ran past its budget or the caller's deadline (DEADLINE_EXCEEDED)
 │   └── LLMTimeout ............ the LLM did not answer in time
 └── ResourceExhausted ......... too many requests (RESOURCE_EXHAUSTED)
@@ -103,6 +104,12 @@ class RetrievalUnavailable(DependencyUnavailable):
     """The vector engine could not be queried or written."""
 
     reason = "RETRIEVAL_UNAVAILABLE"
+
+
+class DatabaseUnavailable(DependencyUnavailable):
+    """The service's SQLite database could not be read or written."""
+
+    reason = "DATABASE_UNAVAILABLE"
 
 
 class StageTimeout(RagError):

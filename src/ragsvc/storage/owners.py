@@ -1,0 +1,78 @@
+"""Who answers a routed question: the owner of a tag (tags.owner_user_id -> users.email), else the admin."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from ragsvc.domain import RouteTarget
+from ragsvc.errors import FieldViolation, InvalidRequest
+from ragsvc.storage.database import Database
+
+ADMIN_TAG = "system"
+
+
+class OwnerDirectory:
+    def __init__(self, database: Database, *, admin_email: str) -> None:
+        self._db = database
+        self._admin_email = admin_email
+
+    async def route(self, primary_tag: str, reason: str) -> RouteTarget:
+        """The owner of `primary_tag`; the admin (fallback=True) when there is no tag, no owner or no such user."""
+        if not primary_tag:
+            return self._admin(f"{reason}; no tags in context")
+        rows = await self._db.fetch_all(
+            "SELECT tags.owner_user_id AS user_id, users.email AS email FROM tags "
+            "LEFT JOIN users ON users.id = tags.owner_user_id WHERE tags.name = ?",
+            (primary_tag,),
+        )
+        if not rows or not rows[0]["user_id"]:
+            return self._admin(f"{reason}; no owner for tag '{primary_tag}'", tag=primary_tag)
+        if rows[0]["email"] is None:
+            return self._admin(f"{reason}; owner user not found for tag '{primary_tag}'", tag=primary_tag)
+        return RouteTarget(
+            tag=primary_tag,
+            owner_user_id=rows[0]["user_id"],
+            owner_email=rows[0]["email"],
+            reason=f"{reason}; routing to the owner of '{primary_tag}'",
+        )
+
+    def _admin(self, reason: str, *, tag: str = ADMIN_TAG) -> RouteTarget:
+        return RouteTarget(tag=tag, owner_email=self._admin_email, reason=f"{reason}; routing to admin", fallback=True)
+
+    async def set_user(self, user_id: str, email: str) -> None:
+        await self._db.execute(
+            "INSERT INTO users (id, email) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET email = excluded.email",
+            (user_id, email),
+        )
+
+    async def set_tag_owner(self, tag: str, owner_user_id: str | None) -> None:
+        await self._db.execute(
+            "INSERT INTO tags (name, owner_user_id) VALUES (?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET owner_user_id = excluded.owner_user_id",
+            (tag, owner_user_id),
+        )
+
+    async def load_file(self, path: Path) -> tuple[int, int]:
+        """Load `{"users": [{"id", "email"}], "tags": [{"name", "owner_user_id"}]}`; returns (users, tags)."""
+        try:
+            data = json.loads(path.read_text())
+            users = [(str(u["id"]), str(u["email"])) for u in data.get("users", [])]
+            tags = [(str(t["name"]), t.get("owner_user_id")) for t in data.get("tags", [])]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise InvalidRequest([FieldViolation("RAG_OWNERS_FILE", f"cannot load {path}: {exc}")]) from exc
+        for user_id, email in users:
+            await self.set_user(user_id, email)
+        for name, owner in tags:
+            await self.set_tag_owner(name, owner)
+        return len(users), len(tags)
+
+
+def primary_tag(tag_lists: Sequence[Sequence[str]]) -> str:
+    """The most common tag across the evidence (ties: the first seen), or "" when none has tags."""
+    counts: dict[str, int] = {}
+    for tags in tag_lists:
+        for tag in tags:
+            counts[tag] = counts.get(tag, 0) + 1
+    return max(counts, key=counts.__getitem__) if counts else ""

@@ -1,0 +1,41 @@
+"""Conversation history per session: the turns of a session_id, reused when a request sends no history."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from ragsvc.domain import ChatMessage, Role
+from ragsvc.storage.database import Database
+
+
+class SessionStore:
+    def __init__(self, database: Database, *, max_messages: int = 10) -> None:
+        self._db = database
+        self._max_messages = max_messages
+
+    async def history(self, tenant_id: str, session_id: str) -> tuple[ChatMessage, ...]:
+        """The session's last `max_messages` messages, oldest first; empty for an unknown session (or one of
+        another tenant: sessions never cross tenants)."""
+        rows = await self._db.fetch_all(
+            "SELECT role, content FROM session_messages WHERE tenant_id = ? AND session_id = ? "
+            "ORDER BY seq DESC LIMIT ?",
+            (tenant_id, session_id, self._max_messages),
+        )
+        return tuple(ChatMessage(Role(row["role"]), row["content"]) for row in reversed(rows))
+
+    async def append(self, tenant_id: str, session_id: str, messages: Sequence[ChatMessage]) -> None:
+        now = datetime.now(UTC).isoformat(timespec="milliseconds")
+        await self._db.execute_many(
+            "INSERT INTO session_messages (tenant_id, session_id, seq, role, content, created_at) "
+            "VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM session_messages "
+            "WHERE tenant_id = ? AND session_id = ?), ?, ?, ?)",
+            [(tenant_id, session_id, tenant_id, session_id, m.role.value, m.content, now) for m in messages],
+        )
+
+    async def purge(self, *, retention_days: float, now: datetime | None = None) -> int:
+        """Delete messages older than the retention period; returns how many were deleted."""
+        cutoff = (now or datetime.now(UTC)) - timedelta(days=retention_days)
+        return await self._db.execute(
+            "DELETE FROM session_messages WHERE created_at < ?", (cutoff.isoformat(timespec="milliseconds"),)
+        )
