@@ -52,3 +52,25 @@ def stem(word: str) -> str:
     if word.endswith("e") and len(word) > 3:
         word = word[:-1]
     return word
+
+
+_CLAUSE_BREAK = re.compile(r"[.,;:!?()\[\]{}\"\u201c\u201d]|\s[-\u2013\u2014]\s")
+MAX_PHRASE_TERMS = 4
+
+
+def key_phrases(text: str) -> list[tuple[str, ...]]:
+    """The key phrases of `text` in the RAKE manner: maximal runs of content words between stopwords and
+    punctuation (runs longer than MAX_PHRASE_TERMS are cut into pieces of that size), each as its stemmed
+    terms; repeated phrases once, in order of appearance."""
+    phrases: dict[tuple[str, ...], None] = {}
+    for clause in _CLAUSE_BREAK.split(text.lower().replace("\u2019", "'")):
+        run: list[str] = []
+        for token in [*_TOKEN.findall(clause), ""]:  # "" flushes the last run
+            token = token.removesuffix("'s")
+            if token and token not in STOPWORDS and "'" not in token and (len(token) > 1 or token.isdigit()):
+                run.append(stem(token))
+                continue
+            for start in range(0, len(run), MAX_PHRASE_TERMS):
+                phrases.setdefault(tuple(run[start : start + MAX_PHRASE_TERMS]), None)
+            run = []
+    return list(phrases)
