@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import pytest
+
+from ragsvc.classify import QueryClass, classify, retrieval_text
+from ragsvc.domain import ChatMessage, Role
+
+HISTORY = (ChatMessage(Role.USER, "How are hotel expenses reimbursed?"), ChatMessage(Role.ASSISTANT, "Up to 180 euros."))
+
+
+@pytest.mark.parametrize(
+    ("query", "history", "expected"),
+    [
+        ("Hello!", (), QueryClass.GREETING),
+        ("thanks a lot", HISTORY, QueryClass.GREETING),
+        ("How do I configure the embedder?", (), QueryClass.PROCEDURAL),
+        ("What are the steps to ingest a PDF?", (), QueryClass.PROCEDURAL),
+        ("What is the hotel limit?", (), QueryClass.FACTUAL),
+        ("Which status code does an empty query get?", (), QueryClass.FACTUAL),
+        ("And for flights?", HISTORY, QueryClass.CLARIFICATION),
+        ("Why is that?", HISTORY, QueryClass.CLARIFICATION),
+        ("what about taxis?", HISTORY, QueryClass.CLARIFICATION),
+        ("And for flights?", (), QueryClass.FACTUAL),  # nothing to follow up on
+    ],
+)
+def test_classify(query: str, history: tuple[ChatMessage, ...], expected: QueryClass) -> None:
+    assert classify(query, history) is expected
+
+
+def test_clarification_widens_the_retrieval_query_with_the_last_user_turn() -> None:
+    assert retrieval_text("And for flights?", QueryClass.CLARIFICATION, HISTORY) == (
+        "How are hotel expenses reimbursed? And for flights?"
+    )
+    assert retrieval_text("What is the hotel limit?", QueryClass.FACTUAL, HISTORY) == "What is the hotel limit?"
