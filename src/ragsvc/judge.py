@@ -1,0 +1,90 @@
+"""Short auxiliary LLM calls around an answer (seeds 000 and 003): the model's own support score for the
+hybrid confidence, follow-up questions, and query classification. Each is optional: a reply that cannot be
+parsed gives None and the caller falls back to its default."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ragsvc.classify import QueryClass
+from ragsvc.domain import ChatMessage, GenerationRequest, Role, ScoredChunk
+from ragsvc.generation.base import Generator
+
+CONFIDENCE_PROMPT = """Evaluate how well this answer is supported by the provided context.
+
+CONTEXT SUMMARY:
+{context_summary}
+
+QUESTION: {query}
+
+ANSWER: {answer}
+
+Rate the support level from 0-100:
+- 90-100: Answer is fully and directly supported by context
+- 70-89: Answer is mostly supported, minor inferences made
+- 50-69: Answer is partially supported, some gaps filled
+- 30-49: Answer has weak support, significant assumptions
+- 0-29: Answer is not supported by context
+
+Respond with ONLY a number between 0 and 100."""
+
+FOLLOW_UP_PROMPT = """QUESTION: {query}
+
+ANSWER: {answer}
+
+Write {count} concise follow-up questions the user may ask next about the same documents.
+Write one question per line, each ending with a question mark, and nothing else."""
+
+CLASSIFY_PROMPT = """Classify this query for retrieval optimization.
+
+QUERY: {query}
+
+Categories:
+- FACTUAL: Seeking specific facts from documents
+- PROCEDURAL: Asking how to do something
+- CLARIFICATION: Follow-up on previous answer (use chat history)
+- GREETING: Social interaction (still attempt retrieval, expect low relevance)
+
+Respond with exactly one category."""
+
+_SCORE = re.compile(r"\b(100|\d{1,2})\b")
+_LIST_PREFIX = re.compile(r"^\s*(?:[-*\u2022]|\d{1,2}[.)])\s*")
+_SUMMARY_CHARS = 300
+
+
+def context_summary(context: Sequence[ScoredChunk]) -> str:
+    """The head of each packed chunk, under its marker: enough for the model to judge support cheaply."""
+    return "\n".join(f"[#{n}] {scored.chunk.text[:_SUMMARY_CHARS]}" for n, scored in enumerate(context, start=1))
+
+
+class LLMJudge:
+    def __init__(self, generator: Generator, *, model: str) -> None:
+        self._generator = generator
+        self._model = model
+
+    async def support_score(self, query: str, answer: str, context: Sequence[ScoredChunk]) -> float | None:
+        """The model's 0-100 rating of how well `answer` is supported."""
+        prompt = CONFIDENCE_PROMPT.format(context_summary=context_summary(context), query=query, answer=answer)
+        match = _SCORE.search(await self._complete(prompt, max_tokens=8))
+        return float(match.group(1)) if match else None
+
+    async def follow_ups(self, query: str, answer: str, count: int) -> tuple[str, ...]:
+        reply = await self._complete(FOLLOW_UP_PROMPT.format(query=query, answer=answer, count=count), max_tokens=40 * count)
+        questions = (_LIST_PREFIX.sub("", line).strip() for line in reply.splitlines())
+        return tuple(q for q in questions if q.endswith("?") and len(q) > 3)[:count]
+
+    async def classify(self, query: str) -> QueryClass | None:
+        reply = (await self._complete(CLASSIFY_PROMPT.format(query=query), max_tokens=6)).upper()
+        return next((c for c in QueryClass if c.name in reply), None)
+
+    async def _complete(self, prompt: str, *, max_tokens: int) -> str:
+        request = GenerationRequest(
+            messages=(ChatMessage(Role.USER, prompt),),
+            query="",
+            context=(),
+            model=self._model,
+            max_tokens=max_tokens,
+            temperature=0.0,
+        )
+        return "".join([delta.text async for delta in self._generator.generate(request)])
