@@ -1,6 +1,6 @@
 """The exception tree of ragsvc. Components raise these; only `ragsvc.server.status` maps them to gRPC.
 
-RagError
+RagError (RetryableError: the ones a retry may clear, with retry_after_s)
 ├── InvalidRequest ............ the caller sent something we cannot serve (INVALID_ARGUMENT)
 │   ├── ModelNotAllowed ....... the model is not in the allowlist
 │   └── TokenBudgetExceeded ... query + history cannot fit the model's window
@@ -76,16 +76,20 @@ class ModelUnavailable(RagError):
     reason = "MODEL_UNAVAILABLE"
 
 
-class DependencyUnavailable(RagError):
-    """A dependency failed; retrying after `retry_after_s` may succeed."""
-
-    reason = "DEPENDENCY_UNAVAILABLE"
+class RetryableError(RagError):
+    """An error that retrying after `retry_after_s` seconds may clear (sent to clients as RetryInfo)."""
 
     def __init__(
         self, message: str, *, retry_after_s: float = 1.0, metadata: dict[str, str] | None = None
     ) -> None:
         super().__init__(message, metadata=metadata)
         self.retry_after_s = retry_after_s
+
+
+class DependencyUnavailable(RetryableError):
+    """A dependency failed."""
+
+    reason = "DEPENDENCY_UNAVAILABLE"
 
 
 class LLMUnavailable(DependencyUnavailable):
@@ -128,16 +132,10 @@ class LLMTimeout(StageTimeout):
     reason = "LLM_TIMEOUT"
 
 
-class ResourceExhausted(RagError):
-    """Too much load; retry after `retry_after_s`."""
+class ResourceExhausted(RetryableError):
+    """Too much load."""
 
     reason = "RESOURCE_EXHAUSTED"
-
-    def __init__(
-        self, message: str, *, retry_after_s: float = 1.0, metadata: dict[str, str] | None = None
-    ) -> None:
-        super().__init__(message, metadata=metadata)
-        self.retry_after_s = retry_after_s
 
 
 class RateLimited(ResourceExhausted):

@@ -55,10 +55,9 @@ def to_status(exc: BaseException) -> grpc.Status:
             for v in exc.violations
         ]
         details.append(_pack(error_details_pb2.BadRequest(field_violations=violations)))
-    retry_after = getattr(exc, "retry_after_s", None)
-    if retry_after is not None:
+    if isinstance(exc, errors.RetryableError):
         delay = duration_pb2.Duration()
-        delay.FromNanoseconds(int(retry_after * 1e9))
+        delay.FromNanoseconds(int(exc.retry_after_s * 1e9))
         details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
     return rpc_status.to_status(
         status_pb2.Status(code=getattr(code_pb2, code.name), message=exc.message, details=details)
@@ -89,6 +88,6 @@ def from_rpc_error(error: grpc.RpcError) -> errors.RagError:
         return cls(violations, message)
     if issubclass(cls, errors.StageTimeout):
         return cls(metadata.get("stage", ""), message)
-    if issubclass(cls, (errors.DependencyUnavailable, errors.ResourceExhausted)):
+    if issubclass(cls, errors.RetryableError):
         return cls(message, retry_after_s=retry_after, metadata=metadata)
     return cls(message, metadata=metadata)
