@@ -1,21 +1,22 @@
 """The exception tree of ragsvc. Components raise these; only `ragsvc.server.status` maps them to gRPC.
 
-RagError (RetryableError: the ones a retry may clear, with retry_after_s)
-├── InvalidRequest ............ the caller sent something we cannot serve (INVALID_ARGUMENT)
-│   ├── ModelNotAllowed ....... the model is not in the allowlist
-│   └── TokenBudgetExceeded ... query + history cannot fit the model's window
-├── NotFound .................. an unknown document, template or session (NOT_FOUND)
-├── ModelUnavailable .......... the model is allowed but not served by the LLM server (FAILED_PRECONDITION)
-├── DependencyUnavailable ..... a dependency cannot be reached or failed (UNAVAILABLE)
-│   ├── LLMUnavailable ........ the LLM server is unreachable or answered 5xx
-│   ├── EmbeddingFailed ....... the embedder failed
-│   ├── RetrievalUnavailable .. the vector engine failed
-│   └── DatabaseUnavailable ... the service's own database (audit log, sessions, owners) failed
-├── StageTimeout .............. a stage ran past its budget or the caller's deadline (DEADLINE_EXCEEDED)
-│   └── LLMTimeout ............ the LLM did not answer in time
-└── ResourceExhausted ......... too many requests (RESOURCE_EXHAUSTED)
-    ├── RateLimited ........... per-client rate limit reached
-    └── Overloaded ............ too many requests in flight
+RagError
+├── InvalidRequest ................ the caller sent something we cannot serve (INVALID_ARGUMENT)
+│   ├── ModelNotAllowed ........... the model is not in the allowlist
+│   └── TokenBudgetExceeded ....... query + history cannot fit the model's window
+├── NotFound ...................... an unknown document, template or session (NOT_FOUND)
+├── ModelUnavailable .............. the model is allowed but not served by the LLM server (FAILED_PRECONDITION)
+├── StageTimeout .................. a stage ran past its budget or the caller's deadline (DEADLINE_EXCEEDED)
+│   └── LLMTimeout ................ the LLM did not answer in time
+└── RetryableError ................ a retry after `retry_after_s` may succeed (sent as RetryInfo)
+    ├── DependencyUnavailable ..... a dependency cannot be reached or failed (UNAVAILABLE)
+    │   ├── LLMUnavailable ........ the LLM server is unreachable or answered 5xx
+    │   ├── EmbeddingFailed ....... the embedder failed
+    │   ├── RetrievalUnavailable .. the vector engine failed
+    │   └── DatabaseUnavailable ... the service's own database (audit log, sessions, owners) failed
+    └── ResourceExhausted ......... too many requests (RESOURCE_EXHAUSTED)
+        ├── RateLimited ........... per-client rate limit reached
+        └── Overloaded ............ too many requests in flight
 """
 
 from __future__ import annotations
