@@ -1,26 +1,81 @@
-"""Token budgeting with tiktoken: what of the history and the evidence fits the model's window."""
+"""Token budgeting with tiktoken (seeds 000, 002): the model table, which is also the allowlist, and what of the
+history and the evidence fits a model's window.
+
+For a model with window W and response reserve R, the rendered prompt (every message with its chat-format
+overhead, plus the reply header) never takes more than W - R tokens as counted with the encoding closest to the
+model's tokenizer (`ragsvc.encodings.encoding_for_model`). Within that: the system prompt is reserved (at least
+RAG_SYSTEM_PROMPT_TOKENS), the question is never cut, history is kept newest first up to
+RAG_MAX_HISTORY_TOKENS and at most a third of what is left, and context chunks go in by rank up to
+RAG_MAX_CONTEXT_TOKENS until the next one would not fit; at least one chunk is kept, cut to fit.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import tiktoken
 
 from ragsvc.domain import ChatMessage, ScoredChunk
-from ragsvc.errors import FieldViolation, TokenBudgetExceeded
-from ragsvc.prompts import PromptTemplate, format_chunk
+from ragsvc.encodings import encoding_for_model
+from ragsvc.errors import FieldViolation, ModelNotAllowed, TokenBudgetExceeded
+from ragsvc.prompts import Prompt
 
-# Chat formats add a few tokens per message (role markers, separators); OpenAI documents 3-4.
-MESSAGE_OVERHEAD_TOKENS = 4
+# Chat templates wrap every message in special tokens: Llama 3 spends 5 (<|start_header_id|>, the role,
+# <|end_header_id|>, "\n\n", <|eot_id|>), ChatML (Qwen) 5 (<|im_start|>, the role, "\n", <|im_end|>, "\n").
+MESSAGE_OVERHEAD_TOKENS = 5
+# The header the server appends to open the reply (and Llama's <|begin_of_text|>).
+REPLY_PRIMER_TOKENS = 5
+# Passages are joined with "\n\n", one token.
 PASSAGE_SEPARATOR_TOKENS = 1
+
+# Seed 000's allowlist.
+DEFAULT_MODELS = "llama3.2=8192/1024,qwen3:8b=32768/2048,deepseek-r1:32b=65536/4096"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelLimits:
+    """A model's context window and the tokens reserved for (and requested from) its answer."""
+
+    context_window: int
+    max_response_tokens: int
+
+
+def parse_model_table(text: str, *, default_max_response: int) -> dict[str, ModelLimits]:
+    """Reads `name=window/max_response,...`; an entry without `/max_response` gets `default_max_response`.
+    Model names may contain ':' (Ollama tags). Raises ValueError naming the first bad entry."""
+    models: dict[str, ModelLimits] = {}
+    for entry in (part.strip() for part in text.split(",")):
+        if not entry:
+            continue
+        name, equals, limits = entry.rpartition("=")
+        name = name.strip()
+        window_text, slash, response_text = limits.partition("/")
+        try:
+            window = int(window_text)
+            response = int(response_text) if slash else default_max_response
+        except ValueError:
+            raise ValueError(f"{entry!r} is not name=window/max_response") from None
+        if not equals or not name:
+            raise ValueError(f"{entry!r} is not name=window/max_response")
+        if name in models:
+            raise ValueError(f"model {name!r} is listed twice")
+        if not 0 < response < window:
+            raise ValueError(f"{entry!r}: max_response must be positive and smaller than the window")
+        models[name] = ModelLimits(window, response)
+    if not models:
+        raise ValueError("lists no model")
+    return models
 
 
 @dataclass(frozen=True, slots=True)
 class Packing:
-    """What goes into the prompt: `context` in marker order, `history` oldest first."""
+    """What goes into the prompt: the rendered `messages`, the packed `context` in marker order and the
+    `history` kept (oldest first). `context_tokens` is what the packed passages cost; `prompt_tokens` is the
+    whole rendered prompt as counted (message overheads and reply header included)."""
 
+    messages: tuple[ChatMessage, ...]
     context: tuple[ScoredChunk, ...]
     history: tuple[ChatMessage, ...]
     context_tokens: int
@@ -39,22 +94,30 @@ class TokenBudget:
     def count(self, text: str) -> int:
         return len(self.encoding.encode(text, disallowed_special=()))
 
+    def count_messages(self, messages: Sequence[ChatMessage]) -> int:
+        """Tokens of a rendered prompt: each message with its chat-format overhead, plus the reply header."""
+        return sum(self.count(m.content) + MESSAGE_OVERHEAD_TOKENS for m in messages) + REPLY_PRIMER_TOKENS
+
+    @property
+    def prompt_limit(self) -> int:
+        """The most tokens a prompt may take: the window less the response reserve."""
+        return self.context_window - self.max_response_tokens
+
     def pack(
         self,
-        template: PromptTemplate,
+        prompt: Prompt,
         query: str,
         history: Sequence[ChatMessage],
         candidates: Sequence[ScoredChunk],
     ) -> Packing:
-        """Reserve system prompt and response; fit history newest-first (at most a third of what is left),
-        then chunks by rank until the context budget is full, keeping at least one (cut to fit)."""
-        system = max(self.count(template.system), self.system_prompt_tokens) + MESSAGE_OVERHEAD_TOKENS
-        question = self.count(template.user.format(query=query, context="")) + MESSAGE_OVERHEAD_TOKENS
-        remaining = self.context_window - self.max_response_tokens - system - question
+        """Fit history and chunks (best first) around the system prompt, the question and the response reserve.
+        Raises TokenBudgetExceeded when the question leaves no room for a piece of evidence."""
+        system_tokens = self.count(prompt.system)
+        system = max(system_tokens, self.system_prompt_tokens) + MESSAGE_OVERHEAD_TOKENS
+        question = self.count(prompt.user_message(query, ())) + MESSAGE_OVERHEAD_TOKENS
+        remaining = self.prompt_limit - REPLY_PRIMER_TOKENS - system - question
         if remaining <= 0:
-            raise TokenBudgetExceeded(
-                [FieldViolation("query", f"needs {question} tokens; the model window leaves {question + remaining}")]
-            )
+            raise self._too_long(question, remaining)
 
         kept: list[ChatMessage] = []
         history_tokens = 0
@@ -65,35 +128,136 @@ class TokenBudget:
                 break
             kept.append(message)
             history_tokens += cost
+        kept.reverse()
         remaining -= history_tokens
 
         context: list[ScoredChunk] = []
-        context_tokens = 0
+        costs: list[int] = []
         context_cap = min(self.max_context_tokens, remaining)
         for marker, scored in enumerate(candidates, start=1):
-            cost = self.count(format_chunk(marker, scored)) + PASSAGE_SEPARATOR_TOKENS
-            if context_tokens + cost > context_cap:
+            cost = self._passage_cost(prompt, marker, scored)
+            if sum(costs) + cost > context_cap:
                 break
             context.append(scored)
-            context_tokens += cost
+            costs.append(cost)
         if not context and candidates:
-            first = self._cut_to_fit(candidates[0], context_cap)
+            # RAG_MAX_CONTEXT_TOKENS only ever drops chunks after the first: if the cap cannot hold a passage
+            # header and a word, the one chunk is cut to what the window leaves instead.
+            first = self._cut_to_fit(prompt, candidates[0], context_cap) or self._cut_to_fit(
+                prompt, candidates[0], remaining
+            )
+            if first is None:
+                raise self._too_long(question, remaining)
             context.append(first)
-            context_tokens = self.count(format_chunk(1, first)) + PASSAGE_SEPARATOR_TOKENS
+            costs.append(self._passage_cost(prompt, 1, first))
 
+        # The passages were counted one by one; tokens can merge across their joins, so count the user message
+        # as sent (system and history messages were counted whole) and, should the prompt be over, give up the
+        # last passage (or cut the only one) until it fits.
+        while True:
+            messages = prompt.render(query, context, kept)
+            user = self.count(messages[-1].content) + MESSAGE_OVERHEAD_TOKENS
+            prompt_tokens = system_tokens + MESSAGE_OVERHEAD_TOKENS + history_tokens + user + REPLY_PRIMER_TOKENS
+            excess = prompt_tokens - self.prompt_limit
+            if excess <= 0:
+                break
+            if len(context) > 1:
+                context.pop()
+                costs.pop()
+            else:
+                cut = self._cut_to_fit(prompt, context[0], costs[0] - excess)
+                if cut is None:
+                    raise self._too_long(question, -excess)
+                context[0] = cut
+                costs[0] = self._passage_cost(prompt, 1, cut)
         return Packing(
+            messages=messages,
             context=tuple(context),
-            history=tuple(reversed(kept)),
-            context_tokens=context_tokens,
-            prompt_tokens=system + question + history_tokens + context_tokens,
+            history=tuple(kept),
+            context_tokens=sum(costs),
+            prompt_tokens=prompt_tokens,
         )
 
-    def _cut_to_fit(self, scored: ScoredChunk, limit: int) -> ScoredChunk:
-        """The chunk with its text cut (at a word boundary) so that its passage takes at most `limit` tokens."""
-        header = self.count(format_chunk(1, dataclasses.replace(scored, chunk=dataclasses.replace(scored.chunk, text=""))))
+    def _passage_cost(self, prompt: Prompt, marker: int, scored: ScoredChunk) -> int:
+        return self.count(prompt.passage(marker, scored)) + PASSAGE_SEPARATOR_TOKENS
+
+    def _cut_to_fit(self, prompt: Prompt, scored: ScoredChunk, limit: int) -> ScoredChunk | None:
+        """The chunk with its text cut at a word boundary so that its passage costs at most `limit` tokens;
+        None when not even one word fits."""
         tokens = self.encoding.encode(scored.chunk.text, disallowed_special=())
-        keep = max(0, limit - header - PASSAGE_SEPARATOR_TOKENS)
-        text = self.encoding.decode(tokens[:keep])
-        if keep < len(tokens) and " " in text:
-            text = text.rsplit(" ", 1)[0]
-        return dataclasses.replace(scored, chunk=dataclasses.replace(scored.chunk, text=text))
+        keep = min(len(tokens), max(0, limit - (self._passage_cost(prompt, 1, _with_text(scored, "")))))
+        while keep > 0:
+            # Decoding a prefix may end inside a multi-byte character: drop that partial character.
+            text = self.encoding.decode_bytes(tokens[:keep]).decode("utf-8", errors="ignore")
+            if keep < len(tokens) and " " in text.strip():
+                text = text.rstrip().rsplit(" ", 1)[0]
+            cut = _with_text(scored, text)
+            cost = self._passage_cost(prompt, 1, cut)
+            if cost <= limit and text.strip():
+                return cut
+            keep -= max(1, cost - limit)
+        return None
+
+    def _too_long(self, question: int, remaining: int) -> TokenBudgetExceeded:
+        return TokenBudgetExceeded(
+            [
+                FieldViolation(
+                    "query",
+                    f"the question takes {question} tokens and leaves {max(remaining, 0)} for evidence in this "
+                    f"model's {self.context_window}-token window ({self.max_response_tokens} reserved for the answer)",
+                )
+            ]
+        )
+
+
+def _with_text(scored: ScoredChunk, text: str) -> ScoredChunk:
+    return dataclasses.replace(scored, chunk=dataclasses.replace(scored.chunk, text=text))
+
+
+class ModelCatalog:
+    """The model allowlist: each allowed model with its limits and a TokenBudget counting with the encoding
+    closest to its tokenizer. Budgets are built at start-up, so a request never loads an encoding."""
+
+    def __init__(
+        self,
+        models: Mapping[str, ModelLimits],
+        *,
+        system_prompt_tokens: int,
+        max_context_tokens: int,
+        max_history_tokens: int,
+    ) -> None:
+        self._limits = dict(models)
+        self._budgets = {
+            name: TokenBudget(
+                encoding=encoding_for_model(name),
+                context_window=limits.context_window,
+                max_response_tokens=limits.max_response_tokens,
+                system_prompt_tokens=system_prompt_tokens,
+                max_context_tokens=max_context_tokens,
+                max_history_tokens=max_history_tokens,
+            )
+            for name, limits in self._limits.items()
+        }
+
+    def __contains__(self, model: object) -> bool:
+        return model in self._limits
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._limits)
+
+    def limits(self, model: str) -> ModelLimits:
+        self.check_allowed(model)
+        return self._limits[model]
+
+    def budget(self, model: str) -> TokenBudget:
+        self.check_allowed(model)
+        return self._budgets[model]
+
+    def context_windows(self) -> dict[str, int]:
+        return {name: limits.context_window for name, limits in self._limits.items()}
+
+    def check_allowed(self, model: str, field: str = "generation.model") -> None:
+        """Raises ModelNotAllowed (naming `field`) unless `model` is in the allowlist."""
+        if model not in self._limits:
+            allowed = ", ".join(self._limits)
+            raise ModelNotAllowed([FieldViolation(field, f"{model!r} is not one of: {allowed}")])

@@ -58,14 +58,44 @@ def get_encoding(name: str) -> tiktoken.Encoding:
     return tiktoken.get_encoding(name)
 
 
-def encoding_for_model(model: str) -> tiktoken.Encoding:
-    """The offline encoding closest to `model`'s own tokenizer.
+# Qwen's pre-tokenizer is cl100k_base's with one change: every digit is a token of its own (`\p{N}` where
+# cl100k_base has `\p{N}{1,3}`). Numbers are common in documents, and counting "2024" as one token where Qwen
+# spends four would under-count, so Qwen-family models get cl100k_base's merges with Qwen's digit split.
+_CL100K_DIGITS = r"\p{N}{1,3}+"
+_QWEN_FAMILY = ("qwen", "deepseek-r1", "qwq")
 
-    GPT-4o and the o-series use o200k_base. Llama 3 and Qwen tokenizers are tiktoken BPEs built by extending
-    cl100k_base's merges, so cl100k_base counts their English text closely; it is the default for every other
-    model, including the Ollama models of the allowlist.
+
+@functools.cache
+def _cl100k_single_digits() -> tiktoken.Encoding:
+    base = get_encoding("cl100k_base")
+    if _CL100K_DIGITS not in base._pat_str:
+        raise RuntimeError("tiktoken's cl100k_base pattern changed; cannot derive the Qwen digit split from it")
+    return tiktoken.Encoding(
+        "cl100k_base_single_digits",
+        pat_str=base._pat_str.replace(_CL100K_DIGITS, r"\p{N}"),
+        mergeable_ranks=base._mergeable_ranks,
+        special_tokens=base._special_tokens,
+    )
+
+
+def encoding_for_model(model: str) -> tiktoken.Encoding:
+    """The offline encoding closest to `model`'s own tokenizer, chosen to count no fewer tokens than it.
+
+    - GPT-4o, GPT-4.1, GPT-5 and the o-series: o200k_base, their own encoding.
+    - Llama 3 (llama3, llama3.1, llama3.2, llama3.3, and the deepseek-r1 distills built on Llama: 8b, 70b):
+      cl100k_base. Llama 3's tokenizer is cl100k_base's 100k tokens plus 28k more merges, with the same
+      pre-tokenizer, so for typical text cl100k_base counts as many tokens as Llama 3 or a few more (it has
+      fewer merges to join them): an estimate that errs on the safe side.
+    - Qwen (qwen2.5, qwen3, qwq, and the other deepseek-r1 distills, built on Qwen 2.5): cl100k_base's merges
+      with Qwen's one-token-per-digit split. Qwen's tokenizer extends cl100k_base's vocabulary (mostly with
+      Chinese) and splits digits, so this errs on the safe side in the same way.
+    - Anything else: cl100k_base, the closest general-purpose BPE we have offline.
     """
     lowered = model.lower()
     if lowered.startswith(("gpt-4o", "gpt-4.1", "gpt-5", "o1", "o3", "o4")):
         return get_encoding("o200k_base")
+    if lowered.startswith("deepseek-r1") and lowered.rsplit(":", 1)[-1] in ("8b", "70b"):
+        return get_encoding("cl100k_base")
+    if lowered.startswith(_QWEN_FAMILY):
+        return _cl100k_single_digits()
     return get_encoding("cl100k_base")

@@ -14,10 +14,18 @@ class Generator(Protocol):
 
     @property
     def name(self) -> str:
-        """A short label for logs and the answer's `model` field (e.g. "extractive", "openai:llama3.2")."""
+        """A short label for logs (e.g. "extractive", "openai:llama3.2")."""
+        ...
+
+    def model_name(self, model: str) -> str:
+        """What an answer's `model` field says when this generator wrote it with `model`."""
         ...
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]: ...
+
+    async def ensure_available(self, model: str) -> None:
+        """Returns when `model` can be used now; raises ModelUnavailable (not served) or LLMUnavailable."""
+        ...
 
     async def check_health(self) -> None:
         """Returns when the generator can serve; raises LLMUnavailable (unreachable) or ModelUnavailable."""

@@ -55,6 +55,13 @@ class ExtractiveGenerator:
     def name(self) -> str:
         return "extractive"
 
+    def model_name(self, model: str) -> str:
+        """No model writes the answer, whichever one the request named."""
+        return "extractive"
+
+    async def ensure_available(self, model: str) -> None:
+        """Always available: there is nothing upstream."""
+
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
         """Yields the answer one word (with its following whitespace) per delta, then the usage."""
         words = _WORD.findall(self._compose(request))

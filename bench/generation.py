@@ -1,0 +1,229 @@
+"""Generation overheads: time to first token through ragsvc against the raw LLM stream, and token counting.
+
+1. Time to first token. A scripted OpenAI-compatible server (its own thread and event loop) streams every
+   answer with a fixed first-token delay and token rate, and records when it sent each first token. Call by
+   call, interleaved: a raw httpx client streams a completion straight from it, and a gRPC client asks a
+   `ragsvc serve` process (RAG_GENERATOR=openai, pointed at the same server) with AskStream. For each call the
+   overhead is the client's first-delta time minus the server's first-token time (both time.monotonic, one
+   machine): what the path from the LLM's socket to the client costs, retrieval and packing excluded (they
+   happen before the LLM is asked). Reported p50/p90/p99 for both, side by side.
+2. Token counting. TokenBudget.pack() of a typical request (5 chunks of ~180 tokens, a 4-turn history) with the
+   real encodings, per model family, and one count() of a chunk.
+
+    python -m bench.generation [--calls 200] [--first-token-ms 200] [--token-ms 10] [--tokens 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+
+from bench.ask_latency import percentile
+from ragsvc.budget import DEFAULT_MODELS, ModelCatalog, parse_model_table
+from ragsvc.domain import ChatMessage, Chunk, Role, ScoredChunk
+from ragsvc.prompts import get_prompt
+from ragsvc.v1 import rag_service_pb2 as pb
+from ragsvc.v1 import rag_service_pb2_grpc
+from tests.support.openai_server import ScriptedOpenAIServer
+
+RESULTS = Path(__file__).parent / "results"
+QUESTIONS = (
+    "How is the confidence score computed?",
+    "What happens on SIGTERM?",
+    "How are documents chunked?",
+    "When is a question routed to a human?",
+)
+
+
+def summary(ms: list[float]) -> dict[str, float]:
+    return {"p50_ms": round(percentile(ms, 0.5), 3), "p90_ms": round(percentile(ms, 0.9), 3),
+            "p99_ms": round(percentile(ms, 0.99), 3), "n": len(ms)}  # fmt: skip
+
+
+class ThreadedLLM:
+    """A ScriptedOpenAIServer serving from its own thread and event loop, so that the clients measured in the
+    main thread never delay its tokens by more than the GIL does."""
+
+    def __init__(self, **script: Any) -> None:
+        self._script = script
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="scripted-llm", daemon=True)
+        self._ready = threading.Event()
+        self.server: ScriptedOpenAIServer | None = None
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self.server = ScriptedOpenAIServer(**self._script)
+        self._loop.run_until_complete(self.server.__aenter__())
+        self._ready.set()
+        self._loop.run_forever()
+
+    def __enter__(self) -> ScriptedOpenAIServer:
+        self._thread.start()
+        self._ready.wait(10)
+        assert self.server is not None
+        return self.server
+
+    def __exit__(self, *exc_info: object) -> None:
+        assert self.server is not None
+        asyncio.run_coroutine_threadsafe(self.server.__aexit__(None, None, None), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+
+async def first_token_overheads(calls: int, warmup: int, first_token_ms: float, token_ms: float,
+                                tokens: int) -> dict[str, Any]:  # fmt: skip
+    deltas = ["The overall confidence is", " 30 times retrieval", " [#1]."] + [" more"] * max(0, tokens - 3)
+    with ThreadedLLM(deltas=deltas, first_token_delay_s=first_token_ms / 1000, token_delay_s=token_ms / 1000) as llm:
+        data_dir = tempfile.mkdtemp(prefix="ragsvc-bench-generation-")
+        env = {**os.environ, "RAG_GRPC_ADDRESS": "127.0.0.1:0", "RAG_DATA_DIR": data_dir, "RAG_GENERATOR": "openai",
+               "OPENAI_BASE_URL": llm.base_url, "RAG_HEALTH_PROBE_INTERVAL_SECONDS": "3600",
+               # Every call must reach the LLM: no answer cache, no rate limit (settings of their own issues).
+               "RAG_CACHE_MAX_ENTRIES": "0", "RAG_API_RATE_LIMIT": "0", "RAG_REQUEST_LOG": "false"}  # fmt: skip
+        server = subprocess.Popen([sys.executable, "-m", "ragsvc.cli", "serve"], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+        try:
+            line = await asyncio.to_thread(server.stdout.readline)  # type: ignore[union-attr]
+            address = line.removeprefix("ragsvc serving on ").strip()
+            raw: list[float] = []
+            ragsvc: list[float] = []
+            ragsvc_from_call: list[float] = []
+            async with httpx.AsyncClient(base_url=llm.base_url) as http, grpc.aio.insecure_channel(address) as channel:
+                stub = rag_service_pb2_grpc.RagServiceStub(channel)
+                for i in range(warmup + calls):
+                    raw_ms = await raw_stream(http, llm)
+                    via_ms, call_ms = await ragsvc_stream(stub, llm, QUESTIONS[i % len(QUESTIONS)])
+                    if i >= warmup:
+                        raw.append(raw_ms)
+                        ragsvc.append(via_ms)
+                        ragsvc_from_call.append(call_ms)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    overhead = [v - r for v, r in zip(ragsvc, raw, strict=True)]
+    return {
+        "script": {"first_token_delay_ms": first_token_ms, "token_delay_ms": token_ms, "tokens": len(deltas)},
+        "raw_httpx_after_server_first_token": summary(raw),
+        "ragsvc_grpc_after_server_first_token": summary(ragsvc),
+        "ragsvc_minus_raw_call_by_call": summary(overhead),
+        "ragsvc_ttft_from_call_start": summary(ragsvc_from_call),
+    }
+
+
+async def raw_stream(http: httpx.AsyncClient, llm: ScriptedOpenAIServer) -> float:
+    """ms from the server sending the first token to this client reading it, streaming straight from the LLM."""
+    seen = len(llm.streams)
+    body = {"model": "llama3.2", "messages": [{"role": "user", "content": "q"}], "stream": True}
+    first: float | None = None
+    async with http.stream("POST", "/chat/completions", json=body) as response:
+        async for line in response.aiter_lines():
+            if first is None and line.startswith("data:") and '"content": "The' in line:
+                first = time.monotonic()
+    return first_token_gap(llm, seen, first)
+
+
+async def ragsvc_stream(stub: rag_service_pb2_grpc.RagServiceStub, llm: ScriptedOpenAIServer,
+                        question: str) -> tuple[float, float]:  # fmt: skip
+    """ms from the server sending the first token to the gRPC client reading its delta; and from the call."""
+    seen = len(llm.streams)
+    started = time.monotonic()
+    first: float | None = None
+    async for message in stub.AskStream(pb.AskStreamRequest(query=question), timeout=30):
+        if first is None and message.HasField("text_delta"):
+            first = time.monotonic()
+    return first_token_gap(llm, seen, first), ((first or started) - started) * 1000
+
+
+def first_token_gap(llm: ScriptedOpenAIServer, seen: int, first: float | None) -> float:
+    streams = llm.streams[seen:]
+    if first is None or len(streams) != 1 or streams[0].first_token_at is None:
+        raise RuntimeError(f"expected one streamed answer with a first token; got {len(streams)}")
+    return (first - streams[0].first_token_at) * 1000
+
+
+def counting_cost(repeat: int) -> dict[str, Any]:
+    """µs per TokenBudget.pack() of a typical request, per model family, and per count() of one chunk."""
+    catalog = ModelCatalog(parse_model_table(DEFAULT_MODELS, default_max_response=1024), system_prompt_tokens=500,
+                           max_context_tokens=3000, max_history_tokens=1000)  # fmt: skip
+    corpus = (Path(__file__).parents[1] / "src/ragsvc/demo_corpus/citations-and-confidence.md").read_text().split()
+    budget = catalog.budget("llama3.2")
+    chunks, start = [], 0
+    while len(chunks) < 5:  # ~180-token chunks, as RAG_CHUNK_TOKENS makes them
+        words = corpus[start % len(corpus) :][:130]
+        chunks.append(ScoredChunk(Chunk(f"doc{len(chunks)}", 0, " ".join(words), document_name="d.md"), 0.8))
+        start += 130
+    history = [ChatMessage(Role.USER if i % 2 == 0 else Role.ASSISTANT, " ".join(corpus[i * 40 : i * 40 + 40]))
+               for i in range(4)]  # fmt: skip
+    prompt = get_prompt("rag-v1")
+    query = "How is the confidence score computed and when is an answer routed?"
+
+    def per_call_us(call: Callable[[], object]) -> dict[str, float]:
+        """µs per call: the best and the median of 5 rounds (the best is the cost, the median adds the noise)."""
+        for _ in range(20):
+            call()
+        rounds = []
+        for _ in range(5):
+            started = time.perf_counter()
+            for _ in range(repeat // 5):
+                call()
+            rounds.append((time.perf_counter() - started) / (repeat // 5) * 1e6)
+        return {"best": round(min(rounds), 1), "median": round(sorted(rounds)[2], 1)}
+
+    packing = budget.pack(prompt, query, history, chunks)
+    return {
+        "request": {"chunks": len(chunks), "chunk_tokens": [budget.count(c.chunk.text) for c in chunks],
+                    "history_messages": len(history), "prompt_tokens": packing.prompt_tokens},  # fmt: skip
+        "pack_us": {model: per_call_us(lambda m=model: catalog.budget(m).pack(prompt, query, history, chunks))
+                    for model in catalog},  # fmt: skip
+        "count_one_chunk_us": per_call_us(lambda: budget.count(chunks[0].chunk.text)),
+    }
+
+
+async def run(calls: int, warmup: int, first_token_ms: float, token_ms: float, tokens: int) -> dict[str, Any]:
+    load_before = os.getloadavg()
+    ttft = await first_token_overheads(calls, warmup, first_token_ms, token_ms, tokens)
+    return {
+        "what": "time to first token at a gRPC client through a `ragsvc serve` subprocess (openai generator) vs a raw "
+        "httpx client streaming from the same scripted OpenAI-compatible server (own thread), interleaved call by "
+        "call, each measured from the server's first-token send time; then TokenBudget.pack() cost",
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                    "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()},  # fmt: skip
+        "time_to_first_token": ttft,
+        "token_counting": counting_cost(repeat=2000),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--first-token-ms", type=float, default=200.0)
+    parser.add_argument("--token-ms", type=float, default=10.0)
+    parser.add_argument("--tokens", type=int, default=20)
+    args = parser.parse_args([] if __name__ != "__main__" else None)
+    result = asyncio.run(run(args.calls, args.warmup, args.first_token_ms, args.token_ms, args.tokens))
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"generation-{datetime.now(UTC):%Y-%m-%d}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    print(f"written to {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,243 @@
+"""What the LLM generators over HTTP (OpenAI-compatible, Ollama) share: the one place where httpx and protocol
+failures become ragsvc errors, the streamed POST, the model list cached briefly for availability checks, and
+the base class holding them. Each generator adds only its own request body and response format."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+from ragsvc.domain import GenerationDelta, GenerationRequest
+from ragsvc.errors import LLMTimeout, LLMUnavailable, ModelUnavailable, RagError
+
+CONNECT_TIMEOUT_S = 5.0
+PROBE_TIMEOUT_S = 5.0
+# OpenAI's error code, vLLM's and OpenAI's "The model `x` does not exist", Ollama's `model "x" not found`.
+_MODEL_MISSING = re.compile(r"model_not_found|\bmodel\b.*\b(does not exist|not found)", re.IGNORECASE)
+
+
+class BadResponse(Exception):
+    """The server answered, but not as its API specifies."""
+
+
+class ErrorEvent(BadResponse):
+    """The server answered 200, then reported a failure inside the stream (a model runner crashing)."""
+
+
+@contextlib.contextmanager
+def upstream_errors(model: str | None) -> Iterator[None]:
+    """Maps httpx and protocol failures to ragsvc errors. `model` names the model of a completion in flight:
+    then a 404 means the model is not served and a timeout is the generation's. Without it (listing the
+    models) both mean the server cannot serve."""
+    try:
+        yield
+    except httpx.ConnectTimeout as exc:
+        raise LLMUnavailable(f"cannot connect to the LLM server: {exc!r}") from exc
+    except httpx.TimeoutException as exc:
+        if model is None:
+            raise LLMUnavailable(f"the LLM server did not answer in time: {exc!r}") from exc
+        raise LLMTimeout("generation", f"the LLM server went silent: {exc!r}") from exc
+    except httpx.HTTPStatusError as exc:
+        raise _status_error(exc.response, model) from exc
+    except httpx.HTTPError as exc:
+        raise LLMUnavailable(f"the LLM server cannot be reached or failed: {exc!r}") from exc
+    except BadResponse as exc:
+        raise LLMUnavailable(f"the LLM server answered badly: {exc}") from exc
+
+
+def worth_another_model(exc: BaseException) -> bool:
+    """True when `exc`, raised by a generator of this module, is a failure another model may not share: the
+    server could not be reached (or dropped the connection), answered 5xx, or rate-limited the model (429).
+    A failure reported inside a stream counts as a 5xx. Not for timeouts (the stage's time is spent), a model
+    the server does not serve, other 4xx answers, or answers that break the protocol."""
+    if not isinstance(exc, LLMUnavailable):
+        return False
+    cause = exc.__cause__
+    if isinstance(cause, httpx.HTTPStatusError):
+        return cause.response.status_code >= 500 or cause.response.status_code == 429
+    return isinstance(cause, (httpx.TransportError, ErrorEvent))
+
+
+def _status_error(response: httpx.Response, model: str | None) -> RagError:
+    """The error for a non-2xx answer (its body already read)."""
+    message = _error_message(response)
+    if model is not None and (response.status_code == 404 or _MODEL_MISSING.search(response.text)):
+        return ModelUnavailable(f"model {model!r} is not served: {message}", metadata={"model": model})
+    detail = f"the LLM server answered {response.status_code}: {message}"
+    retry_after_s = _retry_after_s(response.headers.get("retry-after"))
+    if retry_after_s is None:
+        return LLMUnavailable(detail)
+    return LLMUnavailable(detail, retry_after_s=retry_after_s)
+
+
+def _error_message(response: httpx.Response) -> str:
+    """The message of an error body: OpenAI's `{"error": {"message": ...}}` or Ollama's `{"error": "..."}`."""
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        error = None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return error["message"]
+    if isinstance(error, str):
+        return error
+    return response.text[:200] or response.reason_phrase
+
+
+def _retry_after_s(value: str | None) -> float | None:
+    """Seconds to wait from a Retry-After header, in delta-seconds or as an HTTP date."""
+    if value is None:
+        return None
+    with contextlib.suppress(ValueError):
+        return max(0.0, float(value))
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def serves(served: Iterable[str], model: str) -> bool:
+    """Whether a server listing `served` serves `model`; "x" and "x:latest" name the same model (Ollama)."""
+    names = {name.removesuffix(":latest") for name in served}
+    return model.removesuffix(":latest") in names
+
+
+class ModelList:
+    """The models a server serves, fetched with `fetch` and kept for `ttl_s`. Concurrent callers share one
+    fetch; a failed fetch is not kept, so the next caller tries again."""
+
+    def __init__(
+        self, fetch: Callable[[], Awaitable[list[str]]], *, ttl_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._fetch = fetch
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._lock = asyncio.Lock()
+        self._models: list[str] = []
+        self._fetched_at: float | None = None
+
+    async def get(self, *, fresh: bool = False) -> list[str]:
+        """The list, fetched again when older than the TTL (or when `fresh`)."""
+        requested_at = self._clock()
+        async with self._lock:
+            # Another caller may have fetched while this one waited for the lock: that answer is fresh enough.
+            kept = self._fetched_at is not None and (
+                self._fetched_at >= requested_at if fresh else self._clock() - self._fetched_at < self._ttl_s
+            )
+            if not kept:
+                self._models = await self._fetch()
+                self._fetched_at = self._clock()
+            return list(self._models)
+
+    def forget(self) -> None:
+        """Drop the kept list (a completion found it stale)."""
+        self._fetched_at = None
+
+
+class HttpGenerator(abc.ABC):
+    """A generator over an LLM server's HTTP API rooted at `base_url`.
+
+    `timeout_s` bounds each wait for the server (the response head, then every chunk); connecting is bounded
+    by 5 s. `models_ttl_s` is how long the server's model list is trusted for availability checks. `client`
+    is used as given and left open by `aclose`; by default the generator owns its own.
+    """
+
+    kind = "http"
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str,
+        headers: dict[str, str] | None = None,
+        timeout_s: float = 30.0,
+        models_ttl_s: float = 10.0,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._base_url = base_url.rstrip("/")
+        self._model = model
+        self._headers = dict(headers or {})
+        self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, CONNECT_TIMEOUT_S))
+        self._probe_timeout = httpx.Timeout(min(timeout_s, PROBE_TIMEOUT_S))
+        self._owns_client = client is None
+        self._client = client if client is not None else httpx.AsyncClient()
+        self._served = ModelList(self.available_models, ttl_s=models_ttl_s)
+
+    @property
+    def name(self) -> str:
+        return self.model_name(self._model)
+
+    def model_name(self, model: str) -> str:
+        return f"{self.kind}:{model}"
+
+    @abc.abstractmethod
+    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]: ...
+
+    @abc.abstractmethod
+    async def available_models(self) -> list[str]:
+        """The model names the server lists, asked now."""
+
+    async def ensure_available(self, model: str) -> None:
+        """Returns when the server serves `model` (by its model list, kept briefly); raises ModelUnavailable
+        when it does not, LLMUnavailable when the list cannot be had."""
+        served = await self._served.get()
+        if not serves(served, model):
+            raise self._missing(model, served)
+
+    async def check_health(self) -> None:
+        """Returns when the server answers and serves the default model; raises LLMUnavailable when it cannot
+        be reached or fails, ModelUnavailable when it does not list the model."""
+        served = await self._served.get(fresh=True)
+        if not serves(served, self._model):
+            raise self._missing(self._model, served)
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
+    @contextlib.asynccontextmanager
+    async def _post_stream(self, path: str, payload: dict[str, Any], *, accept: str) -> AsyncIterator[httpx.Response]:
+        """A streamed POST whose response is open inside the block and closed when it exits, however it exits:
+        leaving early (a consumer closing or cancelled) hangs up on the server. Use within `upstream_errors`."""
+        async with self._client.stream(
+            "POST",
+            f"{self._base_url}{path}",
+            json=payload,
+            headers={**self._headers, "Accept": accept},
+            timeout=self._timeout,
+        ) as response:
+            if response.is_error:
+                await response.aread()
+                if response.status_code == 404:
+                    self._served.forget()  # the model may be gone since the list was fetched
+                response.raise_for_status()
+            yield response
+
+    async def _get_json(self, path: str) -> Any:
+        """GET a JSON document (a probe: short timeout); errors mapped."""
+        with upstream_errors(None):
+            response = await self._client.get(
+                f"{self._base_url}{path}", headers=self._headers, timeout=self._probe_timeout
+            )
+            response.raise_for_status()
+            try:
+                return response.json()
+            except ValueError as exc:
+                raise BadResponse(f"{path} did not answer JSON: {response.text[:80]!r}") from exc
+
+    def _missing(self, model: str, served: list[str]) -> ModelUnavailable:
+        return ModelUnavailable(
+            f"model {model!r} is not served at {self._base_url} (it serves: {', '.join(served) or 'none'})",
+            metadata={"model": model},
+        )
