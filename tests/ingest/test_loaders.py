@@ -51,13 +51,13 @@ def test_a_media_type_parameter_is_ignored() -> None:
 
 
 def test_an_unsupported_media_type_is_an_invalid_request() -> None:
-    document = SourceDocument("doc", "doc.pdf", b"%PDF-1.7", media_type="application/pdf")
+    document = SourceDocument("doc", "doc.docx", b"PK\x03\x04", media_type="application/msword")
 
     with pytest.raises(InvalidRequest) as caught:
         load_sections(document)
 
     assert [v.field for v in caught.value.violations] == ["documents[].media_type"]
-    assert "application/pdf" in caught.value.violations[0].description
+    assert "application/msword" in caught.value.violations[0].description
 
 
 def test_undecodable_content_raises_a_decode_error() -> None:
@@ -86,10 +86,10 @@ def test_documents_from_paths_walk_directories_in_sorted_order(tmp_path: Path) -
 
 
 def test_a_named_file_of_another_type_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "scan.pdf").write_bytes(b"%PDF")
+    (tmp_path / "scan.docx").write_bytes(b"PK")
 
     with pytest.raises(InvalidRequest):
-        source_documents_from_paths([tmp_path / "scan.pdf"], tenant_id="acme")
+        source_documents_from_paths([tmp_path / "scan.docx"], tenant_id="acme")
 
 
 def test_two_files_with_the_same_document_id_are_refused(tmp_path: Path) -> None:

@@ -1,26 +1,47 @@
+"""The retriever's quality pipeline (seeds 000 and 003) over scripted engine results, then over real engines."""
+
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 
 from ragsvc.domain import Chunk, RetrievalQuery, ScoredChunk
 from ragsvc.errors import RetrievalUnavailable
-from ragsvc.retrieval.base import IndexedChunk
-from ragsvc.retrieval.edge import EdgeEngine
+from ragsvc.retrieval.base import Candidate, IndexedChunk, VectorEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
 from ragsvc.retrieval.hybrid import HybridRetriever
+from ragsvc.retrieval.layout import redact
+from ragsvc.retrieval.quality import RankingWeights, recency_boost
 from tests.retrieval.conftest import store
+
+TODAY = dt.date(2026, 6, 30)
+
+
+def axis(i: int, dimension: int = 64) -> np.ndarray:
+    """A unit vector of its own for each i: distinct candidates are orthogonal, hence never near-duplicates."""
+    vector = np.zeros(dimension, dtype=np.float32)
+    vector[i] = 1.0
+    return vector
+
+
+def candidate(document_id: str, score: float, *, index: int = 0, vector: np.ndarray | None = None,
+              redacted: bool = False, **fields: object) -> Candidate:  # fmt: skip
+    chunk = Chunk(document_id, index, f"text of {document_id}:{index}", tenant_id="t", **fields)  # type: ignore[arg-type]
+    return Candidate(redact(chunk) if redacted else chunk, score, axis(hash((document_id, index)) % 64) if vector is None
+                     else vector, redacted=redacted)  # fmt: skip
 
 
 class FixedEngine:
     """A VectorEngine answering every query with the same fused list, recording the limits it was asked for."""
 
-    def __init__(self, scores: Sequence[float]) -> None:
-        self.results = [ScoredChunk(Chunk(f"doc{i}", 0, f"text {i}"), s) for i, s in enumerate(scores)]
+    def __init__(self, results: Sequence[Candidate]) -> None:
+        self.results = list(results)
         self.limits: list[int] = []
 
-    async def query(self, query: RetrievalQuery, dense: Sequence[float], limit: int) -> list[ScoredChunk]:
+    async def query(self, query: RetrievalQuery, dense: Sequence[float], limit: int) -> list[Candidate]:
         self.limits.append(limit)
         return self.results[:limit]
 
@@ -40,50 +61,57 @@ class FixedEngine:
         pass
 
 
-# Fused (RRF) order, deliberately not sorted by similarity.
-FUSED = [0.55, 0.92, 0.20, 0.41, 0.10, 0.35, 0.28, 0.60, 0.05]
+def scripted(scores: Sequence[float]) -> FixedEngine:
+    return FixedEngine([candidate(f"doc{i}", s, vector=axis(i)) for i, s in enumerate(scores)])
+
+
+def retriever_over(engine: VectorEngine, embedder: MiniLMEmbedder, **options: object) -> HybridRetriever:
+    return HybridRetriever(embedder, engine, **{"min_similarity": 0.0, "today": lambda: TODAY, **options})  # type: ignore[arg-type]
 
 
 def ids(scored: Sequence[ScoredChunk]) -> list[str]:
     return [s.chunk.document_id for s in scored]
 
 
-async def test_hits_keep_the_fused_order_and_rejected_are_the_best_below_the_threshold(
-    embedder: MiniLMEmbedder,
-) -> None:
-    engine = FixedEngine(FUSED)
-    retriever = HybridRetriever(embedder, engine, min_similarity=0.4)
+# Fused (RRF) order, deliberately not sorted by similarity.
+FUSED = [0.55, 0.92, 0.20, 0.41, 0.10, 0.35, 0.28, 0.60, 0.05]
+
+
+async def test_it_over_fetches_three_times_top_k_and_splits_at_the_threshold(embedder: MiniLMEmbedder) -> None:
+    engine = scripted(FUSED)
+    retriever = retriever_over(engine, embedder, min_similarity=0.4)
 
     result = await retriever.retrieve(RetrievalQuery("q", tenant_id="t", top_k=3))
 
     assert engine.limits == [9]
-    assert ids(result.hits) == ["doc0", "doc1", "doc3"]
+    assert ids(result.hits) == ["doc1", "doc7", "doc0"]  # ranked by similarity (equal recency and trust)
     assert ids(result.rejected) == ["doc5", "doc6", "doc2"]
     assert [r.score for r in result.rejected] == [0.35, 0.28, 0.20]
+    assert result.redacted == () and not result.redactions_applied
 
 
 async def test_top_k_cuts_the_hits(embedder: MiniLMEmbedder) -> None:
-    retriever = HybridRetriever(embedder, FixedEngine(FUSED), min_similarity=0.0, overfetch=1)
+    retriever = retriever_over(scripted(FUSED), embedder, overfetch=1)
 
     result = await retriever.retrieve(RetrievalQuery("q", tenant_id="t", top_k=4))
 
-    assert ids(result.hits) == ["doc0", "doc1", "doc2", "doc3"]
+    assert ids(result.hits) == ["doc1", "doc0", "doc3", "doc2"]
     assert result.rejected == ()
 
 
 async def test_a_request_threshold_overrides_the_configured_one(embedder: MiniLMEmbedder) -> None:
-    retriever = HybridRetriever(embedder, FixedEngine(FUSED), min_similarity=0.4)
+    retriever = retriever_over(scripted(FUSED), embedder, min_similarity=0.4)
 
     strict = await retriever.retrieve(RetrievalQuery("q", tenant_id="t", top_k=3, score_threshold=0.95))
     lenient = await retriever.retrieve(RetrievalQuery("q", tenant_id="t", top_k=3, score_threshold=0.0))
 
     assert strict.hits == ()
     assert [r.score for r in strict.rejected] == [0.92, 0.60, 0.55]
-    assert ids(lenient.hits) == ["doc0", "doc1", "doc2"]
+    assert ids(lenient.hits) == ["doc1", "doc7", "doc0"]
 
 
 async def test_a_score_equal_to_the_threshold_is_a_hit(embedder: MiniLMEmbedder) -> None:
-    retriever = HybridRetriever(embedder, FixedEngine([0.41, 0.39]), min_similarity=0.41)
+    retriever = retriever_over(scripted([0.41, 0.39]), embedder, min_similarity=0.41)
 
     result = await retriever.retrieve(RetrievalQuery("q", tenant_id="t", top_k=2))
 
@@ -91,27 +119,116 @@ async def test_a_score_equal_to_the_threshold_is_a_hit(embedder: MiniLMEmbedder)
     assert ids(result.rejected) == ["doc1"]
 
 
+async def test_near_duplicates_keep_only_the_best_ranked(embedder: MiniLMEmbedder) -> None:
+    base = axis(0)
+    almost = base + 0.3 * axis(1)  # cosine 0.958 to base
+    related = base + 0.6 * axis(2)  # cosine 0.857 to base
+    engine = FixedEngine([
+        candidate("a", 0.70, vector=almost / np.linalg.norm(almost)),
+        candidate("b", 0.80, vector=base),
+        candidate("c", 0.60, vector=related / np.linalg.norm(related)),
+        candidate("d", 0.50, vector=base),
+    ])  # fmt: skip
+
+    default = await retriever_over(engine, embedder).retrieve(RetrievalQuery("q", tenant_id="t", top_k=5))
+    strict = await retriever_over(engine, embedder, overlap_threshold=0.8).retrieve(
+        RetrievalQuery("q", tenant_id="t", top_k=5)
+    )
+    off = await retriever_over(engine, embedder, overlap_threshold=1.0).retrieve(
+        RetrievalQuery("q", tenant_id="t", top_k=5)
+    )
+
+    assert ids(default.hits) == ["b", "c"]  # a (0.958) and d (1.0) duplicate b; c (0.857) stays under 0.9
+    assert ids(strict.hits) == ["b"]
+    assert ids(off.hits) == ["b", "a", "c", "d"]  # only cosines above 1.0 would be duplicates
+
+
+async def test_each_document_contributes_at_most_the_cap(embedder: MiniLMEmbedder) -> None:
+    engine = FixedEngine(
+        [candidate("big", 0.9 - i / 100, index=i, vector=axis(i)) for i in range(6)]
+        + [candidate("small", 0.5, vector=axis(10)), candidate("other", 0.4, vector=axis(11))]
+    )
+
+    capped = await retriever_over(engine, embedder).retrieve(RetrievalQuery("q", tenant_id="t", top_k=5))
+    one = await retriever_over(engine, embedder, max_chunks_per_document=1).retrieve(
+        RetrievalQuery("q", tenant_id="t", top_k=5)
+    )
+
+    assert [(h.chunk.document_id, h.chunk.chunk_index) for h in capped.hits] == [
+        ("big", 0), ("big", 1), ("big", 2), ("small", 0), ("other", 0)
+    ]  # fmt: skip
+    assert ids(one.hits) == ["big", "small", "other"]
+
+
+async def test_ranking_weighs_similarity_recency_and_trust(embedder: MiniLMEmbedder) -> None:
+    engine = FixedEngine([
+        candidate("old-trusted", 0.80, vector=axis(0), published_at="2019-01-01", trust=1.0),
+        candidate("fresh", 0.70, vector=axis(1), published_at="2026-06-20", trust=0.5),
+        candidate("undated", 0.75, vector=axis(2), trust=0.5),
+    ])  # fmt: skip
+    query = RetrievalQuery("q", tenant_id="t", top_k=3)
+
+    default = await retriever_over(engine, embedder).retrieve(query)
+    similarity_only = await retriever_over(engine, embedder, weights=RankingWeights(1.0, 0.0, 0.0)).retrieve(query)
+    trust_heavy = await retriever_over(engine, embedder, weights=RankingWeights(0.1, 0.0, 1.0)).retrieve(query)
+
+    # default: old 0.56+0+0.1=0.66, fresh 0.49+0.06+0.05=0.60, undated 0.525+0+0.05=0.575
+    assert ids(default.hits) == ["old-trusted", "fresh", "undated"]
+    assert ids(similarity_only.hits) == ["old-trusted", "undated", "fresh"]
+    assert ids(trust_heavy.hits) == ["old-trusted", "undated", "fresh"]
+    recency_heavy = await retriever_over(engine, embedder, weights=RankingWeights(0.7, 1.0, 0.0)).retrieve(query)
+    assert ids(recency_heavy.hits) == ["fresh", "old-trusted", "undated"]
+    assert [h.score for h in default.hits] == [0.80, 0.70, 0.75]  # scores stay the cosine similarities
+
+
+@pytest.mark.parametrize(
+    ("published", "boost"),
+    [("2026-06-30", 0.3), ("2026-05-31", 0.3), ("2026-05-30", 0.2), ("2026-04-01", 0.2), ("2026-03-31", 0.1),
+     ("2025-06-30", 0.1), ("2025-06-29", 0.0), ("2027-01-01", 0.3), ("2026-06-01T10:00:00Z", 0.3), ("", 0.0),
+     ("not a date", 0.0)],
+)  # fmt: skip
+def test_recency_boost_steps(published: str, boost: float) -> None:
+    assert recency_boost(published, TODAY) == boost
+
+
+async def test_confidential_chunks_are_reported_redacted_never_as_evidence(embedder: MiniLMEmbedder) -> None:
+    engine = FixedEngine([
+        candidate("secret", 0.9, vector=axis(0), redacted=True, confidential=True),
+        candidate("public", 0.6, vector=axis(1)),
+        candidate("faint-secret", 0.1, vector=axis(2), redacted=True, confidential=True),
+    ])  # fmt: skip
+
+    result = await retriever_over(engine, embedder, min_similarity=0.3).retrieve(RetrievalQuery("q", tenant_id="t"))
+
+    assert ids(result.hits) == ["public"]
+    assert ids(result.redacted) == ["secret"]  # only what would have been evidence
+    assert result.redacted[0].chunk.text == "[REDACTED]"
+    assert result.redactions_applied
+    assert result.rejected == ()
+
+
 async def test_health_is_the_engines(embedder: MiniLMEmbedder) -> None:
     with pytest.raises(RetrievalUnavailable):
-        await HybridRetriever(embedder, FixedEngine([]), min_similarity=0.3).check_health()
+        await retriever_over(scripted([]), embedder).check_health()
 
 
-async def test_retrieves_relevant_evidence_from_a_real_engine(engine: EdgeEngine, embedder: MiniLMEmbedder) -> None:
+async def test_retrieves_relevant_evidence_from_real_engines(any_engine: VectorEngine, embedder: MiniLMEmbedder) -> None:
     await store(
-        engine,
+        any_engine,
         embedder,
         [
             Chunk("refunds", 0, "Annual subscriptions can be refunded within 14 days of purchase.", tenant_id="acme"),
+            Chunk("refunds", 1, "Annual subscriptions can be refunded within 14 days of the purchase.", tenant_id="acme"),
             Chunk("backups", 0, "The storage cluster takes a snapshot backup every night.", tenant_id="acme"),
             Chunk("vpn", 0, "Connect to the corporate VPN before opening the intranet.", tenant_id="acme"),
         ],
     )
-    retriever = HybridRetriever(embedder, engine, min_similarity=0.3)
+    retriever = HybridRetriever(embedder, any_engine, min_similarity=0.3)
 
     answerable = await retriever.retrieve(RetrievalQuery("Can I get a refund on my yearly plan?", tenant_id="acme"))
     off_topic = await retriever.retrieve(RetrievalQuery("What is the boiling point of tin?", tenant_id="acme"))
 
-    assert ids(answerable.hits) == ["refunds"]
+    assert ids(answerable.hits) == ["refunds"]  # one of its two chunks: they are near-duplicates
     assert answerable.hits[0].score >= 0.3
     assert off_topic.hits == ()
     assert len(off_topic.rejected) == 3

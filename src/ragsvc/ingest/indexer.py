@@ -67,6 +67,7 @@ class Indexer:
                 page_number=draft.page_number,
                 trust=document.trust,
                 published_at=document.published_at,
+                confidential=document.confidential,
             )
             for index, draft in enumerate(drafts)
         ]

@@ -4,8 +4,10 @@ a retriever answers a RetrievalQuery with the best visible evidence."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
+
+import numpy as np
 
 from ragsvc.domain import Chunk, Retrieval, RetrievalQuery, ScoredChunk
 
@@ -20,6 +22,8 @@ class Embedder(Protocol):
 
     async def embed_query(self, text: str) -> list[float]: ...
 
+    async def aclose(self) -> None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class IndexedChunk:
@@ -27,6 +31,22 @@ class IndexedChunk:
 
     chunk: Chunk
     dense: Sequence[float]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One result of an engine query: the chunk (already redacted when the caller may not read it), the cosine
+    similarity of its dense vector to the query's, and that stored vector (unit length), which the retriever
+    compares between candidates to drop near-duplicates."""
+
+    chunk: Chunk
+    score: float
+    dense: np.ndarray = field(compare=False, repr=False)
+    redacted: bool = False
+
+    @property
+    def scored(self) -> ScoredChunk:
+        return ScoredChunk(self.chunk, self.score)
 
 
 class VectorEngine(Protocol):
@@ -40,9 +60,10 @@ class VectorEngine(Protocol):
         """Remove every chunk of the document; returns how many were removed."""
         ...
 
-    async def query(self, query: RetrievalQuery, dense: Sequence[float], limit: int) -> list[ScoredChunk]:
-        """Hybrid dense + sparse query fused with RRF, filtered by access and metadata inside the engine;
-        each result's score is the cosine similarity of its dense vector to `dense`."""
+    async def query(self, query: RetrievalQuery, dense: Sequence[float], limit: int) -> list[Candidate]:
+        """Hybrid dense + sparse query fused with RRF, filtered by access and metadata inside the engine, in
+        fused order; each result's score is the cosine similarity of its dense vector to `dense`. Confidential
+        chunks the caller may not read come back redacted (see `layout.AccessPolicy`)."""
         ...
 
     async def count(self, tenant_id: str | None = None) -> int: ...
@@ -58,5 +79,11 @@ class Retriever(Protocol):
     """Finds the evidence for a query. Raises EmbeddingFailed or RetrievalUnavailable."""
 
     async def retrieve(self, query: RetrievalQuery) -> Retrieval: ...
+
+    async def retrieve_selection(
+        self, query: str, selection: str, *, top_k: int, score_threshold: float | None = None
+    ) -> Retrieval:
+        """Selected-text mode: passages of `selection` only (never the engine), scored against `query`."""
+        ...
 
     async def check_health(self) -> None: ...

@@ -54,6 +54,9 @@ class MiniLMEmbedder:
     async def embed_query(self, text: str) -> list[float]:
         return (await asyncio.to_thread(self._embed_all, [text]))[0]
 
+    async def aclose(self) -> None:
+        """Nothing to release: the ONNX session lives as long as the embedder."""
+
     def _embed_all(self, texts: list[str]) -> list[list[float]]:
         """Embeds in batches of similar length (less padding), returned in the order of `texts`."""
         try:

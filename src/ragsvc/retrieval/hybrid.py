@@ -1,24 +1,64 @@
-"""The Retriever: a hybrid (dense + BM25, RRF-fused) engine query, split at a cosine-similarity threshold."""
+"""The Retriever: a hybrid (dense + BM25, RRF-fused) engine query followed by the quality pipeline.
+
+General mode (seed 000's pipeline, seed 003's ranking):
+
+1. over-fetch: ask the engine for `overfetch` x top_k fused candidates (access and metadata filters are applied
+   inside the engine query);
+2. minimum similarity: candidates below the threshold (the request's score_threshold, else
+   RAG_MIN_SIMILARITY_SCORE) are not evidence; the best few are reported as `rejected`;
+3. redaction: confidential chunks the caller may not read (already redacted by the engine) are never evidence;
+   they are reported in `redacted`, which sets the answer's redactions_applied flag;
+4. rank: similarity, recency boost and source trust, weighted (RAG_SIMILARITY_WEIGHT ...);
+5. near-duplicates: a candidate whose dense vector is closer than RAG_CHUNK_OVERLAP_THRESHOLD (cosine) to a
+   better-ranked one is dropped;
+6. per-document cap: at most RAG_MAX_CHUNKS_PER_DOC chunks of one document;
+7. top-k.
+
+Selected-text mode (seed 001): the passages of the caller's selection, scored against the query with the same
+embedder; the engine is never called.
+"""
 
 from __future__ import annotations
 
-from ragsvc.domain import Retrieval, RetrievalQuery
-from ragsvc.retrieval.base import Embedder, VectorEngine
+import datetime as dt
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from ragsvc.domain import Retrieval, RetrievalQuery, ScoredChunk
+from ragsvc.retrieval.base import Candidate, Embedder, VectorEngine
+from ragsvc.retrieval.layout import cosines, unit_rows
+from ragsvc.retrieval.quality import RankingWeights, cap_per_document, drop_near_duplicates, rank
+from ragsvc.retrieval.selection import split_selection
 
 MAX_REJECTED = 3
 
 
 class HybridRetriever:
-    """Asks the engine for `overfetch` x top_k fused candidates; those scoring at least the threshold are the hits
-    (in fused order, at most top_k), the best few below it are reported as rejected."""
-
-    def __init__(self, embedder: Embedder, engine: VectorEngine, *, min_similarity: float, overfetch: int = 3) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        engine: VectorEngine,
+        *,
+        min_similarity: float,
+        overfetch: int = 3,
+        overlap_threshold: float = 0.9,
+        max_chunks_per_document: int = 3,
+        weights: RankingWeights = RankingWeights(),
+        today: Callable[[], dt.date] = dt.date.today,
+    ) -> None:
         if overfetch < 1:
             raise ValueError("overfetch must be at least 1")
+        if max_chunks_per_document < 1:
+            raise ValueError("max_chunks_per_document must be at least 1")
         self._embedder = embedder
         self._engine = engine
         self._min_similarity = min_similarity
         self._overfetch = overfetch
+        self._overlap_threshold = overlap_threshold
+        self._max_per_document = max_chunks_per_document
+        self._weights = weights
+        self._today = today
 
     async def retrieve(self, query: RetrievalQuery) -> Retrieval:
         if query.top_k <= 0:
@@ -26,9 +66,39 @@ class HybridRetriever:
         dense = await self._embedder.embed_query(query.text)
         candidates = await self._engine.query(query, dense, limit=query.top_k * self._overfetch)
         threshold = self._min_similarity if query.score_threshold is None else query.score_threshold
-        hits = [c for c in candidates if c.score >= threshold][: query.top_k]
-        below = sorted((c for c in candidates if c.score < threshold), key=lambda c: c.score, reverse=True)
-        return Retrieval(hits=tuple(hits), rejected=tuple(below[:MAX_REJECTED]))
+        passing = [c for c in candidates if c.score >= threshold]
+        readable = [c for c in passing if not c.redacted]
+        ranked = rank(readable, self._weights, self._today())
+        hits = cap_per_document(drop_near_duplicates(ranked, self._overlap_threshold), self._max_per_document)
+        redacted = [c.scored for c in passing if c.redacted]
+        return Retrieval(
+            hits=tuple(c.scored for c in hits[: query.top_k]),
+            rejected=_best_below(c for c in candidates if c.score < threshold and not c.redacted),
+            redacted=tuple(redacted[: query.top_k]),
+        )
+
+    async def retrieve_selection(
+        self, query: str, selection: str, *, top_k: int, score_threshold: float | None = None
+    ) -> Retrieval:
+        passages = split_selection(selection)
+        if not passages or top_k <= 0:
+            return Retrieval()
+        dense = await self._embedder.embed_query(query)
+        vectors = unit_rows(np.asarray(await self._embedder.embed_documents([p.text for p in passages]), np.float32))
+        similarities = cosines(vectors, dense)
+        threshold = self._min_similarity if score_threshold is None else score_threshold
+        scored = [Candidate(p, float(s), v) for p, s, v in zip(passages, similarities, vectors, strict=True)]
+        passing = sorted((c for c in scored if c.score >= threshold), key=lambda c: -c.score)
+        hits = drop_near_duplicates(passing, self._overlap_threshold)[:top_k]
+        return Retrieval(
+            hits=tuple(c.scored for c in hits),
+            rejected=_best_below(c for c in scored if c.score < threshold),
+        )
 
     async def check_health(self) -> None:
         await self._engine.check_health()
+
+
+def _best_below(candidates: Iterable[Candidate]) -> tuple[ScoredChunk, ...]:
+    below = sorted(candidates, key=lambda c: c.score, reverse=True)
+    return tuple(c.scored for c in below[:MAX_REJECTED])

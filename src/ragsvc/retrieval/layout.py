@@ -1,0 +1,166 @@
+"""The collection layout every engine shares, and the access policy they enforce.
+
+One collection (qdrant-edge: one shard) holds the chunks of every tenant. A chunk is a point whose id is derived
+from (tenant, document, chunk index), so re-ingesting a document overwrites its points. Each point has
+
+- a dense vector "dense" (cosine distance; the engine stores it L2-normalised),
+- a sparse vector "bm25": term weights from qdrant-edge's `Bm25` model (mmh3 token ids, the same model as
+  Qdrant's server-side BM25), with the IDF modifier applied by the engine at query time,
+- the chunk as payload, with keyword indexes on tenant_id (`is_tenant`), tags, document_id, source_url,
+  page_title and section.
+
+A query fuses a dense and a sparse prefetch with RRF (k=60); the access filter (tenant, tags) and the metadata
+filters sit inside both prefetches, so nothing the caller may not see is ever a candidate. Each result's score is
+the cosine similarity of its stored dense vector to the query vector, whatever its fused rank.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import qdrant_edge as qe
+
+from ragsvc.domain import Chunk, RetrievalQuery
+from ragsvc.retrieval.base import Candidate
+
+DENSE = "dense"
+SPARSE = "bm25"
+RRF_K = 60
+TENANT_FIELD = "tenant_id"
+KEYWORD_FIELDS = ("tags", "document_id", "source_url", "page_title", "section")
+REDACTED_TEXT = "[REDACTED]"
+
+
+@dataclass(frozen=True, slots=True)
+class AccessPolicy:
+    """Who sees and reads what, within a tenant.
+
+    - A chunk is visible when it shares a tag with the caller; an untagged chunk is visible to everyone when
+      `untagged_visible` (the default), to no one otherwise. A caller without tags sees only untagged chunks.
+    - A visible chunk marked confidential is readable only by a caller holding `clearance_tag`; for the others
+      the engine returns it redacted (seed 003: content "[REDACTED]", redactions_applied).
+    """
+
+    untagged_visible: bool = True
+    clearance_tag: str = "confidential"
+
+    def may_read(self, chunk: Chunk, user_tags: Sequence[str]) -> bool:
+        return not chunk.confidential or self.clearance_tag in user_tags
+
+
+def redact(chunk: Chunk) -> Chunk:
+    """The chunk with everything that tells its content removed: text, section heading and title. What
+    identifies the document (id, name, URL, page) stays, so a caller can ask for access."""
+    return replace(chunk, text=REDACTED_TEXT, section=None, page_title="")
+
+
+def point_id(tenant_id: str, document_id: str, chunk_index: int) -> uuid.UUID:
+    """Stable id of a chunk, so re-ingesting a document overwrites its points."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"{tenant_id}/{document_id}/{chunk_index}")
+
+
+class SparseEncoder:
+    """BM25 term weights, identical for every engine (qdrant-edge's model; Qdrant applies IDF at query time)."""
+
+    def __init__(self) -> None:
+        self._bm25 = qe.Bm25()
+
+    def document(self, text: str) -> tuple[list[int], list[float]]:
+        vector = self._bm25.embed_document(text)
+        return list(vector.indices), list(vector.values)
+
+    def query(self, text: str) -> tuple[list[int], list[float]]:
+        vector = self._bm25.embed_query(text)
+        return list(vector.indices), list(vector.values)
+
+    def edge_document(self, text: str) -> qe.SparseVector:
+        return self._bm25.embed_document(text)
+
+    def edge_query(self, text: str) -> qe.SparseVector:
+        return self._bm25.embed_query(text)
+
+
+def unit(vector: Sequence[float] | np.ndarray) -> np.ndarray:
+    """`vector` as float32, L2-normalised (a zero vector stays zero)."""
+    array = np.asarray(vector, dtype=np.float32)
+    return array / max(float(np.linalg.norm(array)), 1e-12)
+
+
+def cosines(stored: np.ndarray, query: Sequence[float]) -> np.ndarray:
+    """Cosine similarity of each row of `stored` (normalised by the engine) to `query`, clipped to [-1, 1]."""
+    if not len(stored):
+        return np.zeros(0, dtype=np.float32)
+    return np.clip(unit_rows(stored) @ unit(query), -1.0, 1.0)
+
+
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.clip(norms, 1e-12, None)
+
+
+def payload(chunk: Chunk) -> dict[str, Any]:
+    return {
+        "document_id": chunk.document_id,
+        "chunk_index": chunk.chunk_index,
+        "text": chunk.text,
+        "document_name": chunk.document_name,
+        "tenant_id": chunk.tenant_id,
+        "tags": list(chunk.tags),
+        "source_url": chunk.source_url,
+        "page_title": chunk.page_title,
+        "section": chunk.section,
+        "page_number": chunk.page_number,
+        "trust": chunk.trust,
+        "published_at": chunk.published_at,
+        "confidential": chunk.confidential,
+    }
+
+
+def chunk_from_payload(data: dict[str, Any]) -> Chunk:
+    return Chunk(
+        document_id=data["document_id"],
+        chunk_index=int(data["chunk_index"]),
+        text=data["text"],
+        document_name=data.get("document_name", ""),
+        tenant_id=data.get("tenant_id", ""),
+        tags=tuple(data.get("tags") or ()),
+        source_url=data.get("source_url", ""),
+        page_title=data.get("page_title", ""),
+        section=data.get("section"),
+        page_number=data.get("page_number"),
+        trust=float(data.get("trust", 1.0)),
+        published_at=data.get("published_at", ""),
+        confidential=bool(data.get("confidential", False)),
+    )
+
+
+def metadata_constraints(query_filters: Any) -> list[tuple[str, tuple[str, ...]]]:
+    """(payload key, accepted values) for each metadata filter the query sets."""
+    constraints = (
+        ("source_url", query_filters.source_urls),
+        ("page_title", query_filters.page_titles),
+        ("section", query_filters.section_headings),
+    )
+    return [(key, tuple(values)) for key, values in constraints if values]
+
+
+def candidates_from(
+    payloads: Sequence[dict[str, Any]],
+    stored: np.ndarray,
+    similarities: np.ndarray,
+    query: RetrievalQuery,
+    access: AccessPolicy,
+) -> list[Candidate]:
+    """Engine results as candidates, confidential chunks the caller may not read redacted (shared by engines)."""
+    candidates = []
+    for data, vector, similarity in zip(payloads, stored, similarities, strict=True):
+        chunk = chunk_from_payload(data)
+        readable = access.may_read(chunk, query.user_tags)
+        candidates.append(
+            Candidate(chunk if readable else redact(chunk), float(similarity), vector, redacted=not readable)
+        )
+    return candidates

@@ -1,0 +1,261 @@
+"""The VectorEngine over a Qdrant server or cluster, through qdrant-client's AsyncQdrantClient.
+
+Same collection layout and query semantics as the embedded engine (see `layout`): dense + BM25 sparse (IDF
+modifier) prefetches fused with RRF in one `query_points` call, the access and metadata filters inside both
+prefetches, scores the cosine of the stored dense vectors. The BM25 term weights are computed here with
+qdrant-edge's model, so both engines index and query identical sparse vectors.
+
+`connect()` talks to a server (`RAG_QDRANT_URL`, gRPC preferred); `create()` accepts any ready client, including
+qdrant-client's local mode (`AsyncQdrantClient(location=":memory:")` or `path=...`), which the tests use since no
+Qdrant server can be installed where they run. Local mode is pure Python and slow at scale (bench/retrieval.py).
+
+Writes to one document are serialised within this process; replicas writing the same document concurrently are
+not coordinated (each replace is upsert-then-delete-stale, so readers never see a document missing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import Awaitable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+from qdrant_client import AsyncQdrantClient
+from qdrant_client import models as m
+
+from ragsvc.domain import RetrievalQuery
+from ragsvc.errors import RetrievalUnavailable
+from ragsvc.retrieval.base import Candidate, IndexedChunk
+from ragsvc.retrieval.layout import (
+    DENSE,
+    KEYWORD_FIELDS,
+    RRF_K,
+    SPARSE,
+    TENANT_FIELD,
+    AccessPolicy,
+    SparseEncoder,
+    candidates_from,
+    cosines,
+    metadata_constraints,
+    payload,
+    point_id,
+    unit_rows,
+)
+
+DEFAULT_COLLECTION = "ragsvc_chunks"
+UPSERT_BATCH = 256
+_T = TypeVar("_T")
+
+
+class QdrantServerEngine:
+    """One collection of a Qdrant server (or of qdrant-client's local mode) holding the chunks of every tenant."""
+
+    def __init__(
+        self,
+        client: AsyncQdrantClient,
+        collection: str = DEFAULT_COLLECTION,
+        *,
+        access: AccessPolicy = AccessPolicy(),
+        owns_client: bool = True,
+    ) -> None:
+        """Prefer `connect()` or `create()`, which make sure of the collection."""
+        self._client = client
+        self._collection = collection
+        self._access = access
+        self._owns_client = owns_client
+        self._sparse = SparseEncoder()
+        self._write_lock = asyncio.Lock()
+        self._closed = False
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        *,
+        dimension: int,
+        api_key: str = "",
+        collection: str = DEFAULT_COLLECTION,
+        prefer_grpc: bool = True,
+        timeout_s: float = 10.0,
+        access: AccessPolicy = AccessPolicy(),
+    ) -> QdrantServerEngine:
+        """A client for the server at `url` (REST port in the URL; gRPC on its default port when preferred)."""
+        try:
+            client = AsyncQdrantClient(
+                url=url, api_key=api_key or None, prefer_grpc=prefer_grpc, timeout=max(1, round(timeout_s))
+            )
+        except Exception as exc:
+            raise RetrievalUnavailable(f"cannot reach the Qdrant server at {url}: {exc}") from exc
+        return await cls.create(client, collection, dimension=dimension, access=access)
+
+    @classmethod
+    async def create(
+        cls,
+        client: AsyncQdrantClient,
+        collection: str = DEFAULT_COLLECTION,
+        *,
+        dimension: int,
+        access: AccessPolicy = AccessPolicy(),
+        owns_client: bool = True,
+    ) -> QdrantServerEngine:
+        """The engine over `client`'s `collection`, created with the shared layout when missing; an existing one
+        must have the same dense size and a BM25 sparse vector. The engine closes the client when it owns it."""
+        engine = cls(client, collection, access=access, owns_client=owns_client)
+        try:
+            await engine._call(engine._ensure_collection(dimension))
+        except BaseException:
+            if owns_client:
+                await client.close()
+            raise
+        return engine
+
+    async def _ensure_collection(self, dimension: int) -> None:
+        if await self._client.collection_exists(self._collection):
+            info = await self._client.get_collection(self._collection)
+            vectors = info.config.params.vectors
+            size = vectors[DENSE].size if isinstance(vectors, dict) and DENSE in vectors else None
+            sparse = info.config.params.sparse_vectors or {}
+            if size != dimension or SPARSE not in sparse:
+                raise RetrievalUnavailable(
+                    f"collection {self._collection!r} does not match this service: vector size {size} "
+                    f"(need {dimension}), sparse vectors {sorted(sparse)} (need {SPARSE!r})"
+                )
+        else:
+            await self._client.create_collection(
+                self._collection,
+                vectors_config={DENSE: m.VectorParams(size=dimension, distance=m.Distance.COSINE)},
+                sparse_vectors_config={SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
+            )
+        with warnings.catch_warnings():
+            # Local mode warns that payload indexes have no effect there; a server uses them.
+            warnings.filterwarnings("ignore", message="Payload indexes have no effect", category=UserWarning)
+            await self._client.create_payload_index(
+                self._collection, TENANT_FIELD, m.KeywordIndexParams(type=m.KeywordIndexType.KEYWORD, is_tenant=True)
+            )
+            for name in KEYWORD_FIELDS:
+                await self._client.create_payload_index(self._collection, name, m.PayloadSchemaType.KEYWORD)
+
+    # -- the VectorEngine protocol --------------------------------------------------------------------------
+
+    async def replace_document(self, tenant_id: str, document_id: str, chunks: Sequence[IndexedChunk]) -> None:
+        owner = (tenant_id, document_id)
+        strangers = [c.chunk.source_id for c in chunks if (c.chunk.tenant_id, c.chunk.document_id) != owner]
+        if strangers:
+            raise ValueError(f"chunks {strangers} are not part of document {document_id!r} of tenant {tenant_id!r}")
+        points = [self._point(c) for c in chunks]
+        ids: list[m.ExtendedPointId] = [p.id for p in points]
+        stale = m.Filter(
+            must=[_match(TENANT_FIELD, tenant_id), _match("document_id", document_id)],
+            must_not=[m.HasIdCondition(has_id=ids)] if ids else None,
+        )
+        async with self._write_lock:
+            for start in range(0, len(points), UPSERT_BATCH):
+                await self._call(
+                    self._client.upsert(self._collection, points[start : start + UPSERT_BATCH], wait=True)
+                )
+            await self._call(
+                self._client.delete(self._collection, m.FilterSelector(filter=stale), wait=True)
+            )
+
+    async def delete_document(self, tenant_id: str, document_id: str) -> int:
+        document = m.Filter(must=[_match(TENANT_FIELD, tenant_id), _match("document_id", document_id)])
+        async with self._write_lock:
+            removed = (await self._call(self._client.count(self._collection, count_filter=document, exact=True))).count
+            if removed:
+                await self._call(self._client.delete(self._collection, m.FilterSelector(filter=document), wait=True))
+        return int(removed)
+
+    async def query(self, query: RetrievalQuery, dense: Sequence[float], limit: int) -> list[Candidate]:
+        visible = _visibility(query, self._access)
+        if visible is None or limit <= 0:
+            return []
+        indices, values = self._sparse.query(query.text)
+        response = await self._call(
+            self._client.query_points(
+                self._collection,
+                prefetch=[
+                    m.Prefetch(query=[float(x) for x in dense], using=DENSE, filter=visible, limit=limit),
+                    m.Prefetch(query=m.SparseVector(indices=indices, values=values), using=SPARSE, filter=visible,
+                               limit=limit),
+                ],  # fmt: skip
+                query=m.RrfQuery(rrf=m.Rrf(k=RRF_K)),
+                limit=limit,
+                with_payload=True,
+                with_vectors=[DENSE],
+            )
+        )
+        points = response.points
+        if not points:
+            return []
+        stored = unit_rows(np.array([_dense_of(p) for p in points], dtype=np.float32))
+        return candidates_from([p.payload or {} for p in points], stored, cosines(stored, dense), query, self._access)
+
+    async def count(self, tenant_id: str | None = None) -> int:
+        tenant = None if tenant_id is None else m.Filter(must=[_match(TENANT_FIELD, tenant_id)])
+        return int((await self._call(self._client.count(self._collection, count_filter=tenant, exact=True))).count)
+
+    async def check_health(self) -> None:
+        await self._call(self._client.count(self._collection, exact=False))
+
+    async def close(self) -> None:
+        """Closes the client when the engine owns it; later calls are no-ops."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            try:
+                await self._client.close()
+            except Exception as exc:
+                raise RetrievalUnavailable(f"closing the Qdrant client failed: {exc}") from exc
+
+    # -- helpers ----------------------------------------------------------------------------------------------
+
+    async def _call(self, call: Awaitable[_T]) -> _T:
+        """Awaits a client call; any client or transport failure becomes RetrievalUnavailable."""
+        if self._closed:
+            if asyncio.iscoroutine(call):
+                call.close()
+            raise RetrievalUnavailable("the vector store is closed")
+        try:
+            return await call
+        except RetrievalUnavailable:
+            raise
+        except Exception as exc:
+            raise RetrievalUnavailable(f"Qdrant error: {type(exc).__name__}: {exc}") from exc
+
+    def _point(self, indexed: IndexedChunk) -> m.PointStruct:
+        chunk = indexed.chunk
+        indices, values = self._sparse.document(chunk.text)
+        return m.PointStruct(
+            id=str(point_id(chunk.tenant_id, chunk.document_id, chunk.chunk_index)),
+            vector={DENSE: [float(x) for x in indexed.dense], SPARSE: m.SparseVector(indices=indices, values=values)},
+            payload=payload(chunk),
+        )
+
+
+def _dense_of(point: m.ScoredPoint) -> list[float]:
+    vector: Any = point.vector
+    return list(vector[DENSE] if isinstance(vector, dict) else vector)
+
+
+def _match(key: str, value: str) -> m.FieldCondition:
+    return m.FieldCondition(key=key, match=m.MatchValue(value=value))
+
+
+def _visibility(query: RetrievalQuery, access: AccessPolicy) -> m.Filter | None:
+    """The same filter as the embedded engine's (edge._visibility), in qdrant-client's models."""
+    must: list[Any] = [_match(TENANT_FIELD, query.tenant_id)]
+    visible: list[Any] = []
+    if access.untagged_visible:
+        visible.append(m.IsEmptyCondition(is_empty=m.PayloadField(key="tags")))
+    if query.user_tags:
+        visible.append(m.FieldCondition(key="tags", match=m.MatchAny(any=list(query.user_tags))))
+    if not visible:
+        return None
+    must.append(m.Filter(should=visible))
+    must.extend(
+        m.FieldCondition(key=key, match=m.MatchAny(any=list(values)))
+        for key, values in metadata_constraints(query.filters)
+    )
+    return m.Filter(must=must)

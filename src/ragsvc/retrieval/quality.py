@@ -1,0 +1,79 @@
+"""The retrieval quality controls between the engine and the prompt: ranking (seed 003), near-duplicate removal
+and the per-document cap (seed 000)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ragsvc.domain import Chunk
+from ragsvc.retrieval.base import Candidate
+
+# Seed 003's recency boost: documents up to 30 days old +0.3, up to 90 days +0.2, up to 365 days +0.1.
+RECENCY_STEPS = ((30, 0.3), (90, 0.2), (365, 0.1))
+
+
+@dataclass(frozen=True, slots=True)
+class RankingWeights:
+    """rank = similarity·w_similarity + recency_boost·w_recency + trust·w_trust (seed 003's defaults)."""
+
+    similarity: float = 0.7
+    recency: float = 0.2
+    trust: float = 0.1
+
+
+def recency_boost(published_at: str, today: dt.date) -> float:
+    """Seed 003's step boost for a document published on `published_at` (ISO 8601 date or date-time); 0 when
+    unknown or unparseable. A date in the future counts as today."""
+    if not published_at:
+        return 0.0
+    try:
+        published = dt.date.fromisoformat(published_at[:10])
+    except ValueError:
+        return 0.0
+    age = max((today - published).days, 0)
+    return next((boost for days, boost in RECENCY_STEPS if age <= days), 0.0)
+
+
+def rank_score(chunk: Chunk, similarity: float, weights: RankingWeights, today: dt.date) -> float:
+    return (
+        similarity * weights.similarity
+        + recency_boost(chunk.published_at, today) * weights.recency
+        + chunk.trust * weights.trust
+    )
+
+
+def rank(candidates: Sequence[Candidate], weights: RankingWeights, today: dt.date) -> list[Candidate]:
+    """Best rank first; equal ranks keep the engine's fused order."""
+    scores = [rank_score(c.chunk, c.score, weights, today) for c in candidates]
+    order = sorted(range(len(candidates)), key=lambda i: -scores[i])
+    return [candidates[i] for i in order]
+
+
+def drop_near_duplicates(candidates: Sequence[Candidate], threshold: float) -> list[Candidate]:
+    """Keeps each candidate unless its dense vector's cosine similarity to one already kept exceeds `threshold`
+    (seed 000's RAG_CHUNK_OVERLAP_THRESHOLD): earlier candidates win, so rank first."""
+    kept: list[Candidate] = []
+    vectors: list[np.ndarray] = []
+    for candidate in candidates:
+        if vectors and float(np.max(np.stack(vectors) @ candidate.dense)) > threshold:
+            continue
+        kept.append(candidate)
+        vectors.append(candidate.dense)
+    return kept
+
+
+def cap_per_document(candidates: Sequence[Candidate], max_per_document: int) -> list[Candidate]:
+    """At most `max_per_document` candidates of each document (RAG_MAX_CHUNKS_PER_DOC), earlier ones first."""
+    seen: Counter[tuple[str, str]] = Counter()
+    kept = []
+    for candidate in candidates:
+        key = (candidate.chunk.tenant_id, candidate.chunk.document_id)
+        if seen[key] < max_per_document:
+            seen[key] += 1
+            kept.append(candidate)
+    return kept
