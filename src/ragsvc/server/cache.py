@@ -1,0 +1,127 @@
+"""The answer cache (seed 003): an in-memory LRU with a TTL, keyed by everything that shapes an answer.
+
+The key is the SHA-256 of the tenant, the normalised query (control characters stripped, whitespace collapsed,
+case folded), the template, top_k, the citation style, the tags (sorted), the metadata filters, the model, the
+mode and selection, and the remaining knobs that change an answer (score threshold, strictness, temperature,
+seed). Tenant and tags are part of the key, so an answer is never served to another tenant or tag set.
+
+What is cached: grounded answers with action CITE only. Refusals are not: the gate refusals (NO_CHUNKS,
+SCORE_GATE) cost no LLM call, so caching them saves little, and the others (UNSUPPORTED_ANSWER,
+INVALID_CITATIONS) come from one unlucky generation that a new call may well get right; ROUTEd answers are
+left for the human they are routed to. Questions with chat history or a session, dry runs and explain requests
+bypass the cache.
+
+Invalidation: any ingest or delete in a tenant drops that tenant's entries (`invalidate_tenant`), a template
+change drops the entries written from it (`invalidate_template`). A per-tenant generation counter keeps an
+answer that was being computed while the tenant changed from being stored afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ragsvc.domain import Action, Answer, Question, RefusalReason
+from ragsvc.sanitize import clean_text
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    answer: Answer
+    tenant_id: str
+    templates: frozenset[str]  # the template id the request named and the version the answer was written from
+    expires_at: float
+
+
+def normalise_query(query: str) -> str:
+    return clean_text(query).casefold()
+
+
+def cache_key(question: Question) -> str:
+    """The cache key of a validated question (tenant resolved, text cleaned)."""
+    filters = question.filters
+    parts = [
+        question.tenant_id,
+        normalise_query(question.query),
+        question.template_id,
+        question.top_k,
+        question.citation_style.value,
+        sorted(set(question.user_tags)),
+        [sorted(filters.source_urls), sorted(filters.page_titles), sorted(filters.section_headings)],
+        question.model,
+        question.mode.value,
+        question.selected_text,
+        question.score_threshold,
+        question.strictness.value,
+        question.temperature,
+        question.seed,
+    ]
+    return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()
+
+
+def bypasses_cache(question: Question) -> bool:
+    """Questions whose answer depends on more than the key, or that ask for more than the answer."""
+    return bool(question.chat_history or question.session_id or question.dry_run or question.explain)
+
+
+def is_cacheable(answer: Answer) -> bool:
+    return answer.grounded and answer.action is Action.CITE and answer.refusal is RefusalReason.NONE
+
+
+class AnswerCache:
+    def __init__(self, *, max_entries: int, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_entries = max_entries
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._generations: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: str) -> Answer | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if entry.expires_at <= self._clock():
+            del self._entries[key]
+            return None
+        self._entries.move_to_end(key)
+        return entry.answer
+
+    def generation(self, tenant_id: str) -> int:
+        """The tenant's current generation: take it before computing an answer, hand it to `put`."""
+        return self._generations.get(tenant_id, 0)
+
+    def put(self, key: str, answer: Answer, *, question: Question, generation: int) -> bool:
+        """Store `answer` unless it is not cacheable or the tenant changed since `generation`; True if stored."""
+        if not is_cacheable(answer) or generation != self.generation(question.tenant_id):
+            return False
+        templates = frozenset(t for t in (question.template_id, answer.template_version) if t)
+        self._entries[key] = _Entry(answer, question.tenant_id, templates, self._clock() + self.ttl_s)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+        return True
+
+    def invalidate_tenant(self, tenant_id: str) -> int:
+        """Drop every entry of `tenant_id` (after an ingest or delete there); returns how many."""
+        self._generations[tenant_id] = self.generation(tenant_id) + 1
+        return self._drop(lambda entry: entry.tenant_id == tenant_id)
+
+    def invalidate_template(self, template_id: str) -> int:
+        """Drop every entry written from template `template_id` (after it changed); returns how many."""
+        return self._drop(lambda entry: template_id in entry.templates)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def _drop(self, matches: Callable[[_Entry], bool]) -> int:
+        keys = [key for key, entry in self._entries.items() if matches(entry)]
+        for key in keys:
+            del self._entries[key]
+        return len(keys)

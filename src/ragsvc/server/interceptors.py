@@ -1,0 +1,261 @@
+"""Server interceptors as small units, composed into one grpc.aio server interceptor.
+
+Each unit is an `Interceptor` with one hook, `intercept(call)`, that takes one dataclass input (`CallInput`:
+method, metadata, peer, the request, and the call's mutable `CallState`) and wraps the call as an async context
+manager: code before its ``yield`` runs before the handler (raise a `RagError` to refuse the call: it becomes
+the call's status, with its google.rpc details), code after it runs once the call has ended, when
+``call.state.code`` holds the final status code. Units run in the order given, the first outermost::
+
+    server = grpc.aio.server(interceptors=[ServerInterceptor([RequestIdInterceptor(), AuthInterceptor(keys)])])
+
+`ServerInterceptor` adapts the units to grpc.aio: it wraps unary-unary and unary-stream handlers (every
+ragsvc RPC), leaves health and reflection untouched (never authenticated, rate limited or counted), sends the
+units' response metadata as initial metadata, and exposes the call's state to the servicer through a
+contextvar (`current_call()`), which is how the servicer learns the authenticated principal and the request id
+and how it reports the answer back to the units (logs, metrics).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import grpc
+from google.protobuf.message import DecodeError
+from google.rpc import error_details_pb2, status_pb2
+
+from ragsvc import domain, errors
+from ragsvc.server.status import code_for, to_status
+
+if TYPE_CHECKING:
+    from ragsvc.server.auth import Principal
+
+# Never intercepted: probes and tooling must work whatever the load, and without credentials.
+EXEMPT_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+_STATUS_DETAILS_KEY = "grpc-status-details-bin"
+ASK_METHODS = frozenset({"/ragsvc.v1.RagService/Ask", "/ragsvc.v1.RagService/AskStream"})
+INDEX_PREFIX = "/ragsvc.v1.IndexService/"
+
+
+@dataclass(slots=True)
+class CallState:
+    """What the units and the servicer learn about one call while it runs (mutable, one per call)."""
+
+    started: float = field(default_factory=time.perf_counter)
+    request_id: str = ""
+    principal: Principal | None = None
+    # Metadata the units want returned to the caller; sent as initial metadata before the handler runs.
+    response_metadata: list[tuple[str, str]] = field(default_factory=list)
+    # Set by the servicer: the question as answered (tenant and tags applied), and the final answer.
+    question: domain.Question | None = None
+    answer: domain.Answer | None = None
+    cache_hit: bool | None = None  # None: the cache was not consulted
+    injection_patterns: tuple[str, ...] = ()
+    # Set when the call ends.
+    code: grpc.StatusCode | None = None
+    error_reason: str = ""
+    metadata_sent: bool = False
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class CallInput:
+    """The one input of every interceptor hook."""
+
+    method: str  # "/ragsvc.v1.RagService/Ask"
+    metadata: Mapping[str, str]  # the caller's metadata (text keys only, lower-case)
+    peer: str  # "ipv4:127.0.0.1:51234"
+    request: Any  # the deserialized request message
+    state: CallState
+
+    @property
+    def is_ask(self) -> bool:
+        return self.method in ASK_METHODS
+
+    @property
+    def is_index(self) -> bool:
+        return self.method.startswith(INDEX_PREFIX)
+
+
+class Interceptor:
+    """One concern of call handling. The default passes the call through untouched."""
+
+    def intercept(self, call: CallInput) -> AbstractAsyncContextManager[None]:
+        return _passthrough()
+
+
+@contextlib.asynccontextmanager
+async def _passthrough() -> AsyncIterator[None]:
+    yield
+
+
+_CURRENT: contextvars.ContextVar[CallState | None] = contextvars.ContextVar("ragsvc_call", default=None)
+
+
+def current_call() -> CallState | None:
+    """The state of the call being handled, or None outside an intercepted call."""
+    return _CURRENT.get()
+
+
+def code_of(exc: BaseException, context: grpc.aio.ServicerContext) -> grpc.StatusCode:
+    """The status code a call ends with when `exc` escapes its handler."""
+    if isinstance(exc, errors.RagError):
+        return code_for(exc)
+    if isinstance(exc, grpc.aio.AbortError):
+        return _status_code(context.code())
+    if isinstance(exc, (asyncio.CancelledError, GeneratorExit)):  # the caller left, or its deadline passed
+        remaining = context.time_remaining()
+        expired = remaining is not None and remaining <= 0
+        return grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED
+    return grpc.StatusCode.UNKNOWN  # grpc answers an unhandled exception with UNKNOWN
+
+
+def _status_code(code: object) -> grpc.StatusCode:
+    """context.code() as a StatusCode (grpc.aio may report the raw integer)."""
+    if isinstance(code, grpc.StatusCode):
+        return code
+    return next((c for c in grpc.StatusCode if c.value[0] == code), grpc.StatusCode.UNKNOWN)
+
+
+class ServerInterceptor(grpc.aio.ServerInterceptor):
+    """The units, composed into a grpc.aio interceptor (see the module docstring)."""
+
+    def __init__(self, interceptors: Sequence[Interceptor], *, exempt: Sequence[str] = EXEMPT_PREFIXES) -> None:
+        self._units = tuple(interceptors)
+        self._exempt = tuple(exempt)
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or method.startswith(self._exempt) or handler.request_streaming:
+            return handler
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(method, handler.unary_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._stream(method, handler.unary_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+    def _input(self, method: str, request: Any, context: grpc.aio.ServicerContext) -> CallInput:
+        metadata = {
+            key: value
+            for key, value in (context.invocation_metadata() or ())
+            if isinstance(value, str) and not key.endswith("-bin")
+        }
+        return CallInput(method, metadata, context.peer() or "", request, CallState())
+
+    async def _enter(
+        self, stack: contextlib.AsyncExitStack, call: CallInput, context: grpc.aio.ServicerContext
+    ) -> None:
+        """Enter every unit (outermost first), then send the response metadata they collected."""
+        for unit in self._units:
+            await stack.enter_async_context(unit.intercept(call))
+        await _send_metadata(call.state, context)
+
+    def _unary(self, method: str, behavior: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            call = self._input(method, request, context)
+            token = _CURRENT.set(call.state)
+            try:
+                async with contextlib.AsyncExitStack() as stack:
+                    try:
+                        await self._enter(stack, call, context)
+                        response = await behavior(request, context)
+                    except BaseException as exc:
+                        _finish(call.state, code_of(exc, context), exc, context)
+                        raise
+                    _finish(call.state, grpc.StatusCode.OK)
+                    return response
+            except errors.RagError as exc:  # a unit refused the call
+                await _refuse(call.state, context, exc)
+            finally:
+                _reset(token)
+
+        return handle
+
+    def _stream(self, method: str, behavior: Callable[..., Any]) -> Callable[..., AsyncIterator[Any]]:
+        async def handle(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            call = self._input(method, request, context)
+            token = _CURRENT.set(call.state)
+            try:
+                async with contextlib.AsyncExitStack() as stack:
+                    try:
+                        await self._enter(stack, call, context)
+                        responses = behavior(request, context)
+                        if hasattr(responses, "__aiter__"):
+                            async with contextlib.aclosing(responses):
+                                async for response in responses:
+                                    yield response
+                        else:  # a handler that writes with context.write
+                            await responses
+                    except BaseException as exc:
+                        _finish(call.state, code_of(exc, context), exc, context)
+                        raise
+                    _finish(call.state, grpc.StatusCode.OK)
+            except errors.RagError as exc:  # a unit refused the call
+                await _refuse(call.state, context, exc)
+            finally:
+                _reset(token)
+
+        return handle
+
+
+def _finish(
+    state: CallState, code: grpc.StatusCode, exc: BaseException | None = None, context: Any = None
+) -> None:
+    state.code = code
+    if isinstance(exc, errors.RagError):
+        state.error_reason = exc.reason
+    elif isinstance(exc, grpc.aio.AbortError) and context is not None:
+        state.error_reason = _reason_of(context.trailing_metadata())
+
+
+def _reason_of(trailing_metadata: Any) -> str:
+    """ErrorInfo.reason of the status a handler aborted with (from its grpc-status-details-bin), or ""."""
+    for key, value in trailing_metadata or ():
+        if key == _STATUS_DETAILS_KEY and isinstance(value, bytes):
+            try:
+                status = status_pb2.Status.FromString(value)
+            except DecodeError:
+                return ""
+            info = error_details_pb2.ErrorInfo()
+            for detail in status.details:
+                if detail.Unpack(info):
+                    return info.reason
+    return ""
+
+
+async def _send_metadata(state: CallState, context: grpc.aio.ServicerContext) -> None:
+    if state.response_metadata and not state.metadata_sent:
+        state.metadata_sent = True
+        await context.send_initial_metadata(tuple(state.response_metadata))
+
+
+async def _refuse(state: CallState, context: grpc.aio.ServicerContext, exc: errors.RagError) -> None:
+    await _send_metadata(state, context)
+    await context.abort_with_status(to_status(exc))
+
+
+def _reset(token: contextvars.Token[CallState | None]) -> None:
+    # A stream closed from another task (loop shutdown) cannot reset; the call's task ends anyway.
+    with contextlib.suppress(ValueError):
+        _CURRENT.reset(token)
