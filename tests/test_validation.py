@@ -3,13 +3,24 @@ from __future__ import annotations
 import pytest
 
 from ragsvc.domain import Action, Chunk, RefusalReason, ScoredChunk
-from ragsvc.validation import MARKER, AnswerPolicy, MarkerScanner
+from ragsvc.validation import (
+    DISCLAIMER,
+    MARKER,
+    SOURCE_ID_MARKER,
+    AnswerPolicy,
+    MarkerScanner,
+    coverage_of,
+    normalize_source_ids,
+    primary_tag,
+    strip_invalid_markers,
+    uncited_sentences,
+)
 
 CONTEXT = (
     ScoredChunk(Chunk("guide", 0, "Hotel expenses are reimbursed up to 180 euros per night.", tags=("finance",)), 0.8),
     ScoredChunk(Chunk("guide", 1, "Flights are booked through the travel desk.", tags=("finance", "travel")), 0.6),
 )
-POLICY = AnswerPolicy(confidence_threshold=60, default_llm_score=50, admin_email="admin@example.com")
+POLICY = AnswerPolicy(confidence_threshold=60, default_llm_score=50)
 
 
 @pytest.mark.parametrize("text", ["[1]", "[ #1 ]", "[#1a]", "vec![1]", "[#]", "[#1234]", "[# 1]"])
@@ -28,7 +39,7 @@ def test_grounded_answer_is_cited_and_confident() -> None:
     assert verdict.confidence.coverage == 1.0
     assert verdict.confidence.retrieval == pytest.approx(0.8)
     assert verdict.confidence.overall == pytest.approx(30 * 0.8 + 40 * 1.0 + 30 * 50 / 100)
-    assert verdict.action is Action.CITE and verdict.route is None
+    assert verdict.action is Action.CITE and verdict.route_reason == "" and verdict.primary_tag == ""
 
 
 def test_unknown_marker_is_invalid_and_never_a_citation() -> None:
@@ -48,16 +59,97 @@ def test_uncited_or_refusing_answers_are_unsupported(text: str) -> None:
     assert verdict.action is Action.ROUTE
 
 
-def test_low_confidence_routes_to_the_primary_tag_with_admin_fallback() -> None:
+def test_low_confidence_routes_by_the_primary_tag() -> None:
     verdict = POLICY.judge("Quantum chromodynamics governs reimbursement [#2].", CONTEXT)
     assert verdict.grounded and verdict.confidence.overall < 60
     assert verdict.action is Action.ROUTE
-    assert verdict.route is not None
-    assert verdict.route.tag == "finance" and verdict.route.fallback
-    assert verdict.route.owner_email == "admin@example.com"
+    assert verdict.primary_tag == "finance"
+    assert verdict.route_reason == f"Low confidence: {verdict.confidence.overall:.0f}%"
+
+
+@pytest.mark.parametrize(("threshold", "action"), [(64.0, Action.CITE), (64.5, Action.ROUTE)])
+def test_cite_or_route_at_the_threshold(threshold: float, action: Action) -> None:
+    policy = AnswerPolicy(confidence_threshold=threshold, default_llm_score=50)
+    verdict = policy.judge("Hotel expenses are reimbursed up to 180 euros per night [#1].", CONTEXT, llm_score=0.0)
+    assert (verdict.confidence.retrieval, verdict.confidence.coverage, verdict.confidence.llm) == (0.8, 1.0, 0.0)
+    assert verdict.confidence.overall == pytest.approx(30 * 0.8 + 40 * 1.0)  # 64
+    assert verdict.action is action
+
+
+def test_coverage_counts_key_phrases_found_in_the_evidence() -> None:
+    assert coverage_of("Hotel expenses are reimbursed up to 180 euros", CONTEXT) == 1.0
+    # "hotel expenses" and "180 euros" are in the evidence; "taxi fares" and "200 dollars" are not
+    assert coverage_of("Hotel expenses and taxi fares are reimbursed up to 200 dollars", CONTEXT) == pytest.approx(2 / 4)
+
+
+def test_stripping_invalid_markers_keeps_valid_ones_and_adds_the_disclaimer() -> None:
+    text = strip_invalid_markers("Up to 180 euros [#1], flights by rocket [#7].", (7,))
+    assert text == f"Up to 180 euros [#1], flights by rocket.\n\n{DISCLAIMER}"
+
+
+def test_primary_tag_is_the_most_common() -> None:
+    assert primary_tag([("a", "b"), ("b",), ()]) == "b"
+    assert primary_tag([(), ()]) == ""
+    assert primary_tag([("x",), ("y",)]) == "x"
 
 
 def test_scanner_finds_markers_split_across_deltas_once() -> None:
     scanner = MarkerScanner()
     found = [scanner.feed(d) for d in ["Hotels [", "#", "1", "] and [#2", "]. Again [#1]", " [#3]"]]
     assert found == [[], [], [], [1], [2], [3]]
+
+
+# The SOURCE_ID citation style: [SourceId: doc:chunk] markers map to the packed chunks deterministically.
+SOURCE_IDS = [scored.chunk.source_id for scored in CONTEXT]  # ["guide:0", "guide:1"]
+
+
+@pytest.mark.parametrize(
+    ("text", "ids"),
+    [
+        ("a [SourceId: guide:0] b [SourceId:guide:1] c [SourceId:  doc-abc_1.v2:12]",
+         ["guide:0", "guide:1", "doc-abc_1.v2:12"]),
+        ("[SourceId: guide] [SourceId guide:0] [sourceid: guide:0] [SourceId: gu ide:0] [SourceId:   guide:0]", []),
+    ],
+)
+def test_source_id_markers_are_strict_too(text: str, ids: list[str]) -> None:
+    assert SOURCE_ID_MARKER.findall(text) == ids
+
+
+def test_source_ids_normalise_to_the_markers_of_their_packed_chunks() -> None:
+    text = "Flights via the desk [SourceId: guide:1]; hotels 180 euros [SourceId: guide:0] [SourceId: guide:1]."
+    assert normalize_source_ids(text, CONTEXT) == "Flights via the desk [#2]; hotels 180 euros [#1] [#2]."
+
+
+def test_an_unknown_source_id_is_an_invalid_citation_and_a_bare_marker_cites_nothing() -> None:
+    text = "Hotels 180 euros [SourceId: guide:0], rockets [SourceId: other:3], taxis [#2]."
+    normalised = normalize_source_ids(text, CONTEXT)
+    assert normalised == "Hotels 180 euros [#1], rockets [#0], taxis [2]."
+    verdict = POLICY.judge(normalised, CONTEXT)
+    assert not verdict.grounded and verdict.refusal is RefusalReason.INVALID_CITATIONS
+    assert [c.marker for c in verdict.citations] == [1] and verdict.invalid_markers == (0,)
+
+
+def test_a_source_id_answer_is_judged_like_the_same_answer_with_markers() -> None:
+    with_ids = POLICY.judge(normalize_source_ids("Hotel expenses are reimbursed up to 180 euros per night "
+                                                 "[SourceId: guide:0].", CONTEXT), CONTEXT)  # fmt: skip
+    with_markers = POLICY.judge("Hotel expenses are reimbursed up to 180 euros per night [#1].", CONTEXT)
+    assert with_ids == with_markers and with_ids.grounded
+
+
+def test_scanner_finds_source_ids_split_across_deltas() -> None:
+    scanner = MarkerScanner(source_ids=SOURCE_IDS)
+    deltas = ("Desk [Sour", "ceId: gui", "de:1] and [#1] [SourceId: x:9] ", "[SourceId: guide:1]", " hotels [SourceId:",
+              " guide:0]")  # fmt: skip
+    # guide:1 is marker 2 (once), guide:0 marker 1; [#1] is not a marker in this style, x:9 names no chunk.
+    assert [scanner.feed(d) for d in deltas] == [[], [], [2], [], [], [1]]
+
+
+def test_strict_refuses_any_uncited_sentence() -> None:
+    cited = "Hotel expenses are reimbursed up to 180 euros per night. [#1] Flights are booked centrally [#2]."
+    assert uncited_sentences(cited) == []
+    assert POLICY.judge(cited, CONTEXT, strict=True).grounded
+    partly = "Hotel expenses are reimbursed up to 180 euros per night [#1]. Taxis are always free."
+    assert uncited_sentences(partly) == ["Taxis are always free."]
+    assert POLICY.judge(partly, CONTEXT).grounded, "normal strictness accepts an answer with a valid citation"
+    verdict = POLICY.judge(partly, CONTEXT, strict=True)
+    assert not verdict.grounded and verdict.refusal is RefusalReason.UNSUPPORTED_ANSWER

@@ -5,6 +5,7 @@ leaving the chat."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 import uuid
@@ -22,6 +23,12 @@ EXAMPLES = (
     "How are documents chunked?",
 )
 QUIT = {"exit", "quit", ":q"}
+
+
+def call_metadata() -> tuple[tuple[str, str], ...]:
+    """The bearer token from RAG_API_TOKEN, for a server with authentication on; nothing otherwise."""
+    token = os.environ.get("RAG_API_TOKEN", "")
+    return (("authorization", f"Bearer {token}"),) if token else ()
 
 
 def format_sources(answer: pb.Answer) -> list[str]:
@@ -57,7 +64,7 @@ class Chat:
         request = pb.AskStreamRequest(
             query=query, tenant_id=self._tenant, user_tags=self._tags, session_id=self.session_id
         )
-        self._call = self._stub.AskStream(request, timeout=self._timeout)
+        self._call = self._stub.AskStream(request, timeout=self._timeout, metadata=call_metadata())
         answer = None
         streamed = False
         try:

@@ -1,4 +1,6 @@
-"""`ragsvc serve | ingest | ask`: the server, and a client that talks to it over gRPC."""
+"""`ragsvc serve | ingest | ask | chat`: the server, and clients that talk to it over gRPC.
+
+Clients send RAG_API_TOKEN, when set, as their bearer token (for a server with RAG_AUTH_ENABLED)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,10 @@ from pathlib import Path
 import grpc
 from google.protobuf import json_format
 
+from ragsvc import chat
+from ragsvc.chat import call_metadata
 from ragsvc.config import Settings
+from ragsvc.domain import SourceDocument
 from ragsvc.errors import InvalidRequest
 from ragsvc.server.status import from_rpc_error
 from ragsvc.v1 import index_service_pb2 as index_pb
@@ -21,6 +26,7 @@ from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc as rag_grpc
 
 INGEST_BATCH = 8
+INGEST_BATCH_BYTES = 4 * 1024 * 1024  # the server accepts messages of up to 16 MiB
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,9 +49,16 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("--explain", action="store_true", help="also print the packed chunks and prompt")
     ask.add_argument("--json", action="store_true", help="print the final answer as JSON instead of streaming")
 
-    ingest = client("ingest", "index .txt and .md files (directories are read recursively)")
+    ingest = client("ingest", "index .txt, .md and .pdf files (directories are read recursively)")
     ingest.add_argument("paths", nargs="+", type=Path)
     ingest.add_argument("--tag", action="append", default=[], dest="tags", help="an access tag (repeatable)")
+    ingest.add_argument("--trust", type=float, default=1.0, help="source trust, 0 to 1, used in ranking")
+    ingest.add_argument("--published", default="", help="publication date YYYY-MM-DD, used in ranking")
+    ingest.add_argument("--confidential", action="store_true", help="readable only with the clearance tag")
+
+    client("chat", "an interactive conversation: streamed answers, sources, follow-ups in one session").add_argument(
+        "--tag", action="append", default=[], dest="tags", help="a user tag (repeatable)"
+    )
     return parser
 
 
@@ -87,7 +100,7 @@ async def _ask(args: argparse.Namespace, address: str) -> None:
     answer = pb.Answer()
     async with grpc.aio.insecure_channel(address) as channel:
         stub = rag_grpc.RagServiceStub(channel)
-        async for message in stub.AskStream(request, timeout=args.timeout):
+        async for message in stub.AskStream(request, timeout=args.timeout, metadata=call_metadata()):
             kind = message.WhichOneof("event")
             if kind == "text_delta" and not args.json:
                 print(message.text_delta, end="", flush=True)
@@ -107,37 +120,74 @@ async def _ask(args: argparse.Namespace, address: str) -> None:
             print(f"--- {pb.Role.Name(message.role)}\n{message.content}")
 
 
-async def _ingest(args: argparse.Namespace, address: str) -> None:
+async def _ingest(args: argparse.Namespace, address: str) -> int:
+    """Sends the documents in batches over IndexService.IngestDocuments, with a progress bar (by bytes) on a
+    terminal and one line per document; exit status 1 when any document failed."""
+    from tqdm import tqdm
+
     from ragsvc.ingest.loaders import source_documents_from_paths
 
     documents = source_documents_from_paths(args.paths, tenant_id=args.tenant, tags=args.tags)
     if not documents:
-        raise InvalidRequest([], "no .txt or .md files under the given paths")
-    done = 0
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub = index_grpc.IndexServiceStub(channel)
-        for start in range(0, len(documents), INGEST_BATCH):
-            batch = documents[start : start + INGEST_BATCH]
-            request = index_pb.IngestDocumentsRequest(
-                tenant_id=args.tenant,
-                documents=[
-                    index_pb.Document(
-                        document_id=d.document_id,
-                        name=d.name,
-                        content=d.content,
-                        media_type=d.media_type,
-                        tags=d.tags,
-                        source_url=d.source_url,
-                        title=d.title,
-                    )
-                    for d in batch
-                ],
-            )
-            response = await stub.IngestDocuments(request, timeout=args.timeout)
-            for result in response.results:
-                done += 1
-                outcome = f"error: {result.error}" if result.error else f"{result.chunks_indexed} chunks"
-                print(f"[{done}/{len(documents)}] {result.document_id}: {outcome}", flush=True)
+        raise InvalidRequest([], "no .txt, .md or .pdf files under the given paths")
+    done = chunks = failed = 0
+    bar = tqdm(
+        total=sum(len(d.content) for d in documents),
+        unit="B",
+        unit_scale=True,
+        desc=f"ingesting {len(documents)} documents",
+        disable=None,  # no bar when stderr is not a terminal; the per-document lines remain
+        file=sys.stderr,
+    )
+    with bar:
+        async with grpc.aio.insecure_channel(
+            address, options=[("grpc.max_send_message_length", INGEST_BATCH_BYTES * 4)]
+        ) as channel:
+            stub = index_grpc.IndexServiceStub(channel)
+            for batch in _ingest_batches(documents):
+                request = index_pb.IngestDocumentsRequest(
+                    tenant_id=args.tenant,
+                    documents=[
+                        index_pb.Document(
+                            document_id=d.document_id,
+                            name=d.name,
+                            content=d.content,
+                            media_type=d.media_type,
+                            tags=d.tags,
+                            source_url=d.source_url,
+                            title=d.title,
+                            trust=args.trust,
+                            published_date=args.published,
+                            confidential=args.confidential,
+                        )
+                        for d in batch
+                    ],
+                )
+                response = await stub.IngestDocuments(request, timeout=args.timeout, metadata=call_metadata())
+                for document, result in zip(batch, response.results, strict=True):
+                    done += 1
+                    chunks += result.chunks_indexed
+                    failed += bool(result.error)
+                    seconds = result.elapsed.ToTimedelta().total_seconds()
+                    outcome = f"error: {result.error}" if result.error else f"{result.chunks_indexed} chunks"
+                    bar.write(f"[{done}/{len(documents)}] {result.document_id}: {outcome} ({seconds:.2f} s)")
+                    bar.update(len(document.content))
+                bar.set_postfix(chunks=chunks, failed=failed)
+    print(f"{done - failed} of {done} documents indexed, {chunks} chunks", flush=True)
+    return 1 if failed else 0
+
+
+def _ingest_batches(documents: Sequence[SourceDocument]) -> list[list[SourceDocument]]:
+    """At most INGEST_BATCH documents and INGEST_BATCH_BYTES of content per request (a larger document alone)."""
+    batches: list[list[SourceDocument]] = []
+    size = 0
+    for document in documents:
+        if not batches or len(batches[-1]) >= INGEST_BATCH or size + len(document.content) > INGEST_BATCH_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(document)
+        size += len(document.content)
+    return batches
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -151,7 +201,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.run(serve(settings))
             return 0
         address = args.address or settings.grpc_address
-        asyncio.run(_ask(args, address) if args.command == "ask" else _ingest(args, address))
+        if args.command == "ingest":
+            return asyncio.run(_ingest(args, address))
+        if args.command == "chat":
+            asyncio.run(chat.run(address, tenant=args.tenant, tags=args.tags, timeout=args.timeout))
+            return 0
+        asyncio.run(_ask(args, address))
         return 0
     except grpc.RpcError as exc:
         error = from_rpc_error(exc)

@@ -75,6 +75,8 @@ class Chunk:
     page_number: int | None = None
     trust: float = 1.0  # source trust weight used in ranking, 0-1
     published_at: str = ""  # ISO 8601 date of the document, empty when unknown
+    # Readable only by callers holding the confidential clearance tag; redacted for the others (seed 003).
+    confidential: bool = False
     # Offsets into the caller's selection (selected-text mode only).
     char_start: int | None = None
     char_end: int | None = None
@@ -113,6 +115,13 @@ class Retrieval:
 
     hits: tuple[ScoredChunk, ...] = ()
     rejected: tuple[ScoredChunk, ...] = ()
+    # Confidential chunks that met the threshold but that the caller may not read, already redacted: never
+    # evidence, reported so the answer can say redactions were applied (seed 003).
+    redacted: tuple[ScoredChunk, ...] = ()
+
+    @property
+    def redactions_applied(self) -> bool:
+        return bool(self.redacted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +147,7 @@ class Question:
     explain: bool = False
     dry_run: bool = False
     request_id: str = ""
+    follow_up_count: int | None = None  # None: the server default
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +259,9 @@ class Answer:
     flags: Flags = field(default_factory=Flags)
     request_id: str = ""
     explanation: Explanation | None = None
+    # Similarity of every chunk retrieval returned, best first (request log and metrics: docs retrieved and the
+    # similarity distribution); empty when no retrieval ran.
+    retrieval_scores: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +289,7 @@ class SourceDocument:
     title: str = ""
     trust: float = 1.0
     published_at: str = ""  # ISO 8601 date, empty when unknown
+    confidential: bool = False  # see Chunk.confidential
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,10 @@
 RagError
 ├── InvalidRequest ................ the caller sent something we cannot serve (INVALID_ARGUMENT)
 │   ├── ModelNotAllowed ........... the model is not in the allowlist
-│   └── TokenBudgetExceeded ....... query + history cannot fit the model's window
+│   ├── TokenBudgetExceeded ....... query + history cannot fit the model's window
+│   └── InjectionSuspected ........ the input looks like prompt injection (when configured to reject it)
+├── Unauthenticated ............... no bearer token, or one no key matches (UNAUTHENTICATED)
+├── PermissionDenied .............. the key does not allow this tenant, tag or call (PERMISSION_DENIED)
 ├── NotFound ...................... an unknown document, template or session (NOT_FOUND)
 ├── ModelUnavailable .............. the model is allowed but not served by the LLM server (FAILED_PRECONDITION)
 ├── StageTimeout .................. a stage ran past its budget or the caller's deadline (DEADLINE_EXCEEDED)
@@ -63,6 +66,24 @@ class TokenBudgetExceeded(InvalidRequest):
     """The query and chat history alone do not fit the model's context window."""
 
     reason = "TOKEN_BUDGET_EXCEEDED"
+
+
+class InjectionSuspected(InvalidRequest):
+    """The input matched prompt-injection patterns and the server is configured to reject such input."""
+
+    reason = "INJECTION_SUSPECTED"
+
+
+class Unauthenticated(RagError):
+    """The call carries no bearer token, or one that matches no configured key."""
+
+    reason = "UNAUTHENTICATED"
+
+
+class PermissionDenied(RagError):
+    """The caller's key does not allow the tenant, the tags or the service the request asks for."""
+
+    reason = "PERMISSION_DENIED"
 
 
 class NotFound(RagError):

@@ -3,46 +3,89 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
+import logging
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
 
-from ragsvc.budget import TokenBudget
+from ragsvc.budget import ModelCatalog, Packing
 from ragsvc.domain import (
+    Action,
     Answer,
+    ChatMessage,
+    CitationStyle,
     Event,
     Explanation,
     Flags,
     GenerationDelta,
     GenerationRequest,
+    Mode,
     Question,
     RefusalReason,
     Retrieval,
     RetrievalQuery,
+    Role,
+    RouteTarget,
+    Strictness,
     TextDelta,
     Timings,
     Usage,
 )
-from ragsvc.errors import FieldViolation, LLMTimeout, ModelNotAllowed
-from ragsvc.generation.base import Generator
-from ragsvc.prompts import REFUSAL_SENTENCE, get_template, render
+from ragsvc.errors import LLMTimeout, RagError, StageTimeout
+from ragsvc.generation.extractive import ExtractiveGenerator
+from ragsvc.generation.fallback import Attempt, FallbackChain, worth_another_model
+from ragsvc.judge import LLMJudge
+from ragsvc.prompts import REFUSAL_SENTENCE, Prompt, get_prompt
 from ragsvc.retrieval.base import Retriever
+from ragsvc.retrieval.selection import not_in_selection_message
 from ragsvc.sanitize import validate_question
-from ragsvc.validation import AnswerPolicy, MarkerScanner, citation_for
+from ragsvc.storage.owners import OwnerDirectory
+from ragsvc.storage.sessions import SessionStore
+from ragsvc.validation import (
+    AnswerPolicy,
+    MarkerScanner,
+    Verdict,
+    citation_for,
+    normalize_source_ids,
+    strip_invalid_markers,
+)
 
 GATE_CANDIDATES = 3
+_T = TypeVar("_T")
+# The generation stage ends this long before the caller's deadline, so that its DEADLINE_EXCEEDED (naming the
+# stage) reaches the caller before the caller gives up on its own.
+DEADLINE_MARGIN_S = 0.05
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
 class PipelineSettings:
     default_tenant: str
     default_model: str
-    allowed_models: frozenset[str]
     top_k: int
     score_gate: float
     temperature: float
-    max_response_tokens: int
     generation_timeout_s: float
+    default_template: str = ""
+    retrieval_timeout_s: float = 5.0
+    total_timeout_s: float = 30.0
+    llm_self_score: bool = True  # ask the model to rate its answer (never the extractive generator)
+    follow_up_count: int = 0  # follow-up questions asked of the model for a grounded answer
+    hallucination_retries: int = 1  # re-runs with the strict prompt when an answer cites unknown markers
+
+
+@dataclass(slots=True)
+class _Generated:
+    """What the generation stage produced (filled while its deltas stream)."""
+
+    text: str = ""
+    attempt: Attempt | None = None
+    packing: Packing | None = None
+    usage: Usage = field(default_factory=Usage)
+    first_token_ms: float = 0.0
 
 
 class Pipeline:
@@ -50,24 +93,136 @@ class Pipeline:
         self,
         settings: PipelineSettings,
         retriever: Retriever,
-        generator: Generator,
-        budget: TokenBudget,
+        generators: FallbackChain,
+        models: ModelCatalog,
         policy: AnswerPolicy,
+        *,
+        owners: OwnerDirectory,
+        sessions: SessionStore | None = None,
     ) -> None:
         self._settings = settings
         self._retriever = retriever
-        self._generator = generator
-        self._budget = budget
+        self._generators = generators
+        self._models = models
         self._policy = policy
+        self._owners = owners
+        self._sessions = sessions
 
-    async def run(self, question: Question) -> AsyncIterator[Event]:
-        """Answer `question`: validate, retrieve, gate, pack, generate (streaming), validate the answer."""
+    async def run(self, question: Question, *, deadline: float | None = None) -> AsyncIterator[Event]:
+        """Answer `question`: validate, retrieve, gate, pack, generate (streaming), validate the answer.
+
+        `deadline` is the caller's, on the event loop's clock (None: it set none). Retrieval and generation each
+        end by the earliest of their own budget, the request's total budget and that deadline, with
+        StageTimeout("retrieval") or LLMTimeout("generation").
+        The session's turn is stored before the final Answer is yielded (a unary caller stops reading there).
+        """
         clock = _Clock()
-        question = validate_question(question, default_tenant=self._settings.default_tenant)
-        model = self._model_for(question)
-        template = get_template(question.template_id)
+        total_at = asyncio.get_running_loop().time() + self._settings.total_timeout_s
+        question = await self._with_history(validate_question(question, default_tenant=self._settings.default_tenant))
+        model = question.model or self._settings.default_model
+        self._models.check_allowed(model)
+        prompt = get_prompt(
+            question.template_id or self._settings.default_template, question.citation_style, question.strictness
+        )
+        retrieval_stage = _StageDeadline.start(
+            "retrieval", self._settings.retrieval_timeout_s, "RAG_RETRIEVAL_TIMEOUT_SECONDS",
+            total_at=total_at, caller_deadline=deadline,
+        )  # fmt: skip
+        try:
+            async with asyncio.timeout_at(retrieval_stage.at):
+                retrieval = await self._retrieve(question)
+        except TimeoutError as exc:
+            raise retrieval_stage.expired() from exc
+        retrieval_ms = clock.lap()
+        refusal = self._gate(retrieval)
+        if refusal is not None:
+            answer = await self._refusal(question, retrieval, refusal, prompt, Timings(retrieval_ms, total_ms=clock.total()))
+            await self._remember(question, answer)
+            yield answer
+            return
 
-        retrieval = await self._retriever.retrieve(
+        packing = self._models.budget(model).pack(prompt, question.query, question.chat_history, retrieval.hits)
+        budget_ms = clock.lap()
+        if question.dry_run:
+            yield Answer(
+                text="",
+                model=self._generators.generator.model_name(model),
+                context_chunks_used=len(packing.context),
+                context_tokens_used=packing.context_tokens,
+                template_version=prompt.version,
+                timings=Timings(retrieval_ms=retrieval_ms, budget_ms=budget_ms, total_ms=clock.total()),
+                request_id=question.request_id,
+                explanation=Explanation(packing.messages, packing.context, packing.prompt_tokens),
+            )
+            return
+
+        stage = _StageDeadline.start(
+            "generation", self._settings.generation_timeout_s, "RAG_TIMEOUT_SECONDS", total_at=total_at, caller_deadline=deadline
+        )
+        generated = _Generated(packing=packing)
+        async for event in self._generate_with_fallback(question, model, prompt, retrieval, stage, clock, generated):
+            yield event
+        generation_ms = clock.lap()
+        attempt, packing = generated.attempt, generated.packing
+        assert attempt is not None and packing is not None  # set by a successful generation
+
+        text, verdict, mitigated = await self._validated(question, prompt, attempt, packing, generated.text, stage)
+        follow_ups = await self._follow_ups(question, attempt, text, verdict, stage)
+        answer = Answer(
+            text=text,
+            citations=verdict.citations,
+            confidence=verdict.confidence,
+            action=verdict.action,
+            route=await self._route(verdict),
+            grounded=verdict.grounded,
+            refusal=verdict.refusal,
+            model=attempt.generator.model_name(attempt.model),
+            usage=generated.usage,
+            timings=Timings(
+                retrieval_ms=retrieval_ms,
+                budget_ms=budget_ms,
+                generation_ms=generation_ms,
+                first_token_ms=generated.first_token_ms,
+                total_ms=clock.total(),
+            ),
+            context_chunks_used=len(packing.context),
+            context_tokens_used=packing.context_tokens,
+            template_version=prompt.version,
+            follow_up_questions=follow_ups,
+            flags=Flags(
+                hallucination_detected=bool(verdict.invalid_markers) or mitigated,
+                mitigation_applied=mitigated,
+                degraded=attempt.degraded,
+                redactions_applied=retrieval.redactions_applied,
+            ),
+            request_id=question.request_id,
+            explanation=Explanation(packing.messages, packing.context, packing.prompt_tokens) if question.explain else None,
+            retrieval_scores=tuple(hit.score for hit in retrieval.hits),
+        )
+        await self._remember(question, answer)
+        yield answer
+
+    async def _with_history(self, question: Question) -> Question:
+        """A question in a session that brings no history of its own continues the stored conversation."""
+        if self._sessions is None or not question.session_id or question.chat_history:
+            return question
+        history = await self._sessions.history(question.tenant_id, question.session_id)
+        return dataclasses.replace(question, chat_history=history)
+
+    async def _remember(self, question: Question, answer: Answer) -> None:
+        if self._sessions is not None and question.session_id:
+            turn = (ChatMessage(Role.USER, question.query), ChatMessage(Role.ASSISTANT, answer.text))
+            await self._sessions.append(question.tenant_id, question.session_id, turn)
+
+    async def _retrieve(self, question: Question) -> Retrieval:
+        if question.mode is Mode.SELECTED_TEXT:  # seed 001: evidence only from the selection, never the index
+            return await self._retriever.retrieve_selection(
+                question.query,
+                question.selected_text,
+                top_k=question.top_k or self._settings.top_k,
+                score_threshold=question.score_threshold,
+            )
+        return await self._retriever.retrieve(
             RetrievalQuery(
                 text=question.query,
                 tenant_id=question.tenant_id,
@@ -77,101 +232,142 @@ class Pipeline:
                 filters=question.filters,
             )
         )
-        retrieval_ms = clock.lap()
-        refusal = self._gate(retrieval)
-        if refusal is not None:
-            candidates = (retrieval.hits or retrieval.rejected)[:GATE_CANDIDATES]
-            verdict = self._policy.judge(REFUSAL_SENTENCE, (), refusal=refusal)
-            yield Answer(
-                text=REFUSAL_SENTENCE,
-                confidence=verdict.confidence,
-                action=verdict.action,
-                route=verdict.route,
-                refusal=refusal,
-                candidates=candidates if refusal is RefusalReason.SCORE_GATE else (),
-                template_version=template.version,
-                timings=Timings(retrieval_ms=retrieval_ms, total_ms=clock.total()),
-                request_id=question.request_id,
-            )
-            return
 
-        packing = self._budget.pack(template, question.query, question.chat_history, retrieval.hits)
-        messages = render(template, question.query, packing.context, packing.history)
-        budget_ms = clock.lap()
-        explanation = Explanation(messages, packing.context, packing.prompt_tokens)
-        if question.dry_run:
-            yield Answer(
-                text="",
-                model=model,
-                context_chunks_used=len(packing.context),
-                context_tokens_used=packing.context_tokens,
-                template_version=template.version,
-                timings=Timings(retrieval_ms=retrieval_ms, budget_ms=budget_ms, total_ms=clock.total()),
-                request_id=question.request_id,
-                explanation=explanation,
-            )
-            return
-
-        request = GenerationRequest(
-            messages=messages,
-            query=question.query,
-            context=packing.context,
-            model=model,
-            max_tokens=self._settings.max_response_tokens,
-            temperature=self._settings.temperature if question.temperature is None else question.temperature,
-            seed=question.seed,
-        )
-        parts: list[str] = []
-        usage = Usage()
-        first_token_ms = 0.0
-        scanner = MarkerScanner()
-        async for delta in self._generate(request):
-            if delta.usage is not None:
-                usage = delta.usage
-            if not delta.text:
-                continue
-            if not parts:
-                first_token_ms = clock.total()
-            parts.append(delta.text)
-            yield TextDelta(delta.text)
-            for marker in scanner.feed(delta.text):
-                if (citation := citation_for(marker, packing.context)) is not None:
-                    yield citation
-        generation_ms = clock.lap()
-
-        text = "".join(parts)
-        verdict = self._policy.judge(text, packing.context)
-        yield Answer(
+    async def _refusal(
+        self, question: Question, retrieval: Retrieval, refusal: RefusalReason, prompt: Prompt, timings: Timings
+    ) -> Answer:
+        """The answer when the gate refuses: no LLM call; the nearest candidates when there were some."""
+        selected = question.mode is Mode.SELECTED_TEXT
+        if selected:
+            refusal = RefusalReason.NOT_IN_SELECTION
+        text = not_in_selection_message(question.query) if selected else REFUSAL_SENTENCE
+        candidates = (retrieval.hits or retrieval.rejected)[:GATE_CANDIDATES]
+        verdict = self._policy.judge(text, candidates, refusal=refusal)
+        return Answer(
             text=text,
-            citations=verdict.citations,
             confidence=verdict.confidence,
             action=verdict.action,
-            route=verdict.route,
-            grounded=verdict.grounded,
-            refusal=verdict.refusal,
-            model=self._generator.name,
-            usage=usage,
-            timings=Timings(
-                retrieval_ms=retrieval_ms,
-                budget_ms=budget_ms,
-                generation_ms=generation_ms,
-                first_token_ms=first_token_ms,
-                total_ms=clock.total(),
-            ),
-            context_chunks_used=len(packing.context),
-            context_tokens_used=packing.context_tokens,
-            template_version=template.version,
-            flags=Flags(hallucination_detected=bool(verdict.invalid_markers)),
+            route=await self._route(verdict),
+            refusal=refusal,
+            candidates=candidates if refusal is not RefusalReason.NO_CHUNKS else (),
+            template_version=prompt.version,
+            timings=timings,
+            flags=Flags(redactions_applied=retrieval.redactions_applied),
             request_id=question.request_id,
-            explanation=explanation if question.explain else None,
+            retrieval_scores=tuple(hit.score for hit in retrieval.hits),
         )
 
-    def _model_for(self, question: Question) -> str:
-        model = question.model or self._settings.default_model
-        if model not in self._settings.allowed_models:
-            allowed = ", ".join(sorted(self._settings.allowed_models))
-            raise ModelNotAllowed([FieldViolation("generation.model", f"{model!r} is not one of: {allowed}")])
-        return model
+    async def _route(self, verdict: Verdict) -> RouteTarget | None:
+        if verdict.action is not Action.ROUTE:
+            return None
+        return await self._owners.route(verdict.primary_tag, verdict.route_reason)
+
+    async def _generate_with_fallback(
+        self,
+        question: Question,
+        model: str,
+        prompt: Prompt,
+        retrieval: Retrieval,
+        stage: _StageDeadline,
+        clock: _Clock,
+        generated: _Generated,
+    ) -> AsyncIterator[Event]:
+        """Stream the answer from the first step of the fallback chain that works; fills `generated`."""
+        assert generated.packing is not None
+        packings = {model: generated.packing}
+        attempts = self._generators.attempts(model)
+        parts: list[str] = []
+        primary_error: RagError | None = None
+        for attempt in attempts:
+            try:
+                if attempt.model not in packings:  # a fallback model may have a smaller window: pack for it
+                    budget = self._models.budget(attempt.model)
+                    packings[attempt.model] = budget.pack(
+                        prompt, question.query, question.chat_history, retrieval.hits
+                    )
+                packing = packings[attempt.model]
+                scanner = _scanner(prompt, packing)
+                request = self._request(question, attempt.model, packing)
+                async with contextlib.aclosing(self._generate(attempt, request, stage)) as stream:
+                    async for delta in stream:
+                        if delta.usage is not None:
+                            generated.usage = delta.usage
+                        if not delta.text:
+                            continue
+                        if not parts:
+                            generated.first_token_ms = clock.total()
+                        parts.append(delta.text)
+                        yield TextDelta(delta.text)
+                        for marker in scanner.feed(delta.text):
+                            if (citation := citation_for(marker, packing.context)) is not None:
+                                yield citation
+                generated.text, generated.attempt, generated.packing = "".join(parts), attempt, packing
+                return
+            except RagError as exc:
+                if parts:  # the answer has started reaching the client: see generation/fallback.py
+                    raise
+                if primary_error is None:
+                    if attempt is attempts[-1] or not worth_another_model(exc):
+                        raise
+                    primary_error = exc
+                elif attempt is attempts[-1]:
+                    raise primary_error from exc
+                failed = attempt.generator.model_name(attempt.model)
+                _log.warning("%s failed before answering, falling back: %s", failed, exc)
+
+    async def _validated(
+        self, question: Question, prompt: Prompt, attempt: Attempt, packing: Packing, text: str, stage: _StageDeadline
+    ) -> tuple[str, Verdict, bool]:
+        """The answer's final text and verdict, and whether a hallucination was mitigated (seed 003): an answer
+        citing unknown markers is regenerated with the strict prompt (not streamed: the final answer is
+        authoritative) up to `hallucination_retries` times; if no run is clean, the invalid markers are stripped
+        and a disclaimer added, and the answer stays ungrounded."""
+        verdict = await self._verdict(question, prompt, attempt, packing, text, stage)
+        if not verdict.invalid_markers:
+            return text, verdict, False
+        strict = get_prompt(prompt.template.version, prompt.citation_style, Strictness.STRICT)
+        for _ in range(self._settings.hallucination_retries):
+            strict_packing = self._models.budget(attempt.model).pack(
+                strict, question.query, question.chat_history, packing.context
+            )
+            request = self._request(question, attempt.model, strict_packing)
+            async with contextlib.aclosing(self._generate(attempt, request, stage)) as stream:
+                rerun = "".join([delta.text async for delta in stream])
+            rerun_verdict = await self._verdict(question, strict, attempt, strict_packing, rerun, stage)
+            if not rerun_verdict.invalid_markers:
+                return rerun, rerun_verdict, True
+        return strip_invalid_markers(_markers_of(prompt, text, packing), verdict.invalid_markers), verdict, True
+
+    async def _verdict(
+        self, question: Question, prompt: Prompt, attempt: Attempt, packing: Packing, text: str, stage: _StageDeadline
+    ) -> Verdict:
+        judged = _markers_of(prompt, text, packing)
+        strict = question.strictness is Strictness.STRICT
+        verdict = self._policy.judge(judged, packing.context, strict=strict)
+        if not verdict.grounded or not self._settings.llm_self_score or _is_extractive(attempt):
+            return verdict
+        score = await self._ask_judge(attempt, stage, lambda judge: judge.support_score(question.query, text, packing.context))
+        return verdict if score is None else self._policy.judge(judged, packing.context, llm_score=score, strict=strict)
+
+    async def _follow_ups(
+        self, question: Question, attempt: Attempt, text: str, verdict: Verdict, stage: _StageDeadline
+    ) -> tuple[str, ...]:
+        """Follow-up questions from the model, for a grounded answer; none from the extractive generator."""
+        count = self._settings.follow_up_count if question.follow_up_count is None else question.follow_up_count
+        if not count or not verdict.grounded or _is_extractive(attempt):
+            return ()
+        return await self._ask_judge(attempt, stage, lambda judge: judge.follow_ups(question.query, text, count)) or ()
+
+    @staticmethod
+    async def _ask_judge(attempt: Attempt, stage: _StageDeadline, ask: Callable[[LLMJudge], Awaitable[_T]]) -> _T | None:
+        """An auxiliary call to the answering model, within the generation stage; None when it fails (the
+        answer is already written: a failing extra must not fail it)."""
+        try:
+            async with asyncio.timeout_at(stage.at):
+                return await ask(LLMJudge(attempt.generator, model=attempt.model))
+        except (RagError, TimeoutError) as exc:
+            _log.warning("auxiliary LLM call failed, using defaults: %s", exc)
+            return None
 
     def _gate(self, retrieval: Retrieval) -> RefusalReason | None:
         """Refuse before any LLM call when there is no evidence, or none good enough."""
@@ -179,22 +375,86 @@ class Pipeline:
             return RefusalReason.SCORE_GATE if retrieval.hits[0].score < self._settings.score_gate else None
         return RefusalReason.SCORE_GATE if retrieval.rejected else RefusalReason.NO_CHUNKS
 
-    async def _generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
-        """The generator's stream, bounded by the generation stage budget and always closed upstream."""
-        deadline = asyncio.get_running_loop().time() + self._settings.generation_timeout_s
-        stream = self._generator.generate(request)
+    def _request(self, question: Question, model: str, packing: Packing) -> GenerationRequest:
+        return GenerationRequest(
+            messages=packing.messages,
+            query=question.query,
+            context=packing.context,
+            model=model,
+            max_tokens=self._models.limits(model).max_response_tokens,
+            temperature=self._settings.temperature if question.temperature is None else question.temperature,
+            seed=question.seed,
+        )
+
+    @staticmethod
+    async def _generate(
+        attempt: Attempt, request: GenerationRequest, stage: _StageDeadline
+    ) -> AsyncIterator[GenerationDelta]:
+        """The attempt's stream (after checking its model is served), bounded by the generation stage's deadline
+        and always closed upstream."""
+        try:
+            async with asyncio.timeout_at(stage.at):
+                await attempt.generator.ensure_available(attempt.model)
+        except TimeoutError as exc:
+            raise stage.expired() from exc
+        stream = attempt.generator.generate(request)
         try:
             while True:
                 try:
-                    async with asyncio.timeout_at(deadline):
+                    async with asyncio.timeout_at(stage.at):
                         delta = await anext(stream)
                 except StopAsyncIteration:
                     return
                 except TimeoutError as exc:
-                    raise LLMTimeout("generation") from exc
+                    raise stage.expired() from exc
                 yield delta
         finally:
             await stream.aclose()
+
+
+def _markers_of(prompt: Prompt, text: str, packing: Packing) -> str:
+    """`text` with its citations as [#n] markers, whatever the prompt's citation style (what is judged)."""
+    if prompt.citation_style is CitationStyle.SOURCE_ID:
+        return normalize_source_ids(text, packing.context)
+    return text
+
+
+def _is_extractive(attempt: Attempt) -> bool:
+    return isinstance(attempt.generator, ExtractiveGenerator)
+
+
+def _scanner(prompt: Prompt, packing: Packing) -> MarkerScanner:
+    """Finds the citation markers of the prompt's style as the answer streams."""
+    if prompt.citation_style is CitationStyle.SOURCE_ID:
+        return MarkerScanner(source_ids=[scored.chunk.source_id for scored in packing.context])
+    return MarkerScanner()
+
+
+@dataclass(frozen=True, slots=True)
+class _StageDeadline:
+    """When a stage must end (event loop time): the earliest of its own budget, the request's total budget and
+    the caller's deadline; `limit` says which, for the error."""
+
+    stage: str
+    at: float
+    limit: str
+
+    @classmethod
+    def start(
+        cls, stage: str, budget_s: float, setting: str, *, total_at: float, caller_deadline: float | None
+    ) -> _StageDeadline:
+        limits = [
+            (asyncio.get_running_loop().time() + budget_s, f"its {budget_s:g} s budget ({setting})"),
+            (total_at, "the request's total budget (RAG_TOTAL_TIMEOUT_SECONDS)"),
+        ]
+        if caller_deadline is not None:
+            limits.append((caller_deadline - DEADLINE_MARGIN_S, "the caller's deadline"))
+        at, limit = min(limits)
+        return cls(stage, at, limit)
+
+    def expired(self) -> StageTimeout:
+        message = f"the {self.stage} stage ran out of time: {self.limit}"
+        return LLMTimeout(self.stage, message) if self.stage == "generation" else StageTimeout(self.stage, message)
 
 
 class _Clock:

@@ -16,6 +16,7 @@ MAX_HISTORY_MESSAGES = 50
 MAX_MESSAGE_CHARS = 10_000
 MAX_TAGS = 64
 TOP_K_RANGE = (1, 20)
+MAX_FOLLOW_UPS = 5
 
 # C0/C1 control characters except tab and newline, which normalise to spaces below.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -27,7 +28,9 @@ def clean_text(text: str) -> str:
     return _SPACES.sub(" ", _CONTROL.sub("", text)).strip()
 
 
-def validate_question(question: Question, *, default_tenant: str) -> Question:
+def validate_question(
+    question: Question, *, default_tenant: str, max_history_messages: int = MAX_HISTORY_MESSAGES
+) -> Question:
     """The question with cleaned text and defaults applied; raises InvalidRequest naming every bad field."""
     violations: list[FieldViolation] = []
     query = clean_text(question.query)
@@ -44,8 +47,8 @@ def validate_question(question: Question, *, default_tenant: str) -> Question:
     if len(selected) > MAX_SELECTION_CHARS:
         violations.append(FieldViolation("selected_text", f"must be at most {MAX_SELECTION_CHARS} characters"))
 
-    if len(question.chat_history) > MAX_HISTORY_MESSAGES:
-        violations.append(FieldViolation("chat_history", f"must have at most {MAX_HISTORY_MESSAGES} messages"))
+    if len(question.chat_history) > max_history_messages:
+        violations.append(FieldViolation("chat_history", f"must have at most {max_history_messages} messages"))
     for i, message in enumerate(question.chat_history):
         if message.role not in (Role.USER, Role.ASSISTANT):
             violations.append(FieldViolation(f"chat_history[{i}].role", "must be ROLE_USER or ROLE_ASSISTANT"))
@@ -60,6 +63,8 @@ def validate_question(question: Question, *, default_tenant: str) -> Question:
         violations.append(FieldViolation("session_id", "must be a UUID version 4"))
     if len(question.user_tags) > MAX_TAGS or any(not tag.strip() for tag in question.user_tags):
         violations.append(FieldViolation("user_tags", f"must be at most {MAX_TAGS} non-empty tags"))
+    if question.follow_up_count is not None and not 0 <= question.follow_up_count <= MAX_FOLLOW_UPS:
+        violations.append(FieldViolation("follow_up_count", f"must be between 0 and {MAX_FOLLOW_UPS}"))
     if question.top_k is not None and not TOP_K_RANGE[0] <= question.top_k <= TOP_K_RANGE[1]:
         violations.append(FieldViolation("retrieval.top_k", f"must be between {TOP_K_RANGE[0]} and {TOP_K_RANGE[1]}"))
     if question.score_threshold is not None and not 0.0 <= question.score_threshold <= 1.0:
@@ -78,6 +83,58 @@ def validate_question(question: Question, *, default_tenant: str) -> Question:
     )
 
 
+# Prompt-injection patterns (seed 003): instruction overrides, role markers, markup that executes, SQL injection,
+# and text made mostly of special characters. Each has a name, reported in the request log.
+INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern, re.IGNORECASE))
+    for name, pattern in (
+        (
+            "ignore_instructions",
+            r"\b(ignore|disregard|override|bypass|skip)\s+(all\s+|any\s+|the\s+|your\s+|of\s+)*"
+            r"(previous|prior|above|earlier|preceding|system|original)\s+(instructions?|prompts?|rules|directions)",
+        ),
+        (
+            "forget_instructions",
+            r"\bforget\s+(all\s+|about\s+)?(your|the|previous|prior|these|those|all)\s+(\w+\s+){0,2}"
+            r"(instructions?|rules|prompts?|guidelines)\b"
+            r"|\bforget\s+(everything|what)\s+you\s+(were|have\s+been)\s+told",
+        ),
+        ("role_marker", r"(^|[.!?\]>}]\s*)(system|assistant|developer)\s*:|<\|?(im_start|system)\|?>|\[/?INST\]"),
+        (
+            "reveal_prompt",
+            r"\b(reveal|show|print|repeat|leak)\s+(me\s+)?(your\s+(system\s+|initial\s+|hidden\s+)?"
+            r"(prompt|instructions)|the\s+(system|initial|hidden)\s+(prompt|instructions))",
+        ),
+        ("role_override", r"\byou\s+are\s+now\s+(a|an|the|in|DAN)\b|\bnew\s+instructions\s*:"),
+        ("markup", r"<\s*/?\s*(script|iframe|object|embed)\b|javascript\s*:"),
+        (
+            "sql_injection",
+            r"(['\"]\s*(or|and)\s+['\"]?\w+['\"]?\s*=\s*['\"]?\w+)|(\bunion\s+(all\s+)?select\b)"
+            r"|(;\s*(drop|delete|truncate|alter|insert|update)\s+(table|from|into|database)\b)|('\s*;?\s*--)",
+        ),
+    )
+)
+SPECIAL_CHARS_MIN_LENGTH = 20
+SPECIAL_CHARS_MAX_SHARE = 0.4
+
+
+def injection_patterns(text: str) -> tuple[str, ...]:
+    """The names of the prompt-injection patterns `text` matches (seed 003); empty when it looks benign."""
+    found = [name for name, pattern in INJECTION_PATTERNS if pattern.search(text)]
+    stripped = "".join(text.split())
+    if len(stripped) >= SPECIAL_CHARS_MIN_LENGTH:
+        special = sum(1 for c in stripped if not c.isalnum())
+        if special / len(stripped) > SPECIAL_CHARS_MAX_SHARE:
+            found.append("special_characters")
+    return tuple(found)
+
+
+def question_injection_patterns(question: Question) -> tuple[str, ...]:
+    """The injection patterns found in everything the caller wrote: query, selection and chat history."""
+    texts = (question.query, question.selected_text, *(m.content for m in question.chat_history))
+    return tuple(dict.fromkeys(name for text in texts if text for name in injection_patterns(text)))
+
+
 def _is_uuid4(value: str) -> bool:
     try:
         return uuid.UUID(value).version == 4
@@ -86,7 +143,7 @@ def _is_uuid4(value: str) -> bool:
 
 
 _DOCUMENT_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
-MEDIA_TYPES = ("text/plain", "text/markdown")
+MEDIA_TYPES = ("text/plain", "text/markdown", "application/pdf")
 
 
 def validate_documents(documents: Sequence[SourceDocument]) -> None:

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ragsvc.domain import Action, Citation, Confidence, RefusalReason, RouteTarget, ScoredChunk
-from ragsvc.lexical import content_terms
+from ragsvc.domain import Action, Citation, Confidence, RefusalReason, ScoredChunk
+from ragsvc.lexical import content_terms, key_phrases
 
 # Strict on purpose: "[1]", "[ #1 ]", "[#1a]" and "vec![1]" are not markers.
 MARKER = re.compile(r"\[#(\d{1,3})\]")
 _LONGEST_PARTIAL_MARKER = len("[#999")
+# The SOURCE_ID citation style (seed 000): [SourceId: doc:chunk], with a document id as ingest accepts it
+# (letters, digits, ".", "_", "-", at most 128) and a chunk index. Up to two spaces after the colon.
+SOURCE_ID_MARKER = re.compile(r"\[SourceId:\s{0,2}([A-Za-z0-9._-]{1,128}:\d{1,6})\]")
+_LONGEST_PARTIAL_SOURCE_ID = len("[SourceId:") + 2 + 128 + len(":999999")
+
+# A sentence with the markers that follow its closing punctuation ("Claim. [#1]" cites the claim).
+_SENTENCE = re.compile(r"[^.!?]+[.!?]+(?:\s*\[#\d{1,3}\])*|[^.!?]+$")
+DISCLAIMER = "Note: parts of this answer cited sources that were not provided; it needs verification."
 
 _REFUSAL = re.compile(
     r"(don't|do not|does not|doesn't) (have|contain) (enough )?(information|evidence)"
@@ -22,26 +29,51 @@ _REFUSAL = re.compile(
 
 
 class MarkerScanner:
-    """Finds markers as a stream arrives, even when one is split across deltas; each marker number once."""
+    """Finds markers as a stream arrives, even when one is split across deltas; each marker number once.
 
-    def __init__(self) -> None:
+    By default it scans [#n] markers. Given `source_ids` (the packed chunks' source ids, in marker order) it
+    scans [SourceId: doc:chunk] markers instead and reports each as its chunk's marker number; a SourceId that
+    names no packed chunk is not reported (the final validation counts it as invalid)."""
+
+    def __init__(self, source_ids: Sequence[str] | None = None) -> None:
         self._text = ""
         self._scanned = 0
         self._seen: set[int] = set()
+        self._numbers = None if source_ids is None else _marker_numbers(source_ids)
+        self._pattern = MARKER if source_ids is None else SOURCE_ID_MARKER
+        self._longest_partial = _LONGEST_PARTIAL_MARKER if source_ids is None else _LONGEST_PARTIAL_SOURCE_ID
 
     def feed(self, delta: str) -> list[int]:
         """The marker numbers that completed for the first time with this delta."""
         self._text += delta
         found: list[int] = []
-        resume = max(self._scanned, len(self._text) - _LONGEST_PARTIAL_MARKER)
-        for match in MARKER.finditer(self._text, self._scanned):
-            number = int(match.group(1))
+        resume = max(self._scanned, len(self._text) - self._longest_partial)
+        for match in self._pattern.finditer(self._text, self._scanned):
             resume = max(resume, match.end())
-            if number not in self._seen:
+            number = int(match.group(1)) if self._numbers is None else self._numbers.get(match.group(1))
+            if number is not None and number not in self._seen:
                 self._seen.add(number)
                 found.append(number)
         self._scanned = resume
         return found
+
+
+def normalize_source_ids(text: str, context: Sequence[ScoredChunk]) -> str:
+    """`text` of a SourceId-style answer rewritten so that it is judged exactly like a marker-style one: each
+    [SourceId: doc:chunk] becomes the [#n] of the packed chunk it names, or [#0] (which matches no chunk, so it
+    is an invalid citation) when it names none; a [#n] the model wrote itself becomes [n], not a marker, since
+    in this style only SourceIds cite."""
+    numbers = _marker_numbers([scored.chunk.source_id for scored in context])
+    text = MARKER.sub(lambda match: f"[{match.group(1)}]", text)
+    return SOURCE_ID_MARKER.sub(lambda match: f"[#{numbers.get(match.group(1), 0)}]", text)
+
+
+def _marker_numbers(source_ids: Sequence[str]) -> dict[str, int]:
+    """Source id -> marker number (its position from 1; the first, should an id repeat)."""
+    numbers: dict[str, int] = {}
+    for number, source_id in enumerate(source_ids, start=1):
+        numbers.setdefault(source_id, number)
+    return numbers
 
 
 def citation_for(marker: int, context: Sequence[ScoredChunk]) -> Citation | None:
@@ -60,28 +92,42 @@ class Verdict:
     invalid_markers: tuple[int, ...]
     confidence: Confidence
     action: Action
-    route: RouteTarget | None
+    # Set when the action is ROUTE: why, and the evidence's primary tag, whose owner the question goes to.
+    route_reason: str = ""
+    primary_tag: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class AnswerPolicy:
     confidence_threshold: float
     default_llm_score: float
-    admin_email: str
 
-    def judge(self, text: str, context: Sequence[ScoredChunk], *, refusal: RefusalReason | None = None) -> Verdict:
-        """Validate generated `text` against the packed `context`; `refusal` forces a refusal (gate, no chunks)."""
+    def judge(
+        self,
+        text: str,
+        context: Sequence[ScoredChunk],
+        *,
+        refusal: RefusalReason | None = None,
+        llm_score: float | None = None,
+        strict: bool = False,
+    ) -> Verdict:
+        """Validate generated `text` against the packed `context`; `refusal` forces a refusal (gate, no chunks);
+        `llm_score` is the model's own 0-100 rating (the configured default when None); `strict` (STRICTNESS_
+        STRICT) refuses an answer with any sentence that carries no citation."""
         numbers = list(dict.fromkeys(int(m) for m in MARKER.findall(text)))
         citations = tuple(c for n in numbers if (c := citation_for(n, context)) is not None)
         invalid = tuple(n for n in numbers if citation_for(n, context) is None)
         if refusal is None:
             refusal = self._refusal_of(text, citations, invalid)
+        if refusal is RefusalReason.NONE and strict and uncited_sentences(text):
+            refusal = RefusalReason.UNSUPPORTED_ANSWER
         grounded = refusal is RefusalReason.NONE
-        confidence = self._confidence(text, citations, context) if grounded else Confidence()
+        confidence = self._confidence(text, citations, context, llm_score) if grounded else Confidence()
         if grounded and confidence.overall >= self.confidence_threshold:
-            return Verdict(citations, True, refusal, invalid, confidence, Action.CITE, None)
-        reason = "low confidence" if grounded else f"refused: {refusal.value}"
-        return Verdict(citations, grounded, refusal, invalid, confidence, Action.ROUTE, self._route(context, reason))
+            return Verdict(citations, True, refusal, invalid, confidence, Action.CITE)
+        reason = f"Low confidence: {confidence.overall:.0f}%" if grounded else f"Refused: {refusal.value}"
+        tag = primary_tag([scored.chunk.tags for scored in context])
+        return Verdict(citations, grounded, refusal, invalid, confidence, Action.ROUTE, reason, tag)
 
     @staticmethod
     def _refusal_of(text: str, citations: Sequence[Citation], invalid: Sequence[int]) -> RefusalReason:
@@ -91,28 +137,48 @@ class AnswerPolicy:
             return RefusalReason.UNSUPPORTED_ANSWER
         return RefusalReason.NONE
 
-    def _confidence(self, text: str, citations: Sequence[Citation], context: Sequence[ScoredChunk]) -> Confidence:
+    def _confidence(
+        self, text: str, citations: Sequence[Citation], context: Sequence[ScoredChunk], llm_score: float | None
+    ) -> Confidence:
         """overall = 30 * retrieval + 40 * coverage + 30 * llm / 100, clamped to 0-100."""
         retrieval = _clamp(sum(c.relevance_score for c in citations) / len(citations)) if citations else 0.0
-        coverage = _coverage(MARKER.sub(" ", text), context)
-        llm = self.default_llm_score
+        coverage = coverage_of(MARKER.sub(" ", text), context)
+        llm = max(0.0, min(100.0, self.default_llm_score if llm_score is None else llm_score))
         overall = max(0.0, min(100.0, 30 * retrieval + 40 * coverage + 30 * llm / 100))
         return Confidence(overall=overall, retrieval=retrieval, coverage=coverage, llm=llm)
 
-    def _route(self, context: Sequence[ScoredChunk], reason: str) -> RouteTarget:
-        """The owner of the evidence's primary tag; the admin until an owner directory is configured."""
-        tags = Counter(tag for scored in context for tag in scored.chunk.tags)
-        primary = tags.most_common(1)[0][0] if tags else ""
-        return RouteTarget(tag=primary, owner_email=self.admin_email, reason=reason, fallback=True)
+
+def uncited_sentences(text: str) -> list[str]:
+    """The sentences of `text` (with at least one word) that carry no [#n] marker."""
+    sentences = (match.group(0).strip() for match in _SENTENCE.finditer(text))
+    return [s for s in sentences if re.search(r"\w", MARKER.sub("", s)) and not MARKER.search(s)]
 
 
-def _coverage(answer: str, context: Sequence[ScoredChunk]) -> float:
-    """Share of the answer's content terms that occur in the evidence."""
-    terms = content_terms(answer)
-    if not terms:
+def strip_invalid_markers(text: str, invalid: Sequence[int]) -> str:
+    """`text` without the markers that cite no packed chunk, followed by the needs-verification disclaimer."""
+    drop = set(invalid)
+    kept = MARKER.sub(lambda m: "" if int(m.group(1)) in drop else m.group(0), text)
+    return re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", kept)).strip() + "\n\n" + DISCLAIMER
+
+
+def coverage_of(answer: str, context: Sequence[ScoredChunk]) -> float:
+    """Share of the answer's key phrases (see lexical.key_phrases) found in the evidence: a phrase is found when
+    its terms occur in a row in one chunk (stopwords and inflections aside)."""
+    phrases = key_phrases(answer)
+    if not phrases:
         return 0.0
-    evidence = set(content_terms(" ".join(scored.chunk.text for scored in context)))
-    return sum(term in evidence for term in terms) / len(terms)
+    chunks = [" " + " ".join(content_terms(scored.chunk.text)) + " " for scored in context]
+    found = sum(any(" " + " ".join(phrase) + " " in chunk for chunk in chunks) for phrase in phrases)
+    return found / len(phrases)
+
+
+def primary_tag(tag_lists: Sequence[Sequence[str]]) -> str:
+    """The most common tag across the evidence (ties: the first seen), or "" when none has tags (seed 000)."""
+    counts: dict[str, int] = {}
+    for tags in tag_lists:
+        for tag in tags:
+            counts[tag] = counts.get(tag, 0) + 1
+    return max(counts, key=counts.__getitem__) if counts else ""
 
 
 def _clamp(value: float) -> float:

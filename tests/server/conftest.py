@@ -16,8 +16,19 @@ from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
 
 @contextlib.asynccontextmanager
 async def running_server(data_dir: Path, **overrides: object) -> AsyncIterator[RagServer]:
-    """A server on 127.0.0.1:<free port>; `overrides` replace Settings fields."""
-    fields: dict[str, object] = {"health_probe_interval_s": 0.5, "grace_period_s": 2.0}
+    """A server on 127.0.0.1:<free port>; `overrides` replace Settings fields. The answer cache and the rate
+    limit, which carry state from one call to the next, are off unless a test turns them on; so are the extra
+    LLM calls around an answer (self-score, follow-ups, hallucination re-runs), which tests of scripted LLM
+    servers would otherwise have to count."""
+    fields: dict[str, object] = {
+        "health_probe_interval_s": 0.5,
+        "grace_period_s": 2.0,
+        "cache_max_entries": 0,
+        "rate_limit_per_minute": 0,
+        "llm_self_score": False,
+        "follow_up_count": 0,
+        "hallucination_retries": 0,
+    }
     settings = Settings(**{**fields, **overrides, "grpc_address": "127.0.0.1:0", "data_dir": data_dir})  # type: ignore[arg-type]
     server = await RagServer.start(settings)
     try:

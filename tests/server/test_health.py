@@ -8,7 +8,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 SERVING = health_pb2.HealthCheckResponse.SERVING
 
 
-@pytest.mark.parametrize("service", ["", "ragsvc.v1.RagService", "ragsvc.v1.IndexService", "retrieval", "llm"])
+@pytest.mark.parametrize("service", ["", "ragsvc.v1.RagService", "ragsvc.v1.IndexService", "retrieval", "llm", "db"])
 async def test_check_is_serving(channel, service: str) -> None:
     stub = health_pb2_grpc.HealthStub(channel)
     response = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)

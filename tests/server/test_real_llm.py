@@ -39,8 +39,7 @@ async def llm_backed_server(llm: LlamaServer, tmp_path_factory: pytest.TempPathF
         generator="openai",
         openai_base_url=llm.base_url,
         chat_model=MODEL_ALIAS,
-        model_context_tokens=2048,
-        max_response_tokens=64,
+        models=f"{MODEL_ALIAS}=2048/64",  # llama.cpp runs it with a 2048-token context
         timeout_s=60.0,
     ) as server:
         yield server

@@ -7,7 +7,7 @@ import pytest
 
 from ragsvc.errors import InvalidRequest
 from ragsvc.storage.database import Database
-from ragsvc.storage.owners import OwnerDirectory, primary_tag
+from ragsvc.storage.owners import OwnerDirectory
 
 
 @pytest.fixture
@@ -48,8 +48,3 @@ async def test_owners_load_from_a_file(database: Database, tmp_path: Path) -> No
     with pytest.raises(InvalidRequest):
         await owners.load_file(path)
 
-
-def test_primary_tag_is_the_most_common() -> None:
-    assert primary_tag([("a", "b"), ("b",), ()]) == "b"
-    assert primary_tag([(), ()]) == ""
-    assert primary_tag([("x",), ("y",)]) == "x"

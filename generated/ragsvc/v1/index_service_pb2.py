@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dragsvc/v1/index_service.proto\x12\tragsvc.v1\x1a\x1egoogle/protobuf/duration.proto\"S\n\x16IngestDocumentsRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12&\n\tdocuments\x18\x02 \x03(\x0b\x32\x13.ragsvc.v1.Document\"\xb9\x01\n\x08\x44ocument\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\x0c\x12\x12\n\nmedia_type\x18\x04 \x01(\t\x12\x0c\n\x04tags\x18\x05 \x03(\t\x12\x12\n\nsource_url\x18\x06 \x01(\t\x12\r\n\x05title\x18\x07 \x01(\t\x12\x12\n\x05trust\x18\x08 \x01(\x02H\x00\x88\x01\x01\x12\x16\n\x0epublished_date\x18\t \x01(\tB\x08\n\x06_trust\"E\n\x17IngestDocumentsResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.ragsvc.v1.DocumentResult\"\x90\x01\n\x0e\x44ocumentResult\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63hunks_created\x18\x02 \x01(\x05\x12\x16\n\x0e\x63hunks_indexed\x18\x03 \x01(\x05\x12*\n\x07\x65lapsed\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05\x65rror\x18\x05 \x01(\t\"?\n\x15\x44\x65leteDocumentRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\"0\n\x16\x44\x65leteDocumentResponse\x12\x16\n\x0e\x63hunks_deleted\x18\x01 \x01(\x05\x32\xbf\x01\n\x0cIndexService\x12X\n\x0fIngestDocuments\x12!.ragsvc.v1.IngestDocumentsRequest\x1a\".ragsvc.v1.IngestDocumentsResponse\x12U\n\x0e\x44\x65leteDocument\x12 .ragsvc.v1.DeleteDocumentRequest\x1a!.ragsvc.v1.DeleteDocumentResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dragsvc/v1/index_service.proto\x12\tragsvc.v1\x1a\x1egoogle/protobuf/duration.proto\"S\n\x16IngestDocumentsRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12&\n\tdocuments\x18\x02 \x03(\x0b\x32\x13.ragsvc.v1.Document\"\xcf\x01\n\x08\x44ocument\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\x0c\x12\x12\n\nmedia_type\x18\x04 \x01(\t\x12\x0c\n\x04tags\x18\x05 \x03(\t\x12\x12\n\nsource_url\x18\x06 \x01(\t\x12\r\n\x05title\x18\x07 \x01(\t\x12\x12\n\x05trust\x18\x08 \x01(\x02H\x00\x88\x01\x01\x12\x16\n\x0epublished_date\x18\t \x01(\t\x12\x14\n\x0c\x63onfidential\x18\n \x01(\x08\x42\x08\n\x06_trust\"E\n\x17IngestDocumentsResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.ragsvc.v1.DocumentResult\"\x90\x01\n\x0e\x44ocumentResult\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63hunks_created\x18\x02 \x01(\x05\x12\x16\n\x0e\x63hunks_indexed\x18\x03 \x01(\x05\x12*\n\x07\x65lapsed\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05\x65rror\x18\x05 \x01(\t\"?\n\x15\x44\x65leteDocumentRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\"0\n\x16\x44\x65leteDocumentResponse\x12\x16\n\x0e\x63hunks_deleted\x18\x01 \x01(\x05\x32\xbf\x01\n\x0cIndexService\x12X\n\x0fIngestDocuments\x12!.ragsvc.v1.IngestDocumentsRequest\x1a\".ragsvc.v1.IngestDocumentsResponse\x12U\n\x0e\x44\x65leteDocument\x12 .ragsvc.v1.DeleteDocumentRequest\x1a!.ragsvc.v1.DeleteDocumentResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,15 +35,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INGESTDOCUMENTSREQUEST']._serialized_start=76
   _globals['_INGESTDOCUMENTSREQUEST']._serialized_end=159
   _globals['_DOCUMENT']._serialized_start=162
-  _globals['_DOCUMENT']._serialized_end=347
-  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_start=349
-  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_end=418
-  _globals['_DOCUMENTRESULT']._serialized_start=421
-  _globals['_DOCUMENTRESULT']._serialized_end=565
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=567
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=630
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=632
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=680
-  _globals['_INDEXSERVICE']._serialized_start=683
-  _globals['_INDEXSERVICE']._serialized_end=874
+  _globals['_DOCUMENT']._serialized_end=369
+  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_start=371
+  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_end=440
+  _globals['_DOCUMENTRESULT']._serialized_start=443
+  _globals['_DOCUMENTRESULT']._serialized_end=587
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=589
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=652
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=654
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=702
+  _globals['_INDEXSERVICE']._serialized_start=705
+  _globals['_INDEXSERVICE']._serialized_end=896
 # @@protoc_insertion_point(module_scope)

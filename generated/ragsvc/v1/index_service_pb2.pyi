@@ -18,7 +18,7 @@ class IngestDocumentsRequest(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., documents: _Optional[_Iterable[_Union[Document, _Mapping]]] = ...) -> None: ...
 
 class Document(_message.Message):
-    __slots__ = ("document_id", "name", "content", "media_type", "tags", "source_url", "title", "trust", "published_date")
+    __slots__ = ("document_id", "name", "content", "media_type", "tags", "source_url", "title", "trust", "published_date", "confidential")
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
@@ -28,6 +28,7 @@ class Document(_message.Message):
     TITLE_FIELD_NUMBER: _ClassVar[int]
     TRUST_FIELD_NUMBER: _ClassVar[int]
     PUBLISHED_DATE_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENTIAL_FIELD_NUMBER: _ClassVar[int]
     document_id: str
     name: str
     content: bytes
@@ -37,7 +38,8 @@ class Document(_message.Message):
     title: str
     trust: float
     published_date: str
-    def __init__(self, document_id: _Optional[str] = ..., name: _Optional[str] = ..., content: _Optional[bytes] = ..., media_type: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., source_url: _Optional[str] = ..., title: _Optional[str] = ..., trust: _Optional[float] = ..., published_date: _Optional[str] = ...) -> None: ...
+    confidential: bool
+    def __init__(self, document_id: _Optional[str] = ..., name: _Optional[str] = ..., content: _Optional[bytes] = ..., media_type: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., source_url: _Optional[str] = ..., title: _Optional[str] = ..., trust: _Optional[float] = ..., published_date: _Optional[str] = ..., confidential: _Optional[bool] = ...) -> None: ...
 
 class IngestDocumentsResponse(_message.Message):
     __slots__ = ("results",)

@@ -77,7 +77,7 @@ REFUSAL_REASON_INVALID_CITATIONS: RefusalReason
 REFUSAL_REASON_NOT_IN_SELECTION: RefusalReason
 
 class AskRequest(_message.Message):
-    __slots__ = ("query", "tenant_id", "user_tags", "chat_history", "session_id", "mode", "selected_text", "retrieval", "generation", "explain", "dry_run", "idempotency_key")
+    __slots__ = ("query", "tenant_id", "user_tags", "chat_history", "session_id", "mode", "selected_text", "retrieval", "generation", "explain", "dry_run", "idempotency_key", "follow_up_count")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     USER_TAGS_FIELD_NUMBER: _ClassVar[int]
@@ -90,6 +90,7 @@ class AskRequest(_message.Message):
     EXPLAIN_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_UP_COUNT_FIELD_NUMBER: _ClassVar[int]
     query: str
     tenant_id: str
     user_tags: _containers.RepeatedScalarFieldContainer[str]
@@ -102,7 +103,8 @@ class AskRequest(_message.Message):
     explain: bool
     dry_run: bool
     idempotency_key: str
-    def __init__(self, query: _Optional[str] = ..., tenant_id: _Optional[str] = ..., user_tags: _Optional[_Iterable[str]] = ..., chat_history: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., session_id: _Optional[str] = ..., mode: _Optional[_Union[Mode, str]] = ..., selected_text: _Optional[str] = ..., retrieval: _Optional[_Union[RetrievalOptions, _Mapping]] = ..., generation: _Optional[_Union[GenerationOptions, _Mapping]] = ..., explain: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    follow_up_count: int
+    def __init__(self, query: _Optional[str] = ..., tenant_id: _Optional[str] = ..., user_tags: _Optional[_Iterable[str]] = ..., chat_history: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., session_id: _Optional[str] = ..., mode: _Optional[_Union[Mode, str]] = ..., selected_text: _Optional[str] = ..., retrieval: _Optional[_Union[RetrievalOptions, _Mapping]] = ..., generation: _Optional[_Union[GenerationOptions, _Mapping]] = ..., explain: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., follow_up_count: _Optional[int] = ...) -> None: ...
 
 class AskResponse(_message.Message):
     __slots__ = ("answer",)
@@ -111,7 +113,7 @@ class AskResponse(_message.Message):
     def __init__(self, answer: _Optional[_Union[Answer, _Mapping]] = ...) -> None: ...
 
 class AskStreamRequest(_message.Message):
-    __slots__ = ("query", "tenant_id", "user_tags", "chat_history", "session_id", "mode", "selected_text", "retrieval", "generation", "explain", "dry_run", "idempotency_key")
+    __slots__ = ("query", "tenant_id", "user_tags", "chat_history", "session_id", "mode", "selected_text", "retrieval", "generation", "explain", "dry_run", "idempotency_key", "follow_up_count")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     USER_TAGS_FIELD_NUMBER: _ClassVar[int]
@@ -124,6 +126,7 @@ class AskStreamRequest(_message.Message):
     EXPLAIN_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_UP_COUNT_FIELD_NUMBER: _ClassVar[int]
     query: str
     tenant_id: str
     user_tags: _containers.RepeatedScalarFieldContainer[str]
@@ -136,7 +139,8 @@ class AskStreamRequest(_message.Message):
     explain: bool
     dry_run: bool
     idempotency_key: str
-    def __init__(self, query: _Optional[str] = ..., tenant_id: _Optional[str] = ..., user_tags: _Optional[_Iterable[str]] = ..., chat_history: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., session_id: _Optional[str] = ..., mode: _Optional[_Union[Mode, str]] = ..., selected_text: _Optional[str] = ..., retrieval: _Optional[_Union[RetrievalOptions, _Mapping]] = ..., generation: _Optional[_Union[GenerationOptions, _Mapping]] = ..., explain: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    follow_up_count: int
+    def __init__(self, query: _Optional[str] = ..., tenant_id: _Optional[str] = ..., user_tags: _Optional[_Iterable[str]] = ..., chat_history: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., session_id: _Optional[str] = ..., mode: _Optional[_Union[Mode, str]] = ..., selected_text: _Optional[str] = ..., retrieval: _Optional[_Union[RetrievalOptions, _Mapping]] = ..., generation: _Optional[_Union[GenerationOptions, _Mapping]] = ..., explain: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., follow_up_count: _Optional[int] = ...) -> None: ...
 
 class AskStreamResponse(_message.Message):
     __slots__ = ("text_delta", "citation", "answer")

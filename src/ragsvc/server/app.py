@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import signal
 from dataclasses import dataclass
 from importlib import resources
@@ -14,26 +15,37 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
-from ragsvc.budget import TokenBudget
-from ragsvc.config import Settings
-from ragsvc.encodings import encoding_for_model
+from ragsvc.budget import ModelCatalog
+from ragsvc.config import Settings, generation_violations
+from ragsvc.errors import InvalidRequest
 from ragsvc.generation.base import Generator
 from ragsvc.generation.extractive import ExtractiveGenerator
+from ragsvc.generation.fallback import FallbackChain
+from ragsvc.generation.ollama import OllamaGenerator
 from ragsvc.generation.openai_compat import OpenAICompatGenerator
 from ragsvc.ingest.indexer import Indexer
 from ragsvc.ingest.loaders import source_documents_from_paths
 from ragsvc.pipeline import Pipeline, PipelineSettings
+from ragsvc.retrieval.base import Embedder, VectorEngine
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
+from ragsvc.retrieval.http_embedders import OllamaEmbedder, OpenAIEmbedder
 from ragsvc.retrieval.hybrid import HybridRetriever
+from ragsvc.retrieval.layout import AccessPolicy
+from ragsvc.retrieval.qdrant_server import QdrantServerEngine
+from ragsvc.retrieval.quality import RankingWeights
+from ragsvc.server.hardening import Hardening, dependency_probes, log_requests_as_json_lines
 from ragsvc.server.health import HealthMonitor
 from ragsvc.server.servicers import IndexServicer, RagServicer
 from ragsvc.v1 import index_service_pb2, index_service_pb2_grpc, rag_service_pb2, rag_service_pb2_grpc
+from ragsvc.storage.answers import AnswerLog
+from ragsvc.storage.database import Database
+from ragsvc.storage.owners import OwnerDirectory
+from ragsvc.storage.sessions import SessionStore
 from ragsvc.validation import AnswerPolicy
 
 RAG_SERVICE = rag_service_pb2.DESCRIPTOR.services_by_name["RagService"].full_name
 INDEX_SERVICE = index_service_pb2.DESCRIPTOR.services_by_name["IndexService"].full_name
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 _log = logging.getLogger(__name__)
 
 
@@ -45,66 +57,163 @@ def demo_corpus_path() -> Path:
 class Components:
     """Everything a server runs on, built once at start-up."""
 
-    engine: EdgeEngine
+    engine: VectorEngine
     retriever: HybridRetriever
     generator: Generator
     indexer: Indexer
     pipeline: Pipeline
+    embedder: Embedder | None = None
+    database: Database | None = None
+    answers: AnswerLog | None = None
 
     async def aclose(self) -> None:
+        if self.answers is not None:
+            await self.answers.drain()
         await self.generator.aclose()
         await self.engine.close()
+        if self.embedder is not None:
+            await self.embedder.aclose()
+        if self.database is not None:
+            self.database.close()
+
+
+def build_models(settings: Settings) -> ModelCatalog:
+    """The model allowlist with a token budget per model; InvalidRequest naming the setting when it is bad."""
+    if violations := generation_violations(settings):
+        raise InvalidRequest(violations, "invalid configuration: " + "; ".join(v.field for v in violations))
+    return ModelCatalog(
+        settings.model_limits(),
+        system_prompt_tokens=settings.system_prompt_tokens,
+        max_context_tokens=settings.max_context_tokens,
+        max_history_tokens=settings.max_history_tokens,
+    )
 
 
 def build_generator(settings: Settings) -> Generator:
+    """The configured generator: RAG_GENERATOR picks extractive, openai or ollama."""
     if settings.generator == "openai":
         return OpenAICompatGenerator(
             settings.openai_base_url,
             model=settings.chat_model,
             api_key=settings.openai_api_key,
             timeout_s=settings.timeout_s,
+            models_ttl_s=settings.model_list_ttl_s,
+        )
+    if settings.generator == "ollama":
+        return OllamaGenerator(
+            settings.ollama_base_url,
+            model=settings.chat_model,
+            context_windows={name: limits.context_window for name, limits in settings.model_limits().items()},
+            keep_alive=settings.ollama_keep_alive,
+            timeout_s=settings.timeout_s,
+            models_ttl_s=settings.model_list_ttl_s,
         )
     return ExtractiveGenerator()
 
 
 async def build_components(settings: Settings) -> Components:
-    embedder = MiniLMEmbedder.load()
-    engine = EdgeEngine.open(settings.data_dir / "qdrant-edge", dimension=embedder.dimension)
-    retriever = HybridRetriever(embedder, engine, min_similarity=settings.min_similarity)
+    models = build_models(settings)  # first: a bad model table fails before anything is opened
+    embedder: Embedder
+    ollama = settings.embedder == "ollama"
+    embedding_model = settings.embedding_model or ("nomic-embed-text" if ollama else "text-embedding-3-small")
+    if settings.embedder == "minilm":
+        embedder = MiniLMEmbedder.load()
+    else:
+        served = (OllamaEmbedder if ollama else OpenAIEmbedder)(
+            settings.embedding_base_url or (settings.ollama_base_url if ollama else settings.openai_base_url),
+            model=embedding_model,
+            dimension=settings.embedding_dimension,
+            api_key=settings.openai_api_key if settings.embedder == "openai" else "",
+            timeout_s=settings.embedding_timeout_s,
+            batch_size=settings.embedding_batch_size,
+        )
+        if not served.dimension:
+            try:
+                await served.probe()  # the collection's vector size must be known before it is opened
+            except BaseException:
+                await served.aclose()
+                raise
+        embedder = served
+    access = AccessPolicy(untagged_visible=settings.untagged_visible, clearance_tag=settings.clearance_tag)
+    engine: VectorEngine
+    try:
+        if settings.qdrant_url:
+            engine = await QdrantServerEngine.connect(
+                settings.qdrant_url,
+                dimension=embedder.dimension,
+                api_key=settings.qdrant_api_key,
+                collection=settings.qdrant_collection,
+                prefer_grpc=settings.qdrant_prefer_grpc,
+                timeout_s=settings.qdrant_timeout_s,
+                access=access,
+            )
+        else:
+            # A shard per embedding model, so that switching embedders never mixes vectors of two models.
+            shard = "qdrant-edge"
+            if settings.embedder != "minilm":
+                model = re.sub(r"[^A-Za-z0-9.-]+", "-", embedding_model)
+                shard += f"-{settings.embedder}-{model}-{embedder.dimension}"
+            engine = EdgeEngine.open(
+                settings.data_dir / shard,
+                dimension=embedder.dimension,
+                access=access,
+                index_after_points=settings.edge_index_after_points,
+                index_delay_s=settings.edge_index_delay_s,
+            )
+    except BaseException:
+        await embedder.aclose()
+        raise
+    retriever = HybridRetriever(
+        embedder,
+        engine,
+        min_similarity=settings.min_similarity,
+        overlap_threshold=settings.chunk_overlap_threshold,
+        max_chunks_per_document=settings.max_chunks_per_doc,
+        weights=RankingWeights(settings.similarity_weight, settings.recency_weight, settings.trust_weight),
+    )
     generator = build_generator(settings)
-    budget = TokenBudget(
-        encoding=encoding_for_model(settings.chat_model),
-        context_window=settings.model_context_tokens,
-        max_response_tokens=settings.max_response_tokens,
-        system_prompt_tokens=settings.system_prompt_tokens,
-        max_context_tokens=settings.max_context_tokens,
-        max_history_tokens=settings.max_history_tokens,
+    generators = FallbackChain(
+        generator,
+        fallback_model=settings.fallback_model,
+        extractive=ExtractiveGenerator() if settings.fallback_extractive else None,
     )
     policy = AnswerPolicy(
-        confidence_threshold=settings.confidence_threshold,
-        default_llm_score=settings.default_llm_score,
-        admin_email=settings.admin_email,
+        confidence_threshold=settings.confidence_threshold, default_llm_score=settings.default_llm_score
     )
+    database = Database.open(settings.database_path or settings.data_dir / "ragsvc.sqlite3")
+    owners = OwnerDirectory(database, admin_email=settings.admin_email)
+    if settings.owners_file:
+        await owners.load_file(Path(settings.owners_file))
+    sessions = SessionStore(database, max_messages=settings.session_history_messages)
+    purged = await sessions.purge(retention_days=settings.session_retention_days)
+    _log.info("purged %d session messages older than %g days", purged, settings.session_retention_days)
     pipeline = Pipeline(
         PipelineSettings(
             default_tenant=settings.default_tenant,
             default_model=settings.chat_model,
-            allowed_models=frozenset({settings.chat_model}),
             top_k=settings.top_k,
             score_gate=settings.score_gate,
             temperature=settings.temperature,
-            max_response_tokens=settings.max_response_tokens,
             generation_timeout_s=settings.timeout_s,
+            retrieval_timeout_s=settings.retrieval_timeout_s,
+            total_timeout_s=settings.total_timeout_s,
+            default_template=settings.default_template,
+            llm_self_score=settings.llm_self_score,
+            follow_up_count=settings.follow_up_count,
+            hallucination_retries=settings.hallucination_retries,
         ),
         retriever,
-        generator,
-        budget,
+        generators,
+        models,
         policy,
+        owners=owners,
+        sessions=sessions,
     )
     indexer = Indexer(
         embedder, engine, chunk_tokens=settings.chunk_tokens, overlap_tokens=settings.chunk_overlap_tokens
     )
-    return Components(engine, retriever, generator, indexer, pipeline)
+    answers = AnswerLog(database, default_tenant=settings.default_tenant)
+    return Components(engine, retriever, generator, indexer, pipeline, embedder, database, answers)
 
 
 async def index_demo_corpus(components: Components, settings: Settings) -> int:
@@ -124,11 +233,12 @@ class RagServer:
     """A running ragsvc server. `start` binds and serves; `stop` drains and releases everything."""
 
     def __init__(self, settings: Settings, components: Components, server: grpc.aio.Server, port: int,
-                 health: HealthMonitor) -> None:  # fmt: skip
+                 health: HealthMonitor, hardening: Hardening | None = None) -> None:  # fmt: skip
         self.settings = settings
         self.components = components
         self.port = port
         self.health = health
+        self.hardening = hardening
         self._server = server
 
     @property
@@ -138,22 +248,25 @@ class RagServer:
 
     @classmethod
     async def start(cls, settings: Settings) -> RagServer:
-        components = await build_components(settings)
+        hardening = Hardening.build(settings)  # auth, limits, TLS, cache, metrics: checked before anything loads
+        try:
+            components = await build_components(settings)
+        except BaseException:
+            await hardening.aclose()
+            raise
         try:
             await index_demo_corpus(components, settings)
-            server = grpc.aio.server(
-                options=[
-                    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ]
+            server = hardening.server()
+            rag_service_pb2_grpc.add_RagServiceServicer_to_server(
+                RagServicer(components.pipeline, front=hardening.front, answers=components.answers), server
             )
-            rag_service_pb2_grpc.add_RagServiceServicer_to_server(RagServicer(components.pipeline), server)
             index_service_pb2_grpc.add_IndexServiceServicer_to_server(
-                IndexServicer(components.indexer, default_tenant=settings.default_tenant), server
+                IndexServicer(components.indexer, default_tenant=settings.default_tenant, cache=hardening.cache),
+                server,
             )
             health = HealthMonitor(
                 health_aio.HealthServicer(),
-                {"retrieval": components.retriever.check_health, "llm": components.generator.check_health},
+                dependency_probes(components),
                 service_names=(RAG_SERVICE, INDEX_SERVICE),
                 interval_s=settings.health_probe_interval_s,
             )
@@ -163,18 +276,22 @@ class RagServer:
                  reflection.SERVICE_NAME),
                 server,
             )  # fmt: skip
-            port = server.add_insecure_port(settings.grpc_address)
+            port = hardening.bind(server, settings.grpc_address)
             await server.start()
             await health.start()
+            hardening.start_metrics(settings.grpc_address.rsplit(":", 1)[0])
         except BaseException:
+            await hardening.aclose()
             await components.aclose()
             raise
-        return cls(settings, components, server, port, health)
+        return cls(settings, components, server, port, health, hardening)
 
     async def stop(self) -> None:
         """Drain: report NOT_SERVING, refuse new RPCs, let in-flight ones finish within the grace period."""
         await self.health.shutdown()
         await self._server.stop(self.settings.grace_period_s)
+        if self.hardening is not None:
+            await self.hardening.aclose()
         await self.components.aclose()
 
     async def wait_for_termination(self) -> None:
@@ -183,6 +300,8 @@ class RagServer:
 
 async def serve(settings: Settings) -> None:
     """Serve until SIGTERM or SIGINT, then drain."""
+    if settings.request_log:
+        log_requests_as_json_lines()
     server = await RagServer.start(settings)
     print(f"ragsvc serving on {server.address}", flush=True)
     stop = asyncio.Event()

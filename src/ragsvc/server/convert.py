@@ -69,6 +69,7 @@ def question_from_proto(request: pb.AskRequest | pb.AskStreamRequest, request_id
         seed=generation.seed if generation.HasField("seed") else None,
         explain=request.explain,
         dry_run=request.dry_run,
+        follow_up_count=request.follow_up_count if request.HasField("follow_up_count") else None,
         request_id=request_id,
     )
     if violations:
@@ -192,6 +193,7 @@ def documents_from_proto(request: index_pb.IngestDocumentsRequest, default_tenan
             title=d.title,
             trust=d.trust if d.HasField("trust") else 1.0,
             published_at=d.published_date,
+            confidential=d.confidential,
         )
         for d in request.documents
     ]

@@ -26,6 +26,8 @@ _CODES: tuple[tuple[type[errors.RagError], grpc.StatusCode], ...] = (
     (errors.DependencyUnavailable, grpc.StatusCode.UNAVAILABLE),
     (errors.StageTimeout, grpc.StatusCode.DEADLINE_EXCEEDED),
     (errors.ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
+    (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
 )
 
 
@@ -42,12 +44,17 @@ def _pack(message: object) -> any_pb2.Any:
     return packed
 
 
+def code_for(exc: errors.RagError) -> grpc.StatusCode:
+    """The status code of a domain error (INTERNAL for one no class of the table covers)."""
+    return next((code for cls, code in _CODES if isinstance(exc, cls)), grpc.StatusCode.INTERNAL)
+
+
 def to_status(exc: BaseException) -> grpc.Status:
     """The gRPC status for `exc`; anything outside the tree is INTERNAL, logged, and its text not leaked."""
     if not isinstance(exc, errors.RagError):
         _log.error("internal error", exc_info=exc)
         exc = errors.RagError("internal error")
-    code = next((code for cls, code in _CODES if isinstance(exc, cls)), grpc.StatusCode.INTERNAL)
+    code = code_for(exc)
     details = [_pack(error_details_pb2.ErrorInfo(reason=exc.reason, domain=DOMAIN, metadata=exc.metadata))]
     if isinstance(exc, errors.InvalidRequest):
         violations = [
@@ -59,6 +66,11 @@ def to_status(exc: BaseException) -> grpc.Status:
         delay = duration_pb2.Duration()
         delay.FromNanoseconds(int(exc.retry_after_s * 1e9))
         details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
+    if isinstance(exc, errors.RateLimited):
+        violation = error_details_pb2.QuotaFailure.Violation(
+            subject=exc.metadata.get("client", ""), description=exc.metadata.get("quota", exc.message)
+        )
+        details.append(_pack(error_details_pb2.QuotaFailure(violations=[violation])))
     return rpc_status.to_status(
         status_pb2.Status(code=getattr(code_pb2, code.name), message=exc.message, details=details)
     )

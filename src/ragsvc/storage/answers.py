@@ -3,13 +3,16 @@ cancelled, dry run)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import enum
 import json
+import logging
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-from ragsvc.domain import Action, Answer, Question, RefusalReason, ScoredChunk
+from ragsvc.domain import Action, Answer, Event, Question, RefusalReason, ScoredChunk
 from ragsvc.errors import RagError
 from ragsvc.storage.database import Database
 
@@ -39,9 +42,39 @@ def _chunks(packed: tuple[ScoredChunk, ...]) -> str:
     return _json([{"marker": n, "score": s.score, **dataclasses.asdict(s.chunk)} for n, s in enumerate(packed, 1)])
 
 
+_log = logging.getLogger(__name__)
+
+
 class AnswerLog:
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, *, default_tenant: str = "") -> None:
         self._db = database
+        self._default_tenant = default_tenant
+        self._pending: set[asyncio.Task[None]] = set()
+
+    async def recorded(self, question: Question, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
+        """`events` passed through, with the request's row written: before the final Answer is passed on (a
+        unary caller stops reading there), or when the stream fails, or when the caller cancels it."""
+        answered = False
+        try:
+            async for event in events:
+                if isinstance(event, Answer):
+                    await self.record_answer(question, event)
+                    answered = True
+                yield event
+        except (asyncio.CancelledError, GeneratorExit) as exc:
+            if not answered:  # written in the background: a cancelled call must not wait for the database
+                task = asyncio.get_running_loop().create_task(self.record_failure(question, exc, cancelled=True))
+                self._pending.add(task)
+                task.add_done_callback(self._pending.discard)
+            raise
+        except Exception as exc:
+            await self.record_failure(question, exc)
+            raise
+
+    async def drain(self) -> None:
+        """Wait for rows still being written in the background (at shutdown)."""
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
 
     async def record_answer(self, question: Question, answer: Answer) -> None:
         """Record a completed request; the packed chunks only when the question asked to `explain`."""
@@ -95,7 +128,7 @@ class AnswerLog:
         row: dict[str, Any] = {
             "created_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "request_id": question.request_id,
-            "tenant_id": question.tenant_id,
+            "tenant_id": question.tenant_id or self._default_tenant,
             "session_id": question.session_id,
             "query": question.query,
             "outcome": outcome.value,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 from ragsvc.domain import RouteTarget
@@ -68,11 +67,3 @@ class OwnerDirectory:
             await self.set_tag_owner(name, owner)
         return len(users), len(tags)
 
-
-def primary_tag(tag_lists: Sequence[Sequence[str]]) -> str:
-    """The most common tag across the evidence (ties: the first seen), or "" when none has tags."""
-    counts: dict[str, int] = {}
-    for tags in tag_lists:
-        for tag in tags:
-            counts[tag] = counts.get(tag, 0) + 1
-    return max(counts, key=counts.__getitem__) if counts else ""
