@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import statistics
@@ -20,13 +19,13 @@ import sys
 import tempfile
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc
+
+from bench.stats import percentile, summary, write_result
 
 QUESTIONS = (
     "How is the confidence score computed?",
@@ -35,16 +34,6 @@ QUESTIONS = (
     "Which status code does an empty query get?",
     "When is a question routed to a human?",
 )
-RESULTS = Path(__file__).parent / "results"
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def summary(ms: list[float]) -> dict[str, float]:
-    return {"p50_ms": percentile(ms, 0.5), "p90_ms": percentile(ms, 0.9), "p99_ms": percentile(ms, 0.99), "n": len(ms)}
 
 
 async def timed(call: object) -> float:
@@ -115,11 +104,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=20)
     args = parser.parse_args()
     result = asyncio.run(run(args.rounds, args.calls, args.warmup))
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"ask_latency-{datetime.now(UTC):%Y-%m-%d}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
-    print(f"written to {out}")
+    write_result("ask_latency", result)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import subprocess
@@ -32,27 +31,21 @@ from typing import Any
 
 import grpc
 import httpx
+from ragsvc.v1 import rag_service_pb2 as pb
+from ragsvc.v1 import rag_service_pb2_grpc
 
-from bench.ask_latency import percentile
+from bench.stats import summary, write_result
 from ragsvc.budget import DEFAULT_MODELS, ModelCatalog, parse_model_table
 from ragsvc.domain import ChatMessage, Chunk, Role, ScoredChunk
 from ragsvc.prompts import get_prompt
-from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
 from tests.support.openai_server import ScriptedOpenAIServer
 
-RESULTS = Path(__file__).parent / "results"
 QUESTIONS = (
     "How is the confidence score computed?",
     "What happens on SIGTERM?",
     "How are documents chunked?",
     "When is a question routed to a human?",
 )
-
-
-def summary(ms: list[float]) -> dict[str, float]:
-    return {"p50_ms": round(percentile(ms, 0.5), 3), "p90_ms": round(percentile(ms, 0.9), 3),
-            "p99_ms": round(percentile(ms, 0.99), 3), "n": len(ms)}  # fmt: skip
 
 
 class ThreadedLLM:
@@ -218,11 +211,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=20)
     args = parser.parse_args([] if __name__ != "__main__" else None)
     result = asyncio.run(run(args.calls, args.warmup, args.first_token_ms, args.token_ms, args.tokens))
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"generation-{datetime.now(UTC):%Y-%m-%d}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
-    print(f"written to {out}")
+    write_result("generation", result)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import shutil
@@ -32,26 +31,17 @@ from typing import Any
 
 import numpy as np
 
+from bench.stats import summary, write_result
 from ragsvc.domain import Chunk, RetrievalQuery
 from ragsvc.retrieval.base import IndexedChunk, VectorEngine
 from ragsvc.retrieval.edge import EdgeEngine
 
-RESULTS = Path(__file__).parent / "results"
 DIMENSION = 384
 TENANTS = [f"tenant{i}" for i in range(10)]
 TAGS = ["hr", "finance", "ops", "legal", "sales", "eng"]
 CHUNKS_PER_DOCUMENT = 50
 LIMIT = 15  # top_k 5 x over-fetch 3
 TARGET_P99_MS = 20.0
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def summary(ms: Sequence[float]) -> dict[str, float]:
-    return {"p50_ms": round(percentile(ms, 0.5), 3), "p99_ms": round(percentile(ms, 0.99), 3), "n": len(ms)}
 
 
 class Corpus:
@@ -133,7 +123,7 @@ async def query_latency(
         if time.perf_counter() - started > budget_s:
             break
     planned = len(queries) - warmup
-    result: dict[str, Any] = {**summary(times), "mean_results": round(float(np.mean(returned)), 1)}
+    result: dict[str, Any] = {**summary(times, (0.5, 0.99)), "mean_results": round(float(np.mean(returned)), 1)}
     if len(times) < planned:
         result["capped"] = f"{len(times)} of {planned} queries: stopped after the {budget_s:.0f} s budget"
     return result
@@ -350,10 +340,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.quick:
         args.sizes, args.queries, args.index_from, args.recall_chunks = [2000], 30, 2000, 400
     report = asyncio.run(run(args))
-    RESULTS.mkdir(exist_ok=True)
-    name = "retrieval-quick" if args.quick else f"retrieval-{datetime.now(UTC).date().isoformat()}"
-    out = RESULTS / f"{name}.json"
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    out = write_result("retrieval-quick", report, dated=False) if args.quick else write_result("retrieval", report)
     print(f"\ntarget (embedded engine p99 < {TARGET_P99_MS} ms at 100k): {report['target']['met']}")
     print(f"results: {out}  ({report['total_s']} s)")
 

@@ -39,11 +39,11 @@ import httpx
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from prometheus_client.parser import text_string_to_metric_families
-
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc
 
-RESULTS = Path(__file__).parent / "results"
+from bench.stats import percentile, write_result
+
 QUESTIONS = (
     "How is the confidence score computed?",
     "What happens on SIGTERM?",
@@ -71,13 +71,6 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 2)
 
 
 async def scrape(port: int) -> dict[str, float]:
@@ -258,9 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         serve_llm()
         return 0
     result = asyncio.run(run(args.clients, args.seconds, args.profiles.split(",")))
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"soak-{datetime.now(UTC):%Y-%m-%d}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = write_result("soak", result)
     print(json.dumps(result, indent=2))
     print(f"written to {out}")
     failed = any(p["unexpected_errors"] or p["server_exit_code_after_sigterm"] != 0 for p in result["profiles"])

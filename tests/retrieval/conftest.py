@@ -1,10 +1,9 @@
-"""Fixtures for retrieval tests: one real MiniLM embedder per session, a real qdrant-edge shard per test, and
+"""Fixtures for retrieval tests (the `embedder` and `engine` fixtures are in tests/conftest.py), and
 `any_engine`: each test using it runs once on the embedded engine (qdrant-edge) and once on the Qdrant server
 engine over qdrant-client's local mode (no Qdrant server can be installed where the tests run)."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,24 +17,6 @@ from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
 from ragsvc.retrieval.layout import AccessPolicy
 from ragsvc.retrieval.qdrant_server import QdrantServerEngine
-
-
-@functools.cache
-def shared_embedder() -> MiniLMEmbedder:
-    """Loaded once per test session, also by tests/ingest (loading costs ~0.5 s)."""
-    return MiniLMEmbedder.load()
-
-
-@pytest.fixture(scope="session")
-def embedder() -> MiniLMEmbedder:
-    return shared_embedder()
-
-
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[EdgeEngine]:
-    engine = EdgeEngine.open(tmp_path / "shard")
-    yield engine
-    await engine.close()
 
 
 @dataclass(frozen=True)

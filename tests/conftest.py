@@ -1,7 +1,9 @@
-"""Fixtures for ingestion tests: the session's real embedder and a real qdrant-edge shard per test."""
+"""Fixtures shared by the retrieval and ingestion tests: one real MiniLM embedder per session (loading costs
+~0.5 s) and a real qdrant-edge shard per test."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -9,7 +11,11 @@ import pytest
 
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
-from tests.retrieval.conftest import shared_embedder
+
+
+@functools.cache
+def shared_embedder() -> MiniLMEmbedder:
+    return MiniLMEmbedder.load()
 
 
 @pytest.fixture(scope="session")
