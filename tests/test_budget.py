@@ -15,7 +15,14 @@ from ragsvc.budget import (
     TokenBudget,
     parse_model_table,
 )
-from ragsvc.domain import ChatMessage, Chunk, CitationStyle, Role, ScoredChunk, Strictness
+from ragsvc.domain import (
+    ChatMessage,
+    Chunk,
+    CitationStyle,
+    Role,
+    ScoredChunk,
+    Strictness,
+)
 from ragsvc.encodings import encoding_for_model, get_encoding
 from ragsvc.errors import ModelNotAllowed, TokenBudgetExceeded
 from ragsvc.prompts import Prompt, get_prompt

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from ragsvc.classify import QueryClass, classify, retrieval_text
-from ragsvc.domain import ChatMessage, Role
+from ragsvc.classify import classify, retrieval_text
+from ragsvc.domain import ChatMessage, QueryClass, Role
 
 HISTORY = (ChatMessage(Role.USER, "How are hotel expenses reimbursed?"), ChatMessage(Role.ASSISTANT, "Up to 180 euros."))
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragsvc.classify import QueryClass
-from ragsvc.domain import Chunk, ScoredChunk
+from ragsvc.domain import Chunk, QueryClass, ScoredChunk
 from ragsvc.generation.openai_compat import OpenAICompatGenerator
 from ragsvc.judge import LLMJudge
 from tests.support.openai_server import ScriptedOpenAIServer

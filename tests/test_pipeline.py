@@ -28,7 +28,14 @@ from ragsvc.domain import (
     TextDelta,
     Timings,
 )
-from ragsvc.errors import LLMTimeout, LLMUnavailable, ModelNotAllowed, ModelUnavailable, NotFound, StageTimeout
+from ragsvc.errors import (
+    LLMTimeout,
+    LLMUnavailable,
+    ModelNotAllowed,
+    ModelUnavailable,
+    NotFound,
+    StageTimeout,
+)
 from ragsvc.generation.base import Generator
 from ragsvc.generation.extractive import ExtractiveGenerator
 from ragsvc.generation.fallback import FallbackChain

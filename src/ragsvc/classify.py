@@ -6,19 +6,10 @@ the last user turn. This is the cheap rule-based classifier used when no LLM cla
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Sequence
 
-from ragsvc.domain import ChatMessage, Role
-
-
-class QueryClass(enum.Enum):
-    FACTUAL = "factual"
-    PROCEDURAL = "procedural"
-    CLARIFICATION = "clarification"
-    GREETING = "greeting"
-
+from ragsvc.domain import ChatMessage, QueryClass, Role
 
 _GREETING = re.compile(
     r"^(hi|hello|hey|good (morning|afternoon|evening)|thanks|thank you|cheers|bye|goodbye)\b[\s!.,?]*"

@@ -190,6 +190,12 @@ class Settings:
         "RAG_DEFAULT_LLM_SCORE", 50.0, "LLM self-score (0-100) used when no LLM scores the answer"
     )
     admin_email: str = _env("RAG_ADMIN_EMAIL", "admin@example.com", "route target when no owner is known")
+    llm_classify: bool = _env(
+        "RAG_LLM_CLASSIFY", True, "classify questions with the LLM (a short call; rules when it fails or with extractive)"
+    )
+    model_prices: str = _env(
+        "RAG_MODEL_PRICES", "", "USD per 1M tokens, model=prompt/completion,... (unlisted models cost 0)"
+    )
     llm_self_score: bool = _env(
         "RAG_LLM_SELF_SCORE", True, "ask the LLM to rate its answer's support (a second, short call)"
     )
@@ -200,7 +206,9 @@ class Settings:
         "RAG_MAX_RETRIES_ON_HALLUCINATION", 2, "strict re-runs of an answer that cites unknown markers"
     )
     # Records: the audit log, sessions and the tag-owner directory share one SQLite file
-    database_path: str = _env("RAG_DB_PATH", "", "SQLite file for answers, sessions and owners (default: in RAG_DATA_DIR)")
+    database_path: str = _env(
+        "RAG_DB_PATH", "", "SQLite file for answers, sessions, owners, templates and weights (default: in RAG_DATA_DIR)"
+    )
     owners_file: str = _env("RAG_OWNERS_FILE", "", 'JSON {"users": [{id, email}], "tags": [{name, owner_user_id}]} loaded at start')
     session_history_messages: int = _env(
         "RAG_SESSION_HISTORY_MESSAGES", 10, "stored messages reused as a session's history"

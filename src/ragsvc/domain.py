@@ -39,6 +39,15 @@ class RefusalReason(enum.Enum):
     NOT_IN_SELECTION = "not_in_selection"
 
 
+class QueryClass(enum.Enum):
+    """What kind of question it is (seed 000); every class still goes through retrieval."""
+
+    FACTUAL = "factual"
+    PROCEDURAL = "procedural"
+    CLARIFICATION = "clarification"
+    GREETING = "greeting"
+
+
 class Action(enum.Enum):
     CITE = "cite"
     ROUTE = "route"
@@ -148,6 +157,7 @@ class Question:
     dry_run: bool = False
     request_id: str = ""
     follow_up_count: int | None = None  # None: the server default
+    idempotency_key: str = ""  # a retry with the same key (per tenant) gets the recorded answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +269,8 @@ class Answer:
     flags: Flags = field(default_factory=Flags)
     request_id: str = ""
     explanation: Explanation | None = None
+    query_class: QueryClass = QueryClass.FACTUAL
+    cost_estimate_usd: float = 0.0
     # Similarity of every chunk retrieval returned, best first (request log and metrics: docs retrieved and the
     # similarity distribution); empty when no retrieval ran.
     retrieval_scores: tuple[float, ...] = ()

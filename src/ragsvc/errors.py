@@ -92,6 +92,18 @@ class NotFound(RagError):
     reason = "NOT_FOUND"
 
 
+class AlreadyExists(RagError):
+    """What a create request names exists already (a prompt template id)."""
+
+    reason = "ALREADY_EXISTS"
+
+
+class BuiltInTemplate(RagError):
+    """A built-in prompt template cannot be changed or deleted (FAILED_PRECONDITION)."""
+
+    reason = "BUILT_IN_TEMPLATE"
+
+
 class ModelUnavailable(RagError):
     """The model is allowed but the LLM server does not serve it."""
 

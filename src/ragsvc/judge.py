@@ -7,8 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ragsvc.classify import QueryClass
-from ragsvc.domain import ChatMessage, GenerationRequest, Role, ScoredChunk
+from ragsvc.domain import ChatMessage, GenerationRequest, QueryClass, Role, ScoredChunk
 from ragsvc.generation.base import Generator
 
 CONFIDENCE_PROMPT = """Evaluate how well this answer is supported by the provided context.

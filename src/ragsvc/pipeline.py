@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ragsvc.budget import ModelCatalog, Packing
+from ragsvc.classify import classify, retrieval_text
 from ragsvc.domain import (
     Action,
     Answer,
@@ -23,6 +24,7 @@ from ragsvc.domain import (
     GenerationDelta,
     GenerationRequest,
     Mode,
+    QueryClass,
     Question,
     RefusalReason,
     Retrieval,
@@ -38,7 +40,8 @@ from ragsvc.errors import LLMTimeout, RagError, StageTimeout
 from ragsvc.generation.extractive import ExtractiveGenerator
 from ragsvc.generation.fallback import Attempt, FallbackChain, worth_another_model
 from ragsvc.judge import LLMJudge
-from ragsvc.prompts import REFUSAL_SENTENCE, Prompt, get_prompt
+from ragsvc.pricing import PriceTable
+from ragsvc.prompts import REFUSAL_SENTENCE, Prompt, TemplateRegistry, get_prompt
 from ragsvc.retrieval.base import Retriever
 from ragsvc.retrieval.selection import not_in_selection_message
 from ragsvc.sanitize import validate_question
@@ -54,6 +57,7 @@ from ragsvc.validation import (
 )
 
 GATE_CANDIDATES = 3
+CLASSIFY_TIMEOUT_S = 2.0
 _T = TypeVar("_T")
 # The generation stage ends this long before the caller's deadline, so that its DEADLINE_EXCEEDED (naming the
 # stage) reaches the caller before the caller gives up on its own.
@@ -70,6 +74,7 @@ class PipelineSettings:
     temperature: float
     generation_timeout_s: float
     default_template: str = ""
+    llm_classify: bool = False  # classify questions with the LLM (else, and when it fails, by rules)
     retrieval_timeout_s: float = 5.0
     total_timeout_s: float = 30.0
     llm_self_score: bool = True  # ask the model to rate its answer (never the extractive generator)
@@ -99,6 +104,8 @@ class Pipeline:
         *,
         owners: OwnerDirectory,
         sessions: SessionStore | None = None,
+        prices: PriceTable | None = None,
+        templates: TemplateRegistry | None = None,
     ) -> None:
         self._settings = settings
         self._retriever = retriever
@@ -107,6 +114,8 @@ class Pipeline:
         self._policy = policy
         self._owners = owners
         self._sessions = sessions
+        self._prices = prices or PriceTable({})
+        self._templates = templates or TemplateRegistry()  # the built-ins and this server's custom templates
 
     async def run(self, question: Question, *, deadline: float | None = None) -> AsyncIterator[Event]:
         """Answer `question`: validate, retrieve, gate, pack, generate (streaming), validate the answer.
@@ -122,21 +131,28 @@ class Pipeline:
         model = question.model or self._settings.default_model
         self._models.check_allowed(model)
         prompt = get_prompt(
-            question.template_id or self._settings.default_template, question.citation_style, question.strictness
+            question.template_id or self._settings.default_template,
+            question.citation_style,
+            question.strictness,
+            self._templates,
         )
         retrieval_stage = _StageDeadline.start(
             "retrieval", self._settings.retrieval_timeout_s, "RAG_RETRIEVAL_TIMEOUT_SECONDS",
             total_at=total_at, caller_deadline=deadline,
         )  # fmt: skip
+        query_class = await self._classify(question)
+        # What is searched for, and what the extractive generator matches sentences against.
+        search = retrieval_text(question.query, query_class, question.chat_history)
         try:
             async with asyncio.timeout_at(retrieval_stage.at):
-                retrieval = await self._retrieve(question)
+                retrieval = await self._retrieve(question, search)
         except TimeoutError as exc:
             raise retrieval_stage.expired() from exc
         retrieval_ms = clock.lap()
         refusal = self._gate(retrieval)
         if refusal is not None:
-            answer = await self._refusal(question, retrieval, refusal, prompt, Timings(retrieval_ms, total_ms=clock.total()))
+            timings = Timings(retrieval_ms, total_ms=clock.total())
+            answer = await self._refusal(question, retrieval, refusal, prompt, timings, query_class)
             await self._remember(question, answer)
             yield answer
             return
@@ -160,13 +176,16 @@ class Pipeline:
             "generation", self._settings.generation_timeout_s, "RAG_TIMEOUT_SECONDS", total_at=total_at, caller_deadline=deadline
         )
         generated = _Generated(packing=packing)
-        async for event in self._generate_with_fallback(question, model, prompt, retrieval, stage, clock, generated):
+        events = self._generate_with_fallback(question, search, model, prompt, retrieval, stage, clock, generated)
+        async for event in events:
             yield event
         generation_ms = clock.lap()
         attempt, packing = generated.attempt, generated.packing
         assert attempt is not None and packing is not None  # set by a successful generation
 
-        text, verdict, mitigated = await self._validated(question, prompt, attempt, packing, generated.text, stage)
+        text, verdict, mitigated = await self._validated(
+            question, search, prompt, attempt, packing, generated.text, stage
+        )
         follow_ups = await self._follow_ups(question, attempt, text, verdict, stage)
         answer = Answer(
             text=text,
@@ -198,6 +217,8 @@ class Pipeline:
             request_id=question.request_id,
             explanation=Explanation(packing.messages, packing.context, packing.prompt_tokens) if question.explain else None,
             retrieval_scores=tuple(hit.score for hit in retrieval.hits),
+            query_class=query_class,
+            cost_estimate_usd=self._prices.cost(attempt.model, generated.usage),
         )
         await self._remember(question, answer)
         yield answer
@@ -214,7 +235,22 @@ class Pipeline:
             turn = (ChatMessage(Role.USER, question.query), ChatMessage(Role.ASSISTANT, answer.text))
             await self._sessions.append(question.tenant_id, question.session_id, turn)
 
-    async def _retrieve(self, question: Question) -> Retrieval:
+    async def _classify(self, question: Question) -> QueryClass:
+        """The question's class: by the LLM when one answers and RAG_LLM_CLASSIFY is on, else by rules."""
+        generator = self._generators.generator
+        if self._settings.llm_classify and not isinstance(generator, ExtractiveGenerator):
+            judge = LLMJudge(generator, model=question.model or self._settings.default_model)
+            try:
+                async with asyncio.timeout(CLASSIFY_TIMEOUT_S):
+                    by_llm = await judge.classify(question.query)
+            except (RagError, TimeoutError) as exc:
+                _log.warning("LLM classification failed, classifying by rules: %s", exc)
+                by_llm = None
+            if by_llm is not None:
+                return by_llm
+        return classify(question.query, question.chat_history)
+
+    async def _retrieve(self, question: Question, search: str) -> Retrieval:
         if question.mode is Mode.SELECTED_TEXT:  # seed 001: evidence only from the selection, never the index
             return await self._retriever.retrieve_selection(
                 question.query,
@@ -224,7 +260,7 @@ class Pipeline:
             )
         return await self._retriever.retrieve(
             RetrievalQuery(
-                text=question.query,
+                text=search,
                 tenant_id=question.tenant_id,
                 user_tags=question.user_tags,
                 top_k=question.top_k or self._settings.top_k,
@@ -234,7 +270,13 @@ class Pipeline:
         )
 
     async def _refusal(
-        self, question: Question, retrieval: Retrieval, refusal: RefusalReason, prompt: Prompt, timings: Timings
+        self,
+        question: Question,
+        retrieval: Retrieval,
+        refusal: RefusalReason,
+        prompt: Prompt,
+        timings: Timings,
+        query_class: QueryClass,
     ) -> Answer:
         """The answer when the gate refuses: no LLM call; the nearest candidates when there were some."""
         selected = question.mode is Mode.SELECTED_TEXT
@@ -255,6 +297,7 @@ class Pipeline:
             flags=Flags(redactions_applied=retrieval.redactions_applied),
             request_id=question.request_id,
             retrieval_scores=tuple(hit.score for hit in retrieval.hits),
+            query_class=query_class,
         )
 
     async def _route(self, verdict: Verdict) -> RouteTarget | None:
@@ -265,6 +308,7 @@ class Pipeline:
     async def _generate_with_fallback(
         self,
         question: Question,
+        search: str,
         model: str,
         prompt: Prompt,
         retrieval: Retrieval,
@@ -287,7 +331,7 @@ class Pipeline:
                     )
                 packing = packings[attempt.model]
                 scanner = _scanner(prompt, packing)
-                request = self._request(question, attempt.model, packing)
+                request = self._request(question, search, attempt.model, packing)
                 async with contextlib.aclosing(self._generate(attempt, request, stage)) as stream:
                     async for delta in stream:
                         if delta.usage is not None:
@@ -316,7 +360,14 @@ class Pipeline:
                 _log.warning("%s failed before answering, falling back: %s", failed, exc)
 
     async def _validated(
-        self, question: Question, prompt: Prompt, attempt: Attempt, packing: Packing, text: str, stage: _StageDeadline
+        self,
+        question: Question,
+        search: str,
+        prompt: Prompt,
+        attempt: Attempt,
+        packing: Packing,
+        text: str,
+        stage: _StageDeadline,
     ) -> tuple[str, Verdict, bool]:
         """The answer's final text and verdict, and whether a hallucination was mitigated (seed 003): an answer
         citing unknown markers is regenerated with the strict prompt (not streamed: the final answer is
@@ -325,12 +376,12 @@ class Pipeline:
         verdict = await self._verdict(question, prompt, attempt, packing, text, stage)
         if not verdict.invalid_markers:
             return text, verdict, False
-        strict = get_prompt(prompt.template.version, prompt.citation_style, Strictness.STRICT)
+        strict = get_prompt(prompt.template.version, prompt.citation_style, Strictness.STRICT, self._templates)
         for _ in range(self._settings.hallucination_retries):
             strict_packing = self._models.budget(attempt.model).pack(
                 strict, question.query, question.chat_history, packing.context
             )
-            request = self._request(question, attempt.model, strict_packing)
+            request = self._request(question, search, attempt.model, strict_packing)
             async with contextlib.aclosing(self._generate(attempt, request, stage)) as stream:
                 rerun = "".join([delta.text async for delta in stream])
             rerun_verdict = await self._verdict(question, strict, attempt, strict_packing, rerun, stage)
@@ -375,10 +426,10 @@ class Pipeline:
             return RefusalReason.SCORE_GATE if retrieval.hits[0].score < self._settings.score_gate else None
         return RefusalReason.SCORE_GATE if retrieval.rejected else RefusalReason.NO_CHUNKS
 
-    def _request(self, question: Question, model: str, packing: Packing) -> GenerationRequest:
+    def _request(self, question: Question, search: str, model: str, packing: Packing) -> GenerationRequest:
         return GenerationRequest(
             messages=packing.messages,
-            query=question.query,
+            query=search,
             context=packing.context,
             model=model,
             max_tokens=self._models.limits(model).max_response_tokens,

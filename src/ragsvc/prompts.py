@@ -6,18 +6,26 @@ specialises it with a citation style (markers `[#n]`, the default, or `[SourceId
 has a header naming its source id, document, section and page, then its text between `<<<` and `>>>` fences,
 and the system prompt says that instructions inside the passages are data.
 
-A version's text never changes: a different wording is a new version (tests pin every rendering), so an
-answer's `prompt_template_version` always names the exact prompt it was written from.
+A built-in version's text never changes: a different wording is a new version (tests pin every rendering), so
+an answer's `prompt_template_version` always names the exact prompt it was written from.
+
+Custom templates (AdminService, seed 003) live beside the built-ins in a `TemplateRegistry`: the server loads
+them from its database at start and the admin RPCs change them. A custom template keeps its id when its text
+changes, so the answer cache drops the answers written from it (`AnswerCache.invalidate_template`). The
+built-ins can be neither replaced nor removed. Each server has its own registry, handed to the pipeline and the
+admin RPCs; `get_template` and `get_prompt` read the built-ins only when given none.
 """
 
 from __future__ import annotations
 
 import functools
+import string
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragsvc.domain import ChatMessage, CitationStyle, Role, ScoredChunk, Strictness
-from ragsvc.errors import FieldViolation, NotFound
+from ragsvc.errors import FieldViolation, InvalidRequest, NotFound
 
 REFUSAL_SENTENCE = "I don't have information about that in the available documentation."
 # The example a SourceId-style prompt shows; it names no real chunk, so an answer that copies it is invalid.
@@ -27,20 +35,24 @@ SOURCE_ID_EXAMPLE = "[SourceId: handbook:2]"
 @dataclass(frozen=True, slots=True)
 class PromptTemplate:
     """One version of the prompt: `length_rule` is the answer-length line of the system prompt ("" for none),
-    `user` the user message with placeholders {query} and {context}."""
+    `user` the user message with placeholders {query} and {context}, `display_name` a name for people."""
 
     version: str
     length_rule: str
     user: str = "[Question]\n{query}\n\n[Context]\n{context}"
+    display_name: str = ""
 
 
-RAG_V1 = PromptTemplate(version="rag-v1", length_rule="")
+RAG_V1 = PromptTemplate(version="rag-v1", length_rule="", display_name="RAG v1 (balanced)")
 RAG_V1_TERSE = PromptTemplate(
-    version="rag-v1-terse", length_rule="- Answer in at most three short sentences, without any preamble."
+    version="rag-v1-terse",
+    length_rule="- Answer in at most three short sentences, without any preamble.",
+    display_name="RAG v1 (terse)",
 )
 RAG_V1_DETAILED = PromptTemplate(
     version="rag-v1-detailed",
     length_rule="- Answer thoroughly: cover every relevant point the passages make, in paragraphs or a list.",
+    display_name="RAG v1 (detailed)",
 )
 
 TEMPLATES = {template.version: template for template in (RAG_V1, RAG_V1_TERSE, RAG_V1_DETAILED)}
@@ -79,24 +91,104 @@ class Prompt:
         )
 
 
-def get_template(template_id: str) -> PromptTemplate:
-    """The template `template_id` (empty: the default); NotFound when unknown."""
-    template = TEMPLATES.get(template_id or DEFAULT_TEMPLATE)
+REQUIRED_PLACEHOLDERS = ("query", "context")
+
+
+def user_prompt_violations(user: str, field: str = "user_prompt") -> list[FieldViolation]:
+    """What keeps `user` from being a template's user message: a required placeholder ({query}, {context})
+    missing, an unknown one, or a stray brace. Empty when it renders."""
+    try:
+        parsed = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(user) if name is not None]
+    except ValueError as exc:
+        return [FieldViolation(field, f"cannot be rendered: {exc} (write a literal brace doubled, {{{{ or }}}})")]
+    fields = {name for name, _, _ in parsed}
+    violations = [
+        FieldViolation(field, f"missing the required placeholder {{{name}}}")
+        for name in REQUIRED_PLACEHOLDERS
+        if name not in fields
+    ]
+    violations += [
+        FieldViolation(field, f"unknown placeholder {{{name}}} (only {{query}} and {{context}} are filled)")
+        for name in sorted(fields - set(REQUIRED_PLACEHOLDERS))
+    ]
+    violations += [
+        FieldViolation(field, f"placeholder {{{name}}} takes no conversion or format")
+        for name, spec, conv in parsed
+        if spec or conv
+    ]
+    return violations
+
+
+class TemplateRegistry:
+    """The templates requests may name: the built-ins, which never change, and the custom ones."""
+
+    def __init__(self, built_ins: Sequence[PromptTemplate] = tuple(TEMPLATES.values())) -> None:
+        self._built_ins = {template.version: template for template in built_ins}
+        self._custom: dict[str, PromptTemplate] = {}
+        self._lock = threading.Lock()
+
+    def is_built_in(self, template_id: str) -> bool:
+        return template_id in self._built_ins
+
+    def get(self, template_id: str) -> PromptTemplate | None:
+        return self._built_ins.get(template_id) or self._custom.get(template_id)
+
+    def all(self) -> list[PromptTemplate]:
+        """Every template: the built-ins in their order, then the custom ones by id."""
+        with self._lock:
+            return [*self._built_ins.values(), *(self._custom[k] for k in sorted(self._custom))]
+
+    def put(self, template: PromptTemplate) -> None:
+        """Add or replace a custom template; ValueError for a built-in's id, InvalidRequest when it cannot render."""
+        if template.version in self._built_ins:
+            raise ValueError(f"{template.version!r} is a built-in template")
+        if violations := user_prompt_violations(template.user):
+            raise InvalidRequest(violations)
+        with self._lock:
+            self._custom[template.version] = template
+
+    def remove(self, template_id: str) -> bool:
+        with self._lock:
+            return self._custom.pop(template_id, None) is not None
+
+    def replace_custom(self, templates: Sequence[PromptTemplate]) -> None:
+        """Make `templates` the custom set (at start, from the database)."""
+        for template in templates:
+            if template.version in self._built_ins:
+                raise ValueError(f"{template.version!r} is a built-in template")
+        with self._lock:
+            self._custom = {template.version: template for template in templates}
+
+
+BUILT_INS = TemplateRegistry()  # the built-in templates only; a server's own registry adds its custom ones
+
+
+def get_template(template_id: str, registry: TemplateRegistry | None = None) -> PromptTemplate:
+    """The template `template_id` (empty: the default) of `registry` (default: the built-ins); NotFound when
+    unknown."""
+    registry = BUILT_INS if registry is None else registry
+    template = registry.get(template_id or DEFAULT_TEMPLATE)
     if template is None:
         violation = FieldViolation("generation.template_id", f"unknown template {template_id!r}")
-        known = ", ".join(TEMPLATES)
+        known = ", ".join(t.version for t in registry.all())
         raise NotFound(f"unknown template {template_id!r} (known: {known})", metadata={"field": violation.field})
     return template
 
 
-@functools.cache
 def get_prompt(
     template_id: str,
     citation_style: CitationStyle = CitationStyle.MARKER,
     strictness: Strictness = Strictness.NORMAL,
+    registry: TemplateRegistry | None = None,
 ) -> Prompt:
-    """The template `template_id` (empty: the default) specialised; NotFound when the template is unknown."""
-    template = get_template(template_id)
+    """The template `template_id` (empty: the default) specialised; NotFound when the template is unknown.
+    The lookup is fresh on every call (a custom template may have changed), the specialisation is cached."""
+    return specialise(get_template(template_id, registry), citation_style, strictness)
+
+
+@functools.lru_cache(maxsize=1024)
+def specialise(template: PromptTemplate, citation_style: CitationStyle, strictness: Strictness) -> Prompt:
+    """`template` for one citation style and strictness (cached by value: a changed template is a new key)."""
     return Prompt(template, citation_style, strictness, _system(template, citation_style, strictness))
 
 

@@ -7,7 +7,13 @@ import io
 from collections.abc import Sequence
 
 from pypdf import PdfWriter
-from pypdf.generic import ArrayObject, DecodedStreamObject, DictionaryObject, NameObject, NumberObject
+from pypdf.generic import (
+    ArrayObject,
+    DecodedStreamObject,
+    DictionaryObject,
+    NameObject,
+    NumberObject,
+)
 
 
 def build_pdf(pages: Sequence[Sequence[str]], *, outline: Sequence[tuple[str, int]] = (), title: str = "") -> bytes:

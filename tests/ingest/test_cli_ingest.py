@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import grpc
-
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc
+
 from tests.ingest.pdfs import build_pdf
 from tests.server.conftest import running_server
 

@@ -6,7 +6,12 @@ import pytest
 
 from ragsvc.domain import SourceDocument
 from ragsvc.errors import InvalidRequest
-from ragsvc.ingest.loaders import Section, load_sections, slugify, source_documents_from_paths
+from ragsvc.ingest.loaders import (
+    Section,
+    load_sections,
+    slugify,
+    source_documents_from_paths,
+)
 
 
 def markdown(text: str) -> SourceDocument:

@@ -9,7 +9,12 @@ import pytest
 from ragsvc.domain import RetrievalQuery, SourceDocument
 from ragsvc.errors import InvalidRequest
 from ragsvc.ingest.indexer import Indexer
-from ragsvc.ingest.loaders import PDF, load_sections, pdf_sections, source_documents_from_paths
+from ragsvc.ingest.loaders import (
+    PDF,
+    load_sections,
+    pdf_sections,
+    source_documents_from_paths,
+)
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
 from tests.ingest.pdfs import build_pdf

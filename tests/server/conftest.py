@@ -8,17 +8,17 @@ from pathlib import Path
 
 import grpc
 import pytest
+from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
 
 from ragsvc.config import Settings
 from ragsvc.server.app import RagServer
-from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
 
 
 @contextlib.asynccontextmanager
 async def running_server(data_dir: Path, **overrides: object) -> AsyncIterator[RagServer]:
     """A server on 127.0.0.1:<free port>; `overrides` replace Settings fields. The answer cache and the rate
     limit, which carry state from one call to the next, are off unless a test turns them on; so are the extra
-    LLM calls around an answer (self-score, follow-ups, hallucination re-runs), which tests of scripted LLM
+    LLM calls around an answer (classification, self-score, follow-ups, hallucination re-runs), which tests of scripted LLM
     servers would otherwise have to count."""
     fields: dict[str, object] = {
         "health_probe_interval_s": 0.5,
@@ -26,6 +26,7 @@ async def running_server(data_dir: Path, **overrides: object) -> AsyncIterator[R
         "cache_max_entries": 0,
         "rate_limit_per_minute": 0,
         "llm_self_score": False,
+        "llm_classify": False,
         "follow_up_count": 0,
         "hallucination_retries": 0,
     }

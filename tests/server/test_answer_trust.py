@@ -16,12 +16,11 @@ from typing import Any
 
 import grpc
 import pytest
+from ragsvc.v1 import index_service_pb2 as index_pb
+from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
+from ragsvc.v1 import rag_service_pb2 as pb
 
 from ragsvc.server.app import RagServer
-from ragsvc.v1 import index_service_pb2 as index_pb
-from ragsvc.v1 import index_service_pb2_grpc
-from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
 from tests.server.conftest import running_server
 from tests.support.http_server import Fault
 from tests.support.openai_server import ScriptedOpenAIServer

@@ -10,13 +10,12 @@ from pathlib import Path
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from ragsvc.v1 import index_service_pb2 as index_pb
+from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
+from ragsvc.v1 import rag_service_pb2 as pb
 
 from ragsvc.server.app import RagServer
 from ragsvc.server.auth import token_digest
-from ragsvc.v1 import index_service_pb2 as index_pb
-from ragsvc.v1 import index_service_pb2_grpc
-from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
 from tests.server.conftest import running_server
 from tests.support.rpc_details import details_of
 

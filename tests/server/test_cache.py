@@ -8,14 +8,13 @@ from collections.abc import AsyncIterator
 
 import grpc
 import pytest
+from ragsvc.v1 import index_service_pb2 as index_pb
+from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
+from ragsvc.v1 import rag_service_pb2 as pb
 
 from ragsvc import domain
 from ragsvc.server.app import RagServer
 from ragsvc.server.cache import AnswerCache, cache_key
-from ragsvc.v1 import index_service_pb2 as index_pb
-from ragsvc.v1 import index_service_pb2_grpc
-from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
 from tests.server.conftest import running_server
 
 GROUNDED = domain.Answer(text="It is 42 [#1].", grounded=True, action=domain.Action.CITE, template_version="rag-v1")

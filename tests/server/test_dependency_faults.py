@@ -10,9 +10,9 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
-
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc
+
 from tests.server.conftest import running_server
 from tests.support.openai_server import ScriptedOpenAIServer
 

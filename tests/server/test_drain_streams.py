@@ -8,10 +8,15 @@ from pathlib import Path
 
 import grpc
 import pytest
-
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc
-from tests.server.test_serve_process import DELTAS, TOKEN_DELAY_S, read_rest, start_serve
+
+from tests.server.test_serve_process import (
+    DELTAS,
+    TOKEN_DELAY_S,
+    read_rest,
+    start_serve,
+)
 from tests.support.openai_server import ScriptedOpenAIServer
 
 STREAMS = 20

@@ -15,11 +15,11 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
+from ragsvc.v1 import rag_service_pb2 as pb
+from ragsvc.v1 import rag_service_pb2_grpc
 
 from ragsvc.budget import DEFAULT_MODELS
 from ragsvc.server.app import RagServer
-from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
 from tests.generation.backends import BACKENDS, OLLAMA, Backend
 from tests.server.conftest import running_server
 from tests.support.http_server import Fault, ScriptedHTTPServer

@@ -7,9 +7,9 @@ import asyncio
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc
+
 from tests.server.conftest import running_server
 from tests.support.openai_server import ScriptedOpenAIServer
 

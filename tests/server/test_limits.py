@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from ragsvc.v1 import rag_service_pb2 as pb
+from ragsvc.v1 import rag_service_pb2_grpc
 
 from ragsvc.server.app import RagServer
 from ragsvc.server.limits import TokenBuckets, peer_host
-from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
 from tests.server.conftest import running_server
 from tests.support.openai_server import ScriptedOpenAIServer
 from tests.support.rpc_details import details_of

@@ -8,9 +8,9 @@ import grpc
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc
+
 from tests.server.conftest import running_server
 
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from ragsvc.v1 import rag_service_pb2 as pb
+from ragsvc.v1 import rag_service_pb2_grpc
 
 from ragsvc.domain import ChatMessage, GenerationRequest, Role
 from ragsvc.generation.openai_compat import OpenAICompatGenerator
 from ragsvc.server.app import RagServer
-from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
 from tests.server.conftest import running_server
 from tests.support.llama_server import MODEL_ALIAS, LlamaServer
 

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
+from ragsvc.v1 import rag_service_pb2 as pb
 
 from ragsvc.server.request_log import REQUEST_LOGGER
-from ragsvc.v1 import rag_service_pb2 as pb
 
 QUESTION = "What happens on SIGTERM?"
 
@@ -62,6 +62,7 @@ async def test_one_json_line_per_call_with_seed_003_fields(rag_stub) -> None:
     ok, bad = (json.loads(line) for line in lines)
     assert ok["request_id"] == "log-1" and ok["status"] == "OK" and ok["method"] == "Ask"
     assert ok["tenant_id"] == "default" and ok["template_id"] == "rag-v1" and ok["model_used"] == "extractive"
+    assert ok["query_class"] == "factual" and ok["cost_estimate_usd"] == 0.0
     assert ok["docs_used"] >= 1 and ok["citations"] >= 1 and ok["grounded"] is True
     distribution = ok["similarity_distribution"]
     assert 0 < distribution["min"] <= distribution["avg"] <= distribution["max"] <= 1

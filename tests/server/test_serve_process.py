@@ -12,9 +12,9 @@ from pathlib import Path
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc
+
 from tests.support.openai_server import ScriptedOpenAIServer
 
 DELTAS = tuple(f"word{i} " for i in range(20)) + ("[#1]",)

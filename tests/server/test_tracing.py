@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
-
+from opentelemetry.proto.collector.trace.v1 import (
+    trace_service_pb2,
+    trace_service_pb2_grpc,
+)
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc
+
 from tests.server.conftest import running_server
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -1,7 +1,18 @@
 from __future__ import annotations
 
-from ragsvc.domain import (Action, Answer, Chunk, Citation, Confidence, Explanation, Flags, Question, RefusalReason,
-                           ScoredChunk, Timings)  # fmt: skip
+from ragsvc.domain import (
+    Action,
+    Answer,
+    Chunk,
+    Citation,
+    Confidence,
+    Explanation,
+    Flags,
+    Question,
+    RefusalReason,
+    ScoredChunk,  # fmt: skip
+    Timings,
+)
 from ragsvc.errors import FieldViolation, InvalidRequest, LLMUnavailable
 from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.database import Database

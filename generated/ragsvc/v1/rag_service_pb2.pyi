@@ -36,6 +36,14 @@ class Strictness(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STRICTNESS_NORMAL: _ClassVar[Strictness]
     STRICTNESS_STRICT: _ClassVar[Strictness]
 
+class QueryClass(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    QUERY_CLASS_UNSPECIFIED: _ClassVar[QueryClass]
+    QUERY_CLASS_FACTUAL: _ClassVar[QueryClass]
+    QUERY_CLASS_PROCEDURAL: _ClassVar[QueryClass]
+    QUERY_CLASS_CLARIFICATION: _ClassVar[QueryClass]
+    QUERY_CLASS_GREETING: _ClassVar[QueryClass]
+
 class Action(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     ACTION_UNSPECIFIED: _ClassVar[Action]
@@ -65,6 +73,11 @@ STRICTNESS_UNSPECIFIED: Strictness
 STRICTNESS_LENIENT: Strictness
 STRICTNESS_NORMAL: Strictness
 STRICTNESS_STRICT: Strictness
+QUERY_CLASS_UNSPECIFIED: QueryClass
+QUERY_CLASS_FACTUAL: QueryClass
+QUERY_CLASS_PROCEDURAL: QueryClass
+QUERY_CLASS_CLARIFICATION: QueryClass
+QUERY_CLASS_GREETING: QueryClass
 ACTION_UNSPECIFIED: Action
 ACTION_CITE: Action
 ACTION_ROUTE: Action
@@ -197,7 +210,7 @@ class GenerationOptions(_message.Message):
     def __init__(self, model: _Optional[str] = ..., template_id: _Optional[str] = ..., citation_style: _Optional[_Union[CitationStyle, str]] = ..., strictness: _Optional[_Union[Strictness, str]] = ..., temperature: _Optional[float] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class Answer(_message.Message):
-    __slots__ = ("text", "citations", "confidence", "action", "route", "grounded", "refusal_reason", "candidates", "model", "usage", "timings", "context_chunks_used", "context_tokens_used", "prompt_template_version", "follow_up_questions", "flags", "request_id", "explanation")
+    __slots__ = ("text", "citations", "confidence", "action", "route", "grounded", "refusal_reason", "candidates", "model", "usage", "timings", "context_chunks_used", "context_tokens_used", "prompt_template_version", "follow_up_questions", "flags", "request_id", "explanation", "query_class", "cost_estimate_usd")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     CITATIONS_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
@@ -216,6 +229,8 @@ class Answer(_message.Message):
     FLAGS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     EXPLANATION_FIELD_NUMBER: _ClassVar[int]
+    QUERY_CLASS_FIELD_NUMBER: _ClassVar[int]
+    COST_ESTIMATE_USD_FIELD_NUMBER: _ClassVar[int]
     text: str
     citations: _containers.RepeatedCompositeFieldContainer[Citation]
     confidence: Confidence
@@ -234,7 +249,9 @@ class Answer(_message.Message):
     flags: AnswerFlags
     request_id: str
     explanation: Explanation
-    def __init__(self, text: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., confidence: _Optional[_Union[Confidence, _Mapping]] = ..., action: _Optional[_Union[Action, str]] = ..., route: _Optional[_Union[RouteTarget, _Mapping]] = ..., grounded: _Optional[bool] = ..., refusal_reason: _Optional[_Union[RefusalReason, str]] = ..., candidates: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., model: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., context_chunks_used: _Optional[int] = ..., context_tokens_used: _Optional[int] = ..., prompt_template_version: _Optional[str] = ..., follow_up_questions: _Optional[_Iterable[str]] = ..., flags: _Optional[_Union[AnswerFlags, _Mapping]] = ..., request_id: _Optional[str] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ...) -> None: ...
+    query_class: QueryClass
+    cost_estimate_usd: float
+    def __init__(self, text: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., confidence: _Optional[_Union[Confidence, _Mapping]] = ..., action: _Optional[_Union[Action, str]] = ..., route: _Optional[_Union[RouteTarget, _Mapping]] = ..., grounded: _Optional[bool] = ..., refusal_reason: _Optional[_Union[RefusalReason, str]] = ..., candidates: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., model: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., context_chunks_used: _Optional[int] = ..., context_tokens_used: _Optional[int] = ..., prompt_template_version: _Optional[str] = ..., follow_up_questions: _Optional[_Iterable[str]] = ..., flags: _Optional[_Union[AnswerFlags, _Mapping]] = ..., request_id: _Optional[str] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ..., query_class: _Optional[_Union[QueryClass, str]] = ..., cost_estimate_usd: _Optional[float] = ...) -> None: ...
 
 class Citation(_message.Message):
     __slots__ = ("marker", "source_id", "document_id", "document_name", "chunk_index", "page_number", "section", "source_url", "relevance_score", "snippet", "text", "char_start", "char_end", "line_start", "line_end", "page_title")

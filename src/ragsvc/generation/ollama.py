@@ -16,7 +16,12 @@ from typing import Any
 import httpx
 
 from ragsvc.domain import GenerationDelta, GenerationRequest, Usage
-from ragsvc.generation.http import BadResponse, ErrorEvent, HttpGenerator, upstream_errors
+from ragsvc.generation.http import (
+    BadResponse,
+    ErrorEvent,
+    HttpGenerator,
+    upstream_errors,
+)
 
 
 class OllamaGenerator(HttpGenerator):

@@ -28,7 +28,12 @@ import numpy as np
 from ragsvc.domain import Retrieval, RetrievalQuery, ScoredChunk
 from ragsvc.retrieval.base import Candidate, Embedder, VectorEngine
 from ragsvc.retrieval.layout import cosines, unit_rows
-from ragsvc.retrieval.quality import RankingWeights, cap_per_document, drop_near_duplicates, rank
+from ragsvc.retrieval.quality import (
+    RankingWeights,
+    cap_per_document,
+    drop_near_duplicates,
+    rank,
+)
 from ragsvc.retrieval.selection import split_selection
 
 MAX_REJECTED = 3
@@ -59,6 +64,15 @@ class HybridRetriever:
         self._max_per_document = max_chunks_per_document
         self._weights = weights
         self._today = today
+
+    @property
+    def weights(self) -> RankingWeights:
+        """The ranking weights; setting them (AdminService) applies from the next query on."""
+        return self._weights
+
+    @weights.setter
+    def weights(self, weights: RankingWeights) -> None:
+        self._weights = weights
 
     async def retrieve(self, query: RetrievalQuery) -> Retrieval:
         if query.top_k <= 0:

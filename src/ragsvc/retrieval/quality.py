@@ -4,6 +4,7 @@ and the per-document cap (seed 000)."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ragsvc.domain import Chunk
+from ragsvc.errors import FieldViolation
 from ragsvc.retrieval.base import Candidate
 
 # Seed 003's recency boost: documents up to 30 days old +0.3, up to 90 days +0.2, up to 365 days +0.1.
@@ -24,6 +26,19 @@ class RankingWeights:
     similarity: float = 0.7
     recency: float = 0.2
     trust: float = 0.1
+
+    def violations(self, prefix: str = "") -> list[FieldViolation]:
+        """Why these weights cannot rank (each non-negative and finite, not all zero); empty when they can.
+        Fields are named `{prefix}similarity_weight` etc."""
+        values = {"similarity_weight": self.similarity, "recency_weight": self.recency, "trust_weight": self.trust}
+        found = [
+            FieldViolation(prefix + name, f"must be a finite number >= 0, got {value!r}")
+            for name, value in values.items()
+            if not math.isfinite(value) or value < 0
+        ]
+        if not found and not any(values.values()):
+            found = [FieldViolation(prefix + name, "the weights must not all be zero") for name in values]
+        return found
 
 
 def recency_boost(published_at: str, today: dt.date) -> float:

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import re
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -26,6 +26,8 @@ from ragsvc.generation.openai_compat import OpenAICompatGenerator
 from ragsvc.ingest.indexer import Indexer
 from ragsvc.ingest.loaders import source_documents_from_paths
 from ragsvc.pipeline import Pipeline, PipelineSettings
+from ragsvc.pricing import PriceTable
+from ragsvc.prompts import TemplateRegistry
 from ragsvc.retrieval.base import Embedder, VectorEngine
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
@@ -34,18 +36,33 @@ from ragsvc.retrieval.hybrid import HybridRetriever
 from ragsvc.retrieval.layout import AccessPolicy
 from ragsvc.retrieval.qdrant_server import QdrantServerEngine
 from ragsvc.retrieval.quality import RankingWeights
-from ragsvc.server.hardening import Hardening, dependency_probes, log_requests_as_json_lines
+from ragsvc.server.admin import AdminServicer
+from ragsvc.server.hardening import (
+    Hardening,
+    dependency_probes,
+    log_requests_as_json_lines,
+)
 from ragsvc.server.health import HealthMonitor
 from ragsvc.server.servicers import IndexServicer, RagServicer
-from ragsvc.v1 import index_service_pb2, index_service_pb2_grpc, rag_service_pb2, rag_service_pb2_grpc
 from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.database import Database
 from ragsvc.storage.owners import OwnerDirectory
 from ragsvc.storage.sessions import SessionStore
+from ragsvc.storage.settings import SettingStore
+from ragsvc.storage.templates import TemplateStore
+from ragsvc.v1 import (
+    admin_service_pb2,
+    admin_service_pb2_grpc,
+    index_service_pb2,
+    index_service_pb2_grpc,
+    rag_service_pb2,
+    rag_service_pb2_grpc,
+)
 from ragsvc.validation import AnswerPolicy
 
 RAG_SERVICE = rag_service_pb2.DESCRIPTOR.services_by_name["RagService"].full_name
 INDEX_SERVICE = index_service_pb2.DESCRIPTOR.services_by_name["IndexService"].full_name
+ADMIN_SERVICE = admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
 _log = logging.getLogger(__name__)
 
 
@@ -65,6 +82,7 @@ class Components:
     embedder: Embedder | None = None
     database: Database | None = None
     answers: AnswerLog | None = None
+    templates: TemplateRegistry = field(default_factory=TemplateRegistry)
 
     async def aclose(self) -> None:
         if self.answers is not None:
@@ -184,6 +202,7 @@ async def build_components(settings: Settings) -> Components:
     owners = OwnerDirectory(database, admin_email=settings.admin_email)
     if settings.owners_file:
         await owners.load_file(Path(settings.owners_file))
+    templates = TemplateRegistry()  # the admin RPCs add this server's custom templates
     sessions = SessionStore(database, max_messages=settings.session_history_messages)
     purged = await sessions.purge(retention_days=settings.session_retention_days)
     _log.info("purged %d session messages older than %g days", purged, settings.session_retention_days)
@@ -199,6 +218,7 @@ async def build_components(settings: Settings) -> Components:
             total_timeout_s=settings.total_timeout_s,
             default_template=settings.default_template,
             llm_self_score=settings.llm_self_score,
+            llm_classify=settings.llm_classify,
             follow_up_count=settings.follow_up_count,
             hallucination_retries=settings.hallucination_retries,
         ),
@@ -208,12 +228,14 @@ async def build_components(settings: Settings) -> Components:
         policy,
         owners=owners,
         sessions=sessions,
+        prices=PriceTable.parse(settings.model_prices),
+        templates=templates,
     )
     indexer = Indexer(
         embedder, engine, chunk_tokens=settings.chunk_tokens, overlap_tokens=settings.chunk_overlap_tokens
     )
     answers = AnswerLog(database, default_tenant=settings.default_tenant)
-    return Components(engine, retriever, generator, indexer, pipeline, embedder, database, answers)
+    return Components(engine, retriever, generator, indexer, pipeline, embedder, database, answers, templates)
 
 
 async def index_demo_corpus(components: Components, settings: Settings) -> int:
@@ -264,15 +286,30 @@ class RagServer:
                 IndexServicer(components.indexer, default_tenant=settings.default_tenant, cache=hardening.cache),
                 server,
             )
+            assert components.database is not None
+            admin = AdminServicer(
+                registry=components.templates,
+                templates=TemplateStore(components.database),
+                settings=SettingStore(components.database),
+                retriever=components.retriever,
+                pipeline=components.pipeline,
+                default_model=settings.chat_model,
+                model_limits=settings.model_limits(),
+                front=hardening.front,
+                cache=hardening.cache,
+                answers=components.answers,
+            )
+            await admin.load()  # custom templates and stored ranking weights, before the first call
+            admin_service_pb2_grpc.add_AdminServiceServicer_to_server(admin, server)
             health = HealthMonitor(
                 health_aio.HealthServicer(),
                 dependency_probes(components),
-                service_names=(RAG_SERVICE, INDEX_SERVICE),
+                service_names=(RAG_SERVICE, INDEX_SERVICE, ADMIN_SERVICE),
                 interval_s=settings.health_probe_interval_s,
             )
             health_pb2_grpc.add_HealthServicer_to_server(health.servicer, server)
             reflection.enable_server_reflection(
-                (RAG_SERVICE, INDEX_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                (RAG_SERVICE, INDEX_SERVICE, ADMIN_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
                  reflection.SERVICE_NAME),
                 server,
             )  # fmt: skip

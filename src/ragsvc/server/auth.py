@@ -5,16 +5,17 @@ Keys come from a JSON document, in a file (RAG_API_KEYS_FILE) or inline in the e
     {"keys": [
         {"name": "billing-svc", "token": "s3cr3t", "tenant": "acme", "tags": ["finance"]},
         {"name": "indexer", "token_sha256": "<hex sha256 of the token>", "tenant": "acme", "tags": ["*"],
-         "index": true}
+         "index": true},
+        {"name": "ops", "token_sha256": "<hex sha256 of the token>", "tenant": "acme", "tags": ["*"], "admin": true}
     ]}
 
 `token` is the bearer token itself, or `token_sha256` its SHA-256 in hex (so the file need not hold secrets);
 `tags` are the access tags the key may read (`"*"`: any tag the request names); `index` allows
-IndexService calls (default false: the key may only ask).
+IndexService calls and `admin` AdminService calls (both default false: the key may only ask).
 
 A caller sends ``authorization: Bearer <token>``. Without one, or with one no key matches: UNAUTHENTICATED.
-The principal then bounds the request: a request naming another tenant, a tag the key does not hold, or an
-IndexService call by a key without `index`: PERMISSION_DENIED. A request that names no tenant gets the key's,
+The principal then bounds the request: a request naming another tenant, a tag the key does not hold, an
+IndexService call by a key without `index`, or an AdminService call by a key without `admin`: PERMISSION_DENIED. A request that names no tenant gets the key's,
 one that names no tags gets every tag of the key: a caller can narrow what it reads, never widen it.
 """
 
@@ -30,7 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from ragsvc.domain import Question
-from ragsvc.errors import FieldViolation, InvalidRequest, PermissionDenied, Unauthenticated
+from ragsvc.errors import (
+    FieldViolation,
+    InvalidRequest,
+    PermissionDenied,
+    Unauthenticated,
+)
 from ragsvc.server.interceptors import CallInput, Interceptor
 
 ANY_TAG = "*"
@@ -44,6 +50,7 @@ class Principal:
     tenant_id: str
     tags: frozenset[str] | None = frozenset()
     can_index: bool = False
+    can_admin: bool = False
 
     def check(self, tenant_id: str, tags: Iterable[str]) -> None:
         """Raise PermissionDenied when a request for `tenant_id` (empty: the key's own) reading `tags` oversteps."""
@@ -137,7 +144,9 @@ def _entry(entry: Any, i: int) -> tuple[str, Principal]:
         raise ValueError(f"keys[{i}].tags must be a list of non-empty strings")
     allowed = None if ANY_TAG in tags else frozenset(t.strip() for t in tags)
     name = str(entry.get("name") or f"key{i}")
-    return digest, Principal(name, tenant.strip(), allowed, bool(entry.get("index", False)))
+    return digest, Principal(
+        name, tenant.strip(), allowed, bool(entry.get("index", False)), bool(entry.get("admin", False))
+    )
 
 
 def bearer_token(metadata: Mapping[str, str]) -> str | None:
@@ -165,6 +174,8 @@ class AuthInterceptor(Interceptor):
         request = call.request
         if call.is_index and not principal.can_index:
             raise PermissionDenied("this key may not call IndexService", metadata={"key": principal.name})
+        if call.is_admin and not principal.can_admin:
+            raise PermissionDenied("this key may not call AdminService", metadata={"key": principal.name})
         tags = list(getattr(request, "user_tags", ()))
         for document in getattr(request, "documents", ()):
             tags.extend(document.tags)

@@ -11,6 +11,9 @@ INVALID_CITATIONS) come from one unlucky generation that a new call may well get
 left for the human they are routed to. Questions with chat history or a session, dry runs and explain requests
 bypass the cache.
 
+Idempotency (seed 003): a request carrying an idempotency key gets, within the cache window, the answer recorded
+for that key in its tenant, whatever it was; without a key, the derived key is the cache key above.
+
 Invalidation: any ingest or delete in a tenant drops that tenant's entries (`invalidate_tenant`), a template
 change drops the entries written from it (`invalidate_template`). A per-tenant generation counter keeps an
 answer that was being computed while the tenant changed from being stored afterwards.
@@ -72,11 +75,27 @@ def is_cacheable(answer: Answer) -> bool:
     return answer.grounded and answer.action is Action.CITE and answer.refusal is RefusalReason.NONE
 
 
+def replay_key(question: Question) -> str:
+    """The key of an idempotent retry: the caller's idempotency key, within its tenant."""
+    return hashlib.sha256(json.dumps([question.tenant_id, question.idempotency_key]).encode()).hexdigest()
+
+
 class AnswerCache:
-    def __init__(self, *, max_entries: int, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    """`admits` says which answers are kept: cacheable ones for the answer cache, every one for idempotent
+    replays (a retried request gets the answer it was given, refusals included)."""
+
+    def __init__(
+        self,
+        *,
+        max_entries: int,
+        ttl_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        admits: Callable[[Answer], bool] = is_cacheable,
+    ) -> None:
         self.max_entries = max_entries
         self.ttl_s = ttl_s
         self._clock = clock
+        self._admits = admits
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._generations: dict[str, int] = {}
 
@@ -99,7 +118,7 @@ class AnswerCache:
 
     def put(self, key: str, answer: Answer, *, question: Question, generation: int) -> bool:
         """Store `answer` unless it is not cacheable or the tenant changed since `generation`; True if stored."""
-        if not is_cacheable(answer) or generation != self.generation(question.tenant_id):
+        if not self._admits(answer) or generation != self.generation(question.tenant_id):
             return False
         templates = frozenset(t for t in (question.template_id, answer.template_version) if t)
         self._entries[key] = _Entry(answer, question.tenant_id, templates, self._clock() + self.ttl_s)

@@ -19,6 +19,12 @@ _STYLES = {pb.CITATION_STYLE_UNSPECIFIED: domain.CitationStyle.MARKER,
            pb.CITATION_STYLE_SOURCE_ID: domain.CitationStyle.SOURCE_ID}  # fmt: skip
 _STRICTNESS = {pb.STRICTNESS_UNSPECIFIED: domain.Strictness.NORMAL, pb.STRICTNESS_LENIENT: domain.Strictness.LENIENT,
                pb.STRICTNESS_NORMAL: domain.Strictness.NORMAL, pb.STRICTNESS_STRICT: domain.Strictness.STRICT}  # fmt: skip
+_QUERY_CLASSES = {
+    domain.QueryClass.FACTUAL: pb.QUERY_CLASS_FACTUAL,
+    domain.QueryClass.PROCEDURAL: pb.QUERY_CLASS_PROCEDURAL,
+    domain.QueryClass.CLARIFICATION: pb.QUERY_CLASS_CLARIFICATION,
+    domain.QueryClass.GREETING: pb.QUERY_CLASS_GREETING,
+}
 _ACTIONS = {domain.Action.CITE: pb.ACTION_CITE, domain.Action.ROUTE: pb.ACTION_ROUTE}
 _REFUSALS = {
     domain.RefusalReason.NONE: pb.REFUSAL_REASON_NONE,
@@ -70,6 +76,7 @@ def question_from_proto(request: pb.AskRequest | pb.AskStreamRequest, request_id
         explain=request.explain,
         dry_run=request.dry_run,
         follow_up_count=request.follow_up_count if request.HasField("follow_up_count") else None,
+        idempotency_key=request.idempotency_key,
         request_id=request_id,
     )
     if violations:
@@ -145,6 +152,8 @@ def answer_to_proto(answer: domain.Answer) -> pb.Answer:
             redactions_applied=flags.redactions_applied,
         ),
         request_id=answer.request_id,
+        query_class=_QUERY_CLASSES[answer.query_class],
+        cost_estimate_usd=answer.cost_estimate_usd,
     )
     if answer.route is not None:
         route = answer.route

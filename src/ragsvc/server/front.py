@@ -1,5 +1,6 @@
 """What the Ask servicer does around the pipeline: bound the question by the caller's principal, validate it
-at the edge (history cap), flag or reject prompt injection, and serve from / fill the answer cache.
+at the edge (history cap), flag or reject prompt injection, replay the answer of an idempotency key, and serve
+from / fill the answer cache.
 
 The pipeline stays untouched: `AskFront.events` takes the question and the function that runs the pipeline,
 and yields the same events the pipeline would (text deltas, citations, one Answer). A cached answer comes back
@@ -15,8 +16,12 @@ from dataclasses import dataclass
 
 from ragsvc import domain
 from ragsvc.errors import FieldViolation, InjectionSuspected
-from ragsvc.sanitize import MAX_HISTORY_MESSAGES, question_injection_patterns, validate_question
-from ragsvc.server.cache import AnswerCache, bypasses_cache, cache_key
+from ragsvc.sanitize import (
+    MAX_HISTORY_MESSAGES,
+    question_injection_patterns,
+    validate_question,
+)
+from ragsvc.server.cache import AnswerCache, bypasses_cache, cache_key, replay_key
 from ragsvc.server.interceptors import CallState, current_call
 
 Run = Callable[[domain.Question], AsyncIterator[domain.Event]]
@@ -29,6 +34,7 @@ class AskFront:
     detect_injection: bool = True
     reject_injection: bool = False
     cache: AnswerCache | None = None
+    replays: AnswerCache | None = None  # answers by idempotency key, whatever their outcome
 
     def admit(self, question: domain.Question, call: CallState | None) -> tuple[domain.Question, tuple[str, ...]]:
         """The question as it will be answered, and the injection patterns it matched."""
@@ -48,36 +54,46 @@ class AskFront:
         return question, patterns
 
     async def events(self, question: domain.Question, run: Run) -> AsyncIterator[domain.Event]:
-        """The events answering `question`: from the cache when it holds the answer, else from `run`."""
+        """The events answering `question`: replayed for its idempotency key or from the cache when one of them
+        holds the answer, else from `run` (and then kept in both)."""
         started = time.perf_counter()
         call = current_call()
         question, patterns = self.admit(question, call)
-        cache = self.cache if self.cache is not None and not bypasses_cache(question) else None
-        key = cache_key(question) if cache is not None else ""
-        if cache is not None:
-            cached = cache.get(key)
+        stores = self._stores(question)
+        if call is not None and stores:
+            call.cache_hit = False
+        for store, key in stores:
+            stored = store.get(key)
+            if stored is None:
+                continue
+            answer = _from_cache(stored, question, patterns, (time.perf_counter() - started) * 1000)
             if call is not None:
-                call.cache_hit = cached is not None
-            if cached is not None:
-                answer = _from_cache(cached, question, patterns, (time.perf_counter() - started) * 1000)
-                if call is not None:
-                    call.answer = answer
-                if answer.text:
-                    yield domain.TextDelta(answer.text)
-                for citation in answer.citations:
-                    yield citation
-                yield answer
-                return
-            generation = cache.generation(question.tenant_id)
+                call.cache_hit, call.answer = True, answer
+            if answer.text:
+                yield domain.TextDelta(answer.text)
+            for citation in answer.citations:
+                yield citation
+            yield answer
+            return
+        generations = [store.generation(question.tenant_id) for store, _ in stores]
         async for event in run(question):
             if isinstance(event, domain.Answer):
                 if patterns:
                     event = dataclasses.replace(event, flags=dataclasses.replace(event.flags, injection_suspected=True))
                 if call is not None:
                     call.answer = event
-                if cache is not None:
-                    cache.put(key, event, question=question, generation=generation)
+                for (store, key), generation in zip(stores, generations, strict=True):
+                    store.put(key, event, question=question, generation=generation)
             yield event
+
+    def _stores(self, question: domain.Question) -> list[tuple[AnswerCache, str]]:
+        """Where the answer may already be: the replay of the question's idempotency key, then the cache."""
+        stores: list[tuple[AnswerCache, str]] = []
+        if self.replays is not None and question.idempotency_key:
+            stores.append((self.replays, replay_key(question)))
+        if self.cache is not None and not bypasses_cache(question):
+            stores.append((self.cache, cache_key(question)))
+        return stores
 
 
 def _from_cache(

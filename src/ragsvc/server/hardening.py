@@ -23,9 +23,17 @@ from ragsvc.server.auth import AuthInterceptor, KeyStore
 from ragsvc.server.cache import AnswerCache
 from ragsvc.server.front import AskFront
 from ragsvc.server.interceptors import Interceptor, ServerInterceptor
-from ragsvc.server.limits import ConcurrencyLimitInterceptor, RateLimitInterceptor, server_options
+from ragsvc.server.limits import (
+    ConcurrencyLimitInterceptor,
+    RateLimitInterceptor,
+    server_options,
+)
 from ragsvc.server.metrics import Metrics, MetricsEndpoint, MetricsInterceptor
-from ragsvc.server.request_log import REQUEST_LOGGER, RequestIdInterceptor, RequestLogInterceptor
+from ragsvc.server.request_log import (
+    REQUEST_LOGGER,
+    RequestIdInterceptor,
+    RequestLogInterceptor,
+)
 from ragsvc.server.tls import server_credentials
 from ragsvc.server.tracing import TracingInterceptor, tracer_provider
 
@@ -57,9 +65,12 @@ class Hardening:
                     "invalid configuration: RAG_AUTH_ENABLED without keys",
                 )
         credentials = server_credentials(settings)
-        cache = None
+        cache = replays = None
         if settings.cache_max_entries > 0:
             cache = AnswerCache(max_entries=settings.cache_max_entries, ttl_s=settings.cache_ttl_s)
+            replays = AnswerCache(
+                max_entries=settings.cache_max_entries, ttl_s=settings.cache_ttl_s, admits=lambda answer: True
+            )
         metrics = Metrics(provider=settings.generator)
         concurrency = ConcurrencyLimitInterceptor(settings.max_concurrent_requests)
         interceptors: list[Interceptor] = [RequestIdInterceptor()]
@@ -80,6 +91,7 @@ class Hardening:
             detect_injection=settings.injection_detection,
             reject_injection=settings.reject_injection,
             cache=cache,
+            replays=replays,
         )
         return cls(settings, interceptors, front, cache, metrics, concurrency, credentials, keys, tracing)
 

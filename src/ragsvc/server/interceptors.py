@@ -41,6 +41,7 @@ EXEMPT_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 ASK_METHODS = frozenset({"/ragsvc.v1.RagService/Ask", "/ragsvc.v1.RagService/AskStream"})
 INDEX_PREFIX = "/ragsvc.v1.IndexService/"
+ADMIN_PREFIX = "/ragsvc.v1.AdminService/"
 
 
 @dataclass(slots=True)
@@ -83,6 +84,10 @@ class CallInput:
     @property
     def is_index(self) -> bool:
         return self.method.startswith(INDEX_PREFIX)
+
+    @property
+    def is_admin(self) -> bool:
+        return self.method.startswith(ADMIN_PREFIX)
 
 
 class Interceptor:

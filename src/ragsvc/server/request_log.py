@@ -119,6 +119,8 @@ def log_record(call: CallInput) -> dict[str, Any]:
                 "docs_used": answer.context_chunks_used,
                 "similarity_distribution": similarity(scores),
                 "model_used": answer.model or None,
+                "query_class": answer.query_class.value,
+                "cost_estimate_usd": answer.cost_estimate_usd,
                 "grounded": answer.grounded,
                 "action": answer.action.value,
                 "refusal": answer.refusal.value,

@@ -23,6 +23,8 @@ _CODES: tuple[tuple[type[errors.RagError], grpc.StatusCode], ...] = (
     (errors.InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT),
     (errors.NotFound, grpc.StatusCode.NOT_FOUND),
     (errors.ModelUnavailable, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.BuiltInTemplate, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
     (errors.DependencyUnavailable, grpc.StatusCode.UNAVAILABLE),
     (errors.StageTimeout, grpc.StatusCode.DEADLINE_EXCEEDED),
     (errors.ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),

@@ -65,6 +65,21 @@ MIGRATIONS: tuple[str, ...] = (
         owner_user_id TEXT
     );
     """,
+    """
+    CREATE TABLE prompt_templates (
+        id TEXT PRIMARY KEY,
+        display_name TEXT NOT NULL,
+        instructions TEXT NOT NULL,
+        user_prompt TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE TABLE settings (
+        name TEXT PRIMARY KEY,
+        value TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    """,
 )
 
 

@@ -1,0 +1,75 @@
+"""Custom prompt templates (AdminService, seed 003), kept in the service's database so they survive restarts.
+
+The built-in templates are code (`ragsvc.prompts`), never rows: this table holds only the custom ones. The
+admin servicer writes here first and then updates the in-memory `TemplateRegistry` the pipeline reads.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from dataclasses import dataclass
+
+from ragsvc.prompts import PromptTemplate
+from ragsvc.storage.database import Database
+
+_COLUMNS = "id, display_name, instructions, user_prompt, created_at, updated_at"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTemplate:
+    """A custom template and when it was created and last changed (UTC)."""
+
+    template: PromptTemplate
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _stored(row: sqlite3.Row) -> StoredTemplate:
+    template = PromptTemplate(
+        version=row["id"], length_rule=row["instructions"], user=row["user_prompt"], display_name=row["display_name"]
+    )
+    return StoredTemplate(
+        template, dt.datetime.fromisoformat(row["created_at"]), dt.datetime.fromisoformat(row["updated_at"])
+    )
+
+
+class TemplateStore:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def list(self) -> list[StoredTemplate]:
+        """Every custom template, by id."""
+        rows = await self._db.fetch_all(f"SELECT {_COLUMNS} FROM prompt_templates ORDER BY id")
+        return [_stored(row) for row in rows]
+
+    async def get(self, template_id: str) -> StoredTemplate | None:
+        rows = await self._db.fetch_all(f"SELECT {_COLUMNS} FROM prompt_templates WHERE id = ?", (template_id,))
+        return _stored(rows[0]) if rows else None
+
+    async def create(self, template: PromptTemplate) -> StoredTemplate | None:
+        """Store a new template; None when one with its id exists."""
+        now = _now()
+        changed = await self._db.execute(
+            "INSERT INTO prompt_templates (id, display_name, instructions, user_prompt, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            (template.version, template.display_name, template.length_rule, template.user, now.isoformat(),
+             now.isoformat()),
+        )  # fmt: skip
+        return StoredTemplate(template, now, now) if changed else None
+
+    async def update(self, template: PromptTemplate) -> StoredTemplate | None:
+        """Replace the text of an existing template; None when there is none with its id."""
+        changed = await self._db.execute(
+            "UPDATE prompt_templates SET display_name = ?, instructions = ?, user_prompt = ?, updated_at = ? "
+            "WHERE id = ?",
+            (template.display_name, template.length_rule, template.user, _now().isoformat(), template.version),
+        )
+        return await self.get(template.version) if changed else None
+
+    async def delete(self, template_id: str) -> bool:
+        return bool(await self._db.execute("DELETE FROM prompt_templates WHERE id = ?", (template_id,)))

@@ -1,0 +1,162 @@
+"""`ragsvc chat` driven through a pseudo-terminal (pexpect), against a real `ragsvc serve` process whose LLM is the
+scripted OpenAI-compatible server: the welcome text, a follow-up that gets the first turn from the session's
+stored history, and Ctrl-C in the middle of a slow stream (the answer stops, the server-side stream is cancelled
+all the way to the LLM's HTTP connection, the chat goes on).
+
+pexpect is blocking, and the scripted LLM server runs on this test's event loop, so every expect runs in a
+worker thread (`asyncio.to_thread`) and is bounded by its own timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+
+import pexpect
+import pytest
+
+from ragsvc.chat import EXAMPLES
+from tests.server.test_serve_process import start_serve
+from tests.support.openai_server import ScriptedOpenAIServer
+
+EXPECT_TIMEOUT_S = 20  # generous bound per expect; the whole module takes a few seconds
+FIRST_QUESTION = "How are documents chunked?"
+FIRST_ANSWER = "Documents are split into chunks of about 180 tokens. [#1]"
+FIRST_DELTAS = tuple(word + " " for word in FIRST_ANSWER.split(" ")[:-1]) + ("[#1]",)
+FOLLOW_UP = "And how much do neighbouring ones share?"
+SLOW_QUESTION = "How is the confidence score computed?"
+SLOW_DELTAS = tuple(f"slowword{i} " for i in range(60)) + ("[#1]",)
+
+
+async def expect(child: pexpect.spawn, pattern: str, timeout: float = EXPECT_TIMEOUT_S) -> None:
+    """Wait for `pattern` (literal text) in the chat's output, off the event loop, within `timeout`."""
+    await asyncio.to_thread(child.expect_exact, pattern, timeout=timeout)
+
+
+def answer_requests(llm: ScriptedOpenAIServer) -> list[dict]:
+    """The streamed chat completions the server asked of the LLM (the answers, not any side call)."""
+    return [
+        r.body
+        for r in llm.requests
+        if r.path == "/v1/chat/completions" and isinstance(r.body, dict) and r.body.get("stream")
+    ]
+
+
+@pytest.fixture(scope="module")
+async def llm() -> AsyncIterator[ScriptedOpenAIServer]:
+    async with ScriptedOpenAIServer(deltas=FIRST_DELTAS) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+async def address(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedOpenAIServer) -> AsyncIterator[str]:
+    """A `ragsvc serve` process (demo corpus indexed, the scripted LLM), shared by this module's tests."""
+    process, address = await start_serve(
+        tmp_path_factory.mktemp("chat-server"),
+        {
+            "RAG_GENERATOR": "openai",
+            "OPENAI_BASE_URL": llm.base_url,
+            # Only the answer itself goes to the LLM, so the test reads exactly the calls it made.
+            "RAG_LLM_CLASSIFY": "false",
+            "RAG_LLM_SELF_SCORE": "false",
+            "RAG_DEFAULT_FOLLOW_UP_COUNT": "0",
+            "RAG_MAX_RETRIES_ON_HALLUCINATION": "0",
+            "RAG_CACHE_MAX_ENTRIES": "0",
+            "RAG_API_RATE_LIMIT": "0",
+            "RAG_REQUEST_LOG": "false",
+            "RAG_GRACE_PERIOD_SECONDS": "1",
+        },
+    )
+    try:
+        yield address
+    finally:
+        process.terminate()
+        try:
+            await asyncio.to_thread(process.wait, 15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            await asyncio.to_thread(process.wait)
+
+
+@pytest.fixture
+async def chat(address: str, llm: ScriptedOpenAIServer) -> AsyncIterator[pexpect.spawn]:
+    """`ragsvc chat` in a pseudo-terminal, in a new session; the scripted LLM starts each test afresh."""
+    llm.deltas, llm.token_delay_s = FIRST_DELTAS, 0.0
+    llm.requests.clear()
+    llm.streams.clear()
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "ragsvc.cli", "chat", "--address", address, "--timeout", "30"],
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        encoding="utf-8",
+        timeout=EXPECT_TIMEOUT_S,
+        dimensions=(40, 500),  # wide: no wrapping of long answer lines
+    )
+    try:
+        yield child
+    finally:
+        child.close(force=True)
+
+
+async def test_welcome_lists_examples_and_a_follow_up_carries_the_first_turn(
+    chat: pexpect.spawn, llm: ScriptedOpenAIServer
+) -> None:
+    await expect(chat, "session ")
+    for example in EXAMPLES:
+        await expect(chat, example)
+    await expect(chat, "> ")
+
+    chat.sendline(FIRST_QUESTION)
+    await expect(chat, "180 tokens. [#1]")
+    await expect(chat, "Sources:")
+    await expect(chat, "> ")
+
+    chat.sendline(FOLLOW_UP)
+    await expect(chat, "Sources:")
+    await expect(chat, "> ")
+
+    first, second = answer_requests(llm)
+    assert not any(FIRST_ANSWER in str(m.get("content")) for m in first["messages"])
+    # The follow-up's prompt carries the first turn, from the session the chat keeps (it sends no history).
+    history = [(m["role"], m["content"]) for m in second["messages"]]
+    assert ("user", FIRST_QUESTION) in history, history
+    assert ("assistant", FIRST_ANSWER) in history, history
+    assert any(FOLLOW_UP in content for role, content in history if role == "user")
+
+    chat.sendline("exit")
+    await asyncio.to_thread(chat.expect_exact, pexpect.EOF, timeout=EXPECT_TIMEOUT_S)
+
+
+async def test_ctrl_c_stops_the_stream_cancels_it_on_the_server_and_the_chat_goes_on(
+    chat: pexpect.spawn, llm: ScriptedOpenAIServer
+) -> None:
+    await expect(chat, "> ")
+    chat.sendintr()  # at the prompt, with no answer streaming: a hint, and the chat stays
+    await expect(chat, "(Ctrl-D or 'exit' quits)")
+    llm.deltas = SLOW_DELTAS
+    llm.token_delay_s = 0.1  # ~6 s if it ran to the end
+    chat.sendline(SLOW_QUESTION)
+    await expect(chat, "slowword2 ")
+    chat.sendintr()
+    await expect(chat, "[answer stopped]")
+    await expect(chat, "> ")
+
+    [stream] = llm.streams
+    # The cancel reached the LLM: ragsvc closed its HTTP connection mid-answer.
+    await asyncio.wait_for(stream.request.connection.closed.wait(), timeout=EXPECT_TIMEOUT_S)
+    assert stream.request.connection.closed_by == "client"
+    assert not stream.completed and stream.tokens_sent < len(SLOW_DELTAS)
+    assert "slowword59" not in chat.before
+
+    # The chat is still usable: the next question is answered in full.
+    llm.token_delay_s = 0.0
+    llm.deltas = FIRST_DELTAS
+    chat.sendline(FIRST_QUESTION)
+    await expect(chat, "180 tokens. [#1]")
+    await expect(chat, "Sources:")
+    await expect(chat, "> ")
+    assert len(answer_requests(llm)) == 2
+    chat.sendeof()
+    await asyncio.to_thread(chat.expect_exact, pexpect.EOF, timeout=EXPECT_TIMEOUT_S)
