@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import sys
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from ragsvc.chat import call_metadata
 from ragsvc.config import Settings
 from ragsvc.domain import SourceDocument
 from ragsvc.errors import InvalidRequest
+from ragsvc.server import convert
 from ragsvc.server.status import from_rpc_error
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc as index_grpc
@@ -148,17 +150,10 @@ async def _ingest(args: argparse.Namespace, address: str) -> int:
                 request = index_pb.IngestDocumentsRequest(
                     tenant_id=args.tenant,
                     documents=[
-                        index_pb.Document(
-                            document_id=d.document_id,
-                            name=d.name,
-                            content=d.content,
-                            media_type=d.media_type,
-                            tags=d.tags,
-                            source_url=d.source_url,
-                            title=d.title,
-                            trust=args.trust,
-                            published_date=args.published,
-                            confidential=args.confidential,
+                        convert.document_to_proto(
+                            dataclasses.replace(
+                                d, trust=args.trust, published_at=args.published, confidential=args.confidential
+                            )
                         )
                         for d in batch
                     ],

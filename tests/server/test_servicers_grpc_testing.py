@@ -48,12 +48,13 @@ from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import rag_service_pb2 as pb
 
 from ragsvc.config import Settings
-from ragsvc.server.admin import AdminServicer
-from ragsvc.server.app import Components, build_components, index_demo_corpus
+from ragsvc.server.app import (
+    Components,
+    build_components,
+    build_servicers,
+    index_demo_corpus,
+)
 from ragsvc.server.front import AskFront
-from ragsvc.server.servicers import IndexServicer, RagServicer
-from ragsvc.storage.settings import SettingStore
-from ragsvc.storage.templates import TemplateStore
 from tests.support.openai_server import ScriptedOpenAIServer
 
 RAG = pb.DESCRIPTOR.services_by_name["RagService"]
@@ -282,23 +283,7 @@ class InProcess:
 
 
 def in_process(loop: LoopThread, components: Components, settings: Settings) -> InProcess:
-    rag = RagServicer(
-        components.pipeline, front=AskFront(default_tenant=settings.default_tenant), answers=components.answers
-    )
-    index = IndexServicer(components.indexer, default_tenant=settings.default_tenant)
-    assert components.database is not None
-    # As app.py wires it: the admin RPCs change the registry the pipeline renders from.
-    admin = AdminServicer(
-        registry=components.templates,
-        templates=TemplateStore(components.database),
-        settings=SettingStore(components.database),
-        retriever=components.retriever,
-        pipeline=components.pipeline,
-        default_model=settings.chat_model,
-        model_limits=settings.model_limits(),
-        front=AskFront(default_tenant=settings.default_tenant),
-        answers=components.answers,
-    )
+    rag, index, admin = build_servicers(components, settings, front=AskFront(default_tenant=settings.default_tenant))
     loop.run(admin.load())
     servicers = {RAG: rag, INDEX: index, ADMIN: admin}
     server = grpc_testing.server_from_dictionary(

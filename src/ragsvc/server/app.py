@@ -37,6 +37,8 @@ from ragsvc.retrieval.layout import AccessPolicy
 from ragsvc.retrieval.qdrant_server import QdrantServerEngine
 from ragsvc.retrieval.quality import RankingWeights
 from ragsvc.server.admin import AdminServicer
+from ragsvc.server.cache import AnswerCache
+from ragsvc.server.front import AskFront
 from ragsvc.server.hardening import (
     Hardening,
     dependency_probes,
@@ -251,6 +253,29 @@ async def index_demo_corpus(components: Components, settings: Settings) -> int:
     return indexed
 
 
+def build_servicers(
+    components: Components, settings: Settings, *, front: AskFront, cache: AnswerCache | None = None
+) -> tuple[RagServicer, IndexServicer, AdminServicer]:
+    """The servicers over `components`, as the server serves them (in-process tests drive the same ones); the
+    admin servicer must `load()` before its first call."""
+    assert components.database is not None
+    rag = RagServicer(components.pipeline, front=front, answers=components.answers)
+    index = IndexServicer(components.indexer, default_tenant=settings.default_tenant, cache=cache)
+    admin = AdminServicer(
+        registry=components.templates,  # the admin RPCs change the registry the pipeline renders from
+        templates=TemplateStore(components.database),
+        settings=SettingStore(components.database),
+        retriever=components.retriever,
+        pipeline=components.pipeline,
+        default_model=settings.chat_model,
+        model_limits=settings.model_limits(),
+        front=front,
+        cache=cache,
+        answers=components.answers,
+    )
+    return rag, index, admin
+
+
 class RagServer:
     """A running ragsvc server. `start` binds and serves; `stop` drains and releases everything."""
 
@@ -279,27 +304,10 @@ class RagServer:
         try:
             await index_demo_corpus(components, settings)
             server = hardening.server()
-            rag_service_pb2_grpc.add_RagServiceServicer_to_server(
-                RagServicer(components.pipeline, front=hardening.front, answers=components.answers), server
-            )
-            index_service_pb2_grpc.add_IndexServiceServicer_to_server(
-                IndexServicer(components.indexer, default_tenant=settings.default_tenant, cache=hardening.cache),
-                server,
-            )
-            assert components.database is not None
-            admin = AdminServicer(
-                registry=components.templates,
-                templates=TemplateStore(components.database),
-                settings=SettingStore(components.database),
-                retriever=components.retriever,
-                pipeline=components.pipeline,
-                default_model=settings.chat_model,
-                model_limits=settings.model_limits(),
-                front=hardening.front,
-                cache=hardening.cache,
-                answers=components.answers,
-            )
+            rag, index, admin = build_servicers(components, settings, front=hardening.front, cache=hardening.cache)
             await admin.load()  # custom templates and stored ranking weights, before the first call
+            rag_service_pb2_grpc.add_RagServiceServicer_to_server(rag, server)
+            index_service_pb2_grpc.add_IndexServiceServicer_to_server(index, server)
             admin_service_pb2_grpc.add_AdminServiceServicer_to_server(admin, server)
             health = HealthMonitor(
                 health_aio.HealthServicer(),

@@ -208,6 +208,22 @@ def documents_from_proto(request: index_pb.IngestDocumentsRequest, default_tenan
     ]
 
 
+def document_to_proto(document: domain.SourceDocument) -> index_pb.Document:
+    """The wire form of a document to ingest (what clients such as `ragsvc ingest` send)."""
+    return index_pb.Document(
+        document_id=document.document_id,
+        name=document.name,
+        content=document.content,
+        media_type=document.media_type,
+        tags=document.tags,
+        source_url=document.source_url,
+        title=document.title,
+        trust=document.trust,
+        published_date=document.published_at,
+        confidential=document.confidential,
+    )
+
+
 def ingest_result_to_proto(result: domain.IngestResult) -> index_pb.DocumentResult:
     return index_pb.DocumentResult(
         document_id=result.document_id,
