@@ -187,14 +187,18 @@ async def test_scores_are_cosine_similarities_and_an_exact_text_match_scores_hig
 
 async def test_a_word_only_bm25_finds_is_fused_in(any_engine: VectorEngine, embedder: MiniLMEmbedder) -> None:
     """The sparse leg: a chunk holding a rare token (an error code) that dense similarity alone ranks below the
-    limit is among the fused results."""
-    texts = [f"The badge printer in office {i} prints visitor badges and ribbon labels." for i in range(12)]
-    texts.append("Code ZX-4711 is listed in the appendix.")
+    limit is among the fused results. The other chunks say the same as the query in other words, so that they
+    lead the dense leg and share no token with it in the sparse leg: the fused order has no ties to break."""
+    texts = [f"Office {i}: the ID card printing machine jammed and shows a fault while making visitor passes."
+             for i in range(12)]  # fmt: skip
+    texts.append("Parking garage level two reopens Monday; the contractor's ticket is ZX-4711.")
     await store(any_engine, embedder, [chunk("manual", i, text=t) for i, t in enumerate(texts)])
     query = "badge printer error ZX-4711"
     dense = await embedder.embed_query(query)
     similarities = np.asarray(await embedder.embed_documents(texts)) @ np.asarray(dense)
     assert int(np.argsort(-similarities).tolist().index(12)) >= 3  # dense alone would cut it at 3
+    # Only chunk 12 shares a token with the query, so the sparse leg ranks it first: fused, it is in the top 3
+    # whatever order the engine gives equal scores.
 
     results = await any_engine.query(RetrievalQuery(query, tenant_id="acme"), dense, 3)
 
