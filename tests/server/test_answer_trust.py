@@ -23,25 +23,15 @@ from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.server.app import RagServer
 from tests.server.conftest import running_server
 from tests.support.http_server import Fault
-from tests.support.openai_server import ScriptedOpenAIServer
+from tests.support.openai_server import ScriptedOpenAIServer, replies_by_prompt
 
 QUESTION = "How is the confidence score computed?"
 MARKER = re.compile(r"\[#(\d{1,3})\]")
 
 
-def scripted(answers: list[str], *, score: str = "85", follow_ups: str = "What is coverage?\nWho gets routed?\n"):
+def scripted(answers: list[str], *, score: str = "85", follow_ups: str = "What is coverage?\nWho gets routed?\n"):  # noqa: ANN201
     """Deltas by request: rating prompt -> `score`, follow-up prompt -> `follow_ups`, else the next of `answers`."""
-    replies = iter(answers)
-
-    def deltas(body: dict[str, Any]) -> list[str]:
-        prompt = body["messages"][-1]["content"]
-        if "Rate the support level" in prompt:
-            return [score]
-        if "follow-up questions" in prompt:
-            return [follow_ups]
-        return re.findall(r"\S+\s*", next(replies))
-
-    return deltas
+    return replies_by_prompt(answers, {"Rate the support level": score, "follow-up questions": follow_ups})
 
 
 def chat_requests(llm: ScriptedOpenAIServer) -> list[dict[str, Any]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -13,20 +13,14 @@ from ragsvc.v1 import rag_service_pb2_grpc
 
 from ragsvc.server.app import RagServer
 from tests.server.conftest import running_server
-from tests.support.openai_server import ScriptedOpenAIServer
+from tests.support.openai_server import ScriptedOpenAIServer, replies_by_prompt
 
 ANSWER = "The overall confidence is 30 times the retrieval score [#1]."
 
 
 def llm(category: str = "PROCEDURAL"):  # noqa: ANN201
     """Answers the classification prompt with `category`, anything else with ANSWER."""
-
-    def deltas(body: dict[str, Any]) -> list[str]:
-        if "Classify this query" in body["messages"][-1]["content"]:
-            return [category]
-        return re.findall(r"\S+\s*", ANSWER)
-
-    return deltas
+    return replies_by_prompt(itertools.repeat(ANSWER), {"Classify this query": category})
 
 
 def chats(server: ScriptedOpenAIServer) -> list[dict[str, Any]]:

@@ -36,8 +36,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -251,3 +252,17 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
 
 def _error_body(message: str, type_: str, code: str | None) -> dict[str, Any]:
     return {"error": {"message": message, "type": type_, "param": None, "code": code}}
+
+
+def replies_by_prompt(answers: Iterable[str], routes: Mapping[str, str]) -> Callable[[dict[str, Any]], list[str]]:
+    """Deltas that depend on what the last message asks: the reply of the first `routes` key found in it (an
+    auxiliary prompt: a rating, follow-ups, a classification), else the next of `answers`, split into words."""
+    replies = iter(answers)
+
+    def deltas(body: dict[str, Any]) -> list[str]:
+        prompt = body["messages"][-1]["content"]
+        routed = next((reply for marker, reply in routes.items() if marker in prompt), None)
+        return [routed] if routed is not None else re.findall(r"\S+\s*", next(replies))
+
+    return deltas
+
