@@ -234,3 +234,23 @@ async def test_retrieves_relevant_evidence_from_real_engines(any_engine: VectorE
     assert len(off_topic.rejected) == 3
     assert all(r.score < 0.3 for r in off_topic.rejected)
     assert [r.score for r in off_topic.rejected] == sorted((r.score for r in off_topic.rejected), reverse=True)
+
+
+async def test_the_per_document_cap_holds_on_real_engines(any_engine: VectorEngine, embedder: MiniLMEmbedder) -> None:
+    backups = [
+        "The storage cluster takes a snapshot backup every night at two.",
+        "Backups of the storage cluster are kept for thirty days.",
+        "A backup of the storage cluster can be restored by the on-call engineer.",
+        "Weekly full backups of the storage cluster go to the second data centre.",
+        "The backup job of the storage cluster reports its result to the operations channel.",
+    ]
+    chunks = [Chunk("backups", i, text, tenant_id="acme") for i, text in enumerate(backups)]
+    chunks.append(Chunk("dr-plan", 0, "Disaster recovery restores the storage cluster from its last backup.", tenant_id="acme"))
+    await store(any_engine, embedder, chunks)
+    retriever = HybridRetriever(embedder, any_engine, min_similarity=0.1, max_chunks_per_document=2)
+
+    result = await retriever.retrieve(RetrievalQuery("How are storage cluster backups made?", tenant_id="acme", top_k=5))
+
+    found = ids(result.hits)
+    assert found.count("backups") == 2, "capped at two chunks of one document"
+    assert "dr-plan" in found, "the cap leaves room for other documents"
