@@ -5,7 +5,7 @@ import random
 import pytest
 
 from ragsvc.encodings import get_encoding
-from ragsvc.ingest.chunker import ChunkDraft, chunk_sections
+from ragsvc.ingest.chunker import chunk_sections
 from ragsvc.ingest.loaders import Section
 
 
@@ -88,7 +88,7 @@ def test_chunks_never_cross_sections_and_keep_their_heading() -> None:
 
     chunks = chunk_sections(sections, chunk_tokens=100, overlap_tokens=20)
 
-    assert ChunkDraft("One short paragraph.", "Usage", 2) in chunks
+    assert Section("One short paragraph.", "Usage", 2) in chunks
     for chunk in chunks:
         section = next(s for s in sections if (s.heading, s.page_number) == (chunk.heading, chunk.page_number))
         assert chunk.text in section.text
@@ -97,13 +97,13 @@ def test_chunks_never_cross_sections_and_keep_their_heading() -> None:
 
 def test_a_short_section_is_one_chunk() -> None:
     assert chunk_sections([Section("  Hello there, world.\n")], chunk_tokens=50, overlap_tokens=10) == [
-        ChunkDraft("Hello there, world.")
+        Section("Hello there, world.")
     ]
 
 
 def test_a_blank_section_has_no_chunks() -> None:
     assert chunk_sections([Section(" \n\t "), Section("word")], chunk_tokens=50, overlap_tokens=10) == [
-        ChunkDraft("word")
+        Section("word")
     ]
 
 

@@ -15,15 +15,6 @@ _WORD = re.compile(r"\S+")
 
 
 @dataclass(frozen=True, slots=True)
-class ChunkDraft:
-    """A chunk's text and where it sits in its document, before it has an index and an embedding."""
-
-    text: str
-    heading: str | None = None
-    page_number: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class _Unit:
     """A word at text[start:end] and the tokens it adds to a chunk (its leading whitespace included)."""
 
@@ -32,8 +23,9 @@ class _Unit:
     tokens: int
 
 
-def chunk_sections(sections: Sequence[Section], *, chunk_tokens: int, overlap_tokens: int) -> list[ChunkDraft]:
-    """Chunks of at most `chunk_tokens` tokens; neighbours within a section share about `overlap_tokens` tokens.
+def chunk_sections(sections: Sequence[Section], *, chunk_tokens: int, overlap_tokens: int) -> list[Section]:
+    """Chunks of at most `chunk_tokens` tokens, each a smaller Section keeping its section's heading and page;
+    neighbours within a section share about `overlap_tokens` tokens.
 
     A chunk starts and ends on word boundaries, except that a word longer than a chunk is cut; chunks never span
     two sections."""
@@ -41,7 +33,7 @@ def chunk_sections(sections: Sequence[Section], *, chunk_tokens: int, overlap_to
         raise ValueError(f"need chunk_tokens > overlap_tokens >= 0, got {chunk_tokens} and {overlap_tokens}")
     encoding = get_encoding("cl100k_base")
     return [
-        ChunkDraft(text, section.heading, section.page_number)
+        Section(text, section.heading, section.page_number)
         for section in sections
         for text in _chunk_text(encoding, section.text, chunk_tokens, overlap_tokens)
     ]
