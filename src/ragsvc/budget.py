@@ -12,6 +12,7 @@ RAG_MAX_CONTEXT_TOKENS until the next one would not fit; at least one chunk is k
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -94,6 +95,10 @@ class TokenBudget:
     def count(self, text: str) -> int:
         return len(self.encoding.encode(text, disallowed_special=()))
 
+    def count_recurring(self, text: str) -> int:
+        """`count`, remembered: for texts that come back request after request (system prompts, passages)."""
+        return _count_recurring(self.encoding, text)
+
     def count_messages(self, messages: Sequence[ChatMessage]) -> int:
         """Tokens of a rendered prompt: each message with its chat-format overhead, plus the reply header."""
         return sum(self.count(m.content) + MESSAGE_OVERHEAD_TOKENS for m in messages) + REPLY_PRIMER_TOKENS
@@ -112,7 +117,7 @@ class TokenBudget:
     ) -> Packing:
         """Fit history and chunks (best first) around the system prompt, the question and the response reserve.
         Raises TokenBudgetExceeded when the question leaves no room for a piece of evidence."""
-        system_tokens = self.count(prompt.system)
+        system_tokens = self.count_recurring(prompt.system)
         system = max(system_tokens, self.system_prompt_tokens) + MESSAGE_OVERHEAD_TOKENS
         question = self.count(prompt.user_message(query, ())) + MESSAGE_OVERHEAD_TOKENS
         remaining = self.prompt_limit - REPLY_PRIMER_TOKENS - system - question
@@ -179,7 +184,7 @@ class TokenBudget:
         )
 
     def _passage_cost(self, prompt: Prompt, marker: int, scored: ScoredChunk) -> int:
-        return self.count(prompt.passage(marker, scored)) + PASSAGE_SEPARATOR_TOKENS
+        return self.count_recurring(prompt.passage(marker, scored)) + PASSAGE_SEPARATOR_TOKENS
 
     def _cut_to_fit(self, prompt: Prompt, scored: ScoredChunk, limit: int) -> ScoredChunk | None:
         """The chunk with its text cut at a word boundary so that its passage costs at most `limit` tokens;
@@ -261,3 +266,8 @@ class ModelCatalog:
         if model not in self._limits:
             allowed = ", ".join(self._limits)
             raise ModelNotAllowed([FieldViolation(field, f"{model!r} is not one of: {allowed}")])
+
+
+@functools.lru_cache(maxsize=4096)
+def _count_recurring(encoding: tiktoken.Encoding, text: str) -> int:
+    return len(encoding.encode(text, disallowed_special=()))

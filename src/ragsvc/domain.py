@@ -127,6 +127,7 @@ class Retrieval:
     # Confidential chunks that met the threshold but that the caller may not read, already redacted: never
     # evidence, reported so the answer can say redactions were applied (seed 003).
     redacted: tuple[ScoredChunk, ...] = ()
+    embedding_ms: float = 0.0  # spent embedding the query
 
     @property
     def redactions_applied(self) -> bool:
@@ -228,6 +229,8 @@ class Timings:
     generation_ms: float = 0.0
     first_token_ms: float = 0.0
     total_ms: float = 0.0
+    embedding_ms: float = 0.0  # part of retrieval_ms
+    validation_ms: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

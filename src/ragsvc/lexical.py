@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
@@ -32,6 +33,7 @@ def _terms(text: str) -> Iterator[str]:
             yield stem(token)
 
 
+@functools.lru_cache(maxsize=1 << 16)  # words repeat: stem each once
 def stem(word: str) -> str:
     """A light suffix stripper: plurals, -ing and -ed, a final e, so "configures", "configured",
     "configuring" and "configure" meet."""

@@ -37,6 +37,7 @@ from ragsvc.domain import (
     Usage,
 )
 from ragsvc.errors import LLMTimeout, RagError, StageTimeout
+from ragsvc.generation.coalesce import coalesced
 from ragsvc.generation.extractive import ExtractiveGenerator
 from ragsvc.generation.fallback import Attempt, FallbackChain, worth_another_model
 from ragsvc.judge import LLMJudge
@@ -151,7 +152,7 @@ class Pipeline:
         retrieval_ms = clock.lap()
         refusal = self._gate(retrieval)
         if refusal is not None:
-            timings = Timings(retrieval_ms, total_ms=clock.total())
+            timings = Timings(retrieval_ms, total_ms=clock.total(), embedding_ms=retrieval.embedding_ms)
             answer = await self._refusal(question, retrieval, refusal, prompt, timings, query_class)
             await self._remember(question, answer)
             yield answer
@@ -166,7 +167,12 @@ class Pipeline:
                 context_chunks_used=len(packing.context),
                 context_tokens_used=packing.context_tokens,
                 template_version=prompt.version,
-                timings=Timings(retrieval_ms=retrieval_ms, budget_ms=budget_ms, total_ms=clock.total()),
+                timings=Timings(
+                    retrieval_ms=retrieval_ms,
+                    budget_ms=budget_ms,
+                    total_ms=clock.total(),
+                    embedding_ms=retrieval.embedding_ms,
+                ),
                 request_id=question.request_id,
                 explanation=Explanation(packing.messages, packing.context, packing.prompt_tokens),
             )
@@ -186,6 +192,7 @@ class Pipeline:
         text, verdict, mitigated = await self._validated(
             question, search, prompt, attempt, packing, generated.text, stage
         )
+        validation_ms = clock.lap()
         follow_ups = await self._follow_ups(question, attempt, text, verdict, stage)
         answer = Answer(
             text=text,
@@ -203,6 +210,8 @@ class Pipeline:
                 generation_ms=generation_ms,
                 first_token_ms=generated.first_token_ms,
                 total_ms=clock.total(),
+                embedding_ms=retrieval.embedding_ms,
+                validation_ms=validation_ms,
             ),
             context_chunks_used=len(packing.context),
             context_tokens_used=packing.context_tokens,
@@ -441,14 +450,14 @@ class Pipeline:
     async def _generate(
         attempt: Attempt, request: GenerationRequest, stage: _StageDeadline
     ) -> AsyncIterator[GenerationDelta]:
-        """The attempt's stream (after checking its model is served), bounded by the generation stage's deadline
-        and always closed upstream."""
+        """The attempt's stream (after checking its model is served), its bursts merged (`coalesced`), bounded by
+        the generation stage's deadline and always closed upstream."""
         try:
             async with asyncio.timeout_at(stage.at):
                 await attempt.generator.ensure_available(attempt.model)
         except TimeoutError as exc:
             raise stage.expired() from exc
-        stream = attempt.generator.generate(request)
+        stream = coalesced(attempt.generator.generate(request))
         try:
             while True:
                 try:

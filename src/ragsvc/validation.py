@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -167,9 +168,15 @@ def coverage_of(answer: str, context: Sequence[ScoredChunk]) -> float:
     phrases = key_phrases(answer)
     if not phrases:
         return 0.0
-    chunks = [" " + " ".join(content_terms(scored.chunk.text)) + " " for scored in context]
+    chunks = [_term_line(scored.chunk.text) for scored in context]
     found = sum(any(" " + " ".join(phrase) + " " in chunk for chunk in chunks) for phrase in phrases)
     return found / len(phrases)
+
+
+@functools.lru_cache(maxsize=4096)  # the same chunks come back as evidence query after query
+def _term_line(text: str) -> str:
+    """The content terms of `text` between single spaces, with a space at each end."""
+    return " " + " ".join(content_terms(text)) + " "
 
 
 def primary_tag(tag_lists: Sequence[Sequence[str]]) -> str:

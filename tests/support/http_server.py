@@ -100,8 +100,11 @@ class _Wire:
         self._buffer = bytearray()
 
     async def fill(self) -> bool:
-        """Buffers what the client sent next; False when it closed its side."""
-        data = await self._reader.read(_READ_SIZE)
+        """Buffers what the client sent next; False when it closed its side (or reset the connection)."""
+        try:
+            data = await self._reader.read(_READ_SIZE)
+        except ConnectionResetError:
+            return False
         self._buffer += data
         return bool(data)
 

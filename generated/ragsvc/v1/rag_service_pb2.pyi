@@ -324,18 +324,22 @@ class Usage(_message.Message):
     def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ...) -> None: ...
 
 class Timings(_message.Message):
-    __slots__ = ("retrieval", "budget", "generation", "time_to_first_token", "total")
+    __slots__ = ("retrieval", "budget", "generation", "time_to_first_token", "total", "embedding", "validation")
     RETRIEVAL_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     TIME_TO_FIRST_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_FIELD_NUMBER: _ClassVar[int]
+    VALIDATION_FIELD_NUMBER: _ClassVar[int]
     retrieval: _duration_pb2.Duration
     budget: _duration_pb2.Duration
     generation: _duration_pb2.Duration
     time_to_first_token: _duration_pb2.Duration
     total: _duration_pb2.Duration
-    def __init__(self, retrieval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., budget: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., generation: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., time_to_first_token: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., total: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    embedding: _duration_pb2.Duration
+    validation: _duration_pb2.Duration
+    def __init__(self, retrieval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., budget: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., generation: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., time_to_first_token: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., total: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., embedding: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., validation: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class AnswerFlags(_message.Message):
     __slots__ = ("hallucination_detected", "mitigation_applied", "cache_hit", "degraded", "injection_suspected", "redactions_applied")

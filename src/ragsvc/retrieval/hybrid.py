@@ -21,6 +21,7 @@ embedder; the engine is never called.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -77,7 +78,9 @@ class HybridRetriever:
     async def retrieve(self, query: RetrievalQuery) -> Retrieval:
         if query.top_k <= 0:
             return Retrieval()
+        started = time.perf_counter()
         dense = await self._embedder.embed_query(query.text)
+        embedding_ms = (time.perf_counter() - started) * 1000
         candidates = await self._engine.query(query, dense, limit=query.top_k * self._overfetch)
         threshold = self._min_similarity if query.score_threshold is None else query.score_threshold
         passing = [c for c in candidates if c.score >= threshold]
@@ -89,6 +92,7 @@ class HybridRetriever:
             hits=tuple(c.scored for c in hits[: query.top_k]),
             rejected=_best_below(c for c in candidates if c.score < threshold and not c.redacted),
             redacted=tuple(redacted[: query.top_k]),
+            embedding_ms=embedding_ms,
         )
 
     async def retrieve_selection(

@@ -131,29 +131,48 @@ def build_generator(settings: Settings) -> Generator:
     return ExtractiveGenerator()
 
 
-async def build_components(settings: Settings) -> Components:
-    models = build_models(settings)  # first: a bad model table fails before anything is opened
-    embedder: Embedder
-    ollama = settings.embedder == "ollama"
-    embedding_model = settings.embedding_model or ("nomic-embed-text" if ollama else "text-embedding-3-small")
+async def build_embedder(settings: Settings) -> Embedder:
+    """The embedder RAG_EMBEDDER names: the bundled MiniLM, or a served model (Ollama, OpenAI-compatible)."""
     if settings.embedder == "minilm":
-        embedder = MiniLMEmbedder.load()
-    else:
-        served = (OllamaEmbedder if ollama else OpenAIEmbedder)(
-            settings.embedding_base_url or (settings.ollama_base_url if ollama else settings.openai_base_url),
-            model=embedding_model,
-            dimension=settings.embedding_dimension,
-            api_key=settings.openai_api_key if settings.embedder == "openai" else "",
-            timeout_s=settings.embedding_timeout_s,
-            batch_size=settings.embedding_batch_size,
-        )
-        if not served.dimension:
-            try:
-                await served.probe()  # the collection's vector size must be known before it is opened
-            except BaseException:
-                await served.aclose()
-                raise
-        embedder = served
+        return MiniLMEmbedder.load()
+    ollama = settings.embedder == "ollama"
+    served = (OllamaEmbedder if ollama else OpenAIEmbedder)(
+        settings.embedding_base_url or (settings.ollama_base_url if ollama else settings.openai_base_url),
+        model=_embedding_model(settings),
+        dimension=settings.embedding_dimension,
+        api_key=settings.openai_api_key if settings.embedder == "openai" else "",
+        timeout_s=settings.embedding_timeout_s,
+        batch_size=settings.embedding_batch_size,
+    )
+    if not served.dimension:
+        try:
+            await served.probe()  # the collection's vector size must be known before it is opened
+        except BaseException:
+            await served.aclose()
+            raise
+    return served
+
+
+def _embedding_model(settings: Settings) -> str:
+    return settings.embedding_model or ("nomic-embed-text" if settings.embedder == "ollama" else "text-embedding-3-small")
+
+
+def _edge_shard(settings: Settings, embedder: Embedder, *, injected: bool) -> str:
+    """A shard per embedding model, so that switching embedders never mixes vectors of two models."""
+    if injected:
+        return f"qdrant-edge-{type(embedder).__name__}-{embedder.dimension}"
+    if settings.embedder == "minilm":
+        return "qdrant-edge"
+    model = re.sub(r"[^A-Za-z0-9.-]+", "-", _embedding_model(settings))
+    return f"qdrant-edge-{settings.embedder}-{model}-{embedder.dimension}"
+
+
+async def build_components(settings: Settings, *, embedder: Embedder | None = None) -> Components:
+    """Everything the server runs on; `embedder`, when given, replaces the one RAG_EMBEDDER names (a program
+    embedding ragsvc with its own model)."""
+    models = build_models(settings)  # first: a bad model table fails before anything is opened
+    injected = embedder is not None
+    embedder = embedder if embedder is not None else await build_embedder(settings)
     access = AccessPolicy(untagged_visible=settings.untagged_visible, clearance_tag=settings.clearance_tag)
     engine: VectorEngine
     try:
@@ -168,13 +187,8 @@ async def build_components(settings: Settings) -> Components:
                 access=access,
             )
         else:
-            # A shard per embedding model, so that switching embedders never mixes vectors of two models.
-            shard = "qdrant-edge"
-            if settings.embedder != "minilm":
-                model = re.sub(r"[^A-Za-z0-9.-]+", "-", embedding_model)
-                shard += f"-{settings.embedder}-{model}-{embedder.dimension}"
             engine = EdgeEngine.open(
-                settings.data_dir / shard,
+                settings.data_dir / _edge_shard(settings, embedder, injected=injected),
                 dimension=embedder.dimension,
                 access=access,
                 index_after_points=settings.edge_index_after_points,
@@ -294,10 +308,11 @@ class RagServer:
         return f"{host}:{self.port}"
 
     @classmethod
-    async def start(cls, settings: Settings) -> RagServer:
+    async def start(cls, settings: Settings, *, embedder: Embedder | None = None) -> RagServer:
+        """Serve `settings`; `embedder` replaces the one RAG_EMBEDDER names (see `build_components`)."""
         hardening = Hardening.build(settings)  # auth, limits, TLS, cache, metrics: checked before anything loads
         try:
-            components = await build_components(settings)
+            components = await build_components(settings, embedder=embedder)
         except BaseException:
             await hardening.aclose()
             raise
@@ -343,11 +358,11 @@ class RagServer:
         await self._server.wait_for_termination()
 
 
-async def serve(settings: Settings) -> None:
-    """Serve until SIGTERM or SIGINT, then drain."""
+async def serve(settings: Settings, *, embedder: Embedder | None = None) -> None:
+    """Serve until SIGTERM or SIGINT, then drain; `embedder` as in `build_components`."""
     if settings.request_log:
         log_requests_as_json_lines()
-    server = await RagServer.start(settings)
+    server = await RagServer.start(settings, embedder=embedder)
     print(f"ragsvc serving on {server.address}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

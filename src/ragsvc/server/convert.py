@@ -138,6 +138,8 @@ def answer_to_proto(answer: domain.Answer) -> pb.Answer:
             generation=_duration(timings.generation_ms),
             time_to_first_token=_duration(timings.first_token_ms),
             total=_duration(timings.total_ms),
+            embedding=_duration(timings.embedding_ms),
+            validation=_duration(timings.validation_ms),
         ),
         context_chunks_used=answer.context_chunks_used,
         context_tokens_used=answer.context_tokens_used,

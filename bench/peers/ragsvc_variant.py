@@ -1,0 +1,152 @@
+"""ragsvc as a variant of the peer benchmark: its server process (`bench.peers.ragsvc_server`, configured for
+the job), the corpus ingested through IndexService, and a caller of AskStream timing what a peer's worker times
+(end to end and first token), plus the server's own stage timings from the final answer."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from ragsvc.v1 import index_service_pb2 as index_pb
+from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
+from ragsvc.v1 import rag_service_pb2 as pb
+
+from bench.peers.common import Passage, WorkerConfig
+from bench.peers.workers import ROOT
+
+INGEST_BATCH = 256
+
+# ragsvc's settings for the job. Every other setting is the `ragsvc serve` default.
+JOB_SETTINGS = {
+    "RAG_GENERATOR": "openai",
+    "RAG_DEMO_CORPUS": "false",
+    # The same job as the peers: one LLM call per question (no classification, self-score or follow-up calls).
+    "RAG_LLM_CLASSIFY": "false",
+    "RAG_LLM_SELF_SCORE": "false",
+    "RAG_DEFAULT_FOLLOW_UP_COUNT": "0",
+    # Every question is new to the server: measure the work, not the answer cache.
+    "RAG_CACHE_MAX_ENTRIES": "0",
+    # A benchmark client is one caller sending far more than 60 calls a minute, up to 32 at a time.
+    "RAG_API_RATE_LIMIT": "0",
+    "RAG_MAX_CONCURRENT_REQUESTS": "256",
+    # Tuned to the job's passages and embedder, as a user would: one chunk per ~360-token passage, and gates
+    # at 0 since the token-hashing embedder's cosines are low.
+    "RAG_CHUNK_TOKENS": "512",
+    "RAG_SCORE_GATE": "0",
+    "RAG_MIN_SIMILARITY_SCORE": "0",
+}
+
+
+class RagsvcServer:
+    """A ragsvc server process for `config`; `cold_start_s` is the time from spawning it to health SERVING."""
+
+    def __init__(self, config: WorkerConfig) -> None:
+        self.config = config
+        self._data_dir = tempfile.TemporaryDirectory(prefix="ragsvc-peers-")
+        env = {
+            **os.environ,
+            **JOB_SETTINGS,
+            "PYTHONPATH": str(ROOT),
+            "RAG_GRPC_ADDRESS": "127.0.0.1:0",
+            "RAG_DATA_DIR": self._data_dir.name,
+            "OPENAI_BASE_URL": config.llm_base_url,
+            "CHAT_MODEL": config.model,
+            "RAG_MODELS": f"{config.model}=32768/1024",
+            "RAG_TEMPERATURE": str(config.temperature),
+            "RAG_TOTAL_CONTEXT_CHUNKS": str(config.top_k),
+        }
+        started = time.perf_counter()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "bench.peers.ragsvc_server"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        line = self._process.stdout.readline()  # type: ignore[union-attr]
+        if not line.startswith("ragsvc serving on "):
+            raise RuntimeError(f"ragsvc did not start (exit {self._process.poll()})")
+        self.address = line.removeprefix("ragsvc serving on ").strip()
+        self.pid = self._process.pid
+        self.channel = grpc.insecure_channel(self.address)
+        health = health_pb2_grpc.HealthStub(self.channel)
+        while health.Check(health_pb2.HealthCheckRequest(service="")).status != health_pb2.HealthCheckResponse.SERVING:
+            time.sleep(0.01)
+        self.cold_start_s = time.perf_counter() - started
+        self.rag = rag_service_pb2_grpc.RagServiceStub(self.channel)
+
+    def ingest(self, passages: Sequence[Passage]) -> float:
+        """Index `passages` through IndexService.IngestDocuments, one document each; returns the seconds taken.
+        Raises when a passage did not become exactly one chunk."""
+        index = index_service_pb2_grpc.IndexServiceStub(self.channel)
+        started = time.perf_counter()
+        for tenant in sorted({p.tenant for p in passages}):
+            mine = [p for p in passages if p.tenant == tenant]
+            for at in range(0, len(mine), INGEST_BATCH):
+                documents = [
+                    index_pb.Document(document_id=p.id, name=p.name, content=p.text.encode(), media_type="text/plain")
+                    for p in mine[at : at + INGEST_BATCH]
+                ]
+                reply = index.IngestDocuments(index_pb.IngestDocumentsRequest(tenant_id=tenant, documents=documents))
+                bad = [r for r in reply.results if r.chunks_indexed != 1]
+                if bad:
+                    raise RuntimeError(f"a passage did not become one chunk: {bad[0]}")
+        return time.perf_counter() - started
+
+    def ask(self, queries: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+        """AskStream each query in turn; per query what a peer's worker reports, and ragsvc's stage timings."""
+        return [self._timed_ask(query, tenant) for query, tenant in queries]
+
+    def context_ids(self, queries: Sequence[tuple[str, str]]) -> list[list[str]]:
+        """The passages packed into each prompt, in marker order (an untimed Ask with explain)."""
+        ids = []
+        for query, tenant in queries:
+            answer = self.rag.Ask(pb.AskRequest(query=query, tenant_id=tenant, explain=True), timeout=30).answer
+            ids.append([c.source_id.removesuffix(":0") for c in answer.explanation.packed_chunks])
+        return ids
+
+    def close(self) -> None:
+        self.channel.close()
+        self._process.terminate()
+        try:
+            self._process.wait(30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+        self._data_dir.cleanup()
+
+    def _timed_ask(self, query: str, tenant: str) -> dict[str, Any]:
+        request = pb.AskStreamRequest(query=query, tenant_id=tenant)
+        started = time.perf_counter()
+        first_token = None
+        text = []
+        answer = None
+        for event in self.rag.AskStream(request, timeout=30):
+            kind = event.WhichOneof("event")
+            if kind == "text_delta":
+                if first_token is None:
+                    first_token = time.perf_counter()
+                text.append(event.text_delta)
+            elif kind == "answer":
+                answer = event.answer
+        ended = time.perf_counter()
+        assert answer is not None, "the stream ended without its final answer"
+        timings = {name: getattr(answer.timings, name).ToNanoseconds() / 1e6 for name in _STAGES}
+        return {
+            "total_ms": (ended - started) * 1000,
+            "ttft_ms": ((first_token or ended) - started) * 1000,
+            "embed_ms": timings["embedding"],
+            "answer": "".join(text),
+            "grounded": answer.grounded,
+            "server": timings,
+        }
+
+
+_STAGES = ("retrieval", "embedding", "budget", "generation", "time_to_first_token", "validation", "total")

@@ -1,0 +1,314 @@
+"""ragsvc side by side with LangChain, LlamaIndex, Haystack and a hand-written baseline, doing the same job on
+one machine in one run (`make bench-peers`).
+
+    python -m bench.peers.run [--sizes 2000 10000] [--rounds 3] [--queries 200] [--warmup 20] [--seconds 4]
+
+Per corpus size, every variant answers the same questions through the same scripted LLM: 20 warm-ups, then
+`--rounds` rounds of `--queries` sequential questions, the variants interleaved in a different order each
+round. Per question: end to end and time to first token at the caller, the embedder's time (the token-hashing
+embedder, timed inside each variant) and the LLM server's own times (from its log). Orchestration overhead is
+total - embedding - LLM server time; first-token overhead is the caller's first token - the server's. Every
+prompt the LLM received is checked against the exact top-5 of the query's tenant. Then, with a delayed LLM
+(first token after 100 ms, 2 ms between tokens), the first-token overhead again; then ragsvc's throughput
+against the raw grpc.aio ceilings (`ceilings`) at concurrency 1, 8 and 32; and the CPU the machine spent
+meanwhile, ours and others'. Results: bench/results/peers-<date>.json, docs/benchmarks.md, docs/peers.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import grpc
+from ragsvc.v1 import rag_service_pb2 as pb
+from ragsvc.v1 import rag_service_pb2_grpc
+
+from bench.peers import report
+from bench.peers.ceilings import ECHO, STREAM, Load, closed_loop
+from bench.peers.common import Passage, WorkerConfig, corpus, queries, rss_mib
+from bench.peers.cpu import CpuMeter
+from bench.peers.ragsvc_variant import JOB_SETTINGS, RagsvcServer
+from bench.peers.venvs import python_of
+from bench.peers.workers import ROOT, LLMServer, Reference, Worker, job_config
+from bench.stats import summary, write_result
+
+PEERS = {
+    "baseline": ("baseline", "bench.peers.baseline_peer"),
+    "langchain": ("langchain", "bench.peers.langchain_peer"),
+    "llamaindex": ("llamaindex", "bench.peers.llamaindex_peer"),
+    "haystack": ("haystack", "bench.peers.haystack_peer"),
+}
+VARIANTS = ("ragsvc", *PEERS)
+DELAYED = {"first_token_delay_ms": 100.0, "token_interval_ms": 2.0}
+STREAM_TOKENS = 200
+
+
+class Variant(Protocol):
+    pid: int
+
+    def ask(self, queries: Sequence[tuple[str, str]]) -> list[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 10000])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--delayed-queries", type=int, default=40, help="questions per round with the delayed LLM")
+    parser.add_argument("--seconds", type=float, default=4.0, help="length of one throughput measurement")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    pythons = {name: python_of(PEERS[name][0]) for name in args.variants if name in PEERS}
+    llm = LLMServer()
+    result: dict[str, Any] = {
+        "benchmark": "peers",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": "make bench-peers  # python -m bench.peers.run " + " ".join(sys.argv[1:]),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                    "loadavg_at_start": os.getloadavg()},  # fmt: skip
+        "settings": {**vars(args), "ragsvc_job_settings": JOB_SETTINGS, "delayed_llm": DELAYED},
+        "sizes": {},
+    }
+    try:
+        for size in args.sizes:
+            last = size == args.sizes[-1]
+            result["sizes"][str(size)] = run_size(size, args, pythons, llm, result, throughput=last)
+    finally:
+        llm.close()
+    result["elapsed_s"] = round(time.perf_counter() - started, 1)
+    result["summary"] = report.summarize(result)
+    path = write_result("peers", result)
+    report.write_docs(result, path)
+
+
+def run_size(
+    size: int, args: argparse.Namespace, pythons: dict[str, str], llm: LLMServer, result: dict[str, Any], *,
+    throughput: bool,
+) -> dict[str, Any]:  # fmt: skip
+    print(f"--- {size} passages", file=sys.stderr, flush=True)
+    config = job_config(size, llm.base_url)
+    reference = Reference(config)
+    variants: dict[str, Variant] = {}
+    setup: dict[str, Any] = {}
+    try:
+        if "ragsvc" in args.variants:
+            server = RagsvcServer(config)
+            variants["ragsvc"] = server
+            setup["ragsvc"] = {"cold_start_s": server.cold_start_s, "index_s": server.ingest(reference.passages)}
+        for name, python in pythons.items():
+            worker = Worker(python, PEERS[name][1], config)
+            variants[name] = worker
+            setup[name] = {"index_s": worker.ready["index_s"]}
+            result.setdefault("versions", {})[name] = worker.ready["versions"]
+        for name, variant in variants.items():
+            setup[name]["rss_mib_after_index"] = rss_mib(variant.pid)
+        llm.drain_log()
+        out: dict[str, Any] = {"setup": setup}
+        out["checks"] = check_ids(variants, reference, queries(reference.passages, 20, seed=99))
+        out["rounds"] = run_rounds(variants, reference, llm, args, args.queries, seed=size)
+        for name, variant in variants.items():
+            setup[name]["rss_mib_after_run"] = rss_mib(variant.pid)
+        if size == args.sizes[0]:
+            llm.script(24, **DELAYED)
+            try:
+                out["delayed_llm_rounds"] = run_rounds(variants, reference, llm, args, args.delayed_queries, seed=7)
+            finally:
+                llm.script(24)
+        if throughput and "ragsvc" in variants:
+            out["throughput"] = asyncio.run(measure_throughput(variants["ragsvc"], reference, llm, args))
+        return out
+    finally:
+        for variant in variants.values():
+            variant.close()
+
+
+def check_ids(variants: dict[str, Variant], reference: Reference, asked: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """Untimed: how many of `asked` got exactly the exact search's top-5, in order, from each variant."""
+    exact = [reference.top_ids(q, t) for q, t in asked]
+    checks = {}
+    for name, variant in variants.items():
+        if isinstance(variant, RagsvcServer):
+            got = variant.context_ids(asked)
+        else:
+            got = [r["ids"] for r in variant.ask(asked)]
+        checks[name] = {"same_top5_as_exact": sum(g == e for g, e in zip(got, exact, strict=True)), "of": len(asked)}
+    return checks
+
+
+def run_rounds(
+    variants: dict[str, Variant], reference: Reference, llm: LLMServer, args: argparse.Namespace, count: int,
+    seed: int,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """`args.rounds` rounds of `count` questions, each round a new order of the variants (the first round in
+    VARIANTS order, then reversed, then shuffled); warm-ups first, untimed."""
+    warmup = queries(reference.passages, args.warmup, seed=seed - 1)
+    for variant in variants.values():
+        variant.ask(warmup)
+    llm.drain_log()
+    orders = [list(variants), list(reversed(variants))]
+    shuffler = random.Random(seed)
+    rounds = []
+    for number in range(args.rounds):
+        order = orders[number] if number < len(orders) else shuffler.sample(list(variants), len(variants))
+        asked = queries(reference.passages, count, seed=seed * 100 + number)
+        expected = [reference.messages_sha256(q, reference.top_ids(q, t)) for q, t in asked]
+        measured = {}
+        for name in order:
+            variant = variants[name]
+            meter = CpuMeter([v.pid for v in variants.values()] + [llm.pid])
+            results = variant.ask(asked)
+            cpu = meter.stop()
+            served = llm.drain_log()
+            measured[name] = per_variant(results, served, expected, cpu.as_dict())
+        digests = {name: m.pop("digests") for name, m in measured.items()}
+        for name, m in measured.items():
+            m["prompts_same_as_baseline"] = sum(
+                a == b for a, b in zip(digests[name], digests.get("baseline", digests[name]), strict=True)
+            )
+        rounds.append({"order": order, "variants": measured})
+        print(f"round {number + 1}: " + ", ".join(f"{n} {m['overhead']['p50_ms']:.2f} ms" for n, m in measured.items()),
+              file=sys.stderr, flush=True)  # fmt: skip
+    return rounds
+
+
+def per_variant(
+    results: list[dict[str, Any]], served: list[dict[str, Any]], expected: list[str], cpu: dict[str, float]
+) -> dict[str, Any]:
+    if len(served) != len(results):
+        raise RuntimeError(f"{len(results)} questions but {len(served)} LLM calls")
+    overhead = [r["total_ms"] - r["embed_ms"] - s["server_ms"] for r, s in zip(results, served, strict=True)]
+    ttft = [r["ttft_ms"] - s["first_token_ms"] for r, s in zip(results, served, strict=True)]
+    measured: dict[str, Any] = {
+        "total": summary([r["total_ms"] for r in results]),
+        "overhead": summary(overhead),
+        "ttft_overhead": summary(ttft),
+        "embedding": summary([r["embed_ms"] for r in results]),
+        "llm_server": summary([s["server_ms"] for s in served]),
+        "prompts_as_exact_top5": sum(s["messages_sha256"] == e for s, e in zip(served, expected, strict=True)),
+        "answers_whole": sum(r["answer"].endswith("[#1].") for r in results),
+        "n": len(results),
+        "cpu": cpu,
+        "digests": [s["messages_sha256"] for s in served],
+    }
+    if "server" in results[0]:  # ragsvc: its own stage timings split the overhead exactly
+        stages = {
+            "grpc_and_client": [r["total_ms"] - r["server"]["total"] for r in results],
+            "retrieval_engine": [r["server"]["retrieval"] - r["server"]["embedding"] for r in results],
+            "budget_and_prompt": [r["server"]["budget"] for r in results],
+            "llm_client": [r["server"]["generation"] - s["server_ms"] for r, s in zip(results, served, strict=True)],
+            "validation": [r["server"]["validation"] for r in results],
+            "server_overhead": [
+                r["server"]["total"] - r["embed_ms"] - s["server_ms"] for r, s in zip(results, served, strict=True)
+            ],
+        }
+        stages["rest"] = [
+            o - sum(stages[k][i] for k in ("grpc_and_client", "retrieval_engine", "budget_and_prompt", "llm_client",
+                                             "validation"))  # fmt: skip
+            for i, o in enumerate(overhead)
+        ]
+        measured["stages"] = {name: summary(values) for name, values in stages.items()}
+    return measured
+
+
+async def measure_throughput(
+    server: RagsvcServer, reference: Reference, llm: LLMServer, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Ask/s and streamed tokens/s of ragsvc with the instant LLM against the raw grpc.aio ceilings at the same
+    concurrency, the two alternated `args.rounds` times per point; with the CPU spent."""
+    ceiling = subprocess.Popen(
+        [sys.executable, "-m", "bench.peers.ceilings", "--messages", str(STREAM_TOKENS)],
+        stdout=subprocess.PIPE, cwd=ROOT, text=True,
+    )  # fmt: skip
+    address = ceiling.stdout.readline().strip()  # type: ignore[union-attr]
+    asked = queries(reference.passages, 1000, seed=5)
+    asks = [pb.AskRequest(query=q, tenant_id=t) for q, t in asked]
+    streams = [pb.AskStreamRequest(query=q, tenant_id=t) for q, t in asked]
+    out: dict[str, Any] = {"unary": [], "stream": []}
+    try:
+        async with grpc.aio.insecure_channel(server.address) as rag_channel, \
+                grpc.aio.insecure_channel(address) as raw_channel:  # fmt: skip
+            rag = rag_service_pb2_grpc.RagServiceStub(rag_channel)
+            echo = raw_channel.unary_unary(ECHO)
+            raw_stream = raw_channel.unary_stream(STREAM)
+            payload = asks[0].SerializeToString()
+
+            async def ask(n: int) -> int:
+                await rag.Ask(asks[n % len(asks)], timeout=30)
+                return 1
+
+            async def ask_stream(n: int) -> int:
+                deltas = 0
+                async for event in rag.AskStream(streams[n % len(streams)], timeout=30):
+                    deltas += event.HasField("text_delta")
+                return deltas
+
+            async def echo_once(n: int) -> int:
+                await echo(payload, timeout=30)
+                return 1
+
+            async def stream_once(n: int) -> int:
+                return len([m async for m in raw_stream(payload, timeout=30)])
+
+            pids = [server.pid, llm.pid, ceiling.pid]
+            for concurrency in (1, 8, 32):
+                out["unary"].append(await _alternate(ask, echo_once, concurrency, args, pids, llm))
+            llm.script(STREAM_TOKENS)
+            try:
+                for concurrency in (1, 8, 32):
+                    out["stream"].append(await _alternate(ask_stream, stream_once, concurrency, args, pids, llm))
+            finally:
+                llm.script(24)
+    finally:
+        ceiling.terminate()
+        ceiling.wait(10)
+    out["ragsvc_rss_mib_after"] = rss_mib(server.pid)
+    return out
+
+
+async def _alternate(
+    ours: Callable[[int], Any], raw: Callable[[int], Any], concurrency: int, args: argparse.Namespace,
+    pids: list[int], llm: LLMServer,
+) -> dict[str, Any]:  # fmt: skip
+    await closed_loop(ours, concurrency, 0.5)  # warm-up
+    await closed_loop(raw, concurrency, 0.5)
+    runs: dict[str, list[Load]] = {"ragsvc": [], "ceiling": []}
+    cpu: dict[str, list[dict[str, float]]] = {"ragsvc": [], "ceiling": []}
+    for _ in range(args.rounds):
+        for name, call in (("ragsvc", ours), ("ceiling", raw)):
+            meter = CpuMeter(pids)
+            runs[name].append(await closed_loop(call, concurrency, args.seconds))
+            cpu[name].append(meter.stop().as_dict())
+        llm.drain_log()
+    point: dict[str, Any] = {"concurrency": concurrency}
+    for name, loads in runs.items():
+        point[name] = {
+            "calls_per_s": [round(load.calls_per_s, 1) for load in loads],
+            "units_per_s": [round(load.units_per_s, 1) for load in loads],
+            "errors": sum(load.errors for load in loads),
+            "cpu": cpu[name],
+        }
+    ratios = [a.units_per_s / b.units_per_s for a, b in zip(runs["ragsvc"], runs["ceiling"], strict=True)]
+    point["ratio_per_round"] = [round(r, 3) for r in ratios]
+    point["ratio_median"] = round(statistics.median(ratios), 3)
+    print(f"throughput c={concurrency}: ratio {point['ratio_median']}", file=sys.stderr, flush=True)
+    return point
+
+
+__all__ = ["Passage", "WorkerConfig", "corpus", "main"]
+
+if __name__ == "__main__":
+    main()
