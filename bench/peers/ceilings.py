@@ -50,10 +50,12 @@ async def closed_loop(call: Callable[[int], Awaitable[int]], concurrency: int, s
         nonlocal calls, units, errors
         while time.perf_counter() < deadline:
             try:
-                units += await call(next(counter))
-                calls += 1
+                got = await call(next(counter))  # awaited first: `units += await ...` would lose updates
             except grpc.aio.AioRpcError:
                 errors += 1
+            else:
+                units += got
+                calls += 1
 
     started = time.perf_counter()
     await asyncio.gather(*(caller() for _ in range(concurrency)))

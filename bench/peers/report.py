@@ -102,7 +102,7 @@ def markdown(result: dict[str, Any], result_path: Path) -> str:
         "received to last token sent). **First-token overhead** = first token at the caller − the LLM server's "
         "time to its first token.",
         "",
-        f"![overhead per variant](peers.png)",
+        "![overhead per variant](peers.png)",
         "",
     ]
     for size, per in summary["sizes"].items():
@@ -139,7 +139,9 @@ def markdown(result: dict[str, Any], result_path: Path) -> str:
             "Closed loops of concurrent callers on one grpc.aio channel, alternated with the same loop against a "
             "trivial server in its own process (a bytes echo unary; a stream of 200 ten-byte messages), "
             f"{settings['rounds']} × {settings['seconds']:.0f} s each. Streamed: ragsvc's AskStream with a "
-            "200-token answer, counted in text deltas.",
+            "200-token answer, counted in tokens delivered whole; ragsvc merges the tokens that arrive together "
+            f"into one message (here {throughput.get('ragsvc_text_deltas_per_stream', '?')} text messages per "
+            "answer on average), the ceiling sends 200 messages.",
             "",
             "| | concurrency | ragsvc per s | ceiling per s | ratio (median) |",
             "|---|---|---|---|---|",

@@ -17,25 +17,19 @@ meanwhile, ours and others'. Results: bench/results/peers-<date>.json, docs/benc
 from __future__ import annotations
 
 import argparse
-import asyncio
+import json
 import os
 import platform
 import random
-import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-import grpc
-from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
-
 from bench.peers import report
-from bench.peers.ceilings import ECHO, STREAM, Load, closed_loop
-from bench.peers.common import Passage, WorkerConfig, corpus, queries, rss_mib
+from bench.peers.common import queries, rss_mib
 from bench.peers.cpu import CpuMeter
 from bench.peers.ragsvc_variant import JOB_SETTINGS, RagsvcServer
 from bench.peers.venvs import python_of
@@ -50,7 +44,6 @@ PEERS = {
 }
 VARIANTS = ("ragsvc", *PEERS)
 DELAYED = {"first_token_delay_ms": 100.0, "token_interval_ms": 2.0}
-STREAM_TOKENS = 200
 
 
 class Variant(Protocol):
@@ -129,11 +122,21 @@ def run_size(
             finally:
                 llm.script(24)
         if throughput and "ragsvc" in variants:
-            out["throughput"] = asyncio.run(measure_throughput(variants["ragsvc"], reference, llm, args))
+            out["throughput"] = measure_throughput(variants["ragsvc"], llm, size, args)
         return out
     finally:
         for variant in variants.values():
             variant.close()
+
+
+def measure_throughput(server: RagsvcServer, llm: LLMServer, size: int, args: argparse.Namespace) -> dict[str, Any]:
+    """`bench.peers.throughput` in a process of its own: this one holds synchronous gRPC channels, whose
+    background threads would take the GIL from an asyncio load generator."""
+    command = [sys.executable, "-m", "bench.peers.throughput", server.address, llm.base_url, str(size),
+               "--rounds", str(args.rounds), "--seconds", str(args.seconds), "--pids", str(server.pid), str(llm.pid)]  # fmt: skip
+    measured = json.loads(subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout)
+    measured["ragsvc_rss_mib_after"] = rss_mib(server.pid)
+    return measured
 
 
 def check_ids(variants: dict[str, Variant], reference: Reference, asked: Sequence[tuple[str, str]]) -> dict[str, Any]:
@@ -223,92 +226,6 @@ def per_variant(
         measured["stages"] = {name: summary(values) for name, values in stages.items()}
     return measured
 
-
-async def measure_throughput(
-    server: RagsvcServer, reference: Reference, llm: LLMServer, args: argparse.Namespace
-) -> dict[str, Any]:
-    """Ask/s and streamed tokens/s of ragsvc with the instant LLM against the raw grpc.aio ceilings at the same
-    concurrency, the two alternated `args.rounds` times per point; with the CPU spent."""
-    ceiling = subprocess.Popen(
-        [sys.executable, "-m", "bench.peers.ceilings", "--messages", str(STREAM_TOKENS)],
-        stdout=subprocess.PIPE, cwd=ROOT, text=True,
-    )  # fmt: skip
-    address = ceiling.stdout.readline().strip()  # type: ignore[union-attr]
-    asked = queries(reference.passages, 1000, seed=5)
-    asks = [pb.AskRequest(query=q, tenant_id=t) for q, t in asked]
-    streams = [pb.AskStreamRequest(query=q, tenant_id=t) for q, t in asked]
-    out: dict[str, Any] = {"unary": [], "stream": []}
-    try:
-        async with grpc.aio.insecure_channel(server.address) as rag_channel, \
-                grpc.aio.insecure_channel(address) as raw_channel:  # fmt: skip
-            rag = rag_service_pb2_grpc.RagServiceStub(rag_channel)
-            echo = raw_channel.unary_unary(ECHO)
-            raw_stream = raw_channel.unary_stream(STREAM)
-            payload = asks[0].SerializeToString()
-
-            async def ask(n: int) -> int:
-                await rag.Ask(asks[n % len(asks)], timeout=30)
-                return 1
-
-            async def ask_stream(n: int) -> int:
-                deltas = 0
-                async for event in rag.AskStream(streams[n % len(streams)], timeout=30):
-                    deltas += event.HasField("text_delta")
-                return deltas
-
-            async def echo_once(n: int) -> int:
-                await echo(payload, timeout=30)
-                return 1
-
-            async def stream_once(n: int) -> int:
-                return len([m async for m in raw_stream(payload, timeout=30)])
-
-            pids = [server.pid, llm.pid, ceiling.pid]
-            for concurrency in (1, 8, 32):
-                out["unary"].append(await _alternate(ask, echo_once, concurrency, args, pids, llm))
-            llm.script(STREAM_TOKENS)
-            try:
-                for concurrency in (1, 8, 32):
-                    out["stream"].append(await _alternate(ask_stream, stream_once, concurrency, args, pids, llm))
-            finally:
-                llm.script(24)
-    finally:
-        ceiling.terminate()
-        ceiling.wait(10)
-    out["ragsvc_rss_mib_after"] = rss_mib(server.pid)
-    return out
-
-
-async def _alternate(
-    ours: Callable[[int], Any], raw: Callable[[int], Any], concurrency: int, args: argparse.Namespace,
-    pids: list[int], llm: LLMServer,
-) -> dict[str, Any]:  # fmt: skip
-    await closed_loop(ours, concurrency, 0.5)  # warm-up
-    await closed_loop(raw, concurrency, 0.5)
-    runs: dict[str, list[Load]] = {"ragsvc": [], "ceiling": []}
-    cpu: dict[str, list[dict[str, float]]] = {"ragsvc": [], "ceiling": []}
-    for _ in range(args.rounds):
-        for name, call in (("ragsvc", ours), ("ceiling", raw)):
-            meter = CpuMeter(pids)
-            runs[name].append(await closed_loop(call, concurrency, args.seconds))
-            cpu[name].append(meter.stop().as_dict())
-        llm.drain_log()
-    point: dict[str, Any] = {"concurrency": concurrency}
-    for name, loads in runs.items():
-        point[name] = {
-            "calls_per_s": [round(load.calls_per_s, 1) for load in loads],
-            "units_per_s": [round(load.units_per_s, 1) for load in loads],
-            "errors": sum(load.errors for load in loads),
-            "cpu": cpu[name],
-        }
-    ratios = [a.units_per_s / b.units_per_s for a, b in zip(runs["ragsvc"], runs["ceiling"], strict=True)]
-    point["ratio_per_round"] = [round(r, 3) for r in ratios]
-    point["ratio_median"] = round(statistics.median(ratios), 3)
-    print(f"throughput c={concurrency}: ratio {point['ratio_median']}", file=sys.stderr, flush=True)
-    return point
-
-
-__all__ = ["Passage", "WorkerConfig", "corpus", "main"]
 
 if __name__ == "__main__":
     main()

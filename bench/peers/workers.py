@@ -93,15 +93,11 @@ class Worker:
         self._process.stdin.flush()  # type: ignore[union-attr]
 
 
-class LLMServer:
-    """The scripted LLM server process (`bench.peers.llm_server`)."""
+class LLMControl:
+    """The control side of a running scripted LLM server (`bench.peers.llm_server`) at `base_url`."""
 
-    def __init__(self, *args: str) -> None:
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "bench.peers.llm_server", *args], stdout=subprocess.PIPE, cwd=ROOT, text=True
-        )
-        self.base_url = self._process.stdout.readline().strip()  # type: ignore[union-attr]
-        self.pid = self._process.pid
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
 
     def drain_log(self) -> list[dict[str, Any]]:
         """What the server served since the previous call: one entry per chat completion, in arrival order."""
@@ -114,6 +110,17 @@ class LLMServer:
     def _get(self, path: str) -> Any:
         with urllib.request.urlopen(self.base_url.removesuffix("/v1") + path, timeout=30) as response:
             return json.loads(response.read())
+
+
+class LLMServer(LLMControl):
+    """The scripted LLM server, in a process of its own."""
+
+    def __init__(self, *args: str) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "bench.peers.llm_server", *args], stdout=subprocess.PIPE, cwd=ROOT, text=True
+        )
+        super().__init__(self._process.stdout.readline().strip())  # type: ignore[union-attr]
+        self.pid = self._process.pid
 
     def close(self) -> None:
         self._process.terminate()

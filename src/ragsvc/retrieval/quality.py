@@ -72,14 +72,15 @@ def rank(candidates: Sequence[Candidate], weights: RankingWeights, today: dt.dat
 def drop_near_duplicates(candidates: Sequence[Candidate], threshold: float) -> list[Candidate]:
     """Keeps each candidate unless its dense vector's cosine similarity to one already kept exceeds `threshold`
     (seed 000's RAG_CHUNK_OVERLAP_THRESHOLD): earlier candidates win, so rank first."""
-    kept: list[Candidate] = []
-    vectors: list[np.ndarray] = []
-    for candidate in candidates:
-        if vectors and float(np.max(np.stack(vectors) @ candidate.dense)) > threshold:
-            continue
-        kept.append(candidate)
-        vectors.append(candidate.dense)
-    return kept
+    if len(candidates) < 2:
+        return list(candidates)
+    vectors = np.stack([candidate.dense for candidate in candidates])
+    too_close = (vectors @ vectors.T) > threshold  # every pair at once
+    kept: list[int] = []
+    for i in range(len(candidates)):
+        if not too_close[i, kept].any():
+            kept.append(i)
+    return [candidates[i] for i in kept]
 
 
 def cap_per_document(candidates: Sequence[Candidate], max_per_document: int) -> list[Candidate]:

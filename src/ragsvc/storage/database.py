@@ -96,6 +96,10 @@ class Database:
         try:
             connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             connection.execute("PRAGMA journal_mode=WAL")
+            # In WAL mode NORMAL syncs at checkpoints, not at every commit: a commit survives a crash of the
+            # process, and the database is never corrupted, but a power loss may undo the last few commits.
+            # FULL cost each audited answer an fsync (~0.2 ms here) on its way to the caller.
+            connection.execute("PRAGMA synchronous=NORMAL")
             connection.execute("PRAGMA busy_timeout=5000")
             _migrate(connection)
         except sqlite3.Error as exc:
