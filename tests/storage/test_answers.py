@@ -42,14 +42,14 @@ def answer(**fields: object) -> Answer:
 
 async def test_every_outcome_is_recorded(database: Database) -> None:
     log = AnswerLog(database)
-    await log.record_answer(question(), answer())
-    await log.record_answer(question(), answer(action=Action.ROUTE))
-    await log.record_answer(question(), answer(grounded=False, refusal=RefusalReason.SCORE_GATE, action=Action.ROUTE))
-    await log.record_answer(question(dry_run=True), answer(text=""))
-    await log.record_failure(question(), LLMUnavailable("down"))
-    await log.record_failure(question(query=""), InvalidRequest([FieldViolation("query", "empty")]))
-    await log.record_failure(question(), KeyError("boom"))
-    await log.record_failure(question(), LLMUnavailable("x"), cancelled=True)
+    log.record_answer(question(), answer())
+    log.record_answer(question(), answer(action=Action.ROUTE))
+    log.record_answer(question(), answer(grounded=False, refusal=RefusalReason.SCORE_GATE, action=Action.ROUTE))
+    log.record_answer(question(dry_run=True), answer(text=""))
+    log.record_failure(question(), LLMUnavailable("down"))
+    log.record_failure(question(query=""), InvalidRequest([FieldViolation("query", "empty")]))
+    log.record_failure(question(), KeyError("boom"))
+    log.record_failure(question(), LLMUnavailable("x"), cancelled=True)
     rows = await log.recent("acme")
     assert [r["outcome"] for r in reversed(rows)] == [
         "answered", "routed", "refused", "dry_run", "failed", "failed", "failed", "cancelled",
@@ -67,8 +67,8 @@ async def test_every_outcome_is_recorded(database: Database) -> None:
 
 async def test_packed_chunks_are_kept_only_when_explaining(database: Database) -> None:
     log = AnswerLog(database)
-    await log.record_answer(question(), answer())
-    await log.record_answer(question(explain=True), answer())
+    log.record_answer(question(), answer())
+    log.record_answer(question(explain=True), answer())
     explained, plain = await log.recent("acme")
     assert plain["packed_chunks"] is None
     assert explained["packed_chunks"][0]["marker"] == 1
@@ -77,5 +77,22 @@ async def test_packed_chunks_are_kept_only_when_explaining(database: Database) -
 
 async def test_rows_are_per_tenant(database: Database) -> None:
     log = AnswerLog(database)
-    await log.record_answer(question(tenant_id="other"), answer())
+    log.record_answer(question(tenant_id="other"), answer())
     assert await log.recent("acme") == []
+
+
+async def test_rows_queued_together_are_committed_in_one_transaction(database: Database) -> None:
+    log = AnswerLog(database)
+    for n in range(50):
+        log.record_answer(question(request_id=f"r{n}"), answer())
+    await log.drain()
+    rows = await database.fetch_all("SELECT request_id FROM answers ORDER BY id")
+    assert [r["request_id"] for r in rows] == [f"r{n}" for n in range(50)]
+
+
+async def test_a_failed_write_is_logged_and_never_raised(database: Database, caplog) -> None:
+    log = AnswerLog(database)
+    database.close()  # every write now fails with DatabaseUnavailable
+    log.record_answer(question(), answer())
+    await log.drain()
+    assert "the audit log lost 1 rows" in caplog.text

@@ -1,5 +1,11 @@
 """The audit log: one `answers` row per request, whatever its outcome (answered, refused, routed, failed,
-cancelled, dry run)."""
+cancelled, dry run).
+
+Rows are written behind the answers: recording a request queues its row, and one writer task commits whatever
+is queued in a single transaction, so no caller waits for the disk (that wait cost each answer ~0.5 ms). A row
+is queued before the final Answer is passed on and committed about 20 ms later, with the rows queued meanwhile.
+`recent` reads every row queued before it; `drain` (at shutdown) waits for the last ones. A failed write is
+logged with the number of rows it lost; it never fails a request."""
 
 from __future__ import annotations
 
@@ -49,37 +55,36 @@ class AnswerLog:
     def __init__(self, database: Database, *, default_tenant: str = "") -> None:
         self._db = database
         self._default_tenant = default_tenant
-        self._pending: set[asyncio.Task[None]] = set()
+        self._queued: list[list[Any]] = []
+        self._writer: asyncio.Task[None] | None = None
 
     async def recorded(self, question: Question, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
-        """`events` passed through, with the request's row written: before the final Answer is passed on (a
+        """`events` passed through, with the request's row queued: before the final Answer is passed on (a
         unary caller stops reading there), or when the stream fails, or when the caller cancels it."""
         answered = False
         try:
             async for event in events:
                 if isinstance(event, Answer):
-                    await self.record_answer(question, event)
+                    self.record_answer(question, event)
                     answered = True
                 yield event
         except (asyncio.CancelledError, GeneratorExit) as exc:
-            if not answered:  # written in the background: a cancelled call must not wait for the database
-                task = asyncio.get_running_loop().create_task(self.record_failure(question, exc, cancelled=True))
-                self._pending.add(task)
-                task.add_done_callback(self._pending.discard)
+            if not answered:
+                self.record_failure(question, exc, cancelled=True)
             raise
         except Exception as exc:
-            await self.record_failure(question, exc)
+            self.record_failure(question, exc)
             raise
 
     async def drain(self) -> None:
-        """Wait for rows still being written in the background (at shutdown)."""
-        if self._pending:
-            await asyncio.gather(*self._pending, return_exceptions=True)
+        """Wait until every row queued so far is committed (or its loss logged)."""
+        while self._writer is not None and not self._writer.done():
+            await asyncio.shield(self._writer)
 
-    async def record_answer(self, question: Question, answer: Answer) -> None:
+    def record_answer(self, question: Question, answer: Answer) -> None:
         """Record a completed request; the packed chunks only when the question asked to `explain`."""
         packed = answer.explanation.packed if answer.explanation is not None and question.explain else None
-        await self._insert(
+        self._queue(
             question,
             outcome_of(question, answer),
             answer=answer.text,
@@ -98,11 +103,11 @@ class AnswerLog:
             packed_chunks=_chunks(packed) if packed is not None else None,
         )
 
-    async def record_failure(self, question: Question, error: BaseException, *, cancelled: bool = False) -> None:
+    def record_failure(self, question: Question, error: BaseException, *, cancelled: bool = False) -> None:
         """Record a request that ended in an error (or was cancelled by its caller)."""
         reason = error.reason if isinstance(error, RagError) else "INTERNAL"
         message = error.message if isinstance(error, RagError) else "internal error"
-        await self._insert(
+        self._queue(
             question,
             Outcome.CANCELLED if cancelled else Outcome.FAILED,
             error_reason="CANCELLED" if cancelled else reason,
@@ -110,7 +115,8 @@ class AnswerLog:
         )
 
     async def recent(self, tenant_id: str, limit: int = 50) -> list[dict[str, Any]]:
-        """The tenant's latest rows, newest first, with JSON columns decoded."""
+        """The tenant's latest rows, newest first, with JSON columns decoded (every row queued before included)."""
+        await self.drain()
         rows = await self._db.fetch_all(
             "SELECT * FROM answers WHERE tenant_id = ? ORDER BY id DESC LIMIT ?", (tenant_id, limit)
         )
@@ -124,7 +130,7 @@ class AnswerLog:
             decoded.append(record)
         return decoded
 
-    async def _insert(self, question: Question, outcome: Outcome, **fields: Any) -> None:
+    def _queue(self, question: Question, outcome: Outcome, **fields: Any) -> None:
         row: dict[str, Any] = {
             "created_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "request_id": question.request_id,
@@ -149,8 +155,24 @@ class AnswerLog:
         }
         for column in ("confidence", "citations", "flags", "timings"):
             row[column] = _json(row[column])
-        columns = ", ".join(row)
-        await self._db.execute(
-            f"INSERT INTO answers ({columns}) VALUES ({', '.join('?' * len(row))})",  # noqa: S608 - fixed names
-            [int(v) if isinstance(v, bool) else v for v in row.values()],
-        )
+        self._queued.append([int(row[c]) if isinstance(row[c], bool) else row[c] for c in _COLUMNS])
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write())
+
+    async def _write(self) -> None:
+        """After FLUSH_DELAY_S (the answers that queued the rows go out first, and more rows gather), commit
+        what is queued, one transaction at a time, until nothing is."""
+        await asyncio.sleep(FLUSH_DELAY_S)
+        while self._queued:
+            rows, self._queued = self._queued, []
+            try:
+                await self._db.execute_many(_INSERT, rows)
+            except RagError as exc:
+                _log.error("the audit log lost %d rows: %s", len(rows), exc)
+
+
+FLUSH_DELAY_S = 0.02
+_COLUMNS = ("created_at", "request_id", "tenant_id", "session_id", "query", "outcome", "answer", "grounded",
+            "refusal_reason", "action", "confidence", "citations", "flags", "model", "template_version", "timings",
+            "error_reason", "error_message", "packed_chunks")  # fmt: skip
+_INSERT = f"INSERT INTO answers ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"  # noqa: S608
