@@ -36,11 +36,12 @@ from bench.peers.venvs import python_of
 from bench.peers.workers import ROOT, LLMServer, Reference, Worker, job_config
 from bench.stats import summary, write_result
 
+# Each peer's worker module; its venv is .bench/venvs/<name>, from bench/peers/requirements/<name>.txt.
 PEERS = {
-    "baseline": ("baseline", "bench.peers.baseline_peer"),
-    "langchain": ("langchain", "bench.peers.langchain_peer"),
-    "llamaindex": ("llamaindex", "bench.peers.llamaindex_peer"),
-    "haystack": ("haystack", "bench.peers.haystack_peer"),
+    "baseline": "bench.peers.baseline_peer",
+    "langchain": "bench.peers.langchain_peer",
+    "llamaindex": "bench.peers.llamaindex_peer",
+    "haystack": "bench.peers.haystack_peer",
 }
 VARIANTS = ("ragsvc", *PEERS)
 DELAYED = {"first_token_delay_ms": 100.0, "token_interval_ms": 2.0}
@@ -65,7 +66,7 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     args = parser.parse_args()
     started = time.perf_counter()
-    pythons = {name: python_of(PEERS[name][0]) for name in args.variants if name in PEERS}
+    pythons = {name: python_of(name) for name in args.variants if name in PEERS}
     llm = LLMServer()
     result: dict[str, Any] = {
         "benchmark": "peers",
@@ -103,7 +104,7 @@ def run_size(
             variants["ragsvc"] = server
             setup["ragsvc"] = {"cold_start_s": server.cold_start_s, "index_s": server.ingest(reference.passages)}
         for name, python in pythons.items():
-            worker = Worker(python, PEERS[name][1], config)
+            worker = Worker(python, PEERS[name], config)
             variants[name] = worker
             setup[name] = {"index_s": worker.ready["index_s"]}
             result.setdefault("versions", {})[name] = worker.ready["versions"]

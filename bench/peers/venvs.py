@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
-from pathlib import Path
 
 from bench.peers.workers import ROOT
 
@@ -29,6 +28,3 @@ def python_of(peer: str) -> str:
         stamp.write_text(digest)
     return str(python)
 
-
-def relative(path: str | Path) -> str:
-    return str(Path(path).relative_to(ROOT))
