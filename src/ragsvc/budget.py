@@ -93,7 +93,7 @@ class TokenBudget:
     max_history_tokens: int
 
     def count(self, text: str) -> int:
-        return len(self.encoding.encode(text, disallowed_special=()))
+        return _count(self.encoding, text)
 
     def count_recurring(self, text: str) -> int:
         """`count`, remembered: for texts that come back request after request (system prompts, passages)."""
@@ -268,6 +268,8 @@ class ModelCatalog:
             raise ModelNotAllowed([FieldViolation(field, f"{model!r} is not one of: {allowed}")])
 
 
-@functools.lru_cache(maxsize=4096)
-def _count_recurring(encoding: tiktoken.Encoding, text: str) -> int:
+def _count(encoding: tiktoken.Encoding, text: str) -> int:
     return len(encoding.encode(text, disallowed_special=()))
+
+
+_count_recurring = functools.lru_cache(maxsize=4096)(_count)

@@ -138,19 +138,7 @@ class AnswerLog:
             "session_id": question.session_id,
             "query": question.query,
             "outcome": outcome.value,
-            "answer": "",
-            "grounded": False,
-            "refusal_reason": RefusalReason.NONE.value,
-            "action": "",
-            "confidence": {},
-            "citations": [],
-            "flags": {},
-            "model": "",
-            "template_version": "",
-            "timings": {},
-            "error_reason": "",
-            "error_message": "",
-            "packed_chunks": None,
+            **_UNSET,
             **fields,
         }
         for column in ("confidence", "citations", "flags", "timings"):
@@ -172,7 +160,21 @@ class AnswerLog:
 
 
 FLUSH_DELAY_S = 0.02
-_COLUMNS = ("created_at", "request_id", "tenant_id", "session_id", "query", "outcome", "answer", "grounded",
-            "refusal_reason", "action", "confidence", "citations", "flags", "model", "template_version", "timings",
-            "error_reason", "error_message", "packed_chunks")  # fmt: skip
+# What a row holds when its request did not set it (a failure has no answer, an answer no error).
+_UNSET: dict[str, Any] = {
+    "answer": "",
+    "grounded": False,
+    "refusal_reason": RefusalReason.NONE.value,
+    "action": "",
+    "confidence": {},
+    "citations": [],
+    "flags": {},
+    "model": "",
+    "template_version": "",
+    "timings": {},
+    "error_reason": "",
+    "error_message": "",
+    "packed_chunks": None,
+}
+_COLUMNS = ("created_at", "request_id", "tenant_id", "session_id", "query", "outcome", *_UNSET)
 _INSERT = f"INSERT INTO answers ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"  # noqa: S608
