@@ -6,13 +6,22 @@ BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 PROTOS := $(wildcard protos/ragsvc/v1/*.proto)
 
-.PHONY: serve test generate lint-proto format-proto bench bench-peers clean
+.PHONY: serve test check generate docs lint-proto format-proto bench bench-peers clean
 
 serve: $(VENV)/.runtime
 	$(BIN)/ragsvc serve
 
-test: $(VENV)/.dev lint-proto
+test: $(VENV)/.dev lint-proto check
 	$(BIN)/python -m pytest
+
+# Type checking (mypy strict on src/ragsvc) and linting (ruff), both configured in pyproject.toml.
+check: $(VENV)/.dev
+	$(BIN)/mypy
+	$(BIN)/ruff check src tests bench
+
+# Regenerates the README's configuration table from the settings (a test fails when it is stale).
+docs: $(VENV)/.runtime
+	$(BIN)/python -m ragsvc.config.reference --write README.md
 
 # Regenerates generated/ from protos/ (a test fails when the committed output is stale).
 generate: $(VENV)/.dev

@@ -22,10 +22,10 @@ from datetime import UTC, datetime
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
 
 from bench.stats import percentile, summary, write_result
+from ragsvc.v1 import rag_service_pb2 as pb
+from ragsvc.v1 import rag_service_pb2_grpc
 
 QUESTIONS = (
     "How is the confidence score computed?",
@@ -87,7 +87,7 @@ async def run(rounds: int, calls: int, warmup: int) -> dict[str, object]:
         "the same server, interleaved call by call",
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()},  # fmt: skip
+                    "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()},
         "cold_start_to_serving_s": round(cold_start_s, 2),
         "rounds": per_round,
         "ask_p50_ms_median_of_rounds": statistics.median(ask_p50),

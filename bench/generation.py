@@ -31,13 +31,14 @@ from typing import Any
 
 import grpc
 import httpx
-from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
 
 from bench.stats import summary, write_result
-from ragsvc.budget import DEFAULT_MODELS, ModelCatalog, parse_model_table
+from ragsvc.budget import ModelCatalog
+from ragsvc.config import BudgetSettings, GenerationSettings
 from ragsvc.domain import ChatMessage, Chunk, Role, ScoredChunk
 from ragsvc.prompts import get_prompt
+from ragsvc.v1 import rag_service_pb2 as pb
+from ragsvc.v1 import rag_service_pb2_grpc
 from tests.support.openai_server import ScriptedOpenAIServer
 
 QUESTIONS = (
@@ -80,16 +81,16 @@ class ThreadedLLM:
 
 
 async def first_token_overheads(calls: int, warmup: int, first_token_ms: float, token_ms: float,
-                                tokens: int) -> dict[str, Any]:  # fmt: skip
+                                tokens: int) -> dict[str, Any]:
     deltas = ["The overall confidence is", " 30 times retrieval", " [#1]."] + [" more"] * max(0, tokens - 3)
     with ThreadedLLM(deltas=deltas, first_token_delay_s=first_token_ms / 1000, token_delay_s=token_ms / 1000) as llm:
         data_dir = tempfile.mkdtemp(prefix="ragsvc-bench-generation-")
         env = {**os.environ, "RAG_GRPC_ADDRESS": "127.0.0.1:0", "RAG_DATA_DIR": data_dir, "RAG_GENERATOR": "openai",
                "OPENAI_BASE_URL": llm.base_url, "RAG_HEALTH_PROBE_INTERVAL_SECONDS": "3600",
                # Every call must reach the LLM: no answer cache, no rate limit (settings of their own issues).
-               "RAG_CACHE_MAX_ENTRIES": "0", "RAG_API_RATE_LIMIT": "0", "RAG_REQUEST_LOG": "false"}  # fmt: skip
+               "RAG_CACHE_MAX_ENTRIES": "0", "RAG_API_RATE_LIMIT": "0", "RAG_REQUEST_LOG": "false"}
         server = subprocess.Popen([sys.executable, "-m", "ragsvc.cli", "serve"], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+                                  stderr=subprocess.DEVNULL, text=True)
         try:
             line = await asyncio.to_thread(server.stdout.readline)  # type: ignore[union-attr]
             address = line.removeprefix("ragsvc serving on ").strip()
@@ -131,7 +132,7 @@ async def raw_stream(http: httpx.AsyncClient, llm: ScriptedOpenAIServer) -> floa
 
 
 async def ragsvc_stream(stub: rag_service_pb2_grpc.RagServiceStub, llm: ScriptedOpenAIServer,
-                        question: str) -> tuple[float, float]:  # fmt: skip
+                        question: str) -> tuple[float, float]:
     """ms from the server sending the first token to the gRPC client reading its delta; and from the call."""
     seen = len(llm.streams)
     started = time.monotonic()
@@ -151,8 +152,7 @@ def first_token_gap(llm: ScriptedOpenAIServer, seen: int, first: float | None) -
 
 def counting_cost(repeat: int) -> dict[str, Any]:
     """µs per TokenBudget.pack() of a typical request, per model family, and per count() of one chunk."""
-    catalog = ModelCatalog(parse_model_table(DEFAULT_MODELS, default_max_response=1024), system_prompt_tokens=500,
-                           max_context_tokens=3000, max_history_tokens=1000)  # fmt: skip
+    catalog = ModelCatalog(GenerationSettings().model_limits, BudgetSettings())
     corpus = (Path(__file__).parents[1] / "src/ragsvc/demo_corpus/citations-and-confidence.md").read_text().split()
     budget = catalog.budget("llama3.2")
     chunks, start = [], 0
@@ -161,7 +161,7 @@ def counting_cost(repeat: int) -> dict[str, Any]:
         chunks.append(ScoredChunk(Chunk(f"doc{len(chunks)}", 0, " ".join(words), document_name="d.md"), 0.8))
         start += 130
     history = [ChatMessage(Role.USER if i % 2 == 0 else Role.ASSISTANT, " ".join(corpus[i * 40 : i * 40 + 40]))
-               for i in range(4)]  # fmt: skip
+               for i in range(4)]
     prompt = get_prompt("rag-v1")
     query = "How is the confidence score computed and when is an answer routed?"
 
@@ -180,9 +180,9 @@ def counting_cost(repeat: int) -> dict[str, Any]:
     packing = budget.pack(prompt, query, history, chunks)
     return {
         "request": {"chunks": len(chunks), "chunk_tokens": [budget.count(c.chunk.text) for c in chunks],
-                    "history_messages": len(history), "prompt_tokens": packing.prompt_tokens},  # fmt: skip
+                    "history_messages": len(history), "prompt_tokens": packing.prompt_tokens},
         "pack_us": {model: per_call_us(lambda m=model: catalog.budget(m).pack(prompt, query, history, chunks))
-                    for model in catalog},  # fmt: skip
+                    for model in catalog},
         "count_one_chunk_us": per_call_us(lambda: budget.count(chunks[0].chunk.text)),
     }
 
@@ -196,7 +196,7 @@ async def run(calls: int, warmup: int, first_token_ms: float, token_ms: float, t
         "call, each measured from the server's first-token send time; then TokenBudget.pack() cost",
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()},  # fmt: skip
+                    "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()},
         "time_to_first_token": ttft,
         "token_counting": counting_cost(repeat=2000),
     }

@@ -76,7 +76,7 @@ class Corpus:
                         Chunk(document_id, n, self.texts[i], document_name=f"{document_id}.txt",
                               tenant_id=TENANTS[tenant], tags=self.tags[i]),
                         self.vectors[i].tolist(),
-                    )  # fmt: skip
+                    )
                     for n, i in enumerate(members[start : start + CHUNKS_PER_DOCUMENT])
                 ]
                 documents.append((TENANTS[tenant], document_id, chunks))
@@ -104,7 +104,7 @@ async def ingest(engine: VectorEngine, corpus: Corpus, budget_s: float) -> dict[
             break
     elapsed = time.perf_counter() - started
     return {"chunks": written, "seconds": round(elapsed, 2), "chunks_per_s": round(written / elapsed, 1),
-            "complete": written == corpus.size}  # fmt: skip
+            "complete": written == corpus.size}
 
 
 async def query_latency(
@@ -154,7 +154,7 @@ async def bench_size(size: int, args: argparse.Namespace, workdir: Path) -> dict
             build = await asyncio.wait_for(edge.build_index(), timeout=args.build_timeout)
             report["edge_index_build"] = None if build is None else {
                 "copy_s": round(build.copy_s, 2), "optimize_s_in_child": round(build.optimize_s, 2),
-                "swap_s": round(build.swap_s, 3)}  # fmt: skip
+                "swap_s": round(build.swap_s, 3)}
             print(f"edge background index build: {report['edge_index_build']}", flush=True)
             report["edge_query_hnsw"] = await query_latency(edge, queries, budget_s=120)
             print(f"edge query (after the HNSW build): {report['edge_query_hnsw']}", flush=True)
@@ -162,7 +162,7 @@ async def bench_size(size: int, args: argparse.Namespace, workdir: Path) -> dict
                 workdir / f"edge-{size}", edge, corpus.vectors, np.array(TENANTS)[corpus.tenants], queries[:100]
             )
             print(f"edge dense recall@10 vs exact (synthetic vectors): "
-                  f"{report['edge_dense_recall_at_10_synthetic']}", flush=True)  # fmt: skip
+                  f"{report['edge_dense_recall_at_10_synthetic']}", flush=True)
     finally:
         await edge.close()
         shutil.rmtree(workdir / f"edge-{size}", ignore_errors=True)
@@ -215,7 +215,7 @@ async def dense_recall(
     def search(dense: list[float], flt: Any, exact: bool = False) -> list[Any]:
         params = qe.SearchParams(exact=True) if exact else None
         request = qe.QueryRequest(limit=10, query=qe.Query.Nearest(dense, using="dense"), filter=flt, params=params,
-                                  with_vector=["dense"])  # fmt: skip
+                                  with_vector=["dense"])
         return shard.query(request)
 
     try:
@@ -260,7 +260,7 @@ async def real_embedding_recall(chunks: int, workdir: Path, query_count: int = 2
              "is documented", "fails over", "is audited"]
     objects = ["every night", "within 14 days", "before each release", "for all contractors", "on weekends",
                "in the EU region", "after an incident", "for managers only", "each quarter", "when the disk is full",
-               "with two-factor login", "under the new policy", "for the finance team", "at 2 am", "by default"]  # fmt: skip
+               "with two-factor login", "under the new policy", "for the finance team", "at 2 am", "by default"]
     texts = [
         f"{rng.choice(subjects)} {rng.choice(verbs)} {rng.choice(objects)} and {rng.choice(verbs)} "
         f"{rng.choice(objects)}; note {i}."
@@ -278,7 +278,7 @@ async def real_embedding_recall(chunks: int, workdir: Path, query_count: int = 2
             await engine.replace_document("acme", document_id, [
                 IndexedChunk(Chunk(document_id, i - start, texts[i], tenant_id="acme"), vectors[i].tolist())
                 for i in range(start, min(chunks, start + CHUNKS_PER_DOCUMENT))
-            ])  # fmt: skip
+            ])
         build = await engine.build_index()
         questions = [
             f"When does {rng.choice(subjects).lower()} {rng.choice(verbs)}?" for _ in range(query_count)
@@ -317,7 +317,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "same run; recall@10 of the embedded engine's dense (HNSW) search vs exact numpy search",
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadavg_before_after": [*load_before, os.getloadavg()[0]]},  # fmt: skip
+                    "loadavg_before_after": [*load_before, os.getloadavg()[0]]},
         "sizes": sizes,
         "real_embedding_recall": recall,
         "target": {"edge_p99_ms_at_100k": TARGET_P99_MS, "met": None if best_edge is None else best_edge < TARGET_P99_MS},

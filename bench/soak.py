@@ -39,10 +39,10 @@ import httpx
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from prometheus_client.parser import text_string_to_metric_families
-from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
 
 from bench.stats import percentile, write_result
+from ragsvc.v1 import rag_service_pb2 as pb
+from ragsvc.v1 import rag_service_pb2_grpc
 
 QUESTIONS = (
     "How is the confidence score computed?",
@@ -86,7 +86,7 @@ def serve_llm() -> None:
     from tests.support.openai_server import ScriptedOpenAIServer
 
     async def run() -> None:
-        deltas = tuple(f"word{i} " for i in range(DELTAS - 1)) + ("[#1]",)
+        deltas = (*(f"word{i} " for i in range(DELTAS - 1)), "[#1]")
         async with ScriptedOpenAIServer(deltas=deltas, token_delay_s=TOKEN_DELAY_S) as server:
             print(server.port, flush=True)
             await asyncio.to_thread(sys.stdin.read)
@@ -171,7 +171,7 @@ async def run_profile(name: str, clients: int, seconds: float) -> dict[str, Any]
         server = subprocess.Popen(
             [sys.executable, "-m", "ragsvc.cli", "serve"], env=env, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, text=True,
-        )  # fmt: skip
+        )
         line = await asyncio.wait_for(asyncio.to_thread(server.stdout.readline), 120)  # type: ignore[union-attr]
         address = line.removeprefix("ragsvc serving on ").strip()
         channels = [grpc.aio.insecure_channel(address) for _ in range(CHANNELS)]
@@ -218,7 +218,7 @@ async def run_profile(name: str, clients: int, seconds: float) -> dict[str, Any]
         "ok_stream_ms": {"p50": percentile(tally.ok_ms, 0.5), "p99": percentile(tally.ok_ms, 0.99)},
         "refusal_ms": {"p50": percentile(tally.refused_ms, 0.5), "p99": percentile(tally.refused_ms, 0.99)},
         "server_rss_mib": {"start": round(rss[0][1], 1), "end": round(rss[-1][1], 1),
-                           "samples": [(t, round(m, 1)) for t, m in rss]},  # fmt: skip
+                           "samples": [(t, round(m, 1)) for t, m in rss]},
         "server_loop_tasks": {"before": before.get("rag_event_loop_tasks"), "after": after.get("rag_event_loop_tasks")},
         "server_in_flight_after": after.get("rag_requests_in_flight"),
         "server_exit_code_after_sigterm": exit_code,
@@ -235,7 +235,7 @@ async def run(clients: int, seconds: float, profiles: list[str]) -> dict[str, An
         "clients honour RetryInfo",
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()},  # fmt: skip
+                    "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()},
         "profiles": results,
     }
 

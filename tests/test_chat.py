@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 
@@ -18,21 +17,21 @@ import pexpect
 import pytest
 
 from ragsvc.chat import EXAMPLES
-from tests.server.test_serve_process import start_serve
 from tests.support.openai_server import ScriptedOpenAIServer
+from tests.support.servers import serve_process
 
 EXPECT_TIMEOUT_S = 20  # generous bound per expect; the whole module takes a few seconds
 FIRST_QUESTION = "How are documents chunked?"
 FIRST_ANSWER = "Documents are split into chunks of about 180 tokens. [#1]"
-FIRST_DELTAS = tuple(word + " " for word in FIRST_ANSWER.split(" ")[:-1]) + ("[#1]",)
+FIRST_DELTAS = (*(word + " " for word in FIRST_ANSWER.split(" ")[:-1]), "[#1]")
 FOLLOW_UP = "And how much do neighbouring ones share?"
 SLOW_QUESTION = "How is the confidence score computed?"
-SLOW_DELTAS = tuple(f"slowword{i} " for i in range(60)) + ("[#1]",)
+SLOW_DELTAS = (*(f"slowword{i} " for i in range(60)), "[#1]")
 
 
-async def expect(child: pexpect.spawn, pattern: str, timeout: float = EXPECT_TIMEOUT_S) -> None:
-    """Wait for `pattern` (literal text) in the chat's output, off the event loop, within `timeout`."""
-    await asyncio.to_thread(child.expect_exact, pattern, timeout=timeout)
+async def expect(child: pexpect.spawn, pattern: str, within_s: float = EXPECT_TIMEOUT_S) -> None:
+    """Wait for `pattern` (literal text) in the chat's output, off the event loop, within `within_s`."""
+    await asyncio.to_thread(child.expect_exact, pattern, timeout=within_s)
 
 
 def answer_requests(llm: ScriptedOpenAIServer) -> list[dict]:
@@ -52,8 +51,9 @@ async def llm() -> AsyncIterator[ScriptedOpenAIServer]:
 
 @pytest.fixture(scope="module")
 async def address(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedOpenAIServer) -> AsyncIterator[str]:
-    """A `ragsvc serve` process (demo corpus indexed, the scripted LLM), shared by this module's tests."""
-    process, address = await start_serve(
+    """A `ragsvc serve` process (demo corpus indexed, the scripted LLM), shared by this module's tests; stopped
+    (SIGTERM, then waited for) when they are done."""
+    async with serve_process(
         tmp_path_factory.mktemp("chat-server"),
         {
             "RAG_GENERATOR": "openai",
@@ -68,16 +68,8 @@ async def address(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedOpenAIS
             "RAG_REQUEST_LOG": "false",
             "RAG_GRACE_PERIOD_SECONDS": "1",
         },
-    )
-    try:
-        yield address
-    finally:
-        process.terminate()
-        try:
-            await asyncio.to_thread(process.wait, 15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            await asyncio.to_thread(process.wait)
+    ) as served:
+        yield served.address
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
          f"--pyi_out={tmp_path}", f"--grpc_python_out={tmp_path}", *protos],
         cwd=ROOT,
         check=True,
-    )  # fmt: skip
+    )
     fresh = {p.name: p.read_bytes() for p in (tmp_path / "ragsvc" / "v1").iterdir()}
     committed = {p.name: p.read_bytes() for p in GENERATED.iterdir() if p.name.endswith((".py", ".pyi")) and "_pb2" in p.name}
     assert fresh.keys() == committed.keys(), "run `make generate`: generated files differ from protos/"
@@ -28,7 +28,10 @@ def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
 def test_stream_request_mirrors_ask_request() -> None:
     from ragsvc.v1 import rag_service_pb2 as pb
 
-    def shape(descriptor):  # noqa: ANN001, ANN202
-        return [(f.name, f.number, f.type, f.is_repeated, f.has_presence, f.message_type and f.message_type.full_name) for f in descriptor.fields]
+    def shape(descriptor):
+        return [
+            (f.name, f.number, f.type, f.is_repeated, f.has_presence, f.message_type and f.message_type.full_name)
+            for f in descriptor.fields
+        ]
 
     assert shape(pb.AskRequest.DESCRIPTOR) == shape(pb.AskStreamRequest.DESCRIPTOR)

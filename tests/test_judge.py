@@ -12,7 +12,7 @@ from tests.support.openai_server import ScriptedOpenAIServer
 CONTEXT = (ScoredChunk(Chunk("guide", 0, "Hotel expenses are reimbursed up to 180 euros per night."), 0.8),)
 
 
-async def judged(reply: tuple[str, ...], call):  # noqa: ANN001, ANN202
+async def judged(reply: tuple[str, ...], call):
     async with ScriptedOpenAIServer(deltas=reply, models=("llama3.2",)) as server:
         generator = OpenAICompatGenerator(server.base_url, model="llama3.2")
         try:
@@ -23,7 +23,7 @@ async def judged(reply: tuple[str, ...], call):  # noqa: ANN001, ANN202
 
 
 @pytest.mark.parametrize(("reply", "score"), [(("8", "5"), 85.0), (("Score: ", "100"), 100.0), (("42.",), 42.0),
-                                              (("I cannot rate this",), None)])  # fmt: skip
+                                              (("I cannot rate this",), None)])
 async def test_support_score(reply: tuple[str, ...], score: float | None) -> None:
     result, body = await judged(reply, lambda j: j.support_score("hotel limit?", "180 euros [#1].", CONTEXT))
     assert result == score
@@ -40,7 +40,7 @@ async def test_follow_ups_are_parsed_and_capped() -> None:
 
 
 @pytest.mark.parametrize(("reply", "expected"), [(("PROCEDURAL",), QueryClass.PROCEDURAL),
-                                                 (("Category: factual",), QueryClass.FACTUAL), (("??",), None)])  # fmt: skip
+                                                 (("Category: factual",), QueryClass.FACTUAL), (("??",), None)])
 async def test_classify(reply: tuple[str, ...], expected: QueryClass | None) -> None:
     result, _ = await judged(reply, lambda j: j.classify("How do I set up the LLM?"))
     assert result is expected

@@ -15,7 +15,7 @@ def test_content_terms_drop_stopwords_and_keep_numbers() -> None:
 def test_key_phrases_are_runs_between_stopwords_and_punctuation() -> None:
     text = "Hotel expenses are reimbursed up to 180 euros per night, with an itemised receipt."
     assert key_phrases(text) == [("hotel", "expens"), ("reimburs",), ("180", "euro"), ("night",),
-                                 ("itemis", "receipt")]  # fmt: skip
+                                 ("itemis", "receipt")]
 
 
 def test_long_runs_are_cut_and_repeats_kept_once() -> None:

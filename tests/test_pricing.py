@@ -2,9 +2,12 @@ from __future__ import annotations
 
 import pytest
 
+from ragsvc.config import Settings
 from ragsvc.domain import Usage
 from ragsvc.errors import InvalidRequest
 from ragsvc.pricing import PriceTable
+
+BAD_SPECS = ["gpt", "gpt=1", "gpt=a/b", "=1/2", "gpt=-1/2"]
 
 
 def test_cost_of_a_priced_model() -> None:
@@ -17,8 +20,16 @@ def test_local_models_cost_nothing() -> None:
     assert PriceTable.parse("").cost("llama3.2", Usage(5000, 500)) == 0.0
 
 
-@pytest.mark.parametrize("spec", ["gpt", "gpt=1", "gpt=a/b", "=1/2", "gpt=-1/2"])
+@pytest.mark.parametrize("spec", BAD_SPECS)
+def test_bad_specs_are_refused_naming_the_entry(spec: str) -> None:
+    with pytest.raises(ValueError, match="is not model=prompt/completion") as caught:
+        PriceTable.parse(spec)
+    assert repr(spec) in str(caught.value)
+
+
+@pytest.mark.parametrize("spec", BAD_SPECS)
 def test_bad_specs_name_the_setting(spec: str) -> None:
     with pytest.raises(InvalidRequest) as caught:
-        PriceTable.parse(spec)
-    assert caught.value.violations[0].field == "RAG_MODEL_PRICES"
+        Settings.of(model_prices=spec)
+    assert [v.field for v in caught.value.violations] == ["RAG_MODEL_PRICES"]
+    assert Settings.of(model_prices="gpt-4o=2.5/10").generation.prices == PriceTable.parse("gpt-4o=2.5/10")

@@ -131,7 +131,7 @@ def test_an_unknown_source_id_is_an_invalid_citation_and_a_bare_marker_cites_not
 
 def test_a_source_id_answer_is_judged_like_the_same_answer_with_markers() -> None:
     with_ids = POLICY.judge(normalize_source_ids("Hotel expenses are reimbursed up to 180 euros per night "
-                                                 "[SourceId: guide:0].", CONTEXT), CONTEXT)  # fmt: skip
+                                                 "[SourceId: guide:0].", CONTEXT), CONTEXT)
     with_markers = POLICY.judge("Hotel expenses are reimbursed up to 180 euros per night [#1].", CONTEXT)
     assert with_ids == with_markers and with_ids.grounded
 
@@ -139,7 +139,7 @@ def test_a_source_id_answer_is_judged_like_the_same_answer_with_markers() -> Non
 def test_scanner_finds_source_ids_split_across_deltas() -> None:
     scanner = MarkerScanner(source_ids=SOURCE_IDS)
     deltas = ("Desk [Sour", "ceId: gui", "de:1] and [#1] [SourceId: x:9] ", "[SourceId: guide:1]", " hotels [SourceId:",
-              " guide:0]")  # fmt: skip
+              " guide:0]")
     # guide:1 is marker 2 (once), guide:0 marker 1; [#1] is not a marker in this style, x:9 names no chunk.
     assert [scanner.feed(d) for d in deltas] == [[], [], [2], [], [], [1]]
 

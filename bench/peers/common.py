@@ -206,4 +206,4 @@ def _send(out: Any, message: dict[str, Any]) -> None:
 
 
 __all__ = ["DIMENSION", "HashingEmbedder", "Passage", "Peer", "WorkerConfig", "asdict", "corpus", "queries",
-           "run_worker", "versions"]  # fmt: skip
+           "run_worker", "versions"]

@@ -40,7 +40,7 @@ class CpuUse:
 
     def as_dict(self) -> dict[str, float]:
         return {"machine_cores": round(self.machine, 2), "ours_cores": round(self.ours, 2),
-                "others_cores": round(self.others, 2)}  # fmt: skip
+                "others_cores": round(self.others, 2)}
 
 
 class CpuMeter:

@@ -121,4 +121,4 @@ class LlamaIndexPeer:
 
 if __name__ == "__main__":
     run_worker(LlamaIndexPeer, "llama-index-core", "llama-index-vector-stores-qdrant", "llama-index-llms-openai-like",
-               "qdrant-client")  # fmt: skip
+               "qdrant-client")

@@ -7,10 +7,9 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+from bench.peers.common import HashingEmbedder
 from ragsvc.config import Settings
 from ragsvc.server.app import serve
-
-from bench.peers.common import HashingEmbedder
 
 
 class HashingEmbedderAdapter:
@@ -28,6 +27,9 @@ class HashingEmbedderAdapter:
 
     async def embed_query(self, text: str) -> list[float]:
         return self._embedder.embed(text)
+
+    async def check_health(self) -> None:
+        """In-process and pure: always healthy."""
 
     async def aclose(self) -> None:
         pass

@@ -14,12 +14,12 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from ragsvc.v1 import index_service_pb2 as index_pb
-from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
-from ragsvc.v1 import rag_service_pb2 as pb
 
 from bench.peers.common import Passage, WorkerConfig
 from bench.peers.workers import ROOT
+from ragsvc.v1 import index_service_pb2 as index_pb
+from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
+from ragsvc.v1 import rag_service_pb2 as pb
 
 INGEST_BATCH = 256
 

@@ -11,7 +11,7 @@ from bench.peers.workers import ROOT
 DOC = ROOT / "docs" / "benchmarks.md"
 PLOT = ROOT / "docs" / "peers.png"
 LABELS = {"ragsvc": "ragsvc", "baseline": "hand-written (qdrant-client + httpx)", "langchain": "LangChain LCEL",
-          "llamaindex": "LlamaIndex", "haystack": "Haystack"}  # fmt: skip
+          "llamaindex": "LlamaIndex", "haystack": "Haystack"}
 
 
 def _over_rounds(rounds: list[dict[str, Any]], name: str, metric: str, quantile: str) -> dict[str, float]:
@@ -60,7 +60,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         if "delayed_ttft_overhead_p50_ms" in first:
             targets.append(
                 ("first-token overhead p50 ≤ 1 ms, delayed LLM", first["delayed_ttft_overhead_p50_ms"]["median"], 1.0,
-                 "ms")  # fmt: skip
+                 "ms")
             )
         throughput = result["sizes"][largest].get("throughput")
         if throughput:
@@ -128,7 +128,7 @@ def markdown(result: dict[str, Any], result_path: Path) -> str:
                       f"{settings['delayed_llm']['first_token_delay_ms']:.0f} ms, then one every "
                       f"{settings['delayed_llm']['token_interval_ms']:.0f} ms), p50: "
                       + ", ".join(f"{LABELS.get(n, n)} {_cell(r['delayed_ttft_overhead_p50_ms'])}"
-                                  for n, r in per.items() if "delayed_ttft_overhead_p50_ms" in r) + "."]  # fmt: skip
+                                  for n, r in per.items() if "delayed_ttft_overhead_p50_ms" in r) + "."]
         lines.append("")
     largest = max(result["sizes"], key=int)
     throughput = result["sizes"][largest].get("throughput")
@@ -185,7 +185,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     height = 0.8 / len(sizes)
     for panel, (metric, title) in enumerate(
         (("overhead_p50_ms", "orchestration overhead p50 (ms, log)"),
-         ("ttft_overhead_p50_ms", "first-token overhead p50 (ms, log)"))  # fmt: skip
+         ("ttft_overhead_p50_ms", "first-token overhead p50 (ms, log)"))
     ):
         axis = axes[panel]
         for s, size in enumerate(sizes):

@@ -73,7 +73,7 @@ def main() -> None:
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": "make bench-peers  # python -m bench.peers.run " + " ".join(sys.argv[1:]),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadavg_at_start": os.getloadavg()},  # fmt: skip
+                    "loadavg_at_start": os.getloadavg()},
         "settings": {**vars(args), "ragsvc_job_settings": JOB_SETTINGS, "delayed_llm": DELAYED},
         "sizes": {},
     }
@@ -92,7 +92,7 @@ def main() -> None:
 def run_size(
     size: int, args: argparse.Namespace, pythons: dict[str, str], llm: LLMServer, result: dict[str, Any], *,
     throughput: bool,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     print(f"--- {size} passages", file=sys.stderr, flush=True)
     config = job_config(size, llm.base_url)
     reference = Reference(config)
@@ -134,7 +134,7 @@ def measure_throughput(server: RagsvcServer, llm: LLMServer, size: int, args: ar
     """`bench.peers.throughput` in a process of its own: this one holds synchronous gRPC channels, whose
     background threads would take the GIL from an asyncio load generator."""
     command = [sys.executable, "-m", "bench.peers.throughput", server.address, llm.base_url, str(size),
-               "--rounds", str(args.rounds), "--seconds", str(args.seconds), "--pids", str(server.pid), str(llm.pid)]  # fmt: skip
+               "--rounds", str(args.rounds), "--seconds", str(args.seconds), "--pids", str(server.pid), str(llm.pid)]
     measured = json.loads(subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout)
     measured["ragsvc_rss_mib_after"] = rss_mib(server.pid)
     return measured
@@ -156,7 +156,7 @@ def check_ids(variants: dict[str, Variant], reference: Reference, asked: Sequenc
 def run_rounds(
     variants: dict[str, Variant], reference: Reference, llm: LLMServer, args: argparse.Namespace, count: int,
     seed: int,
-) -> list[dict[str, Any]]:  # fmt: skip
+) -> list[dict[str, Any]]:
     """`args.rounds` rounds of `count` questions, each round a new order of the variants (the first round in
     VARIANTS order, then reversed, then shuffled); warm-ups first, untimed."""
     warmup = queries(reference.passages, args.warmup, seed=seed - 1)
@@ -185,7 +185,7 @@ def run_rounds(
             )
         rounds.append({"order": order, "variants": measured})
         print(f"round {number + 1}: " + ", ".join(f"{n} {m['overhead']['p50_ms']:.2f} ms" for n, m in measured.items()),
-              file=sys.stderr, flush=True)  # fmt: skip
+              file=sys.stderr, flush=True)
     return rounds
 
 
@@ -221,7 +221,7 @@ def per_variant(
         }
         stages["rest"] = [
             o - sum(stages[k][i] for k in ("grpc_and_client", "retrieval_engine", "budget_and_prompt", "llm_client",
-                                             "validation"))  # fmt: skip
+                                             "validation"))
             for i, o in enumerate(overhead)
         ]
         measured["stages"] = {name: summary(values) for name, values in stages.items()}

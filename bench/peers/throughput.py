@@ -19,13 +19,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
-from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
 
 from bench.peers.ceilings import ECHO, STREAM, Load, closed_loop
 from bench.peers.common import corpus, queries
 from bench.peers.cpu import CpuMeter
 from bench.peers.workers import ROOT, LLMControl
+from ragsvc.v1 import rag_service_pb2 as pb
+from ragsvc.v1 import rag_service_pb2_grpc
 
 STREAM_TOKENS = 200
 CONCURRENCY = (1, 8, 32)
@@ -37,7 +37,7 @@ async def measure(rag_address: str, llm: LLMControl, size: int, rounds: int, sec
     ceiling = subprocess.Popen(
         [sys.executable, "-m", "bench.peers.ceilings", "--messages", str(STREAM_TOKENS)],
         stdout=subprocess.PIPE, cwd=ROOT, text=True,
-    )  # fmt: skip
+    )
     raw_address = ceiling.stdout.readline().strip()  # type: ignore[union-attr]
     asked = queries(corpus(size), 1000, seed=5)
     asks = [pb.AskRequest(query=q, tenant_id=t) for q, t in asked]
@@ -46,7 +46,7 @@ async def measure(rag_address: str, llm: LLMControl, size: int, rounds: int, sec
     out: dict[str, Any] = {"unary": [], "stream": [], "stream_tokens": STREAM_TOKENS}
     try:
         async with grpc.aio.insecure_channel(rag_address) as rag_channel, \
-                grpc.aio.insecure_channel(raw_address) as raw_channel:  # fmt: skip
+                grpc.aio.insecure_channel(raw_address) as raw_channel:
             rag = rag_service_pb2_grpc.RagServiceStub(rag_channel)
             echo = raw_channel.unary_unary(ECHO)
             raw_stream = raw_channel.unary_stream(STREAM)

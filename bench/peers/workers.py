@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from ragsvc.encodings import get_encoding
-from ragsvc.prompts import get_prompt
 
 from bench.peers.common import HashingEmbedder, Passage, WorkerConfig, corpus
 from bench.peers.llm_server import MODEL, messages_digest
+from ragsvc.encodings import get_encoding
+from ragsvc.prompts import get_prompt
 
 ROOT = Path(__file__).resolve().parents[2]
 # ragsvc's passage header for a chunk without section or page (prompts.format_chunk, marker style).

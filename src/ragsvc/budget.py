@@ -18,9 +18,11 @@ from dataclasses import dataclass
 
 import tiktoken
 
+from ragsvc.config import BudgetSettings
 from ragsvc.domain import ChatMessage, ScoredChunk
 from ragsvc.encodings import encoding_for_model
 from ragsvc.errors import FieldViolation, ModelNotAllowed, TokenBudgetExceeded
+from ragsvc.model_table import ModelLimits
 from ragsvc.prompts import Prompt
 
 # Chat templates wrap every message in special tokens: Llama 3 spends 5 (<|start_header_id|>, the role,
@@ -30,45 +32,6 @@ MESSAGE_OVERHEAD_TOKENS = 5
 REPLY_PRIMER_TOKENS = 5
 # Passages are joined with "\n\n", one token.
 PASSAGE_SEPARATOR_TOKENS = 1
-
-# Seed 000's allowlist.
-DEFAULT_MODELS = "llama3.2=8192/1024,qwen3:8b=32768/2048,deepseek-r1:32b=65536/4096"
-
-
-@dataclass(frozen=True, slots=True)
-class ModelLimits:
-    """A model's context window and the tokens reserved for (and requested from) its answer."""
-
-    context_window: int
-    max_response_tokens: int
-
-
-def parse_model_table(text: str, *, default_max_response: int) -> dict[str, ModelLimits]:
-    """Reads `name=window/max_response,...`; an entry without `/max_response` gets `default_max_response`.
-    Model names may contain ':' (Ollama tags). Raises ValueError naming the first bad entry."""
-    models: dict[str, ModelLimits] = {}
-    for entry in (part.strip() for part in text.split(",")):
-        if not entry:
-            continue
-        name, equals, limits = entry.rpartition("=")
-        name = name.strip()
-        window_text, slash, response_text = limits.partition("/")
-        try:
-            window = int(window_text)
-            response = int(response_text) if slash else default_max_response
-        except ValueError:
-            raise ValueError(f"{entry!r} is not name=window/max_response") from None
-        if not equals or not name:
-            raise ValueError(f"{entry!r} is not name=window/max_response")
-        if name in models:
-            raise ValueError(f"model {name!r} is listed twice")
-        if not 0 < response < window:
-            raise ValueError(f"{entry!r}: max_response must be positive and smaller than the window")
-        models[name] = ModelLimits(window, response)
-    if not models:
-        raise ValueError("lists no model")
-    return models
-
 
 @dataclass(frozen=True, slots=True)
 class Packing:
@@ -223,23 +186,16 @@ class ModelCatalog:
     """The model allowlist: each allowed model with its limits and a TokenBudget counting with the encoding
     closest to its tokenizer. Budgets are built at start-up, so a request never loads an encoding."""
 
-    def __init__(
-        self,
-        models: Mapping[str, ModelLimits],
-        *,
-        system_prompt_tokens: int,
-        max_context_tokens: int,
-        max_history_tokens: int,
-    ) -> None:
+    def __init__(self, models: Mapping[str, ModelLimits], settings: BudgetSettings) -> None:
         self._limits = dict(models)
         self._budgets = {
             name: TokenBudget(
                 encoding=encoding_for_model(name),
                 context_window=limits.context_window,
                 max_response_tokens=limits.max_response_tokens,
-                system_prompt_tokens=system_prompt_tokens,
-                max_context_tokens=max_context_tokens,
-                max_history_tokens=max_history_tokens,
+                system_prompt_tokens=settings.system_prompt_tokens,
+                max_context_tokens=settings.max_context_tokens,
+                max_history_tokens=settings.max_history_tokens,
             )
             for name, limits in self._limits.items()
         }

@@ -37,20 +37,22 @@ def format_sources(answer: pb.Answer) -> list[str]:
     for c in answer.citations:
         page = c.page_number if c.HasField("page_number") else "N/A"
         section = c.section if c.HasField("section") else "N/A"
-        lines.append(f"  [#{c.marker}] {c.document_name} · page {page} · section {section} · relevance {c.relevance_score:.2f}")
+        lines.append(
+            f"  [#{c.marker}] {c.document_name} · page {page} · section {section} · relevance {c.relevance_score:.2f}"
+        )
     return lines
 
 
 class Chat:
-    def __init__(self, stub: rag_grpc.RagServiceStub, *, tenant: str, tags: list[str], timeout: float,
-                 out: TextIO = sys.stdout) -> None:  # fmt: skip
+    def __init__(self, stub: rag_grpc.RagServiceStub, *, tenant: str, tags: list[str], deadline_s: float,
+                 out: TextIO = sys.stdout) -> None:
         self.session_id = str(uuid.uuid4())
         self._stub = stub
         self._tenant = tenant
         self._tags = tags
-        self._timeout = timeout
+        self._deadline_s = deadline_s
         self._out = out
-        self._call: grpc.aio.UnaryStreamCall | None = None
+        self._call: grpc.aio.UnaryStreamCall[pb.AskStreamRequest, pb.AskStreamResponse] | None = None
 
     def interrupt(self) -> None:
         """Ctrl-C: cancel the answer being streamed, if any; the chat goes on."""
@@ -64,7 +66,7 @@ class Chat:
         request = pb.AskStreamRequest(
             query=query, tenant_id=self._tenant, user_tags=self._tags, session_id=self.session_id
         )
-        self._call = self._stub.AskStream(request, timeout=self._timeout, metadata=call_metadata())
+        self._call = self._stub.AskStream(request, timeout=self._deadline_s, metadata=call_metadata())
         answer = None
         streamed = False
         try:
@@ -97,10 +99,10 @@ class Chat:
         print(text, end=end, file=self._out, flush=True)
 
 
-async def run(address: str, *, tenant: str, tags: list[str], timeout: float,
-              read_line: Callable[[str], str] = input) -> None:  # fmt: skip
+async def run(address: str, *, tenant: str, tags: list[str], deadline_s: float,
+              read_line: Callable[[str], str] = input) -> None:
     async with grpc.aio.insecure_channel(address) as channel:
-        chat = Chat(rag_grpc.RagServiceStub(channel), tenant=tenant, tags=tags, timeout=timeout)
+        chat = Chat(rag_grpc.RagServiceStub(channel), tenant=tenant, tags=tags, deadline_s=deadline_s)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, chat.interrupt)
         print(f"ragsvc chat · {address} · session {chat.session_id}")

@@ -23,7 +23,8 @@ _PROCEDURAL = re.compile(
 )
 _CLARIFICATION = re.compile(
     r"^(and|also|but|so|what about|how about|why( not)?|really|which one|what do you mean|can you (explain|clarify)|"
-    r"more (details|detail|about)|tell me more|elaborate|what else)\b|\b(it|that|this|those|these|they|them)\b[^.?!]{0,30}[?]?$",
+    r"more (details|detail|about)|tell me more|elaborate|what else)\b"
+    r"|\b(it|that|this|those|these|they|them)\b[^.?!]{0,30}[?]?$",
     re.IGNORECASE,
 )
 _MAX_CLARIFICATION_WORDS = 8

@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,15 +18,15 @@ from google.protobuf import json_format
 
 from ragsvc import chat
 from ragsvc.chat import call_metadata
-from ragsvc.config import Settings
+from ragsvc.config import ServerSettings, Settings
 from ragsvc.domain import SourceDocument
 from ragsvc.errors import InvalidRequest
-from ragsvc.server import convert
-from ragsvc.server.status import from_rpc_error
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc as index_grpc
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc as rag_grpc
+from ragsvc.wire import convert
+from ragsvc.wire.status import from_rpc_error
 
 INGEST_BATCH = 8
 INGEST_BATCH_BYTES = 4 * 1024 * 1024  # the server accepts messages of up to 16 MiB
@@ -189,23 +190,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        settings = Settings.from_env()
         if args.command == "serve":
-            from ragsvc.server.app import serve
+            from ragsvc.server.app import serve  # only the serve command loads the server
 
-            asyncio.run(serve(settings))
+            asyncio.run(serve(Settings.from_env()))
             return 0
-        address = args.address or settings.grpc_address
+        address = args.address or os.environ.get("RAG_GRPC_ADDRESS") or ServerSettings().grpc_address
         if args.command == "ingest":
             return asyncio.run(_ingest(args, address))
         if args.command == "chat":
-            asyncio.run(chat.run(address, tenant=args.tenant, tags=args.tags, timeout=args.timeout))
+            asyncio.run(chat.run(address, tenant=args.tenant, tags=args.tags, deadline_s=args.timeout))
             return 0
         asyncio.run(_ask(args, address))
         return 0
     except grpc.RpcError as exc:
         error = from_rpc_error(exc)
-        print(f"\nerror: {exc.code().name} {error.reason}: {error.message}", file=sys.stderr)  # type: ignore[attr-defined]
+        print(f"\nerror: {exc.code().name} {error.reason}: {error.message}", file=sys.stderr)
         for violation in getattr(error, "violations", ()):
             print(f"  {violation.field}: {violation.description}", file=sys.stderr)
         return 1

@@ -1,4 +1,4 @@
-"""The exception tree of ragsvc. Components raise these; only `ragsvc.server.status` maps them to gRPC.
+"""The exception tree of ragsvc. Components raise these; only `ragsvc.wire.status` maps them to gRPC.
 
 RagError
 ├── InvalidRequest ................ the caller sent something we cannot serve (INVALID_ARGUMENT)
@@ -111,13 +111,24 @@ class ModelUnavailable(RagError):
 
 
 class RetryableError(RagError):
-    """An error that retrying after `retry_after_s` seconds may clear (sent to clients as RetryInfo)."""
+    """An error that retrying after `retry_after_s` seconds may clear (sent to clients as RetryInfo).
+
+    `transient` says the failure belongs to this attempt rather than to the request: the server could not be
+    reached, dropped the connection, failed (5xx) or shed load (429), so the same request may succeed against
+    another model or replica. Whoever maps a transport failure to this error sets it (generation/http.py); the
+    fallback chain reads it and nothing else."""
 
     def __init__(
-        self, message: str, *, retry_after_s: float = 1.0, metadata: dict[str, str] | None = None
+        self,
+        message: str,
+        *,
+        retry_after_s: float = 1.0,
+        metadata: dict[str, str] | None = None,
+        transient: bool = False,
     ) -> None:
         super().__init__(message, metadata=metadata)
         self.retry_after_s = retry_after_s
+        self.transient = transient
 
 
 class DependencyUnavailable(RetryableError):

@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ragsvc.domain import Usage
-from ragsvc.errors import FieldViolation, InvalidRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,9 +22,16 @@ class PriceTable:
     def __init__(self, prices: Mapping[str, Price]) -> None:
         self._prices = dict(prices)
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PriceTable) and other._prices == self._prices
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._prices.items()))
+
     @classmethod
     def parse(cls, spec: str) -> PriceTable:
-        """`model=prompt/completion,...` in dollars per million tokens, e.g. "gpt-4o=2.5/10,gpt-4o-mini=0.15/0.6"."""
+        """`model=prompt/completion,...` in dollars per million tokens, e.g. "gpt-4o=2.5/10,gpt-4o-mini=0.15/0.6";
+        ValueError naming the first bad entry."""
         prices: dict[str, Price] = {}
         for entry in filter(None, (part.strip() for part in spec.split(","))):
             model, _, rates = entry.rpartition("=")
@@ -35,9 +41,7 @@ class PriceTable:
             except ValueError:
                 price = None
             if not model or price is None or price.prompt_per_million < 0 or price.completion_per_million < 0:
-                raise InvalidRequest(
-                    [FieldViolation("RAG_MODEL_PRICES", f"{entry!r} is not model=prompt/completion (USD per 1M tokens)")]
-                )
+                raise ValueError(f"{entry!r} is not model=prompt/completion (USD per 1M tokens)")
             prices[model] = price
         return cls(prices)
 

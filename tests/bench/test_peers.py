@@ -76,7 +76,7 @@ def test_the_report_takes_medians_over_rounds_and_judges_the_targets() -> None:
     def variant(p50: float) -> dict:
         quantiles = {"p50_ms": p50, "p99_ms": p50 * 2}
         measured = {"total": quantiles, "overhead": quantiles, "ttft_overhead": quantiles, "n": 10,
-                    "prompts_as_exact_top5": 10, "answers_whole": 10, "cpu": {"others_cores": 0.1}}  # fmt: skip
+                    "prompts_as_exact_top5": 10, "answers_whole": 10, "cpu": {"others_cores": 0.1}}
         stages = {"server_overhead": {"p50_ms": p50 / 2, "p99_ms": p50}}
         return measured | {"stages": stages}
 

@@ -45,5 +45,5 @@ OPENAI = Backend("openai", ScriptedOpenAIServer, OpenAICompatGenerator, "/v1/cha
 OLLAMA = Backend(
     "ollama", ScriptedOllamaServer, OllamaGenerator, "/api/chat", "/api/tags",
     lambda m: m if ":" in m else f"{m}:latest",
-)  # fmt: skip
+)
 BACKENDS = [OPENAI, OLLAMA]

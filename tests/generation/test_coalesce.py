@@ -10,6 +10,7 @@ import pytest
 from ragsvc.domain import GenerationDelta, Usage
 from ragsvc.errors import LLMUnavailable
 from ragsvc.generation.coalesce import coalesced
+from tests.support.streams import collect_into
 
 
 async def _burst(texts: list[str], usage: Usage | None = None) -> AsyncIterator[GenerationDelta]:
@@ -53,11 +54,10 @@ async def test_a_failure_comes_after_the_text_that_preceded_it() -> None:
         yield GenerationDelta(text="partial")
         raise LLMUnavailable("the model runner crashed")
 
-    received = []
+    received: list[GenerationDelta] = []
     with pytest.raises(LLMUnavailable):
-        async for delta in coalesced(failing()):
-            received.append(delta.text)
-    assert received == ["partial"]
+        await collect_into(received, coalesced(failing()))
+    assert [delta.text for delta in received] == ["partial"]
 
 
 async def test_closing_the_merged_stream_closes_the_source_at_once() -> None:

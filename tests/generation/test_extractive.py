@@ -120,6 +120,7 @@ async def test_healthy_and_named() -> None:
     await generator.aclose()
 
     assert generator.name == "extractive"
+    assert not generator.capabilities.follows_instructions, "no model to classify, self-score or suggest follow-ups"
 
 
 async def test_cheap_on_a_large_context() -> None:

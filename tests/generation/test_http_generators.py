@@ -12,9 +12,11 @@ import pytest
 
 from ragsvc.domain import ChatMessage, GenerationDelta, GenerationRequest, Role, Usage
 from ragsvc.errors import LLMTimeout, LLMUnavailable, ModelUnavailable
-from ragsvc.generation.http import HttpGenerator, worth_another_model
+from ragsvc.generation.fallback import worth_another_model
+from ragsvc.generation.http import HttpGenerator
 from tests.generation.backends import BACKENDS, Backend
 from tests.support.http_server import Fault
+from tests.support.streams import collect_into
 
 pytestmark = pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
 
@@ -45,6 +47,7 @@ async def test_streams_deltas_as_they_arrive_then_usage(backend: Backend) -> Non
     # Each delta is yielded when it arrives (0.05 s apart), not once the answer is complete.
     assert arrivals[-2][0] - arrivals[0][0] >= 0.15
     assert generator.name == f"{backend.name}:llama3.2" == generator.model_name("llama3.2")
+    assert generator.capabilities.follows_instructions
 
 
 async def test_a_finished_stream_leaves_the_connection_for_the_next(backend: Backend) -> None:
@@ -65,7 +68,7 @@ async def test_server_down_is_llm_unavailable_worth_another_model(backend: Backe
 
 
 @pytest.mark.parametrize(("status", "worth"), [(500, True), (502, True), (503, True), (429, True), (400, False),
-                                               (401, False)])  # fmt: skip
+                                               (401, False)])
 async def test_error_statuses_are_llm_unavailable(backend: Backend, status: int, worth: bool) -> None:
     async with backend.server(status=status) as server:
         async with contextlib.aclosing(backend.generator(server)) as generator:
@@ -87,13 +90,12 @@ async def test_an_unserved_model_is_model_unavailable(backend: Backend) -> None:
 async def test_a_stalled_stream_is_llm_timeout(backend: Backend) -> None:
     async with backend.server(deltas=["one", " two", " three"], fault=Fault.STALL, fault_after=1) as server:
         async with contextlib.aclosing(backend.generator(server, timeout_s=0.3)) as generator:
-            received: list[str] = []
+            received: list[GenerationDelta] = []
             started = time.monotonic()
             with pytest.raises(LLMTimeout) as caught:
-                async for delta in generator.generate(request()):
-                    received.append(delta.text)
+                await collect_into(received, generator.generate(request()))
     assert caught.value.stage == "generation" and not worth_another_model(caught.value)
-    assert received == ["one"]
+    assert [delta.text for delta in received] == ["one"]
     assert 0.3 <= time.monotonic() - started < 2.0
 
 
@@ -105,11 +107,10 @@ async def test_a_broken_stream_is_llm_unavailable(backend: Backend, fault: Fault
     that ends before the answer does: each after the delta that came before it."""
     async with backend.server(deltas=["one", " two"], fault=fault, fault_after=1) as server:
         async with contextlib.aclosing(backend.generator(server)) as generator:
-            received: list[str] = []
+            received: list[GenerationDelta] = []
             with pytest.raises(LLMUnavailable) as caught:
-                async for delta in generator.generate(request()):
-                    received.append(delta.text)
-    assert received == ["one"]
+                await collect_into(received, generator.generate(request()))
+    assert [delta.text for delta in received] == ["one"]
     assert worth_another_model(caught.value) is worth
 
 
@@ -139,7 +140,7 @@ async def test_health_fails_on_a_failing_server_a_missing_model_or_no_server(bac
 
 async def test_availability_comes_from_the_model_list_kept_briefly(backend: Backend) -> None:
     async with backend.server(models=("llama3.2", "qwen3:8b")) as server:
-        async with contextlib.aclosing(backend.generator(server, models_ttl_s=0.3)) as generator:
+        async with contextlib.aclosing(backend.generator(server, models_ttl_s=60)) as generator:
             await asyncio.gather(*(generator.ensure_available("qwen3:8b") for _ in range(5)))
             await generator.ensure_available("llama3.2")
             with pytest.raises(ModelUnavailable):
@@ -147,9 +148,14 @@ async def test_availability_comes_from_the_model_list_kept_briefly(backend: Back
             assert [r.path for r in server.requests] == [backend.models_path], "one fetch, shared and kept"
 
             server.models.append(backend.listed("deepseek-r1:32b"))  # pulled meanwhile
-            await asyncio.sleep(0.35)
+            with pytest.raises(ModelUnavailable):
+                await generator.ensure_available("deepseek-r1:32b")  # the kept list does not know it yet
+        # With no time to keep it (RAG_MODEL_LIST_TTL_SECONDS 0) the list is asked for again: the TTL is the
+        # generator's setting (ModelList's own clock-driven expiry is tested in test_model_list.py).
+        async with contextlib.aclosing(backend.generator(server, models_ttl_s=0)) as generator:
             await generator.ensure_available("deepseek-r1:32b")
-    assert [r.path for r in server.requests] == [backend.models_path] * 2
+            await generator.ensure_available("deepseek-r1:32b")
+    assert [r.path for r in server.requests] == [backend.models_path] * 3
 
 
 async def test_a_failed_model_list_is_not_kept(backend: Backend) -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -39,7 +40,7 @@ def test_chunks_hold_at_most_the_token_limit(size: int, overlap: int) -> None:
 def test_neighbouring_chunks_overlap_by_about_the_overlap() -> None:
     chunks = chunk_sections([Section(prose(3000))], chunk_tokens=120, overlap_tokens=30)
 
-    for first, second in zip(chunks, chunks[1:]):
+    for first, second in itertools.pairwise(chunks):
         shared = " ".join(shared_words(first.text, second.text))
         assert 20 <= tokens(shared) <= 32
 
@@ -115,5 +116,5 @@ def test_text_that_looks_like_special_tokens_is_plain_text() -> None:
 
 @pytest.mark.parametrize(("size", "overlap"), [(40, 40), (40, 50), (40, -1), (0, 0)])
 def test_the_overlap_must_be_smaller_than_the_chunk(size: int, overlap: int) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="need chunk_tokens > overlap_tokens >= 0"):
         chunk_sections([Section("text")], chunk_tokens=size, overlap_tokens=overlap)

@@ -7,12 +7,9 @@ import os
 import sys
 from pathlib import Path
 
-import grpc
 from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
-
 from tests.ingest.pdfs import build_pdf
-from tests.server.conftest import running_server
+from tests.support.servers import connected, running_server
 
 
 async def run_cli(*args: str) -> tuple[int, str, str]:
@@ -20,7 +17,7 @@ async def run_cli(*args: str) -> tuple[int, str, str]:
         sys.executable, "-m", "ragsvc.cli", *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
+    )
     stdout, stderr = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode is not None
     return process.returncode, stdout.decode(), stderr.decode()
@@ -36,20 +33,19 @@ async def test_ingest_indexes_pdfs_and_markdown_and_reports_each_document(tmp_pa
 
     async with running_server(tmp_path / "data", demo_corpus=False) as server:
         code, out, err = await run_cli("ingest", str(docs), "--address", server.address, "--tenant", "acme",
-                                       "--tag", "staff", "--published", "2026-01-15")  # fmt: skip
+                                       "--tag", "staff", "--published", "2026-01-15")
 
         assert code == 1, err  # one document failed
         lines = out.splitlines()
         assert any(line.startswith("[1/3] broken: error:") and "not a readable PDF" in line for line in lines)
         assert any(line.startswith("[2/3] faq: 1 chunks") for line in lines)
         assert any(line.startswith("[3/3] guide: ") and line.split(": ")[1].startswith(("2 chunks", "3 chunks"))
-                   for line in lines)  # fmt: skip
+                   for line in lines)
         assert lines[-1].startswith("2 of 3 documents indexed")
         assert await server.components.engine.count("acme") >= 3
 
-        async with grpc.aio.insecure_channel(server.address) as channel:
-            stub = rag_service_pb2_grpc.RagServiceStub(channel)
-            reply = await stub.Ask(
+        async with connected(server) as stubs:
+            reply = await stubs.rag.Ask(
                 pb.AskRequest(query="Which room is the badge office in?", tenant_id="acme", user_tags=["staff"]),
                 timeout=30,
             )

@@ -117,5 +117,5 @@ async def test_engine_failures_propagate(indexer: Indexer, engine: EdgeEngine) -
 
 
 def test_the_overlap_must_be_smaller_than_the_chunk(embedder: MiniLMEmbedder, engine: EdgeEngine) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="need chunk_tokens > overlap_tokens >= 0"):
         Indexer(embedder, engine, chunk_tokens=50, overlap_tokens=50)

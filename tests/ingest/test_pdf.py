@@ -30,7 +30,7 @@ OUTLINE = [("Introduction", 0), ("Time off", 1), ("Money", 2), ("IT", 3)]
 
 def handbook(**changes: object) -> SourceDocument:
     fields = {"document_id": "handbook", "name": "handbook.pdf", "content": build_pdf(PAGES, outline=OUTLINE),
-              "media_type": PDF, "tenant_id": "acme"}  # fmt: skip
+              "media_type": PDF, "tenant_id": "acme"}
     return SourceDocument(**{**fields, **changes})  # type: ignore[arg-type]
 
 

@@ -18,6 +18,7 @@ from ragsvc.retrieval.base import IndexedChunk
 from ragsvc.retrieval.edge import BUILDING_SUFFIX, PREVIOUS_SUFFIX, EdgeEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
 from tests.retrieval.conftest import store
+from tests.support.polling import eventually
 
 DIMENSION = 32
 
@@ -28,7 +29,7 @@ def random_document(document_id: str, chunks: int, seed: int, *, tenant: str = "
         IndexedChunk(Chunk(document_id, i, f"{document_id} part {i} of the archive", tenant_id=tenant),
                      rng.standard_normal(DIMENSION).tolist())
         for i in range(chunks)
-    ]  # fmt: skip
+    ]
 
 
 async def fill(engine: EdgeEngine, documents: int, chunks_each: int) -> None:
@@ -94,8 +95,7 @@ async def test_the_index_is_built_in_the_background_while_queries_and_writes_go_
         gaps: list[float] = []
         answered = 0
         build = asyncio.create_task(engine.build_index())
-        while not path.with_name(path.name + BUILDING_SUFFIX).exists():
-            await asyncio.sleep(0.001)
+        await eventually(path.with_name(path.name + BUILDING_SUFFIX).exists, within_s=30, every_s=0.001)
         # Writes during the build land in the live shard now and are replayed onto the optimized one.
         await engine.replace_document("acme", "late", random_document("late", 5, seed=99))
         assert await engine.delete_document("acme", "doc3") == 100
@@ -140,9 +140,7 @@ async def test_a_large_ingest_schedules_a_build_once_writes_go_quiet(tmp_path: P
         await asyncio.sleep(0.2)
         assert engine.builds == [] and not engine.indexing  # 400 new points: below the threshold
         await fill(engine, documents=6, chunks_each=100)
-        deadline = time.monotonic() + 60
-        while not engine.builds and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        await eventually(lambda: engine.builds, within_s=60, every_s=0.05)
 
         assert [b.points for b in engine.builds] == [600]  # the four rewritten documents and two new ones
         assert await engine.count("acme") == 600
@@ -155,8 +153,7 @@ async def test_closing_during_a_build_stops_it_and_keeps_the_data(tmp_path: Path
     engine = EdgeEngine.open(path, DIMENSION)
     await fill(engine, documents=10, chunks_each=100)
     build = asyncio.create_task(engine.build_index())
-    while not path.with_name(path.name + BUILDING_SUFFIX).exists():
-        await asyncio.sleep(0.001)
+    await eventually(path.with_name(path.name + BUILDING_SUFFIX).exists, within_s=30, every_s=0.001)
 
     await engine.close()
 

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ragsvc.config import RetrievalSettings
 from ragsvc.domain import Chunk, MetadataFilter, RetrievalQuery
 from ragsvc.errors import RetrievalUnavailable
 from ragsvc.retrieval.base import IndexedChunk, VectorEngine
@@ -190,7 +191,7 @@ async def test_a_word_only_bm25_finds_is_fused_in(any_engine: VectorEngine, embe
     limit is among the fused results. The other chunks say the same as the query in other words, so that they
     lead the dense leg and share no token with it in the sparse leg: the fused order has no ties to break."""
     texts = [f"Office {i}: the ID card printing machine jammed and shows a fault while making visitor passes."
-             for i in range(12)]  # fmt: skip
+             for i in range(12)]
     texts.append("Parking garage level two reopens Monday; the contractor's ticket is ZX-4711.")
     await store(any_engine, embedder, [chunk("manual", i, text=t) for i, t in enumerate(texts)])
     query = "badge printer error ZX-4711"
@@ -303,7 +304,7 @@ async def test_the_retriever_honours_the_per_request_options(
         for i, t in enumerate(texts)
     ]
     await store(any_engine, embedder, chunks)
-    retriever = HybridRetriever(embedder, any_engine, min_similarity=0.0, overlap_threshold=1.0)
+    retriever = HybridRetriever(embedder, any_engine, RetrievalSettings(min_similarity=0.0, chunk_overlap_threshold=1.0))
 
     async def hits(**options: object) -> list[str]:
         query = RetrievalQuery("How long are backup snapshots kept?", **{"tenant_id": "acme", **options})  # type: ignore[arg-type]
@@ -314,7 +315,7 @@ async def test_the_retriever_honours_the_per_request_options(
     assert len(await hits(top_k=20)) == 20
     assert await hits(top_k=5, score_threshold=1.0) == []
     strict = await retriever.retrieve(RetrievalQuery("How long are backup snapshots kept?", tenant_id="acme",
-                                                     top_k=5, score_threshold=0.6))  # fmt: skip
+                                                     top_k=5, score_threshold=0.6))
     assert all(h.score >= 0.6 for h in strict.hits)
     assert all(r.score < 0.6 for r in strict.rejected)
     odd = await hits(top_k=20, filters=MetadataFilter(source_urls=("https://ops.example/1",)))
@@ -331,7 +332,7 @@ corpora = st.lists(
     min_size=3,
     max_size=25,
 )
-callers = st.tuples(st.sampled_from(TENANTS), st.frozensets(st.sampled_from(TAGS + ["sales"]), max_size=3))
+callers = st.tuples(st.sampled_from(TENANTS), st.frozensets(st.sampled_from([*TAGS, "sales"]), max_size=3))
 _examples = itertools.count()
 
 
@@ -362,7 +363,7 @@ def test_no_chunk_of_another_tenant_or_without_a_shared_tag_is_ever_returned(
             Chunk(f"doc{i}", 0, f"policy text number {i} about {' '.join(sorted(tags))}",
                   tenant_id=f"{tenant}-{example}", tags=tuple(sorted(tags)), confidential=confidential)
             for i, (tenant, tags, confidential) in enumerate(corpus)
-        ]  # fmt: skip
+        ]
         for c in chunks:
             vector = rng.standard_normal(16).tolist()
             loop.run_until_complete(engine.replace_document(c.tenant_id, c.document_id, [IndexedChunk(c, vector)]))

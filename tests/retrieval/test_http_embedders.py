@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragsvc.config import Settings
+from ragsvc.config import RetrievalSettings, Settings
 from ragsvc.domain import Chunk, RetrievalQuery
 from ragsvc.errors import EmbeddingFailed
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.http_embedders import OllamaEmbedder, OpenAIEmbedder
 from ragsvc.retrieval.hybrid import HybridRetriever
-from ragsvc.server.app import build_components
+from ragsvc.server.components import open_components
 from tests.retrieval.conftest import store
 from tests.support.http_server import Fault, hashed_embedding
 from tests.support.ollama_server import ScriptedOllamaServer
@@ -68,7 +68,7 @@ async def test_openai_vectors_are_put_back_in_input_order() -> None:
         embedder = OpenAIEmbedder(server.base_url, model="text-embedding-3-small")
         original = server._embeddings
 
-        async def reversed_order(request, writer):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
+        async def reversed_order(request, writer):  # type: ignore[no-untyped-def]
             # Answer with the items in reverse; their "index" fields still tell the order.
             texts = request.body["input"]
             data = [{"object": "embedding", "index": i, "embedding": hashed_embedding(t)} for i, t in enumerate(texts)]
@@ -98,7 +98,7 @@ async def test_every_failure_is_embedding_failed(kind: str) -> None:
         wrong_size = embedder_type(server.base_url, model=model, dimension=384)
         timing_out = embedder_type(server.base_url, model=model, timeout_s=0.2, retry_delays_s=(0.01, 0.02))
         try:
-            with pytest.raises(EmbeddingFailed, match="404.*(not found|does not exist)"):
+            with pytest.raises(EmbeddingFailed, match=r"404.*(not found|does not exist)"):
                 await unknown.embed_query("x")
             with pytest.raises(EmbeddingFailed, match="64 dimensions, expected 384"):
                 await wrong_size.embed_query("x")
@@ -135,8 +135,8 @@ async def test_a_served_embedder_drives_retrieval_end_to_end(tmp_path: Path) -> 
             await store(engine, embedder, [  # type: ignore[arg-type]
                 Chunk("refunds", 0, "refunds of annual plans within fourteen days", tenant_id="acme"),
                 Chunk("backups", 0, "nightly backups of the storage cluster", tenant_id="acme"),
-            ])  # fmt: skip
-            retriever = HybridRetriever(embedder, engine, min_similarity=0.3)
+            ])
+            retriever = HybridRetriever(embedder, engine, RetrievalSettings(min_similarity=0.3))
             result = await retriever.retrieve(RetrievalQuery("backups of the cluster", tenant_id="acme"))
         finally:
             await engine.close()
@@ -147,17 +147,15 @@ async def test_a_served_embedder_drives_retrieval_end_to_end(tmp_path: Path) -> 
 
 async def test_settings_choose_the_served_embedder_and_its_own_shard(tmp_path: Path) -> None:
     async with ScriptedOllamaServer() as server:
-        settings = Settings(data_dir=tmp_path, demo_corpus=False, embedder="ollama", ollama_base_url=server.base_url)
-        components = await build_components(settings)
-        try:
+        settings = Settings.of(data_dir=tmp_path, demo_corpus=False, embedder="ollama", ollama_base_url=server.base_url)
+        async with open_components(settings) as components:
             assert isinstance(components.embedder, OllamaEmbedder)
             assert components.embedder.dimension == 64  # asked at start: EMBEDDING_DIMENSION is 0
             assert (tmp_path / "qdrant-edge-ollama-nomic-embed-text-64").is_dir()
-        finally:
-            await components.aclose()
         assert [r.path for r in server.requests] == ["/api/embed"]
 
     with pytest.raises(EmbeddingFailed):  # no server: the start fails
-        await build_components(
-            Settings(data_dir=tmp_path, embedder="openai", embedding_base_url=f"http://127.0.0.1:{free_port()}/v1")
-        )
+        async with open_components(
+            Settings.of(data_dir=tmp_path, embedder="openai", embedding_base_url=f"http://127.0.0.1:{free_port()}/v1")
+        ):
+            pass

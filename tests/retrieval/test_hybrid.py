@@ -8,11 +8,12 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from ragsvc.config import RetrievalSettings
 from ragsvc.domain import Chunk, RetrievalQuery, ScoredChunk
 from ragsvc.errors import RetrievalUnavailable
 from ragsvc.retrieval.base import Candidate, IndexedChunk, VectorEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
-from ragsvc.retrieval.hybrid import HybridRetriever
+from ragsvc.retrieval.hybrid import OVERFETCH, HybridRetriever
 from ragsvc.retrieval.layout import redact
 from ragsvc.retrieval.quality import RankingWeights, recency_boost
 from tests.retrieval.conftest import store
@@ -28,10 +29,10 @@ def axis(i: int, dimension: int = 64) -> np.ndarray:
 
 
 def candidate(document_id: str, score: float, *, index: int = 0, vector: np.ndarray | None = None,
-              redacted: bool = False, **fields: object) -> Candidate:  # fmt: skip
+              redacted: bool = False, **fields: object) -> Candidate:
     chunk = Chunk(document_id, index, f"text of {document_id}:{index}", tenant_id="t", **fields)  # type: ignore[arg-type]
     return Candidate(redact(chunk) if redacted else chunk, score, axis(hash((document_id, index)) % 64) if vector is None
-                     else vector, redacted=redacted)  # fmt: skip
+                     else vector, redacted=redacted)
 
 
 class FixedEngine:
@@ -65,8 +66,15 @@ def scripted(scores: Sequence[float]) -> FixedEngine:
     return FixedEngine([candidate(f"doc{i}", s, vector=axis(i)) for i, s in enumerate(scores)])
 
 
-def retriever_over(engine: VectorEngine, embedder: MiniLMEmbedder, **options: object) -> HybridRetriever:
-    return HybridRetriever(embedder, engine, **{"min_similarity": 0.0, "today": lambda: TODAY, **options})  # type: ignore[arg-type]
+def retriever_over(
+    engine: VectorEngine, embedder: MiniLMEmbedder, weights: RankingWeights | None = None, **settings: object
+) -> HybridRetriever:
+    """A retriever with RetrievalSettings `settings` (by field name; min_similarity 0 unless given)."""
+    if weights is not None:
+        settings |= {"similarity_weight": weights.similarity, "recency_weight": weights.recency,
+                     "trust_weight": weights.trust}
+    return HybridRetriever(embedder, engine, RetrievalSettings(**{"min_similarity": 0.0, **settings}),
+                           today=lambda: TODAY)
 
 
 def ids(scored: Sequence[ScoredChunk]) -> list[str]:
@@ -91,11 +99,13 @@ async def test_it_over_fetches_three_times_top_k_and_splits_at_the_threshold(emb
 
 
 async def test_top_k_cuts_the_hits(embedder: MiniLMEmbedder) -> None:
-    retriever = retriever_over(scripted(FUSED), embedder, overfetch=1)
+    engine = scripted(FUSED)
+    retriever = retriever_over(engine, embedder)
 
-    result = await retriever.retrieve(RetrievalQuery("q", tenant_id="t", top_k=4))
+    result = await retriever.retrieve(RetrievalQuery("q", tenant_id="t", top_k=2))
 
-    assert ids(result.hits) == ["doc1", "doc0", "doc3", "doc2"]
+    assert engine.limits == [2 * OVERFETCH]
+    assert ids(result.hits) == ["doc1", "doc0"]  # the best two of the six fetched: .92, .55 (.41, .35, .20, .10 cut)
     assert result.rejected == ()
 
 
@@ -128,13 +138,13 @@ async def test_near_duplicates_keep_only_the_best_ranked(embedder: MiniLMEmbedde
         candidate("b", 0.80, vector=base),
         candidate("c", 0.60, vector=related / np.linalg.norm(related)),
         candidate("d", 0.50, vector=base),
-    ])  # fmt: skip
+    ])
 
     default = await retriever_over(engine, embedder).retrieve(RetrievalQuery("q", tenant_id="t", top_k=5))
-    strict = await retriever_over(engine, embedder, overlap_threshold=0.8).retrieve(
+    strict = await retriever_over(engine, embedder, chunk_overlap_threshold=0.8).retrieve(
         RetrievalQuery("q", tenant_id="t", top_k=5)
     )
-    off = await retriever_over(engine, embedder, overlap_threshold=1.0).retrieve(
+    off = await retriever_over(engine, embedder, chunk_overlap_threshold=1.0).retrieve(
         RetrievalQuery("q", tenant_id="t", top_k=5)
     )
 
@@ -150,13 +160,13 @@ async def test_each_document_contributes_at_most_the_cap(embedder: MiniLMEmbedde
     )
 
     capped = await retriever_over(engine, embedder).retrieve(RetrievalQuery("q", tenant_id="t", top_k=5))
-    one = await retriever_over(engine, embedder, max_chunks_per_document=1).retrieve(
+    one = await retriever_over(engine, embedder, max_chunks_per_doc=1).retrieve(
         RetrievalQuery("q", tenant_id="t", top_k=5)
     )
 
     assert [(h.chunk.document_id, h.chunk.chunk_index) for h in capped.hits] == [
         ("big", 0), ("big", 1), ("big", 2), ("small", 0), ("other", 0)
-    ]  # fmt: skip
+    ]
     assert ids(one.hits) == ["big", "small", "other"]
 
 
@@ -165,7 +175,7 @@ async def test_ranking_weighs_similarity_recency_and_trust(embedder: MiniLMEmbed
         candidate("old-trusted", 0.80, vector=axis(0), published_at="2019-01-01", trust=1.0),
         candidate("fresh", 0.70, vector=axis(1), published_at="2026-06-20", trust=0.5),
         candidate("undated", 0.75, vector=axis(2), trust=0.5),
-    ])  # fmt: skip
+    ])
     query = RetrievalQuery("q", tenant_id="t", top_k=3)
 
     default = await retriever_over(engine, embedder).retrieve(query)
@@ -181,12 +191,27 @@ async def test_ranking_weighs_similarity_recency_and_trust(embedder: MiniLMEmbed
     assert [h.score for h in default.hits] == [0.80, 0.70, 0.75]  # scores stay the cosine similarities
 
 
+async def test_new_weights_rank_from_the_next_query_on(embedder: MiniLMEmbedder) -> None:
+    engine = FixedEngine([
+        candidate("old-trusted", 0.80, vector=axis(0), published_at="2019-01-01", trust=1.0),
+        candidate("fresh", 0.70, vector=axis(1), published_at="2026-06-20", trust=0.5),
+    ])
+    retriever = retriever_over(engine, embedder)
+    query = RetrievalQuery("q", tenant_id="t", top_k=2)
+    assert retriever.weights == RankingWeights(0.7, 0.2, 0.1)
+    assert ids((await retriever.retrieve(query)).hits) == ["old-trusted", "fresh"]
+
+    retriever.use_weights(RankingWeights(0.7, 1.0, 0.0))
+    assert retriever.weights == RankingWeights(0.7, 1.0, 0.0)
+    assert ids((await retriever.retrieve(query)).hits) == ["fresh", "old-trusted"]
+
+
 @pytest.mark.parametrize(
     ("published", "boost"),
     [("2026-06-30", 0.3), ("2026-05-31", 0.3), ("2026-05-30", 0.2), ("2026-04-01", 0.2), ("2026-03-31", 0.1),
      ("2025-06-30", 0.1), ("2025-06-29", 0.0), ("2027-01-01", 0.3), ("2026-06-01T10:00:00Z", 0.3), ("", 0.0),
      ("not a date", 0.0)],
-)  # fmt: skip
+)
 def test_recency_boost_steps(published: str, boost: float) -> None:
     assert recency_boost(published, TODAY) == boost
 
@@ -196,7 +221,7 @@ async def test_confidential_chunks_are_reported_redacted_never_as_evidence(embed
         candidate("secret", 0.9, vector=axis(0), redacted=True, confidential=True),
         candidate("public", 0.6, vector=axis(1)),
         candidate("faint-secret", 0.1, vector=axis(2), redacted=True, confidential=True),
-    ])  # fmt: skip
+    ])
 
     result = await retriever_over(engine, embedder, min_similarity=0.3).retrieve(RetrievalQuery("q", tenant_id="t"))
 
@@ -223,7 +248,7 @@ async def test_retrieves_relevant_evidence_from_real_engines(any_engine: VectorE
             Chunk("vpn", 0, "Connect to the corporate VPN before opening the intranet.", tenant_id="acme"),
         ],
     )
-    retriever = HybridRetriever(embedder, any_engine, min_similarity=0.3)
+    retriever = HybridRetriever(embedder, any_engine, RetrievalSettings(min_similarity=0.3))
 
     answerable = await retriever.retrieve(RetrievalQuery("Can I get a refund on my yearly plan?", tenant_id="acme"))
     off_topic = await retriever.retrieve(RetrievalQuery("What is the boiling point of tin?", tenant_id="acme"))
@@ -247,7 +272,7 @@ async def test_the_per_document_cap_holds_on_real_engines(any_engine: VectorEngi
     chunks = [Chunk("backups", i, text, tenant_id="acme") for i, text in enumerate(backups)]
     chunks.append(Chunk("dr-plan", 0, "Disaster recovery restores the storage cluster from its last backup.", tenant_id="acme"))
     await store(any_engine, embedder, chunks)
-    retriever = HybridRetriever(embedder, any_engine, min_similarity=0.1, max_chunks_per_document=2)
+    retriever = HybridRetriever(embedder, any_engine, RetrievalSettings(min_similarity=0.1, max_chunks_per_doc=2))
 
     result = await retriever.retrieve(RetrievalQuery("How are storage cluster backups made?", tenant_id="acme", top_k=5))
 

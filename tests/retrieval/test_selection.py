@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ragsvc.config import RetrievalSettings
 from ragsvc.domain import RetrievalQuery
 from ragsvc.retrieval.base import Candidate, IndexedChunk
 from ragsvc.retrieval.edge import EdgeEngine
@@ -77,7 +79,7 @@ def test_passages_are_paragraphs_with_offsets_into_the_selection() -> None:
         assert passage.chunk_index == index
         assert (passage.document_id, passage.source_url, passage.page_title) == (
             SELECTION_DOCUMENT_ID, SELECTION_SOURCE_URL, SELECTION_TITLE
-        )  # fmt: skip
+        )
 
 
 def test_a_long_paragraph_is_cut_between_sentences_then_words() -> None:
@@ -106,7 +108,7 @@ def test_passages_cover_every_word_exactly_once_in_order(text: str, limit: int) 
 
     spans = [(p.char_start, p.char_end) for p in passages]
     assert all(s < e for s, e in spans)
-    assert all(e1 <= s2 for (_, e1), (s2, _) in zip(spans, spans[1:], strict=False))
+    assert all(e1 <= s2 for (_, e1), (s2, _) in itertools.pairwise(spans))
     covered = {i for s, e in spans for i in range(s, e)}
     assert {m.start() for m in re.finditer(r"\S", text)} <= covered
     for p in passages:
@@ -121,7 +123,7 @@ async def test_selection_passages_are_scored_against_the_query_and_the_engine_is
 ) -> None:
     engine = SpyEngine(EdgeEngine.open(tmp_path / "shard"))
     try:
-        retriever = HybridRetriever(embedder, engine, min_similarity=0.3)
+        retriever = HybridRetriever(embedder, engine, RetrievalSettings(min_similarity=0.3))
 
         answerable = await retriever.retrieve_selection(
             "How long are backups kept?", SELECTION, top_k=2, score_threshold=None
@@ -152,7 +154,7 @@ def test_the_not_in_selection_message_is_seed_001s() -> None:
 async def test_a_request_threshold_applies_to_the_selection(tmp_path: Path, embedder: MiniLMEmbedder, threshold: float) -> None:
     engine = SpyEngine(EdgeEngine.open(tmp_path / "shard"))
     try:
-        retriever = HybridRetriever(embedder, engine, min_similarity=0.3)
+        retriever = HybridRetriever(embedder, engine, RetrievalSettings(min_similarity=0.3))
         result = await retriever.retrieve_selection("refunds", SELECTION, top_k=3, score_threshold=threshold)
         assert all(h.score >= threshold for h in result.hits) and all(r.score < threshold for r in result.rejected)
         assert len(result.hits) == (2 if threshold == 0.0 else 0)  # one passage is negatively correlated

@@ -11,20 +11,16 @@ from pathlib import Path
 import grpc
 import pytest
 from google.protobuf import field_mask_pb2
-from ragsvc.v1 import admin_service_pb2 as admin_pb
-from ragsvc.v1 import (
-    admin_service_pb2_grpc,
-    index_service_pb2_grpc,
-    rag_service_pb2_grpc,
-)
-from ragsvc.v1 import index_service_pb2 as index_pb
-from ragsvc.v1 import rag_service_pb2 as pb
 
 from ragsvc.prompts import BUILT_INS
 from ragsvc.retrieval.quality import RankingWeights
 from ragsvc.server.app import RagServer
-from tests.server.conftest import running_server
+from ragsvc.v1 import admin_service_pb2 as admin_pb
+from ragsvc.v1 import admin_service_pb2_grpc, rag_service_pb2_grpc
+from ragsvc.v1 import index_service_pb2 as index_pb
+from ragsvc.v1 import rag_service_pb2 as pb
 from tests.support.rpc_details import Details, details_of
+from tests.support.servers import Stubs, connected, running_server
 
 QUESTION = "What happens on SIGTERM?"
 USER = "Question for the on-call engineer:\n{query}\n\nWhat the runbooks say:\n{context}"
@@ -54,19 +50,19 @@ async def admin_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterato
 
 
 @pytest.fixture(scope="module")
-async def channel(admin_server: RagServer) -> AsyncIterator[grpc.aio.Channel]:
-    async with grpc.aio.insecure_channel(admin_server.address) as channel:
-        yield channel
+async def admin_stubs(admin_server: RagServer) -> AsyncIterator[Stubs]:
+    async with connected(admin_server) as stubs:
+        yield stubs
 
 
 @pytest.fixture(scope="module")
-def admin(channel: grpc.aio.Channel) -> admin_service_pb2_grpc.AdminServiceStub:
-    return admin_service_pb2_grpc.AdminServiceStub(channel)
+def admin(admin_stubs: Stubs) -> admin_service_pb2_grpc.AdminServiceStub:
+    return admin_stubs.admin
 
 
 @pytest.fixture(scope="module")
-def rag(channel: grpc.aio.Channel) -> rag_service_pb2_grpc.RagServiceStub:
-    return rag_service_pb2_grpc.RagServiceStub(channel)
+def rag(admin_stubs: Stubs) -> rag_service_pb2_grpc.RagServiceStub:
+    return admin_stubs.rag
 
 
 def simulate(
@@ -244,7 +240,7 @@ async def test_simulate_reports_a_gate_refusal_without_a_prompt(admin: admin_ser
 
 
 async def test_ranking_weights_are_validated_and_rank_the_next_query(
-    admin: admin_service_pb2_grpc.AdminServiceStub, channel: grpc.aio.Channel, admin_server: RagServer
+    admin: admin_service_pb2_grpc.AdminServiceStub, admin_stubs: Stubs, admin_server: RagServer
 ) -> None:
     current = (await admin.GetRankingWeights(admin_pb.GetRankingWeightsRequest(), timeout=10)).ranking_weights
     assert (current.name, current.similarity_weight, current.recency_weight, current.trust_weight) == (
@@ -272,7 +268,7 @@ async def test_ranking_weights_are_validated_and_rank_the_next_query(
     assert admin_server.components.retriever.weights == RankingWeights(), "a refused update changes nothing"
 
     # Two documents: the more similar one is barely trusted, the trusted one is less similar.
-    index = index_service_pb2_grpc.IndexServiceStub(channel)
+    index = admin_stubs.index
     documents = [
         index_pb.Document(
             document_id="similar",
@@ -333,8 +329,8 @@ async def test_new_ranking_weights_empty_the_answer_cache(
 
 
 async def test_templates_and_weights_survive_a_restart(tmp_path: Path) -> None:
-    async with running_server(tmp_path) as server, grpc.aio.insecure_channel(server.address) as channel:
-        admin = admin_service_pb2_grpc.AdminServiceStub(channel)
+    async with running_server(tmp_path) as server, connected(server) as stubs:
+        admin = stubs.admin
         await admin.CreatePromptTemplate(
             admin_pb.CreatePromptTemplateRequest(prompt_template_id="kept", prompt_template=template()), timeout=10
         )
@@ -345,8 +341,8 @@ async def test_templates_and_weights_survive_a_restart(tmp_path: Path) -> None:
         )
     assert BUILT_INS.get("kept") is None, "custom templates live in their server's registry, never the built-ins"
 
-    async with running_server(tmp_path) as server, grpc.aio.insecure_channel(server.address) as channel:
-        admin = admin_service_pb2_grpc.AdminServiceStub(channel)
+    async with running_server(tmp_path) as server, connected(server) as stubs:
+        admin = stubs.admin
         kept = (
             await admin.GetPromptTemplate(admin_pb.GetPromptTemplateRequest(name="promptTemplates/kept"))
         ).prompt_template
@@ -373,9 +369,9 @@ async def test_admin_calls_need_a_key_with_the_admin_scope(tmp_path: Path) -> No
     }
     async with (
         running_server(tmp_path, auth_enabled=True, api_keys=json.dumps(keys), demo_corpus=False) as server,
-        grpc.aio.insecure_channel(server.address) as channel,
+        connected(server) as stubs,
     ):
-        admin = admin_service_pb2_grpc.AdminServiceStub(channel)
+        admin = stubs.admin
         request = admin_pb.GetRankingWeightsRequest()
         assert (await refused(admin.GetRankingWeights(request))).code == grpc.StatusCode.UNAUTHENTICATED
         denied = await refused(admin.GetRankingWeights(request, metadata=(("authorization", "Bearer tok-index"),)))

@@ -16,20 +16,19 @@ from typing import Any
 
 import grpc
 import pytest
-from ragsvc.v1 import index_service_pb2 as index_pb
-from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
-from ragsvc.v1 import rag_service_pb2 as pb
 
 from ragsvc.server.app import RagServer
-from tests.server.conftest import running_server
+from ragsvc.v1 import index_service_pb2 as index_pb
+from ragsvc.v1 import rag_service_pb2 as pb
 from tests.support.http_server import Fault
 from tests.support.openai_server import ScriptedOpenAIServer, replies_by_prompt
+from tests.support.servers import connected, running_server
 
 QUESTION = "How is the confidence score computed?"
 MARKER = re.compile(r"\[#(\d{1,3})\]")
 
 
-def scripted(answers: list[str], *, score: str = "85", follow_ups: str = "What is coverage?\nWho gets routed?\n"):  # noqa: ANN201
+def scripted(answers: list[str], *, score: str = "85", follow_ups: str = "What is coverage?\nWho gets routed?\n"):
     """Deltas by request: rating prompt -> `score`, follow-up prompt -> `follow_ups`, else the next of `answers`."""
     return replies_by_prompt(answers, {"Rate the support level": score, "follow-up questions": follow_ups})
 
@@ -39,20 +38,18 @@ def chat_requests(llm: ScriptedOpenAIServer) -> list[dict[str, Any]]:
 
 
 async def ask(server: RagServer, **fields: Any) -> pb.Answer:
-    async with grpc.aio.insecure_channel(server.address) as channel:
-        stub = rag_service_pb2_grpc.RagServiceStub(channel)
-        return (await stub.Ask(pb.AskRequest(**{"query": QUESTION, **fields}), timeout=30)).answer
+    async with connected(server) as stubs:
+        return (await stubs.rag.Ask(pb.AskRequest(**{"query": QUESTION, **fields}), timeout=30)).answer
 
 
 async def rows(server: RagServer, tenant: str = "default") -> list[dict[str, Any]]:
-    assert server.components.answers is not None
     return list(reversed(await server.components.answers.recent(tenant)))
 
 
 async def test_self_score_and_follow_ups_come_from_the_model(tmp_path: Path) -> None:
     async with ScriptedOpenAIServer(deltas=scripted(["The overall confidence is 30 times the retrieval score [#1]."])) as llm:
         async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url,
-                                  llm_self_score=True, follow_up_count=2) as server:  # fmt: skip
+                                  llm_self_score=True, follow_up_count=2) as server:
             answer = await ask(server)
     assert answer.grounded and answer.confidence.llm == 85.0
     c = answer.confidence
@@ -65,7 +62,7 @@ async def test_self_score_and_follow_ups_come_from_the_model(tmp_path: Path) -> 
 async def test_an_unparsable_self_score_falls_back_to_the_default(tmp_path: Path) -> None:
     async with ScriptedOpenAIServer(deltas=scripted(["Coverage counts 40 percent [#1]."], score="no idea")) as llm:
         async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url,
-                                  llm_self_score=True, default_llm_score=50.0) as server:  # fmt: skip
+                                  llm_self_score=True, default_llm_score=50.0) as server:
             answer = await ask(server)
     assert answer.confidence.llm == 50.0
 
@@ -74,10 +71,9 @@ async def test_a_hallucinated_marker_is_rerun_with_the_strict_prompt(tmp_path: P
     replies = ["Confidence comes from the moon [#7].", "The overall confidence is 30 times the retrieval score [#1]."]
     async with ScriptedOpenAIServer(deltas=scripted(replies)) as llm:
         async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url,
-                                  hallucination_retries=2) as server:  # fmt: skip
-            async with grpc.aio.insecure_channel(server.address) as channel:
-                stub = rag_service_pb2_grpc.RagServiceStub(channel)
-                messages = [m async for m in stub.AskStream(pb.AskStreamRequest(query=QUESTION), timeout=30)]
+                                  hallucination_retries=2) as server:
+            async with connected(server) as stubs:
+                messages = [m async for m in stubs.rag.AskStream(pb.AskStreamRequest(query=QUESTION), timeout=30)]
     streamed = "".join(m.text_delta for m in messages if m.HasField("text_delta"))
     answer = messages[-1].answer
     assert streamed == replies[0], "the re-run is not streamed: the final answer replaces what was streamed"
@@ -91,7 +87,7 @@ async def test_a_marker_that_stays_invalid_is_stripped_with_a_disclaimer(tmp_pat
     bad = "The retrieval score counts 30 percent [#1] and the moon decides the rest [#9]."
     async with ScriptedOpenAIServer(deltas=scripted([bad, bad])) as llm:
         async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url,
-                                  hallucination_retries=1) as server:  # fmt: skip
+                                  hallucination_retries=1) as server:
             answer = await ask(server)
     assert "[#9]" not in answer.text and "[#1]" in answer.text and "needs verification" in answer.text
     assert not answer.grounded and answer.refusal_reason == pb.REFUSAL_REASON_INVALID_CITATIONS
@@ -127,7 +123,7 @@ async def test_every_outcome_writes_an_answers_row(tmp_path: Path) -> None:
 async def test_gate_refusals_never_call_the_llm(tmp_path: Path) -> None:
     async with ScriptedOpenAIServer(deltas=scripted([])) as llm:
         async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url,
-                                  llm_self_score=True, follow_up_count=2, hallucination_retries=2) as server:  # fmt: skip
+                                  llm_self_score=True, follow_up_count=2, hallucination_retries=2) as server:
             gate = await ask(server, query="Best recipe for banana bread?")
             none = await ask(server, tenant_id="nobody")
     assert gate.refusal_reason == pb.REFUSAL_REASON_SCORE_GATE and none.refusal_reason == pb.REFUSAL_REASON_NO_CHUNKS
@@ -136,7 +132,7 @@ async def test_gate_refusals_never_call_the_llm(tmp_path: Path) -> None:
 
 async def test_a_session_reuses_its_stored_history(tmp_path: Path) -> None:
     replies = ["The overall confidence is 30 times the retrieval score [#1].", "Coverage counts 40 percent [#1].",
-               "Coverage counts 40 percent [#1]."]  # fmt: skip
+               "Coverage counts 40 percent [#1]."]
     follow_up = "How much does coverage count in the confidence score?"
     session = str(uuid.uuid4())
     async with ScriptedOpenAIServer(deltas=scripted(replies)) as llm:
@@ -154,19 +150,21 @@ async def test_a_session_reuses_its_stored_history(tmp_path: Path) -> None:
 async def test_routes_go_to_the_owner_of_the_primary_tag(tmp_path: Path) -> None:
     owners = tmp_path / "owners.json"
     owners.write_text(json.dumps({"users": [{"id": "u7", "email": "travel-lead@example.com"}],
-                                  "tags": [{"name": "travel", "owner_user_id": "u7"}]}))  # fmt: skip
-    async with running_server(tmp_path / "data", owners_file=str(owners), confidence_threshold=101.0) as server:
-        async with grpc.aio.insecure_channel(server.address) as channel:
-            index = index_service_pb2_grpc.IndexServiceStub(channel)
-            document = index_pb.Document(document_id="travel", name="travel.md", media_type="text/markdown", tags=["travel"],
-                                         content=b"# Travel\n\nFlights are booked through the travel desk two weeks ahead.")  # fmt: skip
-            await index.IngestDocuments(index_pb.IngestDocumentsRequest(tenant_id="acme", documents=[document]))
+                                  "tags": [{"name": "travel", "owner_user_id": "u7"}]}))
+    # RAG_CONFIDENCE_THRESHOLD is at most 100; the extractive answer's confidence is at most 85 (its self-score is
+    # the default 50), so every answer here is ROUTEd.
+    async with running_server(tmp_path / "data", owners_file=str(owners), confidence_threshold=100.0) as server:
+        async with connected(server) as stubs:
+            document = index_pb.Document(document_id="travel", name="travel.md", media_type="text/markdown",
+                                         tags=["travel"],
+                                         content=b"# Travel\n\nFlights are booked through the travel desk two weeks ahead.")
+            await stubs.index.IngestDocuments(index_pb.IngestDocumentsRequest(tenant_id="acme", documents=[document]))
         routed = await ask(server, query="How are flights booked?", tenant_id="acme", user_tags=["travel"])
         fallback = await ask(server)  # the demo corpus has no tags: admin fallback
     assert routed.action == pb.ACTION_ROUTE and routed.grounded
     assert (routed.route.tag, routed.route.owner_user_id, routed.route.owner_email, routed.route.fallback) == (
         "travel", "u7", "travel-lead@example.com", False,
-    )  # fmt: skip
+    )
     assert routed.route.reason.startswith("Low confidence:")
     assert fallback.route.fallback and fallback.route.owner_email == "admin@example.com" and fallback.route.tag == "system"
 
@@ -184,11 +182,10 @@ REPLIES: list[Callable[[int], str]] = [
 async def test_citations_only_ever_point_into_the_prompt(tmp_path: Path, reply: Callable[[int], str]) -> None:
     async with ScriptedOpenAIServer(deltas=lambda body: [reply(body["messages"][-1]["content"].count("<<<"))]) as llm:
         async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url) as server:
-            async with grpc.aio.insecure_channel(server.address) as channel:
-                index = index_service_pb2_grpc.IndexServiceStub(channel)
+            async with connected(server) as stubs:
                 secret = index_pb.Document(document_id="secret", name="s.md", media_type="text/markdown",
-                                           content=b"# Confidence\n\nThe confidence score is computed by the secret formula.")  # fmt: skip
-                await index.IngestDocuments(index_pb.IngestDocumentsRequest(tenant_id="other", documents=[secret]))
+                                           content=b"# Confidence\n\nThe confidence score is computed by the secret formula.")
+                await stubs.index.IngestDocuments(index_pb.IngestDocumentsRequest(tenant_id="other", documents=[secret]))
             answer = await ask(server, explain=True)
     packed = {c.marker: c.source_id for c in answer.explanation.packed_chunks}
     assert packed and all(not source.startswith("secret:") for source in packed.values())

@@ -9,15 +9,17 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
+
+from ragsvc.access import token_digest
+from ragsvc.errors import InvalidRequest
+from ragsvc.server.app import RagServer
+from ragsvc.server.auth import bearer_token
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
 from ragsvc.v1 import rag_service_pb2 as pb
-
-from ragsvc.server.app import RagServer
-from ragsvc.server.auth import token_digest
-from tests.server.conftest import running_server
 from tests.support.rpc_details import details_of
+from tests.support.servers import Stubs, connected, running_server
 
 KEYS = {
     "keys": [
@@ -28,7 +30,7 @@ KEYS = {
         {"name": "acme-admin", "token_sha256": token_digest("tok-admin"), "tenant": "acme", "tags": ["*"],
          "index": True},
     ]
-}  # fmt: skip
+}
 QUESTION = "What is the travel budget for the finance team?"
 FINANCE_DOC = b"# Travel budget\n\nThe finance team has a travel budget of 12000 euros per quarter for conferences."
 HR_DOC = b"# Salaries\n\nThe HR team reviews salaries every March and publishes the salary bands internally."
@@ -45,34 +47,33 @@ async def auth_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
     async with running_server(
         tmp_path_factory.mktemp("auth-data"), auth_enabled=True, api_keys_file=str(keys_file)
     ) as server:
-        async with grpc.aio.insecure_channel(server.address) as channel:
-            index = index_service_pb2_grpc.IndexServiceStub(channel)
+        async with connected(server) as stubs:
             documents = [
                 index_pb.Document(document_id="travel", name="travel.md", content=FINANCE_DOC,
                                   media_type="text/markdown", tags=["finance"]),
                 index_pb.Document(document_id="salaries", name="salaries.md", content=HR_DOC,
                                   media_type="text/markdown", tags=["hr"]),
-            ]  # fmt: skip
-            await index.IngestDocuments(
+            ]
+            await stubs.index.IngestDocuments(
                 index_pb.IngestDocumentsRequest(documents=documents), metadata=bearer("tok-admin"), timeout=30
             )
         yield server
 
 
 @pytest.fixture(scope="module")
-async def auth_channel(auth_server: RagServer) -> AsyncIterator[grpc.aio.Channel]:
-    async with grpc.aio.insecure_channel(auth_server.address) as channel:
-        yield channel
+async def auth_stubs(auth_server: RagServer) -> AsyncIterator[Stubs]:
+    async with connected(auth_server) as stubs:
+        yield stubs
 
 
 @pytest.fixture
-def rag(auth_channel: grpc.aio.Channel) -> rag_service_pb2_grpc.RagServiceStub:
-    return rag_service_pb2_grpc.RagServiceStub(auth_channel)
+def rag(auth_stubs: Stubs) -> rag_service_pb2_grpc.RagServiceStub:
+    return auth_stubs.rag
 
 
 @pytest.fixture
-def index(auth_channel: grpc.aio.Channel) -> index_service_pb2_grpc.IndexServiceStub:
-    return index_service_pb2_grpc.IndexServiceStub(auth_channel)
+def index(auth_stubs: Stubs) -> index_service_pb2_grpc.IndexServiceStub:
+    return auth_stubs.index
 
 
 async def test_a_call_without_a_token_is_unauthenticated(rag) -> None:
@@ -87,8 +88,8 @@ async def test_a_call_without_a_token_is_unauthenticated(rag) -> None:
 
 
 @pytest.mark.parametrize("metadata", [bearer("tok-wrong"), (("authorization", "Basic dG9rLWFkbWlu"),),
-                                      (("authorization", "Bearer"),)], ids=["unknown", "basic", "empty"])  # fmt: skip
-async def test_a_bad_token_is_unauthenticated(rag, metadata) -> None:  # noqa: ANN001
+                                      (("authorization", "Bearer"),)], ids=["unknown", "basic", "empty"])
+async def test_a_bad_token_is_unauthenticated(rag, metadata) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         async for _ in rag.AskStream(pb.AskStreamRequest(query=QUESTION), metadata=metadata, timeout=10):
             pass
@@ -149,44 +150,25 @@ async def test_a_wildcard_key_reads_the_tags_the_request_names(rag) -> None:
     assert {c.document_id for c in answer.citations} == {"salaries"}
 
 
-async def test_health_and_reflection_need_no_token(auth_channel) -> None:
+async def test_health_and_reflection_need_no_token(auth_stubs: Stubs) -> None:
     from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-    health = health_pb2_grpc.HealthStub(auth_channel)
-    response = await health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+    response = await auth_stubs.health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
     assert response.status == health_pb2.HealthCheckResponse.SERVING
-    stub = reflection_pb2_grpc.ServerReflectionStub(auth_channel)
+    stub = reflection_pb2_grpc.ServerReflectionStub(auth_stubs.channel)
     request = reflection_pb2.ServerReflectionRequest(list_services="")
     responses = [r async for r in stub.ServerReflectionInfo(iter([request]), timeout=5)]
     assert responses[0].list_services_response.service
 
 
-def test_keys_documents_are_checked(tmp_path: Path) -> None:
-    from ragsvc.errors import InvalidRequest
-    from ragsvc.server.auth import KeyStore
-
-    bad = [
-        "not json",
-        '{"keys": {}}',
-        '{"keys": [{"token": "a"}]}',  # no tenant
-        '{"keys": [{"token": "a", "token_sha256": "00", "tenant": "t"}]}',
-        '{"keys": [{"token": "a", "tenant": "t"}, {"token": "a", "tenant": "u"}]}',
-        '{"keys": [{"token": "a", "tenant": "t", "tags": "finance"}]}',
-    ]
-    for text in bad:
-        with pytest.raises(InvalidRequest) as caught:
-            KeyStore.from_json(text, source="RAG_API_KEYS")
-        assert caught.value.violations[0].field == "RAG_API_KEYS", text
-    with pytest.raises(InvalidRequest):
-        KeyStore.load(keys_file=str(tmp_path / "missing.json"), keys_json="")
-    store = KeyStore.load(keys_file="", keys_json=json.dumps(KEYS))
-    assert store.lookup("tok-admin").tags is None and store.lookup("tok-admin").can_index
-    assert store.lookup("tok-finance").tags == frozenset({"finance"}) and store.lookup("nope") is None
+def test_the_bearer_token_is_read_from_the_authorization_metadata() -> None:
+    assert bearer_token({"authorization": "Bearer tok-1"}) == "tok-1"
+    assert bearer_token({"authorization": "  bearer   tok-1 "}) == "tok-1"
+    for refused in ({}, {"authorization": "Bearer"}, {"authorization": "Basic dG9rLWFkbWlu"}):
+        assert bearer_token(refused) is None, refused
 
 
 async def test_auth_without_keys_refuses_to_start(tmp_path: Path) -> None:
-    from ragsvc.errors import InvalidRequest
-
     with pytest.raises(InvalidRequest) as caught:
         async with running_server(tmp_path, auth_enabled=True):
             pass

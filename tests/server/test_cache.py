@@ -1,118 +1,52 @@
-"""The answer cache: unit behaviour (TTL, LRU, invalidation, what is cached) and, over a real channel, hits that
-are flagged, streamed whole, and never crossing tenants or tag sets."""
+"""The answer cache over a real channel: hits that are flagged, streamed whole, never crossing tenants or tag
+sets, and dropped when a tenant's documents or a template change (its unit behaviour is tested in
+tests/answering/test_cache.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator
 
-import grpc
 import pytest
+
+from ragsvc.server.app import RagServer
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
 from ragsvc.v1 import rag_service_pb2 as pb
-
-from ragsvc import domain
-from ragsvc.server.app import RagServer
-from ragsvc.server.cache import AnswerCache, cache_key
-from tests.server.conftest import running_server
-
-GROUNDED = domain.Answer(text="It is 42 [#1].", grounded=True, action=domain.Action.CITE, template_version="rag-v1")
-QUESTION = domain.Question(query="What is the answer?", tenant_id="acme", user_tags=("a", "b"))
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_the_key_separates_tenants_and_tag_sets_but_not_tag_order_or_spacing() -> None:
-    key = cache_key(QUESTION)
-    assert cache_key(dataclasses.replace(QUESTION, user_tags=("b", "a"))) == key
-    assert cache_key(dataclasses.replace(QUESTION, query="  what IS the\tanswer? ")) == key
-    for other in (
-        dataclasses.replace(QUESTION, tenant_id="globex"),
-        dataclasses.replace(QUESTION, user_tags=("a",)),
-        dataclasses.replace(QUESTION, user_tags=()),
-        dataclasses.replace(QUESTION, template_id="rag-v1-terse"),
-        dataclasses.replace(QUESTION, top_k=3),
-        dataclasses.replace(QUESTION, citation_style=domain.CitationStyle.SOURCE_ID),
-        dataclasses.replace(QUESTION, model="other"),
-        dataclasses.replace(QUESTION, filters=domain.MetadataFilter(page_titles=("x",))),
-        dataclasses.replace(QUESTION, mode=domain.Mode.SELECTED_TEXT, selected_text="some text"),
-    ):
-        assert cache_key(other) != key, other
-
-
-def test_ttl_lru_and_what_is_cached() -> None:
-    clock = Clock()
-    cache = AnswerCache(max_entries=2, ttl_s=10, clock=clock)
-    assert cache.put("k1", GROUNDED, question=QUESTION, generation=0)
-    clock.now = 9.9
-    assert cache.get("k1") == GROUNDED
-    clock.now = 10.0
-    assert cache.get("k1") is None, "expired"
-
-    for key in ("a", "b", "c"):
-        cache.put(key, GROUNDED, question=QUESTION, generation=0)
-    assert cache.get("a") is None and cache.get("b") and cache.get("c"), "least recently used evicted"
-
-    refusal = dataclasses.replace(GROUNDED, grounded=False, refusal=domain.RefusalReason.SCORE_GATE)
-    routed = dataclasses.replace(GROUNDED, action=domain.Action.ROUTE)
-    assert not cache.put("r", refusal, question=QUESTION, generation=0)
-    assert not cache.put("r", routed, question=QUESTION, generation=0)
-
-
-def test_invalidation_by_tenant_and_template_and_the_generation_guard() -> None:
-    cache = AnswerCache(max_entries=10, ttl_s=60)
-    other = dataclasses.replace(QUESTION, tenant_id="globex", template_id="rag-v1-terse")
-    cache.put("acme", GROUNDED, question=QUESTION, generation=0)
-    cache.put("globex", dataclasses.replace(GROUNDED, template_version="rag-v1-terse"), question=other, generation=0)
-
-    generation = cache.generation("acme")  # an answer starts computing ...
-    assert cache.invalidate_tenant("acme") == 1  # ... the tenant's documents change ...
-    assert not cache.put("acme", GROUNDED, question=QUESTION, generation=generation), "... it is not stored"
-    assert cache.get("globex") is not None
-
-    assert cache.invalidate_template("rag-v1-terse") == 1 and len(cache) == 0
+from tests.support.servers import Stubs, connected, running_server
 
 
 @pytest.fixture(scope="module")
 async def cached(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RagServer]:
     async with running_server(tmp_path_factory.mktemp("cache-data"), cache_max_entries=100) as server:
-        async with grpc.aio.insecure_channel(server.address) as channel:
-            index = index_service_pb2_grpc.IndexServiceStub(channel)
+        async with connected(server) as stubs:
             for tenant, amount in (("acme", "12000"), ("globex", "300")):
                 document = index_pb.Document(
                     document_id="travel", name="travel.md", media_type="text/markdown", tags=["finance"],
                     content=f"# Travel\n\nThe travel budget of the finance team is {amount} euros a quarter.".encode(),
-                )  # fmt: skip
-                await index.IngestDocuments(
+                )
+                await stubs.index.IngestDocuments(
                     index_pb.IngestDocumentsRequest(tenant_id=tenant, documents=[document]), timeout=30
                 )
         yield server
 
 
 @pytest.fixture(scope="module")
-async def cache_channel(cached: RagServer) -> AsyncIterator[grpc.aio.Channel]:
-    async with grpc.aio.insecure_channel(cached.address) as channel:
-        yield channel
+async def cache_stubs(cached: RagServer) -> AsyncIterator[Stubs]:
+    async with connected(cached) as stubs:
+        yield stubs
 
 
 @pytest.fixture
-def rag(cache_channel: grpc.aio.Channel) -> rag_service_pb2_grpc.RagServiceStub:
-    return rag_service_pb2_grpc.RagServiceStub(cache_channel)
+def rag(cache_stubs: Stubs) -> rag_service_pb2_grpc.RagServiceStub:
+    return cache_stubs.rag
 
 
 @pytest.fixture
-def index(cache_channel: grpc.aio.Channel) -> index_service_pb2_grpc.IndexServiceStub:
-    return index_service_pb2_grpc.IndexServiceStub(cache_channel)
+def index(cache_stubs: Stubs) -> index_service_pb2_grpc.IndexServiceStub:
+    return cache_stubs.index
 
 
-async def ask(rag, query: str, **fields: object) -> pb.Answer:  # noqa: ANN001
+async def ask(rag, query: str, **fields: object) -> pb.Answer:
     return (await rag.Ask(pb.AskRequest(query=query, **fields), timeout=30)).answer
 
 
@@ -167,7 +101,7 @@ async def test_ingest_and_delete_invalidate_the_tenant(rag, index, cached) -> No
     assert not (await ask(rag, query, **fields)).flags.cache_hit, "a delete drops them too"
 
     assert (await ask(rag, query, **fields)).flags.cache_hit
-    assert cached.hardening.cache.invalidate_template("rag-v1") >= 1
+    assert cached.components.cache.invalidate_template("rag-v1") >= 1
     assert not (await ask(rag, query, **fields)).flags.cache_hit, "a template change drops its answers"
 
 

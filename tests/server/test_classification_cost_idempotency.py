@@ -6,19 +6,17 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
-from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
 
 from ragsvc.server.app import RagServer
-from tests.server.conftest import running_server
+from ragsvc.v1 import rag_service_pb2 as pb
 from tests.support.openai_server import ScriptedOpenAIServer, replies_by_prompt
+from tests.support.servers import connected, running_server
 
 ANSWER = "The overall confidence is 30 times the retrieval score [#1]."
 
 
-def llm(category: str = "PROCEDURAL"):  # noqa: ANN201
+def llm(category: str = "PROCEDURAL"):
     """Answers the classification prompt with `category`, anything else with ANSWER."""
     return replies_by_prompt(itertools.repeat(ANSWER), {"Classify this query": category})
 
@@ -28,10 +26,9 @@ def chats(server: ScriptedOpenAIServer) -> list[dict[str, Any]]:
 
 
 async def ask(server: RagServer, **fields: Any) -> pb.Answer:
-    async with grpc.aio.insecure_channel(server.address) as channel:
-        stub = rag_service_pb2_grpc.RagServiceStub(channel)
+    async with connected(server) as stubs:
         request = pb.AskRequest(**{"query": "How is the confidence score computed?", **fields})
-        return (await stub.Ask(request, timeout=30)).answer
+        return (await stubs.rag.Ask(request, timeout=30)).answer
 
 
 @pytest.mark.parametrize(
@@ -58,7 +55,7 @@ async def test_the_llm_classifies_when_one_is_configured(tmp_path: Path) -> None
 
 async def test_a_clarification_is_searched_with_the_previous_user_turn(tmp_path: Path) -> None:
     history = [pb.ChatMessage(role=pb.ROLE_USER, content="How is the confidence score computed?"),
-               pb.ChatMessage(role=pb.ROLE_ASSISTANT, content="From three signals.")]  # fmt: skip
+               pb.ChatMessage(role=pb.ROLE_ASSISTANT, content="From three signals.")]
     async with running_server(tmp_path) as srv:
         alone = await ask(srv, query="And why is that?")
         followed = await ask(srv, query="And why is that?", chat_history=history)
@@ -70,7 +67,7 @@ async def test_a_clarification_is_searched_with_the_previous_user_turn(tmp_path:
 async def test_cost_estimate_from_the_price_table(tmp_path: Path) -> None:
     async with ScriptedOpenAIServer(deltas=llm()) as model:
         async with running_server(tmp_path, generator="openai", openai_base_url=model.base_url,
-                                  model_prices="llama3.2=1000/2000") as srv:  # fmt: skip
+                                  model_prices="llama3.2=1000/2000") as srv:
             answer = await ask(srv)
     usage = answer.usage
     assert usage.prompt_tokens > 0 and usage.completion_tokens > 0
@@ -84,7 +81,7 @@ async def test_local_models_and_the_extractive_generator_cost_nothing(server: Ra
 async def test_a_retry_with_the_same_idempotency_key_gets_the_recorded_answer(tmp_path: Path) -> None:
     async with ScriptedOpenAIServer(deltas=llm()) as model:
         async with running_server(tmp_path, generator="openai", openai_base_url=model.base_url,
-                                  cache_max_entries=100) as srv:  # fmt: skip
+                                  cache_max_entries=100) as srv:
             first = await ask(srv, idempotency_key="order-42", explain=True)  # explain bypasses the plain cache
             retry = await ask(srv, idempotency_key="order-42", explain=True)
             other_tenant = await ask(srv, idempotency_key="order-42", explain=True, tenant_id="nobody")

@@ -8,23 +8,19 @@ from pathlib import Path
 
 import grpc
 import pytest
-from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
+from grpc_health.v1 import health_pb2
 
-from tests.server.test_serve_process import (
-    DELTAS,
-    TOKEN_DELAY_S,
-    read_rest,
-    start_serve,
-)
+from ragsvc.v1 import rag_service_pb2 as pb
+from tests.server.test_serve_process import DELTAS, DRAIN_NOTICE_S, NOT_SERVING, SERVING, TOKEN_DELAY_S, read_rest
 from tests.support.openai_server import ScriptedOpenAIServer
+from tests.support.servers import connected, next_health, serve_process
 
 STREAMS = 20
 
 
 async def test_sigterm_during_20_streams_lets_all_finish_and_refuses_new_calls(tmp_path: Path) -> None:
     async with ScriptedOpenAIServer(deltas=DELTAS, token_delay_s=TOKEN_DELAY_S) as llm:
-        process, address = await start_serve(
+        async with serve_process(
             tmp_path,
             {
                 "RAG_GENERATOR": "openai",
@@ -33,19 +29,19 @@ async def test_sigterm_during_20_streams_lets_all_finish_and_refuses_new_calls(t
                 "RAG_MAX_CONCURRENT_REQUESTS": str(STREAMS + 5),
                 "RAG_CACHE_MAX_ENTRIES": "0",
             },
-        )
-        try:
-            async with grpc.aio.insecure_channel(address) as channel:
-                stub = rag_service_pb2_grpc.RagServiceStub(channel)
+        ) as served:
+            async with connected(served.address) as stubs:
+                watch = stubs.health.Watch(health_pb2.HealthCheckRequest(service=""))
+                assert await next_health(watch, within_s=10) == SERVING
                 request = pb.AskStreamRequest(query="How is the confidence score computed?")
-                streams = [stub.AskStream(request, timeout=60) for _ in range(STREAMS)]
+                streams = [stubs.rag.AskStream(request, timeout=60) for _ in range(STREAMS)]
                 firsts = await asyncio.gather(*(stream.read() for stream in streams))
                 assert all(first.WhichOneof("event") == "text_delta" for first in firsts), "all 20 are live"
 
-                process.send_signal(signal.SIGTERM)
-                await asyncio.sleep(0.3)
+                served.process.send_signal(signal.SIGTERM)
+                assert await next_health(watch, within_s=DRAIN_NOTICE_S) == NOT_SERVING, "draining has begun"
                 with pytest.raises(grpc.aio.AioRpcError) as caught:
-                    await stub.Ask(pb.AskRequest(query="How is the confidence score computed?"), timeout=5)
+                    await stubs.rag.Ask(pb.AskRequest(query="How is the confidence score computed?"), timeout=5)
                 assert caught.value.code() == grpc.StatusCode.UNAVAILABLE, "no new call once draining"
 
                 rests = await asyncio.gather(*(read_rest(stream) for stream in streams))
@@ -56,8 +52,4 @@ async def test_sigterm_during_20_streams_lets_all_finish_and_refuses_new_calls(t
                     assert text == rest[-1].answer.text == "".join(DELTAS)
                 codes = await asyncio.gather(*(stream.code() for stream in streams))
                 assert codes == [grpc.StatusCode.OK] * STREAMS
-            assert await asyncio.to_thread(process.wait, 20) == 0
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+            assert await served.exited(20) == 0

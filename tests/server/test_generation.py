@@ -15,14 +15,14 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
+
+from ragsvc.model_table import DEFAULT_MODELS
+from ragsvc.server.app import RagServer
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc
-
-from ragsvc.budget import DEFAULT_MODELS
-from ragsvc.server.app import RagServer
 from tests.generation.backends import BACKENDS, OLLAMA, Backend
-from tests.server.conftest import running_server
 from tests.support.http_server import Fault, ScriptedHTTPServer
+from tests.support.servers import connected, running_server
 
 QUESTION = "How is the confidence score computed?"
 ANSWER = ["The overall confidence", " is 30 times the retrieval score", " plus 40 times coverage", " [#1]."]
@@ -68,8 +68,8 @@ async def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
             health_probe_interval_s=3600.0,
             model_list_ttl_s=3600.0,
             **url,
-        ) as server, grpc.aio.insecure_channel(server.address) as channel:
-            yield Stack(backend, llm, server, rag_service_pb2_grpc.RagServiceStub(channel))
+        ) as server, connected(server) as stubs:
+            yield Stack(backend, llm, server, stubs.rag)
 
 
 def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo:
@@ -175,7 +175,7 @@ async def test_a_failing_llm_is_unavailable_with_retry_info(stack: Stack) -> Non
 async def test_temperature_and_seed_reach_the_llm(stack: Stack) -> None:
     stack.script()
     options = pb.GenerationOptions(temperature=0.0, seed=99, model="qwen3:8b", template_id="rag-v1-detailed",
-                                   citation_style=pb.CITATION_STYLE_SOURCE_ID)  # fmt: skip
+                                   citation_style=pb.CITATION_STYLE_SOURCE_ID)
     answer = (await stack.stub.Ask(pb.AskRequest(query=QUESTION, generation=options), timeout=30)).answer
     body = stack.chats()[-1].body
     sampling = body if stack.backend.name == "openai" else body["options"]
@@ -187,7 +187,7 @@ async def test_temperature_and_seed_reach_the_llm(stack: Stack) -> None:
 async def test_dry_run_sends_nothing_to_the_llm(stack: Stack) -> None:
     requests_before = len(stack.llm.requests)
     request = pb.AskRequest(query=QUESTION, dry_run=True, generation=pb.GenerationOptions(model="qwen3:8b",
-                            template_id="rag-v1-terse", strictness=pb.STRICTNESS_LENIENT))  # fmt: skip
+                            template_id="rag-v1-terse", strictness=pb.STRICTNESS_LENIENT))
     answer = (await stack.stub.Ask(request, timeout=30)).answer
     assert len(stack.llm.requests) == requests_before
     assert answer.text == "" and answer.model == f"{stack.backend.name}:qwen3:8b"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
+
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import rag_service_pb2 as pb
 

@@ -9,18 +9,19 @@ from collections.abc import AsyncIterator
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 from ragsvc.server.app import RagServer
 from ragsvc.server.limits import TokenBuckets, peer_host
-from tests.server.conftest import running_server
+from ragsvc.v1 import rag_service_pb2 as pb
+from ragsvc.v1 import rag_service_pb2_grpc
 from tests.support.openai_server import ScriptedOpenAIServer
+from tests.support.polling import eventually
 from tests.support.rpc_details import details_of
+from tests.support.servers import Stubs, connected, running_server
 
 QUESTION = "How is the confidence score computed?"
-DELTAS = tuple(f"word{i} " for i in range(10)) + ("[#1]",)
+DELTAS = (*(f"word{i} " for i in range(10)), "[#1]")
 RATE_LIMIT = 3
 MAX_IN_FLIGHT = 2
 
@@ -52,17 +53,17 @@ async def limited(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedOpenAIS
 
 
 @pytest.fixture(scope="module")
-async def channel_to_limited(limited: RagServer) -> AsyncIterator[grpc.aio.Channel]:
-    async with grpc.aio.insecure_channel(limited.address) as channel:
-        yield channel
+async def limited_stubs(limited: RagServer) -> AsyncIterator[Stubs]:
+    async with connected(limited) as stubs:
+        yield stubs
 
 
 @pytest.fixture
-def rag(channel_to_limited: grpc.aio.Channel) -> rag_service_pb2_grpc.RagServiceStub:
-    return rag_service_pb2_grpc.RagServiceStub(channel_to_limited)
+def rag(limited_stubs: Stubs) -> rag_service_pb2_grpc.RagServiceStub:
+    return limited_stubs.rag
 
 
-async def test_the_rate_limit_is_per_client_and_says_when_to_retry(rag, channel_to_limited) -> None:
+async def test_the_rate_limit_is_per_client_and_says_when_to_retry(rag, limited_stubs: Stubs) -> None:
     for _ in range(RATE_LIMIT):
         await rag.Ask(pb.AskRequest(query=QUESTION), metadata=bearer("client-a"), timeout=10)
     with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -76,12 +77,12 @@ async def test_the_rate_limit_is_per_client_and_says_when_to_retry(rag, channel_
 
     # Another client is not affected, and health is never rate limited.
     await rag.Ask(pb.AskRequest(query=QUESTION), metadata=bearer("client-b"), timeout=10)
-    health = health_pb2_grpc.HealthStub(channel_to_limited)
+    health = limited_stubs.health
     for _ in range(2 * RATE_LIMIT):
         await health.Check(health_pb2.HealthCheckRequest(service=""), metadata=bearer("client-a"), timeout=5)
 
 
-async def test_asks_beyond_the_in_flight_cap_are_refused_at_once(rag, llm, channel_to_limited) -> None:
+async def test_asks_beyond_the_in_flight_cap_are_refused_at_once(rag, llm, limited_stubs: Stubs) -> None:
     llm.token_delay_s = 0.05  # each stream takes ~0.5 s
     try:
         streams = [
@@ -100,7 +101,7 @@ async def test_asks_beyond_the_in_flight_cap_are_refused_at_once(rag, llm, chann
         assert details.retry_after_s > 0 and details.error_info.metadata["limit"] == str(MAX_IN_FLIGHT)
         assert details.quota_failure is None
 
-        health = health_pb2_grpc.HealthStub(channel_to_limited)
+        health = limited_stubs.health
         assert (await health.Check(health_pb2.HealthCheckRequest(), timeout=5)).status == 1, "probes still served"
 
         for stream in streams:
@@ -169,8 +170,8 @@ def test_the_peer_identity_drops_the_port() -> None:
     assert peer_host("unix:/tmp/sock") == "unix:/tmp/sock"
 
 
-async def test_health_is_never_counted_against_the_in_flight_cap(channel_to_limited) -> None:
-    health = health_pb2_grpc.HealthStub(channel_to_limited)
+async def test_health_is_never_counted_against_the_in_flight_cap(limited_stubs: Stubs) -> None:
+    health = limited_stubs.health
     watches = [health.Watch(health_pb2.HealthCheckRequest(service="")) for _ in range(MAX_IN_FLIGHT + 2)]
     try:
         for watch in watches:
@@ -187,10 +188,6 @@ async def test_a_cancelled_stream_frees_its_slot(rag, llm, limited) -> None:
         await stream.read()
         assert limited.hardening.concurrency.in_flight == 1
         stream.cancel()
-        for _ in range(100):
-            if limited.hardening.concurrency.in_flight == 0:
-                break
-            await asyncio.sleep(0.01)
-        assert limited.hardening.concurrency.in_flight == 0
+        await eventually(lambda: limited.hardening.concurrency.in_flight == 0, within_s=1.0)
     finally:
         llm.token_delay_s = 0.0

@@ -8,10 +8,9 @@ import grpc
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
 
-from tests.server.conftest import running_server
+from ragsvc.v1 import rag_service_pb2 as pb
+from tests.support.servers import connected, running_server
 
 
 def free_port() -> int:
@@ -38,8 +37,8 @@ async def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], flo
 async def test_the_metrics_endpoint_counts_what_happened(tmp_path) -> None:
     port = free_port()
     async with running_server(tmp_path, metrics_port=port, cache_max_entries=10) as server:
-        async with grpc.aio.insecure_channel(server.address) as channel:
-            stub = rag_service_pb2_grpc.RagServiceStub(channel)
+        async with connected(server) as stubs:
+            stub = stubs.rag
             for _ in range(2):  # a miss, then a hit
                 await stub.Ask(pb.AskRequest(query="What happens on SIGTERM?"), timeout=30)
             [_ async for _ in stub.AskStream(pb.AskStreamRequest(query="How are documents chunked?"), timeout=30)]

@@ -8,6 +8,7 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
+
 from ragsvc.v1 import rag_service_pb2 as pb
 
 QUESTION = "How is the confidence score computed?"

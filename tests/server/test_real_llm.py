@@ -10,20 +10,19 @@ import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 from ragsvc.domain import ChatMessage, GenerationRequest, Role
 from ragsvc.generation.openai_compat import OpenAICompatGenerator
 from ragsvc.server.app import RagServer
-from tests.server.conftest import running_server
+from ragsvc.v1 import rag_service_pb2 as pb
 from tests.support.llama_server import MODEL_ALIAS, LlamaServer
+from tests.support.servers import connected, running_server
 
 MARKER = re.compile(r"\[#(\d{1,3})\]")
-pytestmark = pytest.mark.llm
+# A real model on two shared cores: the answer may take a minute (the call's own deadline is 120 s).
+pytestmark = [pytest.mark.llm, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +40,7 @@ async def llm_backed_server(llm: LlamaServer, tmp_path_factory: pytest.TempPathF
         chat_model=MODEL_ALIAS,
         models=f"{MODEL_ALIAS}=2048/64",  # llama.cpp runs it with a 2048-token context
         timeout_s=60.0,
+        total_timeout_s=120.0,  # the generation budget above, not the default 30 s total, bounds the slow model
     ) as server:
         yield server
 
@@ -69,11 +69,11 @@ async def test_generator_streams_tokens_and_usage_from_a_real_server(llm: LlamaS
 
 
 async def test_ask_stream_through_ragsvc_with_a_real_llm(llm_backed_server: RagServer) -> None:
-    async with grpc.aio.insecure_channel(llm_backed_server.address) as channel:
-        health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service="llm"))
+    async with connected(llm_backed_server) as stubs:
+        health = await stubs.health.Check(health_pb2.HealthCheckRequest(service="llm"))
         assert health.status == health_pb2.HealthCheckResponse.SERVING
 
-        stub = rag_service_pb2_grpc.RagServiceStub(channel)
+        stub = stubs.rag
         request = pb.AskStreamRequest(
             query="How is the confidence score computed?",
             retrieval=pb.RetrievalOptions(top_k=2),

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from ragsvc.v1 import rag_service_pb2 as pb
 
 from ragsvc.server.request_log import REQUEST_LOGGER
+from ragsvc.v1 import rag_service_pb2 as pb
 
 QUESTION = "What happens on SIGTERM?"
 
@@ -71,7 +71,7 @@ async def test_one_json_line_per_call_with_seed_003_fields(rag_stub) -> None:
     assert ok["flags"] == {
         "cache_hit": False, "hallucination": False, "mitigation_applied": False, "degraded": False,
         "injection_suspected": False, "redactions_applied": False,
-    }  # fmt: skip
+    }
     assert "docs_retrieved" in ok
     assert QUESTION not in lines[0], "the query text is not logged"
     assert bad["request_id"] == "log-2" and bad["status"] == "INVALID_ARGUMENT"
@@ -92,11 +92,12 @@ def test_docs_retrieved_and_similarity_come_from_the_retrieval_scores() -> None:
     import grpc as grpc_module
 
     from ragsvc import domain
+    from ragsvc.answering.context import AnswerReport
     from ragsvc.server.interceptors import CallInput, CallState
     from ragsvc.server.request_log import log_record
 
     answer = domain.Answer(text="x [#1]", grounded=True, context_chunks_used=2, retrieval_scores=(0.9, 0.6, 0.3))
-    state = CallState(request_id="r1", answer=answer, code=grpc_module.StatusCode.OK)
+    state = CallState(request_id="r1", report=AnswerReport(answer=answer), code=grpc_module.StatusCode.OK)
     record = log_record(CallInput("/ragsvc.v1.RagService/Ask", {}, "ipv4:127.0.0.1:1", pb.AskRequest(), state))
     assert record["docs_retrieved"] == 3 and record["docs_used"] == 2
     assert record["similarity_distribution"] == {"min": 0.3, "max": 0.9, "avg": 0.6}

@@ -20,15 +20,16 @@ grpc_testing's deadline) cancels the handler's task, as grpc.aio does. Any other
 What the adapter cannot show, the real-socket tests do (tests/server/test_rag_service.py and friends):
 interceptors (auth, limits, request log), serialization, HTTP/2 flow control.
 
-The components are the real ones `ragsvc serve` builds (`build_components`: qdrant-edge, MiniLM, SQLite, the
-extractive generator), over a temporary directory with the demo corpus indexed; nothing of ours is mocked.
-AdminService is driven the same way, wired as app.py wires it (the process-wide template registry).
+The components are the real ones `ragsvc serve` opens (`open_components`: qdrant-edge, MiniLM, SQLite, the
+extractive generator), over a temporary directory with the demo corpus indexed; nothing of ours is mocked. The
+servicers are the ones app.py serves (`build_servicers`), AdminService included.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import inspect
 import queue
 import re
@@ -43,19 +44,15 @@ import grpc_testing
 import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
+
+from ragsvc.config import Settings
+from ragsvc.server.app import build_servicers
+from ragsvc.server.components import Components, index_demo_corpus, open_components
 from ragsvc.v1 import admin_service_pb2 as admin_pb
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import rag_service_pb2 as pb
-
-from ragsvc.config import Settings
-from ragsvc.server.app import (
-    Components,
-    build_components,
-    build_servicers,
-    index_demo_corpus,
-)
-from ragsvc.server.front import AskFront
 from tests.support.openai_server import ScriptedOpenAIServer
+from tests.support.servers import server_settings
 
 RAG = pb.DESCRIPTOR.services_by_name["RagService"]
 INDEX = index_pb.DESCRIPTOR.services_by_name["IndexService"]
@@ -241,15 +238,17 @@ def outcome(trailing_metadata: Any, code: grpc.StatusCode, details: str) -> Outc
 # --- the servers under test ----------------------------------------------------------------------------------
 
 
-def settings_for(data_dir: Path, **overrides: Any) -> Settings:
-    fields: dict[str, Any] = {
-        "data_dir": data_dir,
-        "cache_max_entries": 0,
-        "llm_self_score": False,
-        "follow_up_count": 0,
-        "hallucination_retries": 0,
-    }
-    return Settings(**{**fields, **overrides})
+def open_on(loop: LoopThread, stack: contextlib.AsyncExitStack, settings: Settings, *, demo: bool) -> Components:
+    """The components `settings` open, on the loop's thread, closed with `stack`; the demo corpus indexed if
+    `demo`."""
+
+    async def build() -> Components:
+        components = await stack.enter_async_context(open_components(settings))
+        if demo:
+            await index_demo_corpus(components)
+        return components
+
+    return loop.run(build())
 
 
 @dataclass
@@ -282,9 +281,8 @@ class InProcess:
         return response, outcome(trailing, code, details)
 
 
-def in_process(loop: LoopThread, components: Components, settings: Settings) -> InProcess:
-    rag, index, admin = build_servicers(components, settings, front=AskFront(default_tenant=settings.default_tenant))
-    loop.run(admin.load())
+def in_process(loop: LoopThread, components: Components) -> InProcess:
+    rag, index, admin = build_servicers(components)
     servicers = {RAG: rag, INDEX: index, ADMIN: admin}
     server = grpc_testing.server_from_dictionary(
         {descriptor: AioAdapter(servicer, loop.loop) for descriptor, servicer in servicers.items()},
@@ -303,26 +301,20 @@ def loop() -> Iterator[LoopThread]:
 @pytest.fixture(scope="module")
 def served(loop: LoopThread, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
     """The extractive generator over the demo corpus (default tenant)."""
-    settings = settings_for(tmp_path_factory.mktemp("grpc-testing"))
-
-    async def build() -> Components:
-        components = await build_components(settings)
-        await index_demo_corpus(components, settings)
-        return components
-
-    components = loop.run(build())
-    yield in_process(loop, components, settings)
-    loop.run(components.aclose())
+    stack = contextlib.AsyncExitStack()
+    components = open_on(loop, stack, server_settings(tmp_path_factory.mktemp("grpc-testing")), demo=True)
+    yield in_process(loop, components)
+    loop.run(stack.aclose())
 
 
 @pytest.fixture(scope="module")
 def broken(loop: LoopThread, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
     """Servicers whose vector engine is closed: every call that needs it fails as the engine does."""
-    settings = settings_for(tmp_path_factory.mktemp("grpc-testing-broken"))
-    components = loop.run(build_components(settings))
+    stack = contextlib.AsyncExitStack()
+    components = open_on(loop, stack, server_settings(tmp_path_factory.mktemp("grpc-testing-broken")), demo=False)
     loop.run(components.engine.close())
-    yield in_process(loop, components, settings)
-    loop.run(components.aclose())
+    yield in_process(loop, components)
+    loop.run(stack.aclose())
 
 
 def handbook(**overrides: Any) -> index_pb.Document:
@@ -437,24 +429,18 @@ def test_ask_stream_on_a_closed_engine_is_unavailable(broken: InProcess) -> None
 
 def test_cancelling_ask_stream_closes_the_llm_stream(loop: LoopThread, tmp_path: Path) -> None:
     """A client cancel mid-stream cancels the handler, whose pipeline closes the LLM's HTTP stream at once."""
-    deltas = tuple(f"word{i} " for i in range(50)) + ("[#1]",)
+    deltas = (*(f"word{i} " for i in range(50)), "[#1]")
     llm = ScriptedOpenAIServer(deltas=deltas, token_delay_s=0.05)
     loop.run(llm.__aenter__())
-    settings = settings_for(tmp_path, generator="openai", openai_base_url=llm.base_url, llm_classify=False)
-    components = None
+    settings = server_settings(tmp_path, generator="openai", openai_base_url=llm.base_url, llm_classify=False)
+    stack = contextlib.AsyncExitStack()
     try:
-
-        async def build() -> Components:
-            built = await build_components(settings)
-            await index_demo_corpus(built, settings)
-            return built
-
-        components = loop.run(build())
-        served = in_process(loop, components, settings)
+        components = open_on(loop, stack, settings, demo=True)
+        served = in_process(loop, components)
         call = served.server.invoke_unary_stream(
             RAG.methods_by_name["AskStream"], (), pb.AskStreamRequest(query="How is the confidence score computed?"),
             TIMEOUT_S,
-        )  # fmt: skip
+        )
         first = call.take_response()
         assert first.WhichOneof("event") == "text_delta"
         call.cancel()
@@ -462,12 +448,10 @@ def test_cancelling_ask_stream_closes_the_llm_stream(loop: LoopThread, tmp_path:
         loop.run(asyncio.wait_for(stream.request.connection.closed.wait(), TIMEOUT_S))
         assert stream.request.connection.closed_by == "client"
         assert not stream.completed and stream.tokens_sent < len(deltas)
-        loop.run(components.answers.drain())  # type: ignore[union-attr]
-        [row] = loop.run(components.answers.recent(settings.default_tenant))  # type: ignore[union-attr]
+        [row] = loop.run(components.answers.recent(settings.server.default_tenant))  # reads what it queued
         assert row["outcome"] == "cancelled", "the audit log records the cancel"
     finally:
-        if components is not None:
-            loop.run(components.aclose())
+        loop.run(stack.aclose())
         loop.run(llm.__aexit__(None, None, None))
 
 
@@ -699,7 +683,7 @@ COVERED = {
         "CreatePromptTemplate", "GetPromptTemplate", "ListPromptTemplates", "UpdatePromptTemplate",
         "DeletePromptTemplate", "GetRankingWeights", "UpdateRankingWeights", "SimulateAsk",
     },
-}  # fmt: skip
+}
 
 
 def test_every_rpc_of_every_service_is_covered_here() -> None:

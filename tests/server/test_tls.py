@@ -13,11 +13,11 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
 
+from ragsvc.config import Settings
 from ragsvc.errors import InvalidRequest
-from tests.server.conftest import running_server
+from ragsvc.v1 import rag_service_pb2 as pb
+from tests.support.servers import connected, running_server
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def make_ca(common_name: str) -> tuple[Pem, ec.EllipticCurvePrivateKey, x509.Cer
                           key_encipherment=False, data_encipherment=False, key_agreement=False,
                           encipher_only=False, decipher_only=False),
             critical=True,
-        )  # fmt: skip
+        )
         .sign(key, hashes.SHA256())
     )
     return Pem(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)), key, cert
@@ -109,12 +109,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 
 async def ask(address: str, credentials: grpc.ChannelCredentials | None) -> pb.Answer:
-    channel = (
-        grpc.aio.secure_channel(address, credentials) if credentials else grpc.aio.insecure_channel(address)
-    )
-    async with channel:
-        stub = rag_service_pb2_grpc.RagServiceStub(channel)
-        return (await stub.Ask(pb.AskRequest(query="What happens on SIGTERM?"), timeout=5)).answer
+    async with connected(address, credentials=credentials) as stubs:
+        return (await stubs.rag.Ask(pb.AskRequest(query="What happens on SIGTERM?"), timeout=5)).answer
 
 
 async def test_mutual_tls_admits_only_clients_with_a_certificate_from_the_ca(pki: Pki, tmp_path: Path) -> None:
@@ -149,15 +145,33 @@ async def test_tls_without_a_client_ca_needs_no_client_certificate(pki: Pki, tmp
         assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
+# A bad TLS setting used to stop RagServer.start; it is now refused when the settings are built (before anything
+# opens), naming the variable.
 @pytest.mark.parametrize(
     ("settings", "field"),
     [
-        ({"tls_cert_file": "/nonexistent/server.pem", "tls_key_file": "/nonexistent/server.key"}, "RAG_TLS_KEY_FILE"),
-        ({"tls_client_ca_file": "ca.pem"}, "RAG_TLS_CERT_FILE"),
+        ({"tls_cert_file": "/nonexistent/server.pem", "tls_key_file": "server.key"}, "RAG_TLS_CERT_FILE"),
+        ({"tls_cert_file": "server.pem", "tls_key_file": "/nonexistent/server.key"}, "RAG_TLS_KEY_FILE"),
+        ({"tls_cert_file": "server.pem", "tls_key_file": "not-pem.txt"}, "RAG_TLS_KEY_FILE"),
+        ({"tls_cert_file": "server.pem"}, "RAG_TLS_KEY_FILE"),  # a certificate without its key
+        ({"tls_client_ca_file": "ca.pem"}, "RAG_TLS_CERT_FILE"),  # client certificates, but no TLS
+        ({"tls_key_file": "server.key"}, "RAG_TLS_CERT_FILE"),
+        ({"tls_cert_file": "server.pem", "tls_key_file": "server.key", "tls_client_ca_file": "/nonexistent/ca.pem"},
+         "RAG_TLS_CLIENT_CA_FILE"),
     ],
 )
-async def test_a_bad_tls_configuration_stops_the_start(tmp_path: Path, settings: dict, field: str) -> None:
+def test_a_bad_tls_configuration_is_refused_naming_the_variable(pki: Pki, tmp_path: Path, settings: dict,
+                                                                field: str) -> None:
+    (tmp_path / "not-pem.txt").write_text("just some text")
+    files = {**pki.files, "not-pem.txt": str(tmp_path / "not-pem.txt")}
     with pytest.raises(InvalidRequest) as caught:
-        async with running_server(tmp_path, **settings):
+        Settings.of(**{name: files.get(value, value) for name, value in settings.items()})
+    assert [v.field for v in caught.value.violations] == [field]
+
+
+async def test_a_bad_tls_configuration_stops_the_start(tmp_path: Path) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        async with running_server(tmp_path, tls_client_ca_file="ca.pem"):
             pass
-    assert field in {v.field for v in caught.value.violations}
+    # Both refusals at once: no certificate, and a CA file that does not exist.
+    assert [v.field for v in caught.value.violations] == ["RAG_TLS_CERT_FILE", "RAG_TLS_CLIENT_CA_FILE"]

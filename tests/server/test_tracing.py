@@ -8,10 +8,9 @@ from opentelemetry.proto.collector.trace.v1 import (
     trace_service_pb2,
     trace_service_pb2_grpc,
 )
-from ragsvc.v1 import rag_service_pb2 as pb
-from ragsvc.v1 import rag_service_pb2_grpc
 
-from tests.server.conftest import running_server
+from ragsvc.v1 import rag_service_pb2 as pb
+from tests.support.servers import connected, running_server
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
@@ -21,14 +20,14 @@ class Collector(trace_service_pb2_grpc.TraceServiceServicer):
     def __init__(self) -> None:
         self.spans: list = []
 
-    async def Export(self, request, context):  # noqa: ANN001, ANN201, N802 - the OTLP service
+    async def Export(self, request, context):
         for resource_spans in request.resource_spans:
             for scope_spans in resource_spans.scope_spans:
                 self.spans.extend(scope_spans.spans)
         return trace_service_pb2.ExportTraceServiceResponse()
 
 
-def attributes(span) -> dict:  # noqa: ANN001
+def attributes(span) -> dict:
     values = {}
     for attribute in span.attributes:
         value = attribute.value
@@ -44,8 +43,8 @@ async def test_each_call_is_a_span_of_the_callers_trace(tmp_path) -> None:
     await otlp.start()
     try:
         async with running_server(tmp_path, otel_endpoint=f"http://127.0.0.1:{port}") as server:
-            async with grpc.aio.insecure_channel(server.address) as channel:
-                stub = rag_service_pb2_grpc.RagServiceStub(channel)
+            async with connected(server) as stubs:
+                stub = stubs.rag
                 metadata = (("traceparent", TRACEPARENT), ("x-request-id", "traced-1"))
                 await stub.Ask(pb.AskRequest(query="What happens on SIGTERM?"), metadata=metadata, timeout=30)
                 with pytest.raises(grpc.aio.AioRpcError):

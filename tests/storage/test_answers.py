@@ -10,7 +10,7 @@ from ragsvc.domain import (
     Flags,
     Question,
     RefusalReason,
-    ScoredChunk,  # fmt: skip
+    ScoredChunk,
     Timings,
 )
 from ragsvc.errors import FieldViolation, InvalidRequest, LLMUnavailable
@@ -26,17 +26,17 @@ def question(**fields: object) -> Question:
 
 
 def answer(**fields: object) -> Answer:
-    base = dict(
-        text="Up to 180 euros [#1].",
-        citations=(Citation(1, CHUNK, 0.7),),
-        confidence=Confidence(overall=81.0, retrieval=0.7, coverage=1.0, llm=50.0),
-        grounded=True,
-        flags=Flags(hallucination_detected=False),
-        model="extractive",
-        template_version="rag-v1",
-        timings=Timings(total_ms=12.5),
-        explanation=Explanation((), PACKED, 40),
-    )
+    base = {
+        "text": "Up to 180 euros [#1].",
+        "citations": (Citation(1, CHUNK, 0.7),),
+        "confidence": Confidence(overall=81.0, retrieval=0.7, coverage=1.0, llm=50.0),
+        "grounded": True,
+        "flags": Flags(hallucination_detected=False),
+        "model": "extractive",
+        "template_version": "rag-v1",
+        "timings": Timings(total_ms=12.5),
+        "explanation": Explanation((), PACKED, 40),
+    }
     return Answer(**{**base, **fields})  # type: ignore[arg-type]
 
 
@@ -53,10 +53,10 @@ async def test_every_outcome_is_recorded(database: Database) -> None:
     rows = await log.recent("acme")
     assert [r["outcome"] for r in reversed(rows)] == [
         "answered", "routed", "refused", "dry_run", "failed", "failed", "failed", "cancelled",
-    ]  # fmt: skip
+    ]
     assert [r["error_reason"] for r in reversed(rows)][4:] == [
         "LLM_UNAVAILABLE", "VALIDATION_ERROR", "INTERNAL", "CANCELLED",
-    ]  # fmt: skip
+    ]
     first = rows[-1]
     assert first["answer"] == "Up to 180 euros [#1]." and first["grounded"] is True
     assert first["citations"] == [{"marker": 1, "source_id": "guide:2", "relevance_score": 0.7}]

@@ -27,7 +27,7 @@ def test_an_old_database_is_upgraded_in_place(tmp_path: Path) -> None:
                        "grounded, refusal_reason, action, confidence, citations, flags, model, template_version, "
                        "timings, error_reason, error_message) VALUES "
                        "('t', 'r', 'acme', '', 'q', 'answered', 'a', 1, 'none', 'cite', '{}', '[]', '{}', 'm', 'v', "
-                       "'{}', '', '')")  # fmt: skip
+                       "'{}', '', '')")
     connection.commit()
     connection.close()
     db = Database.open(path)

@@ -1,11 +1,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from ragsvc.errors import InvalidRequest
+from ragsvc.config.documents import parse_owners
 from ragsvc.storage.database import Database
 from ragsvc.storage.owners import OwnerDirectory
 
@@ -24,12 +23,12 @@ async def test_tag_with_an_owner_routes_to_the_owner(directory: OwnerDirectory) 
     route = await directory.route("finance", "low confidence: 45%")
     assert (route.tag, route.owner_user_id, route.owner_email, route.fallback) == (
         "finance", "u1", "finance-lead@example.com", False,
-    )  # fmt: skip
+    )
     assert route.reason.startswith("low confidence: 45%")
 
 
 @pytest.mark.parametrize(("tag", "why"), [("", "no tags"), ("orphan", "no owner"), ("unknown", "no owner"),
-                                          ("ghost", "owner user not found")])  # fmt: skip
+                                          ("ghost", "owner user not found")])
 async def test_admin_fallback(directory: OwnerDirectory, tag: str, why: str) -> None:
     route = await directory.route(tag, "low confidence")
     assert route.fallback and route.owner_email == "admin@example.com" and not route.owner_user_id
@@ -37,14 +36,12 @@ async def test_admin_fallback(directory: OwnerDirectory, tag: str, why: str) -> 
     assert why in route.reason
 
 
-async def test_owners_load_from_a_file(database: Database, tmp_path: Path) -> None:
-    path = tmp_path / "owners.json"
-    path.write_text(json.dumps({"users": [{"id": "u2", "email": "hr@example.com"}],
-                                "tags": [{"name": "hr", "owner_user_id": "u2"}]}))  # fmt: skip
+async def test_owners_load_from_the_owners_document(database: Database) -> None:
+    text = json.dumps({"users": [{"id": "u2", "email": "hr@example.com"}],
+                       "tags": [{"name": "hr", "owner_user_id": "u2"}]})
     owners = OwnerDirectory(database, admin_email="admin@example.com")
-    assert await owners.load_file(path) == (1, 1)
+    await owners.load(parse_owners(text))
     assert (await owners.route("hr", "r")).owner_email == "hr@example.com"
-    path.write_text("{not json")
-    with pytest.raises(InvalidRequest):
-        await owners.load_file(path)
-
+    with pytest.raises(ValueError, match="not JSON"):
+        parse_owners("{not json")
+    # A bad RAG_OWNERS_FILE is refused when the settings are read: see tests/config/test_settings.py.

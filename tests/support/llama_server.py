@@ -51,6 +51,9 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
 class LlamaServer:
     """`async with LlamaServer() as llm: llm.base_url` -> "http://127.0.0.1:PORT/v1", ready to serve."""
 
@@ -58,20 +61,21 @@ class LlamaServer:
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self._start_timeout_s = start_timeout_s
-        self._process: subprocess.Popen[bytes] | None = None
+        self._process: asyncio.subprocess.Process | None = None
 
     async def __aenter__(self) -> LlamaServer:
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.llama_server", str(self.port)],
-            cwd=Path(__file__).resolve().parents[2],
+        self._process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tests.support.llama_server", str(self.port),
+            cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
         deadline = time.monotonic() + self._start_timeout_s
         async with httpx.AsyncClient() as client:
             while time.monotonic() < deadline:
-                if self._process.poll() is not None:
-                    raise RuntimeError(f"llama server exited: {self._process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+                if self._process.returncode is not None:
+                    stderr = await self._process.stderr.read()  # type: ignore[union-attr]
+                    raise RuntimeError(f"llama server exited: {stderr.decode()[-2000:]}")
                 try:
                     if (await client.get(f"http://127.0.0.1:{self.port}/health", timeout=1)).status_code == 200:
                         return self
@@ -84,9 +88,9 @@ class LlamaServer:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._process is not None and self._process.poll() is None:
+        if self._process is not None and self._process.returncode is None:
             self._process.kill()
-            self._process.wait(timeout=10)
+            await asyncio.wait_for(self._process.wait(), 10)
 
 
 if __name__ == "__main__":

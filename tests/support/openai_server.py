@@ -59,7 +59,7 @@ from tests.support.http_server import (
 )
 
 __all__ = ["ConnectionRecord", "Deltas", "Fault", "RecordedRequest", "ScriptedOpenAIServer", "StreamRecord",
-           "hashed_embedding"]  # fmt: skip
+           "hashed_embedding"]
 
 
 class ScriptedOpenAIServer(ScriptedHTTPServer):

@@ -3,14 +3,28 @@ closing it (aclose, or cancelling the task iterating it) aborts the upstream req
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
 from typing import Protocol
 
 from ragsvc.domain import GenerationDelta, GenerationRequest
 
 
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a generator can do beyond writing an answer from the packed context."""
+
+    # It follows arbitrary instructions, so it can be asked the short auxiliary questions around an answer
+    # (classify the question, rate the answer's support, suggest follow-ups). A language model can; the
+    # extractive generator, which only quotes the context, cannot.
+    follows_instructions: bool
+
+
 class Generator(Protocol):
     """Produces answer text. Raises LLMUnavailable, LLMTimeout, ModelUnavailable."""
+
+    @property
+    def capabilities(self) -> Capabilities: ...
 
     @property
     def name(self) -> str:
@@ -21,7 +35,7 @@ class Generator(Protocol):
         """What an answer's `model` field says when this generator wrote it with `model`."""
         ...
 
-    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]: ...
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]: ...
 
     async def ensure_available(self, model: str) -> None:
         """Returns when `model` can be used now; raises ModelUnavailable (not served) or LLMUnavailable."""

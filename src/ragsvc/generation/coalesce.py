@@ -10,14 +10,14 @@ Closing the merged stream, or cancelling its consumer, cancels the reading task,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from ragsvc.domain import GenerationDelta
 
 _END = GenerationDelta()  # the reader's last item (compared by identity)
 
 
-async def coalesced(stream: AsyncIterator[GenerationDelta]) -> AsyncIterator[GenerationDelta]:
+async def coalesced(stream: AsyncIterator[GenerationDelta]) -> AsyncGenerator[GenerationDelta, None]:
     arrived: asyncio.Queue[GenerationDelta] = asyncio.Queue()
 
     async def read() -> None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from dataclasses import dataclass
 
 from ragsvc.domain import GenerationDelta, GenerationRequest, ScoredChunk, Usage
+from ragsvc.generation.base import Capabilities
 from ragsvc.lexical import content_terms
 
 # The whole answer when no sentence of the context shares a content term with the query.
@@ -51,6 +52,8 @@ class ExtractiveGenerator:
             raise ValueError("max_sentences must be at least 1")
         self._max_sentences = max_sentences
 
+    capabilities = Capabilities(follows_instructions=False)
+
     @property
     def name(self) -> str:
         return "extractive"
@@ -62,7 +65,7 @@ class ExtractiveGenerator:
     async def ensure_available(self, model: str) -> None:
         """Always available: there is nothing upstream."""
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
         """Yields the answer one word (with its following whitespace) per delta, then the usage."""
         words = _WORD.findall(self._compose(request))
         for word in words:

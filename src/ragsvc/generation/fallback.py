@@ -2,8 +2,8 @@
 same server, then, when RAG_FALLBACK_EXTRACTIVE is on, the extractive generator, which needs no server. Any
 answer not written by the first step is flagged degraded and names what wrote it.
 
-The chain engages only for a failure of the first step that another model may not share (`worth_another_model`:
-the server unreachable, 5xx, 429); not for a model the server does not serve (the caller or the operator must
+The chain engages only for a failure of the first step that another model may not share (an LLMUnavailable
+marked `transient`: the server unreachable, 5xx, 429); not for a model the server does not serve (the caller or the operator must
 know), a timeout (the stage's time is spent), or another 4xx. Once engaged, any failure of a later step moves
 on to the next; when every step failed, the first step's failure is reported.
 
@@ -17,10 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ragsvc.errors import LLMUnavailable, RagError
 from ragsvc.generation.base import Generator
-from ragsvc.generation.http import worth_another_model
 
-__all__ = ["Attempt", "FallbackChain", "worth_another_model"]
+
+def worth_another_model(exc: RagError) -> bool:
+    """True when `exc` is a failure another model may not share (see the module docstring)."""
+    return isinstance(exc, LLMUnavailable) and exc.transient
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,8 @@ import asyncio
 import contextlib
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
-from datetime import datetime, timezone
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -18,6 +18,7 @@ import httpx
 
 from ragsvc.domain import GenerationDelta, GenerationRequest
 from ragsvc.errors import LLMTimeout, LLMUnavailable, ModelUnavailable, RagError
+from ragsvc.generation.base import Capabilities
 
 CONNECT_TIMEOUT_S = 5.0
 PROBE_TIMEOUT_S = 5.0
@@ -37,34 +38,28 @@ class ErrorEvent(BadResponse):
 def upstream_errors(model: str | None) -> Iterator[None]:
     """Maps httpx and protocol failures to ragsvc errors. `model` names the model of a completion in flight:
     then a 404 means the model is not served and a timeout is the generation's. Without it (listing the
-    models) both mean the server cannot serve."""
+    models) both mean the server cannot serve.
+
+    An LLMUnavailable is `transient` (another model may not share it: see `generation/fallback.py`) when the
+    server could not be reached or dropped the connection, answered 5xx or 429, or reported a failure inside
+    the stream; not for other 4xx answers or answers that break the protocol."""
     try:
         yield
     except httpx.ConnectTimeout as exc:
-        raise LLMUnavailable(f"cannot connect to the LLM server: {exc!r}") from exc
+        raise LLMUnavailable(f"cannot connect to the LLM server: {exc!r}", transient=True) from exc
     except httpx.TimeoutException as exc:
         if model is None:
-            raise LLMUnavailable(f"the LLM server did not answer in time: {exc!r}") from exc
+            raise LLMUnavailable(f"the LLM server did not answer in time: {exc!r}", transient=True) from exc
         raise LLMTimeout("generation", f"the LLM server went silent: {exc!r}") from exc
     except httpx.HTTPStatusError as exc:
         raise _status_error(exc.response, model) from exc
     except httpx.HTTPError as exc:
-        raise LLMUnavailable(f"the LLM server cannot be reached or failed: {exc!r}") from exc
+        transient = isinstance(exc, httpx.TransportError)
+        raise LLMUnavailable(f"the LLM server cannot be reached or failed: {exc!r}", transient=transient) from exc
+    except ErrorEvent as exc:
+        raise LLMUnavailable(f"the LLM server failed mid-answer: {exc}", transient=True) from exc
     except BadResponse as exc:
         raise LLMUnavailable(f"the LLM server answered badly: {exc}") from exc
-
-
-def worth_another_model(exc: BaseException) -> bool:
-    """True when `exc`, raised by a generator of this module, is a failure another model may not share: the
-    server could not be reached (or dropped the connection), answered 5xx, or rate-limited the model (429).
-    A failure reported inside a stream counts as a 5xx. Not for timeouts (the stage's time is spent), a model
-    the server does not serve, other 4xx answers, or answers that break the protocol."""
-    if not isinstance(exc, LLMUnavailable):
-        return False
-    cause = exc.__cause__
-    if isinstance(cause, httpx.HTTPStatusError):
-        return cause.response.status_code >= 500 or cause.response.status_code == 429
-    return isinstance(cause, (httpx.TransportError, ErrorEvent))
 
 
 def _status_error(response: httpx.Response, model: str | None) -> RagError:
@@ -73,10 +68,9 @@ def _status_error(response: httpx.Response, model: str | None) -> RagError:
     if model is not None and (response.status_code == 404 or _MODEL_MISSING.search(response.text)):
         return ModelUnavailable(f"model {model!r} is not served: {message}", metadata={"model": model})
     detail = f"the LLM server answered {response.status_code}: {message}"
+    transient = response.status_code >= 500 or response.status_code == 429
     retry_after_s = _retry_after_s(response.headers.get("retry-after"))
-    if retry_after_s is None:
-        return LLMUnavailable(detail)
-    return LLMUnavailable(detail, retry_after_s=retry_after_s)
+    return LLMUnavailable(detail, retry_after_s=1.0 if retry_after_s is None else retry_after_s, transient=transient)
 
 
 def _error_message(response: httpx.Response) -> str:
@@ -85,8 +79,8 @@ def _error_message(response: httpx.Response) -> str:
         error = response.json().get("error")
     except (ValueError, AttributeError):
         error = None
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return error["message"]
+    if isinstance(error, dict) and isinstance(message := error.get("message"), str):
+        return message
     if isinstance(error, str):
         return error
     return response.text[:200] or response.reason_phrase
@@ -103,8 +97,8 @@ def _retry_after_s(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def serves(served: Iterable[str], model: str) -> bool:
@@ -154,6 +148,7 @@ class HttpGenerator(abc.ABC):
     """
 
     kind = "http"
+    capabilities = Capabilities(follows_instructions=True)
 
     def __init__(
         self,
@@ -182,7 +177,7 @@ class HttpGenerator(abc.ABC):
         return f"{self.kind}:{model}"
 
     @abc.abstractmethod
-    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]: ...
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]: ...
 
     @abc.abstractmethod
     async def available_models(self) -> list[str]:

@@ -10,7 +10,7 @@ token budget has already made the prompt fit that window.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import httpx
@@ -49,7 +49,7 @@ class OllamaGenerator(HttpGenerator):
         self._context_windows = dict(context_windows or {})
         self._keep_alive = _keep_alive(keep_alive)
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
         """Yields each content delta as it arrives, then one delta with the usage from the final object.
         Closing this generator (or cancelling its consumer) closes the response, releasing the upstream."""
         payload = self._payload(request)

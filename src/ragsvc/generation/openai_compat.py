@@ -5,7 +5,7 @@ side and its error mapping are shared with the Ollama generator (`ragsvc.generat
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +45,7 @@ class OpenAICompatGenerator(HttpGenerator):
             client=client,
         )
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationDelta]:
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
         """Yields each content delta as it arrives, then one delta with the usage when the server reports it.
         Closing this generator (or cancelling its consumer) closes the response, releasing the upstream."""
         payload = self._payload(request)

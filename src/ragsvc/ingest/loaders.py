@@ -73,7 +73,7 @@ def pdf_title(content: bytes) -> str | None:
     try:
         metadata = _pdf_reader(content).metadata
         title = metadata.title if metadata is not None else None
-    except Exception:  # a damaged PDF is reported when it is ingested
+    except Exception:  # noqa: BLE001 - pypdf raises anything on a damaged file; it is reported when ingested
         return None
     return title.strip() if isinstance(title, str) and title.strip() else None
 
@@ -112,7 +112,7 @@ def _outline_headings(reader: pypdf.PdfReader) -> dict[int, str]:
 
     try:
         walk(reader.outline)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - pypdf raises anything on a damaged outline
         _log.warning("ignoring an unreadable PDF outline: %s", exc)
         return {}
     headings: dict[int, str] = {}

@@ -22,6 +22,10 @@ class Embedder(Protocol):
 
     async def embed_query(self, text: str) -> list[float]: ...
 
+    async def check_health(self) -> None:
+        """Returns when the embedder embeds text now; raises EmbeddingFailed otherwise."""
+        ...
+
     async def aclose(self) -> None: ...
 
 

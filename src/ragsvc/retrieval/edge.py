@@ -252,7 +252,7 @@ class EdgeEngine:
 
     async def _build_when_quiet(self) -> None:
         loop = asyncio.get_running_loop()
-        while (wait := self._due - loop.time()) > 0:
+        while (wait := self._due - loop.time()) > 0:  # noqa: ASYNC110 - each write moves the due time back
             await asyncio.sleep(wait)
         if self._building is not None and not self._building.done():
             await asyncio.shield(self._building)  # writes made during it count towards the next build
@@ -273,7 +273,7 @@ class EdgeEngine:
             self._child = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "ragsvc.retrieval.edge_optimize", str(building),
                 stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-            )  # fmt: skip
+            )
             _, stderr = await self._child.communicate()
             if self._child.returncode != 0:
                 detail = stderr.decode(errors="replace")[-500:]
@@ -327,7 +327,7 @@ class EdgeEngine:
             os.rename(building, self._path)
             try:
                 self._shard = qe.EdgeShard.load(str(self._path), self._config)
-            except Exception:
+            except Exception:  # noqa: BLE001 - whatever failed, the previous shard is put back
                 _log.exception("cannot load the optimized shard; keeping the previous one")
                 shutil.rmtree(self._path, ignore_errors=True)
                 os.rename(previous, self._path)
@@ -347,7 +347,7 @@ class EdgeEngine:
             return
         dimension = self._config.vectors[DENSE].size
         for query in (qe.Query.Nearest([1.0] * dimension, using=DENSE),
-                      qe.Query.Nearest(self._sparse.edge_query("warm up"), using=SPARSE)):  # fmt: skip
+                      qe.Query.Nearest(self._sparse.edge_query("warm up"), using=SPARSE)):
             self._shard.query(qe.QueryRequest(limit=1, query=query, with_payload=True, with_vector=[DENSE]))
 
     # -- shard access ----------------------------------------------------------------------------------------
@@ -412,7 +412,10 @@ class EdgeEngine:
 
     def _point(self, indexed: IndexedChunk) -> qe.Point:
         chunk = indexed.chunk
-        vectors = {DENSE: [float(x) for x in indexed.dense], SPARSE: self._sparse.edge_document(chunk.text)}
+        vectors: dict[str, list[float] | qe.SparseVector | list[list[float]]] = {
+            DENSE: [float(x) for x in indexed.dense],
+            SPARSE: self._sparse.edge_document(chunk.text),
+        }
         return qe.Point(point_id(chunk.tenant_id, chunk.document_id, chunk.chunk_index), vectors, payload(chunk))
 
     def _query(self, query: RetrievalQuery, dense: Sequence[float], limit: int) -> list[Candidate]:
@@ -425,15 +428,15 @@ class EdgeEngine:
                 qe.Prefetch(limit=limit, query=qe.Query.Nearest(list(dense), using=DENSE), filter=visible),
                 qe.Prefetch(limit=limit, query=qe.Query.Nearest(self._sparse.edge_query(query.text), using=SPARSE),
                             filter=visible),
-            ],  # fmt: skip
-            query=qe.Fusion.Rrf(k=RRF_K),
+            ],
+            query=qe.Fusion.Rrf(k=RRF_K),  # type: ignore[arg-type]  # the stub types it Fusion; it builds an Rrf
             with_vector=[DENSE],
             with_payload=True,
         )
         points = self._shard.query(request)
         if not points:
             return []
-        stored = unit_rows(np.array([p.vector[DENSE] for p in points], dtype=np.float32))  # type: ignore[index]
+        stored = unit_rows(np.array([_dense(p) for p in points], dtype=np.float32))
         return candidates_from([p.payload or {} for p in points], stored, cosines(stored, dense), query, self._access)
 
     def _close(self) -> None:
@@ -474,6 +477,15 @@ def _copy_sparse(source: str, target: str) -> None:
             offset = hole
         writer.truncate(size)
     shutil.copystat(source, target)
+
+
+def _dense(point: qe.ScoredPoint) -> list[float]:
+    """The stored dense vector of a result asked `with_vector=[DENSE]`."""
+    vectors = point.vector
+    dense = vectors.get(DENSE) if isinstance(vectors, dict) else None
+    if not isinstance(dense, list) or not all(isinstance(x, float) for x in dense):
+        raise RetrievalUnavailable("the engine returned a result without its dense vector")
+    return [x for x in dense if isinstance(x, float)]
 
 
 def _match(key: str, value: str) -> qe.FieldCondition:

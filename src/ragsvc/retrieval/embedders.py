@@ -54,6 +54,10 @@ class MiniLMEmbedder:
     async def embed_query(self, text: str) -> list[float]:
         return (await asyncio.to_thread(self._embed_all, [text]))[0]
 
+    async def check_health(self) -> None:
+        """Embeds a word (~1 ms): the ONNX session works."""
+        await self.embed_query("health")
+
     async def aclose(self) -> None:
         """Nothing to release: the ONNX session lives as long as the embedder."""
 
@@ -78,4 +82,5 @@ class MiniLMEmbedder:
         (hidden,) = self._session.run([self._output_name], {k: v for k, v in feeds.items() if k in self._input_names})
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        unit: np.ndarray = pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return unit

@@ -58,6 +58,10 @@ class _HttpEmbedder:
         await self.embed_query("dimension")
         return self._dimension
 
+    async def check_health(self) -> None:
+        """Returns when the server embeds a word; EmbeddingFailed when it cannot."""
+        await self.embed_query("health")
+
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self._batch_size):

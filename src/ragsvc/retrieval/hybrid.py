@@ -2,7 +2,7 @@
 
 General mode (seed 000's pipeline, seed 003's ranking):
 
-1. over-fetch: ask the engine for `overfetch` x top_k fused candidates (access and metadata filters are applied
+1. over-fetch: ask the engine for OVERFETCH x top_k fused candidates (access and metadata filters are applied
    inside the engine query);
 2. minimum similarity: candidates below the threshold (the request's score_threshold, else
    RAG_MIN_SIMILARITY_SCORE) are not evidence; the best few are reported as `rejected`;
@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from ragsvc.config import RetrievalSettings
 from ragsvc.domain import Retrieval, RetrievalQuery, ScoredChunk
 from ragsvc.retrieval.base import Candidate, Embedder, VectorEngine
 from ragsvc.retrieval.layout import cosines, unit_rows
@@ -40,39 +41,32 @@ from ragsvc.retrieval.selection import split_selection
 MAX_REJECTED = 3
 
 
+OVERFETCH = 3  # candidates asked of the engine per chunk wanted
+
+
 class HybridRetriever:
     def __init__(
         self,
         embedder: Embedder,
         engine: VectorEngine,
+        settings: RetrievalSettings,
         *,
-        min_similarity: float,
-        overfetch: int = 3,
-        overlap_threshold: float = 0.9,
-        max_chunks_per_document: int = 3,
-        weights: RankingWeights = RankingWeights(),
         today: Callable[[], dt.date] = dt.date.today,
     ) -> None:
-        if overfetch < 1:
-            raise ValueError("overfetch must be at least 1")
-        if max_chunks_per_document < 1:
-            raise ValueError("max_chunks_per_document must be at least 1")
         self._embedder = embedder
         self._engine = engine
-        self._min_similarity = min_similarity
-        self._overfetch = overfetch
-        self._overlap_threshold = overlap_threshold
-        self._max_per_document = max_chunks_per_document
-        self._weights = weights
+        self._min_similarity = settings.min_similarity
+        self._overlap_threshold = settings.chunk_overlap_threshold
+        self._max_per_document = settings.max_chunks_per_doc
+        self._weights = RankingWeights(settings.similarity_weight, settings.recency_weight, settings.trust_weight)
         self._today = today
 
     @property
     def weights(self) -> RankingWeights:
-        """The ranking weights; setting them (AdminService) applies from the next query on."""
         return self._weights
 
-    @weights.setter
-    def weights(self, weights: RankingWeights) -> None:
+    def use_weights(self, weights: RankingWeights) -> None:
+        """Rank with `weights` from the next query on (see management/ranking.py)."""
         self._weights = weights
 
     async def retrieve(self, query: RetrievalQuery) -> Retrieval:
@@ -81,7 +75,7 @@ class HybridRetriever:
         started = time.perf_counter()
         dense = await self._embedder.embed_query(query.text)
         embedding_ms = (time.perf_counter() - started) * 1000
-        candidates = await self._engine.query(query, dense, limit=query.top_k * self._overfetch)
+        candidates = await self._engine.query(query, dense, limit=query.top_k * OVERFETCH)
         threshold = self._min_similarity if query.score_threshold is None else query.score_threshold
         passing = [c for c in candidates if c.score >= threshold]
         readable = [c for c in passing if not c.redacted]

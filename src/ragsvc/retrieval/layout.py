@@ -94,12 +94,14 @@ def cosines(stored: np.ndarray, query: Sequence[float]) -> np.ndarray:
     """Cosine similarity of each row of `stored` (normalised by the engine) to `query`, clipped to [-1, 1]."""
     if not len(stored):
         return np.zeros(0, dtype=np.float32)
-    return np.clip(unit_rows(stored) @ unit(query), -1.0, 1.0)
+    similarities: np.ndarray = np.clip(unit_rows(stored) @ unit(query), -1.0, 1.0)
+    return similarities
 
 
 def unit_rows(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.clip(norms, 1e-12, None)
+    rows: np.ndarray = matrix / np.clip(norms, 1e-12, None)
+    return rows
 
 
 def payload(chunk: Chunk) -> dict[str, Any]:

@@ -178,7 +178,7 @@ class QdrantServerEngine:
                     m.Prefetch(query=[float(x) for x in dense], using=DENSE, filter=visible, limit=limit),
                     m.Prefetch(query=m.SparseVector(indices=indices, values=values), using=SPARSE, filter=visible,
                                limit=limit),
-                ],  # fmt: skip
+                ],
                 query=m.RrfQuery(rrf=m.Rrf(k=RRF_K)),
                 limit=limit,
                 with_payload=True,

@@ -1,116 +1,80 @@
-"""Everything issue 6 adds around the servicers, built from the settings in one place: the interceptor chain,
-the answer cache and the servicer's front, TLS credentials, transport options and the metrics endpoint.
-
-`Hardening.build` checks the configuration (keys file, TLS files, limits) before anything binds, so a bad value
-stops `ragsvc serve` at start-up with the setting named.
-"""
+"""What surrounds the servicers, built from the settings in one place: the interceptor chain, TLS credentials,
+transport options and the metrics endpoint. The settings were checked when they were read."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import sys
-from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import grpc
 
 from ragsvc.config import Settings
 from ragsvc.errors import FieldViolation, InvalidRequest
-from ragsvc.sanitize import MAX_HISTORY_MESSAGES
-from ragsvc.server.auth import AuthInterceptor, KeyStore
-from ragsvc.server.cache import AnswerCache
-from ragsvc.server.front import AskFront
+from ragsvc.server.auth import AuthInterceptor
 from ragsvc.server.interceptors import Interceptor, ServerInterceptor
-from ragsvc.server.limits import (
-    ConcurrencyLimitInterceptor,
-    RateLimitInterceptor,
-    server_options,
-)
+from ragsvc.server.limits import ConcurrencyLimitInterceptor, RateLimitInterceptor, server_options
 from ragsvc.server.metrics import Metrics, MetricsEndpoint, MetricsInterceptor
-from ragsvc.server.request_log import (
-    REQUEST_LOGGER,
-    RequestIdInterceptor,
-    RequestLogInterceptor,
-)
+from ragsvc.server.request_log import REQUEST_LOGGER, RequestIdInterceptor, RequestLogInterceptor
 from ragsvc.server.tls import server_credentials
 from ragsvc.server.tracing import TracingInterceptor, tracer_provider
-
-Probe = Callable[[], Awaitable[None]]
 
 
 @dataclass
 class Hardening:
     settings: Settings
     interceptors: list[Interceptor]
-    front: AskFront
-    cache: AnswerCache | None
     metrics: Metrics
     concurrency: ConcurrencyLimitInterceptor
     credentials: grpc.ServerCredentials | None
-    keys: KeyStore | None = None
     tracing: TracingInterceptor | None = None
     endpoint: MetricsEndpoint | None = field(default=None, init=False)
 
     @classmethod
     def build(cls, settings: Settings) -> Hardening:
-        _check(settings)
-        keys = None
-        if settings.auth_enabled:
-            keys = KeyStore.load(keys_file=settings.api_keys_file, keys_json=settings.api_keys)
-            if not len(keys):
-                raise InvalidRequest(
-                    [FieldViolation("RAG_AUTH_ENABLED", "needs keys in RAG_API_KEYS_FILE or RAG_API_KEYS")],
-                    "invalid configuration: RAG_AUTH_ENABLED without keys",
-                )
-        credentials = server_credentials(settings)
-        cache = replays = None
-        if settings.cache_max_entries > 0:
-            cache = AnswerCache(max_entries=settings.cache_max_entries, ttl_s=settings.cache_ttl_s)
-            replays = AnswerCache(
-                max_entries=settings.cache_max_entries, ttl_s=settings.cache_ttl_s, admits=lambda answer: True
-            )
-        metrics = Metrics(provider=settings.generator)
-        concurrency = ConcurrencyLimitInterceptor(settings.max_concurrent_requests)
+        hardening = settings.hardening
+        metrics = Metrics(provider=settings.generation.generator.value)
+        concurrency = ConcurrencyLimitInterceptor(hardening.max_concurrent_requests)
         interceptors: list[Interceptor] = [RequestIdInterceptor()]
-        tracing = TracingInterceptor(tracer_provider(settings.otel_endpoint)) if settings.otel_endpoint else None
+        tracing = TracingInterceptor(tracer_provider(hardening.otel_endpoint)) if hardening.otel_endpoint else None
         if tracing is not None:
             interceptors.append(tracing)
-        if settings.request_log:
+        if hardening.request_log:
             interceptors.append(RequestLogInterceptor())
         interceptors.append(MetricsInterceptor(metrics))
-        if keys is not None:
-            interceptors.append(AuthInterceptor(keys))
-        if settings.rate_limit_per_minute > 0:
-            interceptors.append(RateLimitInterceptor(settings.rate_limit_per_minute))
+        if hardening.keys is not None:
+            interceptors.append(AuthInterceptor(hardening.keys))
+        if hardening.rate_limit_per_minute > 0:
+            interceptors.append(RateLimitInterceptor(hardening.rate_limit_per_minute))
         interceptors.append(concurrency)
-        front = AskFront(
-            default_tenant=settings.default_tenant,
-            max_history_messages=settings.max_history_messages,
-            detect_injection=settings.injection_detection,
-            reject_injection=settings.reject_injection,
-            cache=cache,
-            replays=replays,
-        )
-        return cls(settings, interceptors, front, cache, metrics, concurrency, credentials, keys, tracing)
+        return cls(settings, interceptors, metrics, concurrency, server_credentials(hardening), tracing)
 
     def server(self) -> grpc.aio.Server:
         """A grpc.aio server with the interceptor chain and the transport options."""
         return grpc.aio.server(
-            interceptors=[ServerInterceptor(self.interceptors)], options=server_options(self.settings)
+            interceptors=[ServerInterceptor(self.interceptors)], options=server_options(self.settings.hardening)
         )
 
     def bind(self, server: grpc.aio.Server, address: str) -> int:
-        """Listen on `address` (TLS when configured); returns the port."""
-        if self.credentials is not None:
-            return server.add_secure_port(address, self.credentials)
-        return server.add_insecure_port(address)
+        """Listen on `address` (TLS when configured); returns the port. InvalidRequest naming RAG_GRPC_ADDRESS
+        when the address cannot be listened on."""
+        try:
+            if self.credentials is not None:
+                return server.add_secure_port(address, self.credentials)
+            return server.add_insecure_port(address)
+        except RuntimeError as exc:  # grpc: "Failed to bind to address ..."
+            raise _unusable("RAG_GRPC_ADDRESS", address, exc) from exc
 
     def start_metrics(self, host: str) -> None:
+        """Serve /metrics when RAG_METRICS_PORT is set; InvalidRequest naming it when the port is taken."""
         self.metrics.watch(in_flight=lambda: self.concurrency.in_flight, loop=asyncio.get_running_loop())
-        if self.settings.metrics_port:
-            self.endpoint = self.metrics.serve(host.strip("[]"), self.settings.metrics_port)
+        port = self.settings.hardening.metrics_port
+        if port:
+            try:
+                self.endpoint = self.metrics.serve(host.strip("[]"), port)
+            except OSError as exc:
+                raise _unusable("RAG_METRICS_PORT", f"{host}:{port}", exc) from exc
 
     async def aclose(self) -> None:
         """Stop the metrics endpoint and flush the last spans (in threads: both block)."""
@@ -122,35 +86,9 @@ class Hardening:
             self.tracing = None
 
 
-def _check(settings: Settings) -> None:
-    violations = []
-    if not 1 <= settings.max_history_messages <= MAX_HISTORY_MESSAGES:
-        violations.append(FieldViolation("RAG_MAX_HISTORY_MESSAGES", f"must be between 1 and {MAX_HISTORY_MESSAGES}"))
-    for name, value in (
-        ("RAG_MAX_CONCURRENT_REQUESTS", settings.max_concurrent_requests),
-        ("RAG_MAX_RECEIVE_MESSAGE_BYTES", settings.max_receive_message_bytes),
-        ("RAG_MAX_SEND_MESSAGE_BYTES", settings.max_send_message_bytes),
-    ):
-        if value < 1:
-            violations.append(FieldViolation(name, "must be at least 1"))
-    for name, value in (("RAG_API_RATE_LIMIT", settings.rate_limit_per_minute),
-                        ("RAG_CACHE_MAX_ENTRIES", settings.cache_max_entries),
-                        ("RAG_METRICS_PORT", settings.metrics_port)):  # fmt: skip
-        if value < 0:
-            violations.append(FieldViolation(name, "must not be negative"))
-    if violations:
-        raise InvalidRequest(violations, "invalid configuration: " + "; ".join(v.field for v in violations))
-
-
-def dependency_probes(components: Any) -> Mapping[str, Probe]:
-    """The health probes of the components: retrieval, llm, and db (the audit log, sessions and owners)."""
-    probes: dict[str, Probe] = {
-        "retrieval": components.retriever.check_health,
-        "llm": components.generator.check_health,
-    }
-    if components.database is not None:
-        probes["db"] = components.database.check_health
-    return probes
+def _unusable(variable: str, address: str, exc: Exception) -> InvalidRequest:
+    why = f"cannot listen on {address} (in use, or not an address of this host): {exc}"
+    return InvalidRequest([FieldViolation(variable, why)], f"invalid configuration: {variable}: {why}")
 
 
 def log_requests_as_json_lines() -> None:

@@ -11,8 +11,9 @@ the call's status, with its google.rpc details), code after it runs once the cal
 `ServerInterceptor` adapts the units to grpc.aio: it wraps unary-unary and unary-stream handlers (every
 ragsvc RPC), leaves health and reflection untouched (never authenticated, rate limited or counted), sends the
 units' response metadata as initial metadata, and exposes the call's state to the servicer through a
-contextvar (`current_call()`), which is how the servicer learns the authenticated principal and the request id
-and how it reports the answer back to the units (logs, metrics).
+contextvar (`current_call()`), read once by the servicers' boundary (server/boundary.py): that is how the
+servicer learns the authenticated principal and the request id, hands them on explicitly, and records the
+domain error a call ended with, which the units read (`CallState.error`) instead of parsing status details.
 """
 
 from __future__ import annotations
@@ -27,18 +28,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import grpc
-from google.protobuf.message import DecodeError
-from google.rpc import error_details_pb2, status_pb2
 
-from ragsvc import domain, errors
-from ragsvc.server.status import code_for, to_status
+from ragsvc import errors
+from ragsvc.access import Principal
+from ragsvc.answering.context import AnswerReport
+from ragsvc.wire.status import code_for, to_status
 
 if TYPE_CHECKING:
-    from ragsvc.server.auth import Principal
+    Context = grpc.aio.ServicerContext[Any, Any]  # every ragsvc handler's context, whatever its messages
+else:
+    Context = grpc.aio.ServicerContext
 
 # Never intercepted: probes and tooling must work whatever the load, and without credentials.
 EXEMPT_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
-_STATUS_DETAILS_KEY = "grpc-status-details-bin"
 ASK_METHODS = frozenset({"/ragsvc.v1.RagService/Ask", "/ragsvc.v1.RagService/AskStream"})
 INDEX_PREFIX = "/ragsvc.v1.IndexService/"
 ADMIN_PREFIX = "/ragsvc.v1.AdminService/"
@@ -53,15 +55,16 @@ class CallState:
     principal: Principal | None = None
     # Metadata the units want returned to the caller; sent as initial metadata before the handler runs.
     response_metadata: list[tuple[str, str]] = field(default_factory=list)
-    # Set by the servicer: the question as answered (tenant and tags applied), and the final answer.
-    question: domain.Question | None = None
-    answer: domain.Answer | None = None
-    cache_hit: bool | None = None  # None: the cache was not consulted
-    injection_patterns: tuple[str, ...] = ()
-    # Set when the call ends.
+    # Filled by the answering service: the question as answered, the final answer, cache use.
+    report: AnswerReport = field(default_factory=AnswerReport)
+    # Set when the call ends: its status code, and the domain error it ended with (None when OK or cancelled).
     code: grpc.StatusCode | None = None
-    error_reason: str = ""
+    error: errors.RagError | None = None
     metadata_sent: bool = False
+
+    @property
+    def error_reason(self) -> str:
+        return self.error.reason if self.error is not None else ""
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
@@ -110,24 +113,21 @@ def current_call() -> CallState | None:
     return _CURRENT.get()
 
 
-def code_of(exc: BaseException, context: grpc.aio.ServicerContext) -> grpc.StatusCode:
-    """The status code a call ends with when `exc` escapes its handler."""
+def _end(state: CallState, exc: BaseException | None, context: Context) -> None:
+    """Record how the call ended: its domain error (a unit's refusal, or what the servicer's boundary recorded
+    before aborting) decides the code; a caller leaving is CANCELLED, or DEADLINE_EXCEEDED past its deadline."""
     if isinstance(exc, errors.RagError):
-        return code_for(exc)
-    if isinstance(exc, grpc.aio.AbortError):
-        return _status_code(context.code())
-    if isinstance(exc, (asyncio.CancelledError, GeneratorExit)):  # the caller left, or its deadline passed
+        state.error = exc
+    if state.error is not None:
+        state.code = code_for(state.error)
+    elif exc is None:
+        state.code = grpc.StatusCode.OK
+    elif isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
         remaining = context.time_remaining()
         expired = remaining is not None and remaining <= 0
-        return grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED
-    return grpc.StatusCode.UNKNOWN  # grpc answers an unhandled exception with UNKNOWN
-
-
-def _status_code(code: object) -> grpc.StatusCode:
-    """context.code() as a StatusCode (grpc.aio may report the raw integer)."""
-    if isinstance(code, grpc.StatusCode):
-        return code
-    return next((c for c in grpc.StatusCode if c.value[0] == code), grpc.StatusCode.UNKNOWN)
+        state.code = grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED
+    else:
+        state.code = grpc.StatusCode.UNKNOWN  # an exception the boundary did not map (grpc answers UNKNOWN)
 
 
 class ServerInterceptor(grpc.aio.ServerInterceptor):
@@ -139,9 +139,9 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(handler_call_details)
         method = handler_call_details.method
         if handler is None or method.startswith(self._exempt) or handler.request_streaming:
@@ -160,7 +160,7 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
             )
         return handler
 
-    def _input(self, method: str, request: Any, context: grpc.aio.ServicerContext) -> CallInput:
+    def _input(self, method: str, request: Any, context: Context) -> CallInput:
         metadata = {
             key: value
             for key, value in (context.invocation_metadata() or ())
@@ -169,7 +169,7 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
         return CallInput(method, metadata, context.peer() or "", request, CallState())
 
     async def _enter(
-        self, stack: contextlib.AsyncExitStack, call: CallInput, context: grpc.aio.ServicerContext
+        self, stack: contextlib.AsyncExitStack, call: CallInput, context: Context
     ) -> None:
         """Enter every unit (outermost first), then send the response metadata they collected."""
         for unit in self._units:
@@ -177,7 +177,7 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
         await _send_metadata(call.state, context)
 
     def _unary(self, method: str, behavior: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-        async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def handle(request: Any, context: Context) -> Any:
             call = self._input(method, request, context)
             token = _CURRENT.set(call.state)
             try:
@@ -186,9 +186,9 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
                         await self._enter(stack, call, context)
                         response = await behavior(request, context)
                     except BaseException as exc:
-                        _finish(call.state, code_of(exc, context), exc, context)
+                        _end(call.state, exc, context)
                         raise
-                    _finish(call.state, grpc.StatusCode.OK)
+                    _end(call.state, None, context)
                     return response
             except errors.RagError as exc:  # a unit refused the call
                 await _refuse(call.state, context, exc)
@@ -198,7 +198,7 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
         return handle
 
     def _stream(self, method: str, behavior: Callable[..., Any]) -> Callable[..., AsyncIterator[Any]]:
-        async def handle(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async def handle(request: Any, context: Context) -> AsyncIterator[Any]:
             call = self._input(method, request, context)
             token = _CURRENT.set(call.state)
             try:
@@ -213,9 +213,9 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
                         else:  # a handler that writes with context.write
                             await responses
                     except BaseException as exc:
-                        _finish(call.state, code_of(exc, context), exc, context)
+                        _end(call.state, exc, context)
                         raise
-                    _finish(call.state, grpc.StatusCode.OK)
+                    _end(call.state, None, context)
             except errors.RagError as exc:  # a unit refused the call
                 await _refuse(call.state, context, exc)
             finally:
@@ -224,38 +224,13 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
         return handle
 
 
-def _finish(
-    state: CallState, code: grpc.StatusCode, exc: BaseException | None = None, context: Any = None
-) -> None:
-    state.code = code
-    if isinstance(exc, errors.RagError):
-        state.error_reason = exc.reason
-    elif isinstance(exc, grpc.aio.AbortError) and context is not None:
-        state.error_reason = _reason_of(context.trailing_metadata())
-
-
-def _reason_of(trailing_metadata: Any) -> str:
-    """ErrorInfo.reason of the status a handler aborted with (from its grpc-status-details-bin), or ""."""
-    for key, value in trailing_metadata or ():
-        if key == _STATUS_DETAILS_KEY and isinstance(value, bytes):
-            try:
-                status = status_pb2.Status.FromString(value)
-            except DecodeError:
-                return ""
-            info = error_details_pb2.ErrorInfo()
-            for detail in status.details:
-                if detail.Unpack(info):
-                    return info.reason
-    return ""
-
-
-async def _send_metadata(state: CallState, context: grpc.aio.ServicerContext) -> None:
+async def _send_metadata(state: CallState, context: Context) -> None:
     if state.response_metadata and not state.metadata_sent:
         state.metadata_sent = True
         await context.send_initial_metadata(tuple(state.response_metadata))
 
 
-async def _refuse(state: CallState, context: grpc.aio.ServicerContext, exc: errors.RagError) -> None:
+async def _refuse(state: CallState, context: Context, exc: errors.RagError) -> None:
     await _send_metadata(state, context)
     await context.abort_with_status(to_status(exc))
 

@@ -11,14 +11,11 @@ import hashlib
 import math
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING
 
+from ragsvc.config import HardeningSettings
 from ragsvc.errors import Overloaded, RateLimited
 from ragsvc.server.auth import bearer_token
 from ragsvc.server.interceptors import CallInput, Interceptor
-
-if TYPE_CHECKING:
-    from ragsvc.config import Settings
 
 OVERLOADED_RETRY_AFTER_S = 1.0
 MAX_TRACKED_CLIENTS = 10_000
@@ -122,10 +119,10 @@ class ConcurrencyLimitInterceptor(Interceptor):
             self.in_flight -= 1
 
 
-def server_options(settings: Settings) -> list[tuple[str, int]]:
+def server_options(settings: HardeningSettings) -> list[tuple[str, int]]:
     """grpc.aio server options: message size limits (grpc itself refuses bigger messages with
     RESOURCE_EXHAUSTED) and keepalive, pinging idle clients and enforcing how often clients may ping."""
-    return [
+    options = [
         ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
         ("grpc.max_send_message_length", settings.max_send_message_bytes),
         ("grpc.keepalive_time_ms", int(settings.keepalive_time_s * 1000)),
@@ -135,3 +132,8 @@ def server_options(settings: Settings) -> list[tuple[str, int]]:
         ("grpc.http2.max_ping_strikes", 2),
         ("grpc.keepalive_permit_without_calls", 0),
     ]
+    if settings.max_connection_age_s:
+        # GOAWAY after this age; calls in flight get the keepalive timeout to finish.
+        options.append(("grpc.max_connection_age_ms", int(settings.max_connection_age_s * 1000)))
+        options.append(("grpc.max_connection_age_grace_ms", int(settings.keepalive_timeout_s * 1000)))
+    return options

@@ -16,6 +16,7 @@
 | rag_grpc_requests_total | method, code | every intercepted call (Ask, AskStream, IndexService) |
 | rag_requests_in_flight | | asks in flight (what the concurrency limit counts) |
 | rag_event_loop_tasks | | asyncio tasks alive in the server's loop |
+| rag_dependency_up | dependency | 1 while retrieval, embedder, llm or db answers its health probe (0: down, degraded) |
 | process_* | | the process collector: resident memory, CPU, open fds |
 
 Each server has its own registry, so several servers in one process (tests) do not collide. The tenant label is
@@ -29,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from wsgiref.simple_server import WSGIServer
 
 import prometheus_client
@@ -56,7 +57,7 @@ class Metrics:
         self.query_duration = Histogram(
             "rag_query_duration_seconds", "Server time per question", ["tenant", "template"],
             buckets=_SECONDS, registry=registry,
-        )  # fmt: skip
+        )
         self.stage_duration = Histogram(
             "rag_stage_duration_seconds", "Time per pipeline stage", ["stage"], buckets=_SECONDS, registry=registry
         )
@@ -78,7 +79,7 @@ class Metrics:
         self.confidence = Histogram(
             "rag_confidence_score", "Overall confidence of answers", ["template"], buckets=_CONFIDENCE,
             registry=registry,
-        )  # fmt: skip
+        )
         self.hallucinations = Counter(
             "rag_hallucinations_detected_total", "Answers with invalid citations", ["tenant"], registry=registry
         )
@@ -89,11 +90,19 @@ class Metrics:
         )
         self.in_flight = Gauge("rag_requests_in_flight", "Asks in flight", registry=registry)
         self.loop_tasks = Gauge("rag_event_loop_tasks", "asyncio tasks alive in the server loop", registry=registry)
+        self.dependency_up = Gauge(
+            "rag_dependency_up", "1 while a dependency answers its health probe", ["dependency"], registry=registry
+        )
 
     def watch(self, *, in_flight: Callable[[], float], loop: asyncio.AbstractEventLoop) -> None:
         """Gauges read at scrape time: asks in flight, and the tasks of `loop`."""
         self.in_flight.set_function(in_flight)
         self.loop_tasks.set_function(lambda: len(asyncio.all_tasks(loop)))
+
+    def dependencies(self, healthy: Mapping[str, bool]) -> None:
+        """The latest health probes' results (server/health.py reports each change)."""
+        for name, ok in healthy.items():
+            self.dependency_up.labels(name).set(1 if ok else 0)
 
     def record(self, call: CallInput) -> None:
         state = call.state
@@ -101,7 +110,7 @@ class Metrics:
         self.requests.labels(call.method.rsplit("/", 1)[-1], code).inc()
         if not call.is_ask:
             return
-        question, answer = state.question, state.answer
+        question, answer = state.report.question, state.report.answer
         # Only a tenant the call was admitted for becomes a label: a refused call's claim could be anything.
         if question is not None:
             tenant = question.tenant_id
@@ -110,15 +119,15 @@ class Metrics:
         template = (answer.template_version if answer else "") or (question.template_id if question else "") or "-"
         self.queries.labels(tenant, template, code).inc()
         self.query_duration.labels(tenant, template).observe(state.elapsed_ms() / 1000)
-        if state.cache_hit is not None:
-            (self.cache_hits if state.cache_hit else self.cache_misses).labels(tenant).inc()
+        if state.report.cache_hit is not None:
+            (self.cache_hits if state.report.cache_hit else self.cache_misses).labels(tenant).inc()
         if answer is None:
             return
         self.citations.labels(template).observe(len(answer.citations))
         self.confidence.labels(template).observe(answer.confidence.overall)
         if answer.flags.hallucination_detected:
             self.hallucinations.labels(tenant).inc()
-        if state.cache_hit:
+        if state.report.cache_hit:
             return  # no stage ran
         timings = answer.timings
         scores, complete = retrieved_scores(answer)

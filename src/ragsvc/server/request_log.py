@@ -95,6 +95,7 @@ def log_record(call: CallInput) -> dict[str, Any]:
     """The log line of a finished call, as a dict."""
     state = call.state
     request = call.request
+    question = state.report.question
     record: dict[str, Any] = {
         "ts": datetime.now(UTC).isoformat(timespec="milliseconds"),
         "request_id": state.request_id,
@@ -103,12 +104,12 @@ def log_record(call: CallInput) -> dict[str, Any]:
         "error_reason": state.error_reason,
         "peer": call.peer,
         "key": state.principal.name if state.principal is not None else None,
-        "tenant_id": state.question.tenant_id if state.question else getattr(request, "tenant_id", "") or None,
+        "tenant_id": question.tenant_id if question else getattr(request, "tenant_id", "") or None,
     }
     if call.is_ask:
-        generation = getattr(request, "generation", None)
-        record["template_id"] = (state.question.template_id if state.question else generation.template_id) or None
-        answer = state.answer
+        asked = question.template_id if question else getattr(getattr(request, "generation", None), "template_id", "")
+        record["template_id"] = asked or None
+        answer = state.report.answer
         latency: dict[str, float] = {}
         if answer is not None:
             scores, complete = retrieved_scores(answer)
@@ -139,14 +140,14 @@ def log_record(call: CallInput) -> dict[str, Any]:
         record["latency"] = latency
         flags = answer.flags if answer is not None else domain.Flags()
         record["flags"] = {
-            "cache_hit": bool(state.cache_hit),
+            "cache_hit": bool(state.report.cache_hit),
             "hallucination": flags.hallucination_detected,
             "mitigation_applied": flags.mitigation_applied,
             "degraded": flags.degraded,
-            "injection_suspected": bool(state.injection_patterns) or flags.injection_suspected,
+            "injection_suspected": bool(state.report.injection_patterns) or flags.injection_suspected,
             "redactions_applied": flags.redactions_applied,
         }
-        record["injection_patterns"] = list(state.injection_patterns)
+        record["injection_patterns"] = list(state.report.injection_patterns)
     else:
         record["latency"] = {"server_ms": _ms(state.elapsed_ms())}
     return record

@@ -1,126 +1,47 @@
-"""The gRPC servicers: convert proto -> domain, run the domain code, convert back. Errors cross at one boundary."""
+"""RagService and IndexService: convert proto -> domain, call the domain, convert back. Transport only."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import dataclasses
-import functools
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
-
-import grpc
+from collections.abc import AsyncIterator
 
 from ragsvc import domain
+from ragsvc.answering.cache import AnswerCache
+from ragsvc.answering.service import AnsweringService
 from ragsvc.errors import NotFound
 from ragsvc.ingest.indexer import Indexer
-from ragsvc.pipeline import Pipeline
 from ragsvc.sanitize import validate_document_id, validate_documents
-from ragsvc.server import convert
-from ragsvc.server.cache import AnswerCache
-from ragsvc.server.front import AskFront
-from ragsvc.server.interceptors import current_call
-from ragsvc.server.status import to_status
-from ragsvc.storage.answers import AnswerLog
+from ragsvc.server.boundary import call_context, call_state, stream_boundary, unary_boundary
+from ragsvc.server.interceptors import Context
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc as index_grpc
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc as rag_grpc
-
-Request = TypeVar("Request")
-Response = TypeVar("Response")
-REQUEST_ID_KEY = "x-request-id"
-
-
-def unary_boundary(
-    handler: Callable[[Any, Request, grpc.aio.ServicerContext], Awaitable[Response]],
-) -> Callable[[Any, Request, grpc.aio.ServicerContext], Awaitable[Response]]:
-    """Turn any exception of a unary handler into its gRPC status."""
-
-    @functools.wraps(handler)
-    async def wrapper(self: Any, request: Request, context: grpc.aio.ServicerContext) -> Response:
-        try:
-            return await handler(self, request, context)
-        except grpc.aio.AbortError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes a status
-            await context.abort_with_status(to_status(exc))
-            raise  # unreachable: abort_with_status raises
-
-    return wrapper
-
-
-def stream_boundary(
-    handler: Callable[[Any, Request, grpc.aio.ServicerContext], AsyncIterator[Response]],
-) -> Callable[[Any, Request, grpc.aio.ServicerContext], AsyncIterator[Response]]:
-    """Turn any exception of a server-streaming handler into its gRPC status (after what was already sent)."""
-
-    @functools.wraps(handler)
-    async def wrapper(self: Any, request: Request, context: grpc.aio.ServicerContext) -> AsyncIterator[Response]:
-        try:
-            async for response in handler(self, request, context):
-                yield response
-        except grpc.aio.AbortError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes a status
-            await context.abort_with_status(to_status(exc))
-
-    return wrapper
-
-
-def request_id_of(context: grpc.aio.ServicerContext) -> str:
-    """The caller's x-request-id, or a new one (the interceptors' when the call is intercepted)."""
-    call = current_call()
-    if call is not None and call.request_id:
-        return call.request_id
-    for key, value in context.invocation_metadata() or ():
-        if key == REQUEST_ID_KEY and value:
-            return str(value)[:128]
-    return uuid.uuid4().hex
+from ragsvc.wire import convert
 
 
 class RagServicer(rag_grpc.RagServiceServicer):
-    def __init__(self, pipeline: Pipeline, *, front: AskFront | None = None, answers: AnswerLog | None = None) -> None:
-        self._pipeline = pipeline
-        # Around the pipeline: principal, edge validation, injection flag, answer cache (server/front.py).
-        self._front = front
-        # Around all of it: the audit log, one row per request whatever its outcome.
-        self._answers = answers
-
-    async def _events(
-        self, request: pb.AskRequest | pb.AskStreamRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[domain.Event]:
-        question = convert.question_from_proto(request, request_id_of(context))
-        call = current_call()
-        if call is not None and call.principal is not None and not question.tenant_id:
-            # Recorded under the caller's tenant (the front checks what the caller may do).
-            question = dataclasses.replace(question, tenant_id=call.principal.tenant_id)
-        # The caller's deadline, on the loop's clock, bounds the pipeline's generation stage.
-        remaining = context.time_remaining()
-        deadline = None if remaining is None else asyncio.get_running_loop().time() + remaining
-        # aclosing: a cancelled call closes the pipeline (and the upstream LLM stream) at once.
-        run = functools.partial(self._pipeline.run, deadline=deadline)
-        answering = run(question) if self._front is None else self._front.events(question, run)
-        if self._answers is not None:
-            answering = self._answers.recorded(question, answering)
-        async with contextlib.aclosing(answering) as events:
-            async for event in events:
-                yield event
+    def __init__(self, answering: AnsweringService) -> None:
+        self._answering = answering
 
     @unary_boundary
-    async def Ask(self, request: pb.AskRequest, context: grpc.aio.ServicerContext) -> pb.AskResponse:
-        async with contextlib.aclosing(self._events(request, context)) as events:
+    async def Ask(self, request: pb.AskRequest, context: Context) -> pb.AskResponse:
+        call = call_context(context)
+        question = convert.question_from_proto(request, call.request_id)
+        async with contextlib.aclosing(self._answering.answer(question, call)) as events:
             async for event in events:
                 if isinstance(event, domain.Answer):
                     return pb.AskResponse(answer=convert.answer_to_proto(event))
-        raise RuntimeError("the pipeline ended without an answer")
+        raise RuntimeError("the answering service ended without an answer")
 
     @stream_boundary
     async def AskStream(
-        self, request: pb.AskStreamRequest, context: grpc.aio.ServicerContext
+        self, request: pb.AskStreamRequest, context: Context
     ) -> AsyncIterator[pb.AskStreamResponse]:
-        async with contextlib.aclosing(self._events(request, context)) as events:
+        call = call_context(context)
+        question = convert.question_from_proto(request, call.request_id)
+        # aclosing: a cancelled call closes the answering (and the upstream LLM stream) at once.
+        async with contextlib.aclosing(self._answering.answer(question, call)) as events:
             async for event in events:
                 yield convert.event_to_proto(event)
 
@@ -131,10 +52,10 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         self._default_tenant = default_tenant
         self._cache = cache  # answers of a tenant are dropped when its documents change
 
-    def _tenant_default(self) -> str:
+    def _tenant_default(self, context: Context) -> str:
         """The tenant of a request that names none: the caller's key's, else the server's default."""
-        call = current_call()
-        return call.principal.tenant_id if call is not None and call.principal is not None else self._default_tenant
+        principal = call_state(context).principal
+        return principal.tenant_id if principal is not None else self._default_tenant
 
     def _invalidate(self, tenant: str) -> None:
         if self._cache is not None:
@@ -142,9 +63,9 @@ class IndexServicer(index_grpc.IndexServiceServicer):
 
     @unary_boundary
     async def IngestDocuments(
-        self, request: index_pb.IngestDocumentsRequest, context: grpc.aio.ServicerContext
+        self, request: index_pb.IngestDocumentsRequest, context: Context
     ) -> index_pb.IngestDocumentsResponse:
-        documents = convert.documents_from_proto(request, self._tenant_default())
+        documents = convert.documents_from_proto(request, self._tenant_default(context))
         validate_documents(documents)
         try:
             results = [await self._indexer.ingest(document) for document in documents]
@@ -155,10 +76,10 @@ class IndexServicer(index_grpc.IndexServiceServicer):
 
     @unary_boundary
     async def DeleteDocument(
-        self, request: index_pb.DeleteDocumentRequest, context: grpc.aio.ServicerContext
+        self, request: index_pb.DeleteDocumentRequest, context: Context
     ) -> index_pb.DeleteDocumentResponse:
         validate_document_id(request.document_id)
-        tenant = request.tenant_id.strip() or self._tenant_default()
+        tenant = request.tenant_id.strip() or self._tenant_default(context)
         try:
             deleted = await self._indexer.delete(tenant, request.document_id)
         finally:

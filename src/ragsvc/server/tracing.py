@@ -72,16 +72,16 @@ class TracingInterceptor(Interceptor):
         code = state.code or grpc.StatusCode.UNKNOWN
         span.set_attribute("rpc.grpc.status_code", code.value[0])
         span.set_attribute("ragsvc.request_id", state.request_id)
-        tenant = state.question.tenant_id if state.question else getattr(call.request, "tenant_id", "")
+        tenant = state.report.question.tenant_id if state.report.question else getattr(call.request, "tenant_id", "")
         if tenant:
             span.set_attribute("ragsvc.tenant_id", tenant)
         if state.error_reason:
             span.set_attribute("ragsvc.error_reason", state.error_reason)
-        answer = state.answer
+        answer = state.report.answer
         if answer is not None:
             span.set_attribute("ragsvc.model", answer.model)
             span.set_attribute("ragsvc.grounded", answer.grounded)
-            span.set_attribute("ragsvc.cache_hit", bool(state.cache_hit))
+            span.set_attribute("ragsvc.cache_hit", bool(state.report.cache_hit))
             span.set_attribute("ragsvc.citations", len(answer.citations))
             timings = answer.timings
             for stage in ("retrieval", "budget", "generation", "first_token", "total"):

@@ -14,7 +14,7 @@ import dataclasses
 import enum
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -58,7 +58,7 @@ class AnswerLog:
         self._queued: list[list[Any]] = []
         self._writer: asyncio.Task[None] | None = None
 
-    async def recorded(self, question: Question, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
+    async def recorded(self, question: Question, events: AsyncIterator[Event]) -> AsyncGenerator[Event, None]:
         """`events` passed through, with the request's row queued: before the final Answer is passed on (a
         unary caller stops reading there), or when the stream fails, or when the caller cancels it."""
         answered = False

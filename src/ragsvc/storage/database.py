@@ -91,9 +91,9 @@ class Database:
     @classmethod
     def open(cls, path: Path | str) -> Database:
         """Open (creating it if needed) and migrate the database at `path`; ":memory:" for a private one."""
-        if str(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
         try:
+            if str(path) != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
             connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             connection.execute("PRAGMA journal_mode=WAL")
             # In WAL mode NORMAL syncs at checkpoints, not at every commit: a commit survives a crash of the
@@ -102,7 +102,7 @@ class Database:
             connection.execute("PRAGMA synchronous=NORMAL")
             connection.execute("PRAGMA busy_timeout=5000")
             _migrate(connection)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise DatabaseUnavailable(f"cannot open the database at {path}: {exc}") from exc
         return cls(connection)
 
@@ -112,7 +112,7 @@ class Database:
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement; returns the number of rows it changed."""
-        return await self._run(lambda c: c.execute(sql, params).rowcount)
+        return int(await self._run(lambda c: c.execute(sql, params).rowcount))
 
     async def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         """Run one statement per row, all in one transaction."""
@@ -130,7 +130,8 @@ class Database:
             cursor.row_factory = sqlite3.Row
             return cursor.fetchall()
 
-        return await self._run(run)
+        rows: list[sqlite3.Row] = await self._run(run)
+        return rows
 
     async def check_health(self) -> None:
         await self.fetch_all("SELECT 1")

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
+from ragsvc.config.documents import OwnersDocument
 from ragsvc.domain import RouteTarget
-from ragsvc.errors import FieldViolation, InvalidRequest
 from ragsvc.storage.database import Database
 
 ADMIN_TAG = "system"
@@ -53,17 +50,9 @@ class OwnerDirectory:
             (tag, owner_user_id),
         )
 
-    async def load_file(self, path: Path) -> tuple[int, int]:
-        """Load `{"users": [{"id", "email"}], "tags": [{"name", "owner_user_id"}]}`; returns (users, tags)."""
-        try:
-            data = json.loads(path.read_text())
-            users = [(str(u["id"]), str(u["email"])) for u in data.get("users", [])]
-            tags = [(str(t["name"]), t.get("owner_user_id")) for t in data.get("tags", [])]
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise InvalidRequest([FieldViolation("RAG_OWNERS_FILE", f"cannot load {path}: {exc}")]) from exc
-        for user_id, email in users:
+    async def load(self, document: OwnersDocument) -> None:
+        """Add (or update) the users and tag owners of RAG_OWNERS_FILE."""
+        for user_id, email in document.users:
             await self.set_user(user_id, email)
-        for name, owner in tags:
+        for name, owner in document.tags:
             await self.set_tag_owner(name, owner)
-        return len(users), len(tags)
-

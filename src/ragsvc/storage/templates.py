@@ -44,11 +44,11 @@ class TemplateStore:
 
     async def list(self) -> list[StoredTemplate]:
         """Every custom template, by id."""
-        rows = await self._db.fetch_all(f"SELECT {_COLUMNS} FROM prompt_templates ORDER BY id")
+        rows = await self._db.fetch_all(f"SELECT {_COLUMNS} FROM prompt_templates ORDER BY id")  # noqa: S608 - a constant
         return [_stored(row) for row in rows]
 
     async def get(self, template_id: str) -> StoredTemplate | None:
-        rows = await self._db.fetch_all(f"SELECT {_COLUMNS} FROM prompt_templates WHERE id = ?", (template_id,))
+        rows = await self._db.fetch_all(f"SELECT {_COLUMNS} FROM prompt_templates WHERE id = ?", (template_id,))  # noqa: S608 - a constant
         return _stored(rows[0]) if rows else None
 
     async def create(self, template: PromptTemplate) -> StoredTemplate | None:
@@ -59,7 +59,7 @@ class TemplateStore:
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
             (template.version, template.display_name, template.length_rule, template.user, now.isoformat(),
              now.isoformat()),
-        )  # fmt: skip
+        )
         return StoredTemplate(template, now, now) if changed else None
 
     async def update(self, template: PromptTemplate) -> StoredTemplate | None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
 from google.protobuf import duration_pb2
 
 from ragsvc import domain
@@ -9,16 +12,18 @@ from ragsvc.errors import FieldViolation, InvalidRequest
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import rag_service_pb2 as pb
 
+_V = TypeVar("_V")
+
 _MODES = {pb.MODE_UNSPECIFIED: domain.Mode.GENERAL, pb.MODE_GENERAL: domain.Mode.GENERAL,
-          pb.MODE_SELECTED_TEXT: domain.Mode.SELECTED_TEXT}  # fmt: skip
+          pb.MODE_SELECTED_TEXT: domain.Mode.SELECTED_TEXT}
 _ROLES = {pb.ROLE_USER: domain.Role.USER, pb.ROLE_ASSISTANT: domain.Role.ASSISTANT,
-          pb.ROLE_SYSTEM: domain.Role.SYSTEM}  # fmt: skip
+          pb.ROLE_SYSTEM: domain.Role.SYSTEM}
 _ROLES_TO_PROTO = {role: number for number, role in _ROLES.items()}
 _STYLES = {pb.CITATION_STYLE_UNSPECIFIED: domain.CitationStyle.MARKER,
            pb.CITATION_STYLE_MARKER: domain.CitationStyle.MARKER,
-           pb.CITATION_STYLE_SOURCE_ID: domain.CitationStyle.SOURCE_ID}  # fmt: skip
+           pb.CITATION_STYLE_SOURCE_ID: domain.CitationStyle.SOURCE_ID}
 _STRICTNESS = {pb.STRICTNESS_UNSPECIFIED: domain.Strictness.NORMAL, pb.STRICTNESS_LENIENT: domain.Strictness.LENIENT,
-               pb.STRICTNESS_NORMAL: domain.Strictness.NORMAL, pb.STRICTNESS_STRICT: domain.Strictness.STRICT}  # fmt: skip
+               pb.STRICTNESS_NORMAL: domain.Strictness.NORMAL, pb.STRICTNESS_STRICT: domain.Strictness.STRICT}
 _QUERY_CLASSES = {
     domain.QueryClass.FACTUAL: pb.QUERY_CLASS_FACTUAL,
     domain.QueryClass.PROCEDURAL: pb.QUERY_CLASS_PROCEDURAL,
@@ -36,7 +41,7 @@ _REFUSALS = {
 }
 
 
-def _enum(table: dict, value: int, field: str, violations: list[FieldViolation]):  # noqa: ANN202 - table's value type
+def _enum(table: Mapping[Any, _V], value: int, field: str, violations: list[FieldViolation]) -> _V:
     """table[value], or a violation naming `field` when the client sent a number the table does not know."""
     if value not in table:
         violations.append(FieldViolation(field, f"unsupported value {value}"))

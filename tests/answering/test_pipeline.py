@@ -12,7 +12,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from ragsvc.budget import DEFAULT_MODELS, ModelCatalog, parse_model_table
+from ragsvc.answering.admission import Admission
+from ragsvc.answering.context import CallContext
+from ragsvc.answering.pipeline import Pipeline
+from ragsvc.budget import ModelCatalog
+from ragsvc.config import BudgetSettings, GenerationSettings, HardeningSettings, Settings
 from ragsvc.domain import (
     Answer,
     Chunk,
@@ -38,25 +42,27 @@ from ragsvc.errors import (
 )
 from ragsvc.generation.base import Generator
 from ragsvc.generation.extractive import ExtractiveGenerator
-from ragsvc.generation.fallback import FallbackChain
-from ragsvc.pipeline import Pipeline, PipelineSettings
-from ragsvc.prompts import get_prompt
+from ragsvc.model_table import DEFAULT_MODELS
+from ragsvc.prompts import TemplateRegistry, get_prompt
+from ragsvc.server.components import build_pipeline
 from ragsvc.storage.database import Database
 from ragsvc.storage.owners import OwnerDirectory
-from ragsvc.validation import AnswerPolicy
 from tests.generation.backends import BACKENDS, OPENAI, Backend
 from tests.support.http_server import Fault
+from tests.support.streams import collect_into
 
 EVIDENCE = (
     ScoredChunk(Chunk("travel", 0, "Hotel expenses are reimbursed up to 180 euros per night. Receipts are required.",
-                      document_name="travel.md", section="Hotels", tags=("finance",)), 0.82),  # fmt: skip
+                      document_name="travel.md", section="Hotels", tags=("finance",)), 0.82),
     ScoredChunk(Chunk("travel", 1, "Flights are booked through the travel desk at least two weeks ahead.",
-                      document_name="travel.md", section="Flights", tags=("finance",)), 0.64),  # fmt: skip
+                      document_name="travel.md", section="Flights", tags=("finance",)), 0.64),
     ScoredChunk(Chunk("expenses", 4, "Meals are reimbursed up to 40 euros per day with receipts.",
-                      document_name="expenses.md", tags=("finance",)), 0.51),  # fmt: skip
+                      document_name="expenses.md", tags=("finance",)), 0.51),
 )
 QUESTION = Question(query="How much are hotel expenses reimbursed per night?", request_id="req-1")
-POLICY = AnswerPolicy(confidence_threshold=60, default_llm_score=50)
+ADMISSION = Admission(
+    HardeningSettings(), ModelCatalog(GenerationSettings().model_limits, BudgetSettings()), default_tenant="t"
+)
 
 
 class FixedRetriever:
@@ -69,7 +75,7 @@ class FixedRetriever:
         return Retrieval(hits=self.hits[: query.top_k])
 
     async def retrieve_selection(self, query: str, selection: str, *, top_k: int,
-                                 score_threshold: float | None = None) -> Retrieval:  # fmt: skip
+                                 score_threshold: float | None = None) -> Retrieval:
         raise AssertionError("not used here")
 
     async def check_health(self) -> None:
@@ -88,19 +94,29 @@ def make_pipeline(
     retriever: FixedRetriever | None = None,
     **overrides: float,
 ) -> Pipeline:
-    catalog = ModelCatalog(parse_model_table(models, default_max_response=1024), system_prompt_tokens=500,
-                           max_context_tokens=3000, max_history_tokens=1000)  # fmt: skip
-    settings = PipelineSettings(default_tenant="t", default_model=default_model, top_k=5, score_gate=0.3,
-                                temperature=0.1, generation_timeout_s=timeout_s, default_template="rag-v1",
-                                llm_self_score=False, hallucination_retries=0, **overrides)  # fmt: skip
-    chain = FallbackChain(generator, fallback_model=fallback_model,
-                          extractive=ExtractiveGenerator() if extractive else None)  # fmt: skip
+    """The pipeline as the server builds it, over `retriever` and `generator`; `overrides` are settings by field
+    name. The model's extra calls (classification, self-score, follow-ups, re-runs) are off: the tests count the
+    LLM requests."""
+    settings = Settings.of(
+        default_tenant="t", models=models, chat_model=default_model, fallback_model=fallback_model,
+        fallback_extractive=extractive, timeout_s=timeout_s, top_k=5, score_gate=0.3, temperature=0.1,
+        default_template="rag-v1", confidence_threshold=60, default_llm_score=50, llm_classify=False,
+        llm_self_score=False, follow_up_count=0, hallucination_retries=0, **overrides,
+    )
+    catalog = ModelCatalog(settings.generation.model_limits, settings.budget)
     owners = OwnerDirectory(Database.open(":memory:"), admin_email="admin@example.com")
-    return Pipeline(settings, retriever or FixedRetriever(hits), chain, catalog, POLICY, owners=owners)
+    return build_pipeline(
+        settings, retriever or FixedRetriever(hits), generator, catalog, TemplateRegistry(), owners, None,  # type: ignore[arg-type]
+    )
+
+
+def admitted(question: Question) -> Question:
+    """The question as the answering service hands it to the pipeline (validated, defaults applied)."""
+    return ADMISSION.admit(question, CallContext(question.request_id))
 
 
 async def run(pipeline: Pipeline, question: Question = QUESTION, deadline: float | None = None) -> list[Event]:
-    async with contextlib.aclosing(pipeline.run(question, deadline=deadline)) as events:
+    async with contextlib.aclosing(pipeline.run(admitted(question), deadline=deadline)) as events:
         return [event async for event in events]
 
 
@@ -109,7 +125,7 @@ def answer_of(events: list[Event]) -> Answer:
     return events[-1]
 
 
-def chats(server, backend: Backend) -> list:  # noqa: ANN001
+def chats(server, backend: Backend) -> list:
     return [r for r in server.requests if r.path == backend.chat_path]
 
 
@@ -166,7 +182,7 @@ async def test_an_allowed_model_the_server_does_not_serve_is_unavailable_before_
 @pytest.mark.parametrize("status", [503, 429])
 async def test_the_fallback_model_answers_when_the_primary_fails(backend: Backend, status: int) -> None:
     async with backend.server(deltas=["180 euros [#1]"], models=("llama3.2", "qwen3:8b"),
-                              model_status={"qwen3:8b": status}) as server:  # fmt: skip
+                              model_status={"qwen3:8b": status}) as server:
         async with contextlib.aclosing(backend.generator(server, model="qwen3:8b")) as generator:
             pipeline = make_pipeline(generator, default_model="qwen3:8b", fallback_model="llama3.2")
             answer = answer_of(await run(pipeline))
@@ -177,11 +193,11 @@ async def test_the_fallback_model_answers_when_the_primary_fails(backend: Backen
 
 async def test_a_fallback_model_with_a_smaller_window_gets_its_own_packing() -> None:
     hits = [ScoredChunk(Chunk(f"d{i}", 0, f"Fact {i}: " + "hotel nights are reimbursed " * 40), 0.9 - i / 100)
-            for i in range(20)]  # fmt: skip
+            for i in range(20)]
     async with OPENAI.server(deltas=["ok [#1]"], models=("big", "small"), model_status={"big": 503}) as server:
         async with contextlib.aclosing(OPENAI.generator(server, model="big")) as generator:
             pipeline = make_pipeline(generator, models="big=32768/1024,small=2048/256", default_model="big",
-                                     fallback_model="small", hits=hits)  # fmt: skip
+                                     fallback_model="small", hits=hits)
             answer = answer_of(await run(pipeline, dataclasses.replace(QUESTION, top_k=20, explain=True)))
     big, small = (r.body for r in chats(server, OPENAI))
     assert small["max_tokens"] == 256 and big["max_tokens"] == 1024
@@ -238,15 +254,12 @@ async def test_a_client_error_does_not_fall_back() -> None:
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
 async def test_a_failure_after_text_reached_the_client_ends_the_stream_without_fallback(backend: Backend) -> None:
     async with backend.server(deltas=["Up to", " 180", " euros"], fault=Fault.DISCONNECT, fault_after=2,
-                              models=("llama3.2", "qwen3:8b")) as server:  # fmt: skip
+                              models=("llama3.2", "qwen3:8b")) as server:
         async with contextlib.aclosing(backend.generator(server)) as generator:
             events: list[Event] = []
+            pipeline = make_pipeline(generator, fallback_model="qwen3:8b", extractive=True)
             with pytest.raises(LLMUnavailable):
-                async with contextlib.aclosing(
-                    make_pipeline(generator, fallback_model="qwen3:8b", extractive=True).run(QUESTION)
-                ) as stream:
-                    async for event in stream:
-                        events.append(event)
+                await collect_into(events, pipeline.run(admitted(QUESTION)))
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Up to", " 180"]
     assert not any(isinstance(e, Answer) for e in events)
     assert len(chats(server, backend)) == 1, "no second model splices its answer onto the first"
@@ -292,7 +305,7 @@ async def test_dry_run_renders_the_chosen_template_without_calling_the_llm(backe
     async with backend.server(models=("llama3.2", "qwen3:8b")) as server:
         async with contextlib.aclosing(backend.generator(server)) as generator:
             question = dataclasses.replace(QUESTION, dry_run=True, model="qwen3:8b", template_id="rag-v1-terse",
-                                           strictness=Strictness.STRICT)  # fmt: skip
+                                           strictness=Strictness.STRICT)
             events = await run(make_pipeline(generator), question)
     assert server.requests == [], "not even the model list"
     answer = answer_of(events)
@@ -328,7 +341,12 @@ async def test_the_extractive_generator_gives_the_same_answer_to_the_same_questi
     )
     assert [(c.marker, c.chunk.source_id) for c in answer.citations] == [(1, "travel:0"), (3, "expenses:4")]
     assert (answer.grounded, answer.model, answer.template_version) == (True, "extractive", "rag-v1")
-    assert answer.confidence.overall == pytest.approx(first[-1].confidence.overall)
+    # Confidence: the cited chunks' mean score, the coverage of the answer by the evidence, and the default
+    # self-score (the extractive generator never rates its own answer).
+    c = answer.confidence
+    assert c.retrieval == pytest.approx((0.82 + 0.51) / 2) and c.llm == 50.0
+    assert c.coverage == pytest.approx(1.0), "every sentence is quoted from the evidence"
+    assert c.overall == pytest.approx(30 * c.retrieval + 40 * c.coverage + 30 * 50 / 100)
 
 
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
@@ -364,7 +382,7 @@ class SlowRetriever(FixedRetriever):
         super().__init__(EVIDENCE)
         self._delay_s = delay_s
 
-    async def retrieve(self, query):  # noqa: ANN001, ANN201
+    async def retrieve(self, query):
         await asyncio.sleep(self._delay_s)
         return await super().retrieve(query)
 
@@ -384,7 +402,7 @@ async def test_a_hanging_retrieval_ends_at_the_earliest_budget_naming_the_stage(
     deadline = None if caller_s is None else asyncio.get_running_loop().time() + caller_s
     started = time.monotonic()
     with pytest.raises(StageTimeout) as caught:
-        async for _ in pipeline.run(Question(query="hotel limit?"), deadline=deadline):
+        async for _ in pipeline.run(admitted(Question(query="hotel limit?")), deadline=deadline):
             pass
     assert caught.value.stage == "retrieval" and caught.value.reason == "DEADLINE"
     assert limit in caught.value.message

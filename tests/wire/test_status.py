@@ -8,7 +8,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from ragsvc import errors
-from ragsvc.server.status import from_rpc_error, to_status
+from ragsvc.wire.status import domain_error, from_rpc_error, to_status
 
 CASES = [
     (errors.InvalidRequest([errors.FieldViolation("query", "must not be empty")]), grpc.StatusCode.INVALID_ARGUMENT),
@@ -38,14 +38,14 @@ class _FakeCall(grpc.RpcError, grpc.Call):  # type: ignore[misc]
     def details(self) -> str:
         return self._status.details
 
-    def trailing_metadata(self):  # noqa: ANN201
+    def trailing_metadata(self):
         return self._status.trailing_metadata
 
-    def initial_metadata(self): ...  # noqa: ANN201, D102
-    def is_active(self): ...  # noqa: ANN201, D102
-    def time_remaining(self): ...  # noqa: ANN201, D102
-    def cancel(self): ...  # noqa: ANN201, D102
-    def add_callback(self, callback): ...  # noqa: ANN001, ANN201, D102
+    def initial_metadata(self): ...
+    def is_active(self): ...
+    def time_remaining(self): ...
+    def cancel(self): ...
+    def add_callback(self, callback): ...
 
 
 @pytest.mark.parametrize(("error", "code"), CASES, ids=lambda c: type(c).__name__)
@@ -68,6 +68,13 @@ def test_dependency_errors_carry_retry_info() -> None:
 
 
 def test_unexpected_exception_is_internal_without_leaking_its_text() -> None:
-    status = to_status(KeyError("secret path /etc/shadow"))
+    error = domain_error(KeyError("secret path /etc/shadow"))
+    assert type(error) is errors.RagError and error.reason == "INTERNAL"
+    status = to_status(error)
     assert status.code == grpc.StatusCode.INTERNAL
     assert "shadow" not in status.details
+
+
+@pytest.mark.parametrize(("error", "code"), CASES, ids=lambda c: type(c).__name__)
+def test_a_domain_error_stays_itself(error: errors.RagError, code: grpc.StatusCode) -> None:
+    assert domain_error(error) is error

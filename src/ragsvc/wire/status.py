@@ -1,7 +1,7 @@
-"""The one boundary between ragsvc's exception tree and gRPC status codes with google.rpc details.
+"""The one mapping between ragsvc's exception tree and gRPC status codes with google.rpc details.
 
-`to_status` is used by the servicers; `from_rpc_error` by clients (the CLI), so a status decodes back into the
-same domain error on the other side.
+`to_status` is used by the servicers' boundary; `from_rpc_error` by clients (the CLI), so a status decodes back
+into the same domain error on the other side.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import logging
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
+from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -40,7 +41,7 @@ def _all_errors(cls: type[errors.RagError]) -> list[type[errors.RagError]]:
 _BY_REASON = {cls.reason: cls for cls in _all_errors(errors.RagError)}
 
 
-def _pack(message: object) -> any_pb2.Any:
+def _pack(message: Message) -> any_pb2.Any:
     packed = any_pb2.Any()
     packed.Pack(message)
     return packed
@@ -51,11 +52,17 @@ def code_for(exc: errors.RagError) -> grpc.StatusCode:
     return next((code for cls, code in _CODES if isinstance(exc, cls)), grpc.StatusCode.INTERNAL)
 
 
-def to_status(exc: BaseException) -> grpc.Status:
-    """The gRPC status for `exc`; anything outside the tree is INTERNAL, logged, and its text not leaked."""
-    if not isinstance(exc, errors.RagError):
-        _log.error("internal error", exc_info=exc)
-        exc = errors.RagError("internal error")
+def domain_error(exc: BaseException) -> errors.RagError:
+    """`exc` as a domain error: itself when it is one; anything else is an INTERNAL error, logged with its
+    traceback, whose text is never sent to the caller."""
+    if isinstance(exc, errors.RagError):
+        return exc
+    _log.error("internal error", exc_info=exc)
+    return errors.RagError("internal error")
+
+
+def to_status(exc: errors.RagError) -> grpc.Status:
+    """The gRPC status for a domain error (see `domain_error` for any other exception)."""
     code = code_for(exc)
     details = [_pack(error_details_pb2.ErrorInfo(reason=exc.reason, domain=DOMAIN, metadata=exc.metadata))]
     if isinstance(exc, errors.InvalidRequest):
@@ -80,8 +87,8 @@ def to_status(exc: BaseException) -> grpc.Status:
 
 def from_rpc_error(error: grpc.RpcError) -> errors.RagError:
     """The domain error a ragsvc status stands for (RagError with reason INTERNAL when it is not one of ours)."""
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
-    message = status.message if status else str(error.details())  # type: ignore[attr-defined]
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]  # every RpcError a stub raises is also a Call
+    message = status.message if status else str(error.details())
     info = error_details_pb2.ErrorInfo()
     violations: list[errors.FieldViolation] = []
     retry_after = 1.0

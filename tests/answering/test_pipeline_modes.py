@@ -1,5 +1,5 @@
-"""Retrieval seen through the whole pipeline, as built by the server: selected-text mode never touches the index
-(the proof: it answers with the engine closed), and confidential evidence is redacted and flagged."""
+"""Retrieval seen through the answering service, as the server builds it: selected-text mode never touches the
+index (the proof: it answers with the engine closed), and confidential evidence is redacted and flagged."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from ragsvc.answering.context import CallContext
 from ragsvc.config import Settings
 from ragsvc.domain import Answer, Mode, Question, RefusalReason, SourceDocument
 from ragsvc.errors import RetrievalUnavailable
-from ragsvc.server.app import Components, build_components
+from ragsvc.server.components import Components, open_components
+from tests.conftest import shared_embedder
 
 SELECTION = """Shipping
 Orders leave the warehouse within two business days.
@@ -29,14 +31,13 @@ The salary bands for 2026 are 52k, 61k and 74k for levels one to three.
 
 @pytest.fixture
 async def components(tmp_path: Path) -> AsyncIterator[Components]:
-    components = await build_components(Settings(data_dir=tmp_path, demo_corpus=False))
-    yield components
-    await components.aclose()
+    async with open_components(Settings.of(data_dir=tmp_path, demo_corpus=False), embedder=shared_embedder()) as built:
+        yield built
 
 
 async def answer(components: Components, question: Question) -> Answer:
     final = None
-    async for event in components.pipeline.run(question):
+    async for event in components.answering.answer(question, CallContext("req-modes")):
         if isinstance(event, Answer):
             final = event
     assert final is not None
@@ -50,9 +51,9 @@ async def test_selected_text_mode_answers_from_the_selection_with_the_engine_clo
     await components.engine.close()  # any engine call now raises RetrievalUnavailable
 
     found = await answer(components, Question("How long do I have to return an item?", mode=Mode.SELECTED_TEXT,
-                                              selected_text=SELECTION))  # fmt: skip
+                                              selected_text=SELECTION))
     missing = await answer(components, Question("What is the price of the premium plan?", mode=Mode.SELECTED_TEXT,
-                                                selected_text=SELECTION))  # fmt: skip
+                                                selected_text=SELECTION))
 
     assert found.grounded and found.refusal is RefusalReason.NONE
     assert "90 days" not in found.text  # the index held another answer: it was never consulted

@@ -8,8 +8,8 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from ragsvc import errors
-from ragsvc.server.status import from_rpc_error, to_status
-from tests.server.test_status import _FakeCall
+from ragsvc.wire.status import from_rpc_error, to_status
+from tests.wire.test_status import _FakeCall
 
 CASES = [
     (errors.Unauthenticated("missing bearer token"), grpc.StatusCode.UNAUTHENTICATED),
@@ -18,7 +18,7 @@ CASES = [
     (errors.RateLimited("slow down", retry_after_s=12.5, metadata={"client": "key:a", "quota": "60 per minute"}),
      grpc.StatusCode.RESOURCE_EXHAUSTED),
     (errors.Overloaded("busy", retry_after_s=1.0, metadata={"limit": "10"}), grpc.StatusCode.RESOURCE_EXHAUSTED),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("error", "code"), CASES, ids=lambda c: type(c).__name__)

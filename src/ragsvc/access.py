@@ -1,0 +1,136 @@
+"""Who a caller is and what it may read: the principal an API key stands for, and the keys document.
+
+Keys come from a JSON document (RAG_API_KEYS_FILE, or inline in RAG_API_KEYS)::
+
+    {"keys": [
+        {"name": "billing-svc", "token": "s3cr3t", "tenant": "acme", "tags": ["finance"]},
+        {"name": "indexer", "token_sha256": "<hex sha256 of the token>", "tenant": "acme", "tags": ["*"],
+         "index": true},
+        {"name": "ops", "token_sha256": "<hex sha256 of the token>", "tenant": "acme", "tags": ["*"], "admin": true}
+    ]}
+
+`token` is the bearer token itself, or `token_sha256` its SHA-256 in hex (so the file need not hold secrets);
+`tags` are the access tags the key may read (`"*"`: any tag the request names); `index` allows IndexService
+calls and `admin` AdminService calls (both default false: the key may only ask).
+
+A principal bounds every request: a request naming another tenant, or a tag the key does not hold, is
+PERMISSION_DENIED. A request that names no tenant gets the key's, one that names no tags gets every tag of the
+key: a caller can narrow what it reads, never widen it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ragsvc.domain import Question
+from ragsvc.errors import PermissionDenied
+
+ANY_TAG = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a valid token stands for: `tags` None means any tag."""
+
+    name: str
+    tenant_id: str
+    tags: frozenset[str] | None = frozenset()
+    can_index: bool = False
+    can_admin: bool = False
+
+    def check(self, tenant_id: str, tags: Iterable[str]) -> None:
+        """Raise PermissionDenied when a request for `tenant_id` (empty: the key's own) reading `tags` oversteps."""
+        tenant_id = tenant_id.strip()
+        if tenant_id and tenant_id != self.tenant_id:
+            raise PermissionDenied(
+                f"this key may not use tenant {tenant_id!r}", metadata={"tenant": tenant_id, "key": self.name}
+            )
+        if self.tags is not None:
+            extra = sorted({tag.strip() for tag in tags} - self.tags)
+            if extra:
+                raise PermissionDenied(
+                    f"this key may not use the tags {', '.join(extra)}",
+                    metadata={"tags": ",".join(extra), "key": self.name},
+                )
+
+    def scope(self, question: Question) -> Question:
+        """`question` bounded by this principal: its tenant, and the tags asked for (or all of the key's)."""
+        self.check(question.tenant_id, question.user_tags)
+        tags = question.user_tags
+        if not tags and self.tags is not None:
+            tags = tuple(sorted(self.tags))
+        return dataclasses.replace(question, tenant_id=self.tenant_id, user_tags=tags)
+
+
+def token_digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class KeyStore:
+    """The configured keys, by the SHA-256 of their token."""
+
+    def __init__(self, principals: Mapping[str, Principal]) -> None:
+        self._by_digest = dict(principals)
+
+    def __len__(self) -> int:
+        return len(self._by_digest)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KeyStore) and other._by_digest == self._by_digest
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._by_digest))
+
+    def lookup(self, token: str) -> Principal | None:
+        return self._by_digest.get(token_digest(token))
+
+    def merged(self, other: KeyStore) -> KeyStore:
+        """These keys and `other`'s (a token in both: `other`'s entry)."""
+        return KeyStore({**self._by_digest, **other._by_digest})
+
+    @classmethod
+    def from_json(cls, text: str) -> KeyStore:
+        """Parse the keys document; ValueError saying what is wrong with it."""
+        try:
+            document = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"not JSON: {exc}") from None
+        entries = document.get("keys") if isinstance(document, dict) else None
+        if not isinstance(entries, list):
+            raise ValueError('expected {"keys": [...]}')
+        principals: dict[str, Principal] = {}
+        for i, entry in enumerate(entries):
+            digest, principal = _entry(entry, i)
+            if digest in principals:
+                raise ValueError(f"keys[{i}] repeats the token of another key")
+            principals[digest] = principal
+        return cls(principals)
+
+
+def _entry(entry: Any, i: int) -> tuple[str, Principal]:
+    if not isinstance(entry, dict):
+        raise ValueError(f"keys[{i}] must be an object")
+    token, digest = entry.get("token"), entry.get("token_sha256")
+    if bool(token) == bool(digest):
+        raise ValueError(f"keys[{i}] needs exactly one of token, token_sha256")
+    if token is not None and not isinstance(token, str):
+        raise ValueError(f"keys[{i}].token must be a string")
+    digest = token_digest(token) if token else str(digest).lower()
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise ValueError(f"keys[{i}].token_sha256 must be 64 hex digits")
+    tenant = entry.get("tenant")
+    if not isinstance(tenant, str) or not tenant.strip():
+        raise ValueError(f"keys[{i}].tenant must be a non-empty string")
+    tags = entry.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) and t.strip() for t in tags):
+        raise ValueError(f"keys[{i}].tags must be a list of non-empty strings")
+    allowed = None if ANY_TAG in tags else frozenset(t.strip() for t in tags)
+    name = str(entry.get("name") or f"key{i}")
+    return digest, Principal(
+        name, tenant.strip(), allowed, bool(entry.get("index", False)), bool(entry.get("admin", False))
+    )

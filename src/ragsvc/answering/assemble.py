@@ -1,0 +1,117 @@
+"""The assemble stage: the final Answer, from what the stages produced. Pure: no I/O."""
+
+from __future__ import annotations
+
+from ragsvc.answering.generate import Generated
+from ragsvc.answering.retrieve import Retrieved
+from ragsvc.answering.validate import Validated
+from ragsvc.budget import Packing
+from ragsvc.domain import (
+    Answer,
+    Explanation,
+    Flags,
+    Mode,
+    Question,
+    RefusalReason,
+    RouteTarget,
+    Timings,
+)
+from ragsvc.pricing import PriceTable
+from ragsvc.prompts import REFUSAL_SENTENCE, Prompt
+from ragsvc.retrieval.selection import not_in_selection_message
+from ragsvc.validation import Verdict
+
+GATE_CANDIDATES = 3
+
+
+def refusal_text(question: Question) -> str:
+    """What a gate refusal says: seed 001's sentence in selected-text mode, the refusal sentence otherwise."""
+    if question.mode is Mode.SELECTED_TEXT:
+        return not_in_selection_message(question.query)
+    return REFUSAL_SENTENCE
+
+
+def gate_refusal(
+    question: Question,
+    retrieved: Retrieved,
+    refusal: RefusalReason,
+    verdict: Verdict,
+    route: RouteTarget | None,
+    prompt: Prompt,
+    timings: Timings,
+) -> Answer:
+    """The answer when the gate refuses: no model was called; the nearest candidates when there were some."""
+    retrieval = retrieved.retrieval
+    candidates = (retrieval.hits or retrieval.rejected)[:GATE_CANDIDATES]
+    return Answer(
+        text=refusal_text(question),
+        confidence=verdict.confidence,
+        action=verdict.action,
+        route=route,
+        refusal=refusal,
+        candidates=candidates if refusal is not RefusalReason.NO_CHUNKS else (),
+        template_version=prompt.version,
+        timings=timings,
+        flags=Flags(redactions_applied=retrieval.redactions_applied),
+        request_id=question.request_id,
+        retrieval_scores=tuple(hit.score for hit in retrieval.hits),
+        query_class=retrieved.query_class,
+    )
+
+
+def dry_run(question: Question, model: str, packing: Packing, prompt: Prompt, timings: Timings) -> Answer:
+    """What a dry run reports: the prompt that would be sent, and nothing generated."""
+    return Answer(
+        text="",
+        model=model,
+        context_chunks_used=len(packing.context),
+        context_tokens_used=packing.context_tokens,
+        template_version=prompt.version,
+        timings=timings,
+        request_id=question.request_id,
+        explanation=_explanation(packing),
+    )
+
+
+def answer(
+    question: Question,
+    retrieved: Retrieved,
+    generated: Generated,
+    validated: Validated,
+    route: RouteTarget | None,
+    prompt: Prompt,
+    timings: Timings,
+    prices: PriceTable,
+) -> Answer:
+    verdict, attempt, packing = validated.verdict, generated.attempt, generated.packing
+    return Answer(
+        text=validated.text,
+        citations=verdict.citations,
+        confidence=verdict.confidence,
+        action=verdict.action,
+        route=route,
+        grounded=verdict.grounded,
+        refusal=verdict.refusal,
+        model=attempt.generator.model_name(attempt.model),
+        usage=generated.usage,
+        timings=timings,
+        context_chunks_used=len(packing.context),
+        context_tokens_used=packing.context_tokens,
+        template_version=prompt.version,
+        follow_up_questions=validated.follow_ups,
+        flags=Flags(
+            hallucination_detected=bool(verdict.invalid_markers) or validated.mitigated,
+            mitigation_applied=validated.mitigated,
+            degraded=attempt.degraded,
+            redactions_applied=retrieved.retrieval.redactions_applied,
+        ),
+        request_id=question.request_id,
+        explanation=_explanation(packing) if question.explain else None,
+        retrieval_scores=tuple(hit.score for hit in retrieved.retrieval.hits),
+        query_class=retrieved.query_class,
+        cost_estimate_usd=prices.cost(attempt.model, generated.usage),
+    )
+
+
+def _explanation(packing: Packing) -> Explanation:
+    return Explanation(packing.messages, packing.context, packing.prompt_tokens)

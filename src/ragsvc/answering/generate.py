@@ -1,0 +1,145 @@
+"""The generate stage: stream the answer from the first step of the fallback chain that works (see
+generation/fallback.py), forwarding text and citations as they come; the stream's last item is `Generated`."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+
+from ragsvc.answering.deadlines import Clock, StageDeadline
+from ragsvc.answering.pack import Packer
+from ragsvc.budget import ModelCatalog, Packing
+from ragsvc.config import GenerationSettings
+from ragsvc.domain import (
+    Citation,
+    CitationStyle,
+    GenerationDelta,
+    GenerationRequest,
+    Question,
+    ScoredChunk,
+    TextDelta,
+    Usage,
+)
+from ragsvc.errors import RagError
+from ragsvc.generation.coalesce import coalesced
+from ragsvc.generation.fallback import Attempt, FallbackChain, worth_another_model
+from ragsvc.prompts import Prompt
+from ragsvc.validation import MarkerScanner, citation_for
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Generated:
+    """What generation produced: the text, which step of the chain wrote it, with which packing."""
+
+    text: str
+    attempt: Attempt
+    packing: Packing
+    usage: Usage
+    first_token_ms: float
+
+
+class GenerateStage:
+    def __init__(
+        self, generators: FallbackChain, packer: Packer, models: ModelCatalog, settings: GenerationSettings
+    ) -> None:
+        self.generators = generators
+        self._packer = packer
+        self._models = models
+        self._settings = settings
+
+    async def stream(
+        self,
+        question: Question,
+        search: str,
+        prompt: Prompt,
+        evidence: tuple[ScoredChunk, ...],
+        packing: Packing,
+        deadline: StageDeadline,
+        clock: Clock,
+    ) -> AsyncGenerator[TextDelta | Citation | Generated, None]:
+        """Text deltas and the citations their markers complete, then one `Generated`. A step that fails before
+        its first delta hands over to the next (when the failure is worth another model); once text went out,
+        a failure ends the stream with that error."""
+        model = question.model or self._settings.chat_model
+        packings = {model: packing}
+        attempts = self.generators.attempts(model)
+        primary_error: RagError | None = None
+        for attempt in attempts:
+            parts: list[str] = []
+            try:
+                if attempt.model not in packings:  # a fallback model may have a smaller window: pack for it
+                    packings[attempt.model] = self._packer.pack(attempt.model, prompt, question, evidence)
+                packing = packings[attempt.model]
+                scanner = _scanner(prompt, packing)
+                usage, first_token_ms = Usage(), 0.0
+                request = self.request(question, search, attempt.model, packing)
+                async with contextlib.aclosing(self.attempt_stream(attempt, request, deadline)) as deltas:
+                    async for delta in deltas:
+                        if delta.usage is not None:
+                            usage = delta.usage
+                        if not delta.text:
+                            continue
+                        if not parts:
+                            first_token_ms = clock.total()
+                        parts.append(delta.text)
+                        yield TextDelta(delta.text)
+                        for marker in scanner.feed(delta.text):
+                            if (citation := citation_for(marker, packing.context)) is not None:
+                                yield citation
+                yield Generated("".join(parts), attempt, packing, usage, first_token_ms)
+                return
+            except RagError as exc:
+                if parts:  # the answer has started reaching the client: see generation/fallback.py
+                    raise
+                if primary_error is None:
+                    if attempt is attempts[-1] or not worth_another_model(exc):
+                        raise
+                    primary_error = exc
+                elif attempt is attempts[-1]:
+                    raise primary_error from exc
+                failed = attempt.generator.model_name(attempt.model)
+                _log.warning("%s failed before answering, falling back: %s", failed, exc)
+
+    async def complete(self, attempt: Attempt, request: GenerationRequest, deadline: StageDeadline) -> str:
+        """The whole text of one generation, not streamed (a strict re-run)."""
+        async with contextlib.aclosing(self.attempt_stream(attempt, request, deadline)) as deltas:
+            return "".join([delta.text async for delta in deltas])
+
+    def request(self, question: Question, search: str, model: str, packing: Packing) -> GenerationRequest:
+        return GenerationRequest(
+            messages=packing.messages,
+            query=search,
+            context=packing.context,
+            model=model,
+            max_tokens=self._models.limits(model).max_response_tokens,
+            temperature=self._settings.temperature if question.temperature is None else question.temperature,
+            seed=question.seed,
+        )
+
+    @staticmethod
+    async def attempt_stream(
+        attempt: Attempt, request: GenerationRequest, deadline: StageDeadline
+    ) -> AsyncGenerator[GenerationDelta, None]:
+        """The attempt's stream (after checking its model is served), its bursts merged (`coalesced`), bounded by
+        the stage's deadline and always closed upstream."""
+        async with deadline.bound():
+            await attempt.generator.ensure_available(attempt.model)
+        async with contextlib.aclosing(coalesced(attempt.generator.generate(request))) as stream:
+            while True:
+                try:
+                    async with deadline.bound():
+                        delta = await anext(stream)
+                except StopAsyncIteration:
+                    return
+                yield delta
+
+
+def _scanner(prompt: Prompt, packing: Packing) -> MarkerScanner:
+    """Finds the citation markers of the prompt's style as the answer streams."""
+    if prompt.citation_style is CitationStyle.SOURCE_ID:
+        return MarkerScanner(source_ids=[scored.chunk.source_id for scored in packing.context])
+    return MarkerScanner()

@@ -1,0 +1,82 @@
+"""The retrieve stage: classify the question, decide what to search for, and search (or, in selected-text mode,
+score the caller's selection) within the stage's deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from ragsvc.answering.deadlines import StageDeadline
+from ragsvc.classify import classify, retrieval_text
+from ragsvc.config import RetrievalSettings
+from ragsvc.domain import Mode, QueryClass, Question, Retrieval, RetrievalQuery
+from ragsvc.errors import RagError
+from ragsvc.generation.base import Generator
+from ragsvc.judge import LLMJudge
+from ragsvc.retrieval.base import Retriever
+
+CLASSIFY_TIMEOUT_S = 2.0
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieved:
+    """What the retrieve stage found: `search` is the text searched for (the extractive generator matches
+    sentences against it too)."""
+
+    retrieval: Retrieval
+    search: str
+    query_class: QueryClass
+
+
+class QueryClassifier:
+    """The question's class (seed 000): by the model when it follows instructions and `by_model` is on, else
+    (and whenever that call fails) by rules."""
+
+    def __init__(self, generator: Generator, *, default_model: str, by_model: bool) -> None:
+        self._generator = generator
+        self._default_model = default_model
+        self._by_model = by_model and generator.capabilities.follows_instructions
+
+    async def classify(self, question: Question) -> QueryClass:
+        if self._by_model:
+            judge = LLMJudge(self._generator, model=question.model or self._default_model)
+            try:
+                async with asyncio.timeout(CLASSIFY_TIMEOUT_S):
+                    by_model = await judge.classify(question.query)
+            except (RagError, TimeoutError) as exc:
+                _log.warning("LLM classification failed, classifying by rules: %s", exc)
+                by_model = None
+            if by_model is not None:
+                return by_model
+        return classify(question.query, question.chat_history)
+
+
+class RetrieveStage:
+    def __init__(self, retriever: Retriever, classifier: QueryClassifier, settings: RetrievalSettings) -> None:
+        self._retriever = retriever
+        self._classifier = classifier
+        self._settings = settings
+
+    async def run(self, question: Question, deadline: StageDeadline) -> Retrieved:
+        query_class = await self._classifier.classify(question)
+        search = retrieval_text(question.query, query_class, question.chat_history)
+        top_k = question.top_k or self._settings.top_k
+        async with deadline.bound():
+            if question.mode is Mode.SELECTED_TEXT:  # seed 001: evidence only from the selection, never the index
+                retrieval = await self._retriever.retrieve_selection(
+                    question.query, question.selected_text, top_k=top_k, score_threshold=question.score_threshold
+                )
+            else:
+                retrieval = await self._retriever.retrieve(
+                    RetrievalQuery(
+                        text=search,
+                        tenant_id=question.tenant_id,
+                        user_tags=question.user_tags,
+                        top_k=top_k,
+                        score_threshold=question.score_threshold,
+                        filters=question.filters,
+                    )
+                )
+        return Retrieved(retrieval, search, query_class)

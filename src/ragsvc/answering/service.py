@@ -1,0 +1,104 @@
+"""The answering service: the one way a question is answered, whichever RPC asked (Ask, AskStream, SimulateAsk).
+
+    admit -> replay of its idempotency key | cached answer | the pipeline -> cache and replay store -> audit log
+
+A replayed or cached answer comes back as the pipeline's would: one text delta, its citations, then the Answer
+(with `flags.cache_hit`). The audit log gets a row for every outcome, refusals and failures included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import AsyncGenerator
+
+from ragsvc.answering.admission import Admission
+from ragsvc.answering.cache import AnswerCache, bypasses_cache, cache_key, replay_key
+from ragsvc.answering.context import CallContext
+from ragsvc.answering.pipeline import Pipeline
+from ragsvc.domain import Answer, Event, Flags, Question, TextDelta, Timings, Usage
+from ragsvc.errors import RagError
+from ragsvc.storage.answers import AnswerLog
+
+
+class AnsweringService:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        admission: Admission,
+        *,
+        cache: AnswerCache | None = None,
+        replays: AnswerCache | None = None,
+        answers: AnswerLog | None = None,
+    ) -> None:
+        self.pipeline = pipeline
+        self._admission = admission
+        self._cache = cache
+        self._replays = replays  # answers by idempotency key, whatever their outcome
+        self._answers = answers
+
+    async def answer(self, question: Question, call: CallContext) -> AsyncGenerator[Event, None]:
+        """The events answering `question`; closing the stream (a caller leaving) stops the work at once."""
+        try:
+            admitted = self._admission.admit(question, call)
+        except RagError as exc:
+            if self._answers is not None:
+                self._answers.record_failure(self._admission.provisional(question, call), exc)
+            raise
+        events = self._answered(admitted, call)
+        if self._answers is not None:
+            events = self._answers.recorded(admitted, events)
+        async with contextlib.aclosing(events):
+            async for event in events:
+                yield event
+
+    async def _answered(self, question: Question, call: CallContext) -> AsyncGenerator[Event, None]:
+        started = time.perf_counter()
+        report = call.report
+        stores = self._stores(question)
+        if stores:
+            report.cache_hit = False
+        for store, key in stores:
+            stored = store.get(key)
+            if stored is None:
+                continue
+            answer = _as_served(stored, question, report.injection_patterns, (time.perf_counter() - started) * 1000)
+            report.cache_hit, report.answer = True, answer
+            if answer.text:
+                yield TextDelta(answer.text)
+            for citation in answer.citations:
+                yield citation
+            yield answer
+            return
+        generations = [store.generation(question.tenant_id) for store, _ in stores]
+        events = self.pipeline.run(question, deadline=call.deadline)
+        async with contextlib.aclosing(events):
+            async for event in events:
+                if isinstance(event, Answer):
+                    if report.injection_patterns:
+                        event = dataclasses.replace(
+                            event, flags=dataclasses.replace(event.flags, injection_suspected=True)
+                        )
+                    report.answer = event
+                    for (store, key), generation in zip(stores, generations, strict=True):
+                        store.put(key, event, question=question, generation=generation)
+                yield event
+
+    def _stores(self, question: Question) -> list[tuple[AnswerCache, str]]:
+        """Where the answer may already be: the replay of the question's idempotency key, then the cache."""
+        stores: list[tuple[AnswerCache, str]] = []
+        if self._replays is not None and question.idempotency_key:
+            stores.append((self._replays, replay_key(question)))
+        if self._cache is not None and not bypasses_cache(question):
+            stores.append((self._cache, cache_key(question)))
+        return stores
+
+
+def _as_served(answer: Answer, question: Question, patterns: tuple[str, ...], elapsed_ms: float) -> Answer:
+    """A stored answer as served now: this request's id and flags; no model was called and no stage ran, so
+    usage is zero and the only timing is the total."""
+    flags: Flags = dataclasses.replace(answer.flags, cache_hit=True, injection_suspected=bool(patterns))
+    return dataclasses.replace(
+        answer, request_id=question.request_id, usage=Usage(), timings=Timings(total_ms=elapsed_ms), flags=flags
+    )

@@ -1,0 +1,29 @@
+"""Settings: typed, grouped per component, read from the environment and validated once (see `settings`)."""
+
+from ragsvc.config.settings import (
+    BudgetSettings,
+    EmbedderKind,
+    GenerationSettings,
+    GeneratorKind,
+    HardeningSettings,
+    IngestSettings,
+    RecordsSettings,
+    RetrievalSettings,
+    ServerSettings,
+    Settings,
+    TrustSettings,
+)
+
+__all__ = [
+    "BudgetSettings",
+    "EmbedderKind",
+    "GenerationSettings",
+    "GeneratorKind",
+    "HardeningSettings",
+    "IngestSettings",
+    "RecordsSettings",
+    "RetrievalSettings",
+    "ServerSettings",
+    "Settings",
+    "TrustSettings",
+]

@@ -1,0 +1,629 @@
+"""Settings from the environment, typed and grouped per component, validated once at start.
+
+Every setting is read from the environment variable the source specifications name (RAG_*, OLLAMA_BASE_URL,
+CHAT_MODEL, ...), which is the field's alias. Settings come in groups that are handed whole to the component
+that uses them (`RetrievalSettings` to the retriever, `GenerationSettings` to the generators, ...). Every value
+is checked in one pass when the settings are read; `Settings.from_env` raises InvalidRequest with one violation
+per refused variable, each naming the variable, the value and why it was refused (a secret's value is never
+echoed). The documents some settings name (API keys, the owner directory, TLS files, the model and price tables)
+are parsed then too, so a bad one stops `ragsvc serve` before anything is opened.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import enum
+import functools
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Self, TypeVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from ragsvc.access import KeyStore
+from ragsvc.config.documents import OwnersDocument, check_pem, parse_owners, read_text
+from ragsvc.errors import FieldViolation, InvalidRequest
+from ragsvc.model_table import DEFAULT_MODELS, ModelLimits, parse_model_table
+from ragsvc.pricing import PriceTable
+from ragsvc.prompts import DEFAULT_TEMPLATE, TEMPLATES
+from ragsvc.sanitize import MAX_FOLLOW_UPS, MAX_HISTORY_MESSAGES, TOP_K_RANGE
+
+_T = TypeVar("_T")
+_log = logging.getLogger(__name__)
+
+
+class SettingError(ValueError):
+    """Values refused by a group's own checks (documents, values that depend on each other): each blames a
+    variable. A group gathers all of its refusals before raising, so that every one is reported at once."""
+
+    def __init__(self, refusals: Sequence[tuple[str, str]]) -> None:
+        super().__init__("; ".join(f"{variable}: {why}" for variable, why in refusals))
+        self.refusals = tuple(refusals)
+
+
+class _Checks:
+    """Collects a group's refusals; `done()` raises them together."""
+
+    def __init__(self) -> None:
+        self._refusals: list[tuple[str, str]] = []
+
+    def refuse(self, variable: str, why: str) -> None:
+        self._refusals.append((variable, why))
+
+    def parsed(self, variable: str, parse: Callable[[], _T]) -> _T | None:
+        """`parse()`, or None with its ValueError blamed on `variable`."""
+        try:
+            return parse()
+        except ValueError as exc:
+            self.refuse(variable, str(exc))
+            return None
+
+    def blamed(self, *variables: str) -> bool:
+        return any(variable in variables for variable, _ in self._refusals)
+
+    def done(self) -> None:
+        if self._refusals:
+            raise SettingError(self._refusals)
+
+
+def env(default: Any, name: str, doc: str, **constraints: Any) -> Any:
+    """A setting read from environment variable `name`; `doc` is its line in the README's configuration table."""
+    return Field(default, validation_alias=name, description=doc, **constraints)
+
+
+class GeneratorKind(enum.StrEnum):
+    EXTRACTIVE = "extractive"  # no LLM: the answer quotes the evidence
+    OPENAI = "openai"  # an OpenAI-compatible server (/v1/chat/completions)
+    OLLAMA = "ollama"  # an Ollama server (/api/chat)
+
+
+class EmbedderKind(enum.StrEnum):
+    MINILM = "minilm"  # the bundled all-MiniLM-L6-v2 ONNX model
+    OLLAMA = "ollama"  # an Ollama server (/api/embed)
+    OPENAI = "openai"  # an OpenAI-compatible server (/v1/embeddings)
+
+
+class Group(BaseModel):
+    """A group of settings: immutable; built from environment names (aliases) or field names."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", validate_by_name=True, validate_by_alias=True)
+    title: ClassVar[str] = ""
+
+
+class ServerSettings(Group):
+    title = "Serving"
+
+    grpc_address: str = env("127.0.0.1:50051", "RAG_GRPC_ADDRESS", "host:port the gRPC server listens on")
+    grace_period_s: float = env(10.0, "RAG_GRACE_PERIOD_SECONDS", "drain time for in-flight RPCs on SIGTERM", ge=0)
+    health_probe_interval_s: float = env(
+        5.0, "RAG_HEALTH_PROBE_INTERVAL_SECONDS", "how often dependencies are probed for health", gt=0
+    )
+    default_tenant: str = env(
+        "default", "RAG_DEFAULT_TENANT", "tenant used when a request names none", min_length=1
+    )
+    total_timeout_s: float = env(
+        30.0,
+        "RAG_TOTAL_TIMEOUT_SECONDS",
+        "whole-request budget; stages end by it (and by the caller's deadline)",
+        gt=0,
+    )
+    data_dir: Path = env(
+        Path(".ragsvc-data"), "RAG_DATA_DIR", "where the embedded engine and database keep their data"
+    )
+    demo_corpus: bool = env(True, "RAG_DEMO_CORPUS", "index the bundled demo corpus on start when the store is empty")
+
+    @field_validator("grpc_address")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        host, colon, port = value.rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError("expected host:port, e.g. 127.0.0.1:50051 or [::]:50051")
+        return value
+
+    @property
+    def host(self) -> str:
+        return self.grpc_address.rsplit(":", 1)[0]
+
+
+class HardeningSettings(Group):
+    title = "Authentication, limits and observability"
+
+    auth_enabled: bool = env(
+        False, "RAG_AUTH_ENABLED", "require a bearer token (from RAG_API_KEYS_FILE / RAG_API_KEYS) on every call"
+    )
+    api_keys_file: str = env(
+        "", "RAG_API_KEYS_FILE", "JSON file of API keys: each token mapped to a tenant and the tags it may read"
+    )
+    api_keys: SecretStr = env(SecretStr(""), "RAG_API_KEYS", "the same JSON keys document, inline")
+    tls_cert_file: str = env("", "RAG_TLS_CERT_FILE", "PEM server certificate (with RAG_TLS_KEY_FILE: serve TLS only)")
+    tls_key_file: str = env("", "RAG_TLS_KEY_FILE", "PEM private key of the server certificate")
+    tls_client_ca_file: str = env(
+        "", "RAG_TLS_CLIENT_CA_FILE", "PEM CA bundle: require client certificates signed by it (mutual TLS)"
+    )
+    rate_limit_per_minute: int = env(
+        60, "RAG_API_RATE_LIMIT", "calls per minute per client (key, else token, else peer address); 0: no limit", ge=0
+    )
+    max_concurrent_requests: int = env(
+        10, "RAG_MAX_CONCURRENT_REQUESTS", "Ask/AskStream calls in flight; more are refused with OVERLOADED", ge=1
+    )
+    max_receive_message_bytes: int = env(
+        16 * 1024 * 1024, "RAG_MAX_RECEIVE_MESSAGE_BYTES", "largest request message accepted (bytes)", ge=1
+    )
+    max_send_message_bytes: int = env(
+        16 * 1024 * 1024, "RAG_MAX_SEND_MESSAGE_BYTES", "largest response message sent (bytes)", ge=1
+    )
+    keepalive_time_s: float = env(60.0, "RAG_KEEPALIVE_TIME_SECONDS", "ping a connection idle this long", gt=0)
+    keepalive_timeout_s: float = env(
+        20.0, "RAG_KEEPALIVE_TIMEOUT_SECONDS", "close a connection whose ping is unanswered this long", gt=0
+    )
+    max_connection_age_s: float = env(
+        0.0,
+        "RAG_MAX_CONNECTION_AGE_SECONDS",
+        "close client connections this old (after a grace of RAG_KEEPALIVE_TIMEOUT_SECONDS), so that clients "
+        "balancing across replicas reconnect and spread onto new ones; 0: never",
+        ge=0,
+    )
+    keepalive_min_ping_interval_s: float = env(
+        10.0,
+        "RAG_KEEPALIVE_MIN_PING_INTERVAL_SECONDS",
+        "clients pinging more often than this are disconnected",
+        ge=0,
+    )
+    max_history_messages: int = env(
+        MAX_HISTORY_MESSAGES,
+        "RAG_MAX_HISTORY_MESSAGES",
+        f"most chat_history messages a request may carry (1-{MAX_HISTORY_MESSAGES})",
+        ge=1,
+        le=MAX_HISTORY_MESSAGES,
+    )
+    injection_detection: bool = env(
+        True, "RAG_ENABLE_INJECTION_DETECTION", "flag input matching prompt-injection patterns (injection_suspected)"
+    )
+    reject_injection: bool = env(
+        False, "RAG_REJECT_INJECTION", "refuse such input with INVALID_ARGUMENT INJECTION_SUSPECTED instead"
+    )
+    cache_max_entries: int = env(
+        1000, "RAG_CACHE_MAX_ENTRIES", "answers kept in the in-memory cache; 0: no cache", ge=0
+    )
+    cache_ttl_s: float = env(3600.0, "RAG_CACHE_TTL_SECONDS", "how long a cached answer may be served", gt=0)
+    request_log: bool = env(True, "RAG_REQUEST_LOG", "log one JSON line per call (logger ragsvc.requests)")
+    metrics_port: int = env(
+        0, "RAG_METRICS_PORT", "serve Prometheus /metrics on this port (same host); 0: off", ge=0, le=65535
+    )
+    otel_endpoint: str = env(
+        "", "OTEL_EXPORTER_OTLP_ENDPOINT", "OpenTelemetry: send a span per call to this OTLP/gRPC collector; empty: off"
+    )
+    _keys: KeyStore | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _documents(self) -> Self:
+        checks = _Checks()
+        keys = KeyStore({})
+        if self.api_keys_file:
+            from_file = checks.parsed("RAG_API_KEYS_FILE", lambda: KeyStore.from_json(read_text(self.api_keys_file)))
+            keys = keys.merged(from_file or KeyStore({}))
+        if inline := self.api_keys.get_secret_value():
+            keys = keys.merged(checks.parsed("RAG_API_KEYS", lambda: KeyStore.from_json(inline)) or KeyStore({}))
+        if self.auth_enabled and not len(keys) and not checks.blamed("RAG_API_KEYS_FILE", "RAG_API_KEYS"):
+            checks.refuse("RAG_AUTH_ENABLED", "needs keys in RAG_API_KEYS_FILE or RAG_API_KEYS")
+        self._keys = keys if self.auth_enabled else None
+        if (self.tls_key_file or self.tls_client_ca_file) and not self.tls_cert_file:
+            checks.refuse("RAG_TLS_CERT_FILE", "required when RAG_TLS_KEY_FILE or RAG_TLS_CLIENT_CA_FILE is set")
+        if self.tls_cert_file and not self.tls_key_file:
+            checks.refuse("RAG_TLS_KEY_FILE", "required with RAG_TLS_CERT_FILE")
+        for variable, path in (
+            ("RAG_TLS_CERT_FILE", self.tls_cert_file),
+            ("RAG_TLS_KEY_FILE", self.tls_key_file),
+            ("RAG_TLS_CLIENT_CA_FILE", self.tls_client_ca_file),
+        ):
+            if path:
+                checks.parsed(variable, functools.partial(check_pem, path))
+        checks.done()
+        return self
+
+    @property
+    def keys(self) -> KeyStore | None:
+        """The API keys when authentication is on (parsed from both sources), else None."""
+        return self._keys
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.tls_cert_file)
+
+
+class RetrievalSettings(Group):
+    title = "Retrieval"
+
+    top_k: int = env(
+        5,
+        "RAG_TOTAL_CONTEXT_CHUNKS",
+        "chunks retrieved when a request sets no top_k",
+        ge=TOP_K_RANGE[0],
+        le=TOP_K_RANGE[1],
+    )
+    min_similarity: float = env(
+        0.3, "RAG_MIN_SIMILARITY_SCORE", "minimum cosine similarity for a chunk to count as evidence", ge=-1, le=1
+    )
+    retrieval_timeout_s: float = env(
+        5.0, "RAG_RETRIEVAL_TIMEOUT_SECONDS", "retrieval stage budget (embedding + engine query)", gt=0
+    )
+    max_chunks_per_doc: int = env(3, "RAG_MAX_CHUNKS_PER_DOC", "max chunks of one document among the retrieved", ge=1)
+    chunk_overlap_threshold: float = env(
+        0.9,
+        "RAG_CHUNK_OVERLAP_THRESHOLD",
+        "drop a chunk whose cosine similarity to a better-ranked one is higher",
+        gt=0,
+        le=1,
+    )
+    similarity_weight: float = env(0.7, "RAG_SIMILARITY_WEIGHT", "ranking weight of the cosine similarity", ge=0)
+    recency_weight: float = env(0.2, "RAG_RECENCY_WEIGHT", "ranking weight of the recency boost (0-0.3 by age)", ge=0)
+    trust_weight: float = env(0.1, "RAG_TRUST_WEIGHT", "ranking weight of the document's source trust (0-1)", ge=0)
+    untagged_visible: bool = env(
+        True, "RAG_UNTAGGED_CHUNKS_VISIBLE", "untagged chunks are visible to every caller of the tenant (else to none)"
+    )
+    clearance_tag: str = env(
+        "confidential",
+        "RAG_CONFIDENTIAL_CLEARANCE_TAG",
+        "user tag needed to read confidential chunks (else redacted)",
+        min_length=1,
+    )
+    # The vector engine: the embedded qdrant-edge shard, or a Qdrant server when RAG_QDRANT_URL is set.
+    qdrant_url: str = env("", "RAG_QDRANT_URL", "Qdrant server URL (e.g. http://qdrant:6333); empty: embedded engine")
+    qdrant_api_key: SecretStr = env(SecretStr(""), "RAG_QDRANT_API_KEY", "API key for the Qdrant server")
+    qdrant_collection: str = env(
+        "ragsvc_chunks", "RAG_QDRANT_COLLECTION", "collection on the Qdrant server", min_length=1
+    )
+    qdrant_prefer_grpc: bool = env(True, "RAG_QDRANT_PREFER_GRPC", "talk to the Qdrant server over gRPC (port 6334)")
+    qdrant_timeout_s: float = env(10.0, "RAG_QDRANT_TIMEOUT_SECONDS", "timeout of one Qdrant server call", gt=0)
+    edge_index_after_points: int = env(
+        50000,
+        "RAG_EDGE_INDEX_AFTER_POINTS",
+        "embedded engine: build its HNSW index in the background after this many new points (0: never)",
+        ge=0,
+    )
+    edge_index_delay_s: float = env(
+        5.0, "RAG_EDGE_INDEX_DELAY_SECONDS", "embedded engine: quiet time after the last write before that build", ge=0
+    )
+    # Embeddings: the bundled ONNX model, or an Ollama / OpenAI-compatible server.
+    embedder: EmbedderKind = env(
+        EmbedderKind.MINILM, "RAG_EMBEDDER", "minilm (bundled ONNX), ollama (/api/embed) or openai (/v1/embeddings)"
+    )
+    embedding_model: str = env(
+        "", "EMBEDDING_MODEL", "embedding model; empty: nomic-embed-text (ollama), text-embedding-3-small (openai)"
+    )
+    embedding_dimension: int = env(
+        0, "EMBEDDING_DIMENSION", "dimension of the served embeddings (0: ask at start)", ge=0
+    )
+    embedding_base_url: str = env(
+        "", "RAG_EMBEDDING_BASE_URL", "embedding server URL (default OLLAMA_BASE_URL or OPENAI_BASE_URL)"
+    )
+    embedding_batch_size: int = env(64, "RAG_EMBEDDING_BATCH_SIZE", "texts per embedding request", ge=1)
+    embedding_timeout_s: float = env(
+        30.0, "RAG_EMBEDDING_TIMEOUT_SECONDS", "timeout of one embedding request", gt=0
+    )
+
+    @property
+    def served_embedding_model(self) -> str:
+        """The model a served embedder is asked for."""
+        default = "nomic-embed-text" if self.embedder is EmbedderKind.OLLAMA else "text-embedding-3-small"
+        return self.embedding_model or default
+
+
+class IngestSettings(Group):
+    title = "Ingestion"
+
+    # 180 cl100k tokens stay within MiniLM's 256 word pieces for most English text.
+    chunk_tokens: int = env(180, "RAG_CHUNK_TOKENS", "chunk size in tokens", ge=16)
+    chunk_overlap_tokens: int = env(40, "RAG_CHUNK_OVERLAP_TOKENS", "tokens shared by neighbouring chunks", ge=0)
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> Self:
+        if self.chunk_overlap_tokens >= self.chunk_tokens:
+            why = f"must be smaller than RAG_CHUNK_TOKENS ({self.chunk_tokens})"
+            raise SettingError([("RAG_CHUNK_OVERLAP_TOKENS", why)])
+        return self
+
+
+class GenerationSettings(Group):
+    title = "Generation"
+
+    generator: GeneratorKind = env(
+        GeneratorKind.EXTRACTIVE,
+        "RAG_GENERATOR",
+        "extractive (no LLM), openai (OpenAI-compatible server) or ollama (Ollama)",
+    )
+    openai_base_url: str = env("http://127.0.0.1:8080/v1", "OPENAI_BASE_URL", "OpenAI-compatible server URL")
+    openai_api_key: SecretStr = env(SecretStr(""), "OPENAI_API_KEY", "bearer key for the OpenAI-compatible server")
+    ollama_base_url: str = env("http://localhost:11434", "OLLAMA_BASE_URL", "Ollama server URL")
+    chat_model: str = env("llama3.2", "CHAT_MODEL", "default LLM model; must be in RAG_MODELS", min_length=1)
+    temperature: float = env(0.1, "RAG_TEMPERATURE", "LLM temperature", ge=0, le=2)
+    timeout_s: float = env(
+        30.0, "RAG_TIMEOUT_SECONDS", "generation stage timeout (the caller's deadline, when sooner, wins)", gt=0
+    )
+    models: str = env(
+        DEFAULT_MODELS,
+        "RAG_MODELS",
+        "the model allowlist: name=context_window/max_response_tokens, comma-separated; must list CHAT_MODEL",
+    )
+    max_response_tokens: int = env(
+        1024, "RAG_MAX_RESPONSE_TOKENS", "tokens reserved for the answer of a RAG_MODELS entry that sets none", ge=1
+    )
+    fallback_model: str = env(
+        "", "FALLBACK_LLM", "model tried when CHAT_MODEL (or the requested one) is unreachable, 5xx or 429; in RAG_MODELS"
+    )
+    fallback_extractive: bool = env(
+        False, "RAG_FALLBACK_EXTRACTIVE", "when every LLM attempt fails, answer extractively (flagged degraded)"
+    )
+    default_template: str = env(
+        DEFAULT_TEMPLATE, "RAG_DEFAULT_TEMPLATE", "prompt template of requests naming none: " + ", ".join(TEMPLATES)
+    )
+    ollama_keep_alive: str = env(
+        "5m", "RAG_OLLAMA_KEEP_ALIVE", "how long Ollama keeps the model loaded after a request (-1: always)"
+    )
+    model_list_ttl_s: float = env(
+        10.0,
+        "RAG_MODEL_LIST_TTL_SECONDS",
+        "how long the LLM server's model list is trusted for availability checks",
+        ge=0,
+    )
+    llm_classify: bool = env(
+        True, "RAG_LLM_CLASSIFY", "classify questions with the LLM (a short call; rules when it fails or with extractive)"
+    )
+    llm_self_score: bool = env(
+        True, "RAG_LLM_SELF_SCORE", "ask the LLM to rate its answer's support (a second, short call)"
+    )
+    follow_up_count: int = env(
+        2,
+        "RAG_DEFAULT_FOLLOW_UP_COUNT",
+        "follow-up questions asked of the LLM for a grounded answer (0: none)",
+        ge=0,
+        le=MAX_FOLLOW_UPS,
+    )
+    hallucination_retries: int = env(
+        2, "RAG_MAX_RETRIES_ON_HALLUCINATION", "strict re-runs of an answer that cites unknown markers", ge=0
+    )
+    model_prices: str = env(
+        "", "RAG_MODEL_PRICES", "USD per 1M tokens, model=prompt/completion,... (unlisted models cost 0)"
+    )
+    _limits: dict[str, ModelLimits] = PrivateAttr(default_factory=dict)
+    _prices: PriceTable = PrivateAttr(default_factory=lambda: PriceTable({}))
+
+    @field_validator("default_template")
+    @classmethod
+    def _built_in(cls, value: str) -> str:
+        if value not in TEMPLATES:
+            raise ValueError(f"not a built-in template ({', '.join(TEMPLATES)})")
+        return value
+
+    @model_validator(mode="after")
+    def _tables(self) -> Self:
+        checks = _Checks()
+        limits = checks.parsed(
+            "RAG_MODELS", lambda: parse_model_table(self.models, default_max_response=self.max_response_tokens)
+        )
+        if limits is not None:
+            listed = ", ".join(limits)
+            if self.chat_model not in limits:
+                checks.refuse("CHAT_MODEL", f"{self.chat_model!r} is not in RAG_MODELS, which lists {listed}")
+            if self.fallback_model and self.fallback_model not in limits:
+                checks.refuse("FALLBACK_LLM", f"{self.fallback_model!r} is not in RAG_MODELS, which lists {listed}")
+            self._limits = limits
+        prices = checks.parsed("RAG_MODEL_PRICES", lambda: PriceTable.parse(self.model_prices))
+        checks.done()
+        self._prices = prices or PriceTable({})
+        return self
+
+    @property
+    def model_limits(self) -> dict[str, ModelLimits]:
+        """RAG_MODELS, parsed: the allowlist with each model's window and response reserve."""
+        return dict(self._limits)
+
+    @property
+    def prices(self) -> PriceTable:
+        return self._prices
+
+    @property
+    def uses_llm(self) -> bool:
+        return self.generator is not GeneratorKind.EXTRACTIVE
+
+
+class BudgetSettings(Group):
+    title = "Token budget"
+
+    max_context_tokens: int = env(3000, "RAG_MAX_CONTEXT_TOKENS", "max tokens of retrieved context", ge=1)
+    max_history_tokens: int = env(1000, "RAG_MAX_HISTORY_TOKENS", "max tokens of chat history", ge=0)
+    system_prompt_tokens: int = env(500, "RAG_SYSTEM_PROMPT_TOKENS", "tokens reserved for the system prompt", ge=0)
+
+
+class TrustSettings(Group):
+    title = "Answer trust"
+
+    score_gate: float = env(
+        0.3, "RAG_SCORE_GATE", "refuse without calling the LLM when the best chunk scores lower", ge=-1, le=1
+    )
+    confidence_threshold: float = env(
+        60.0,
+        "RAG_CONFIDENCE_THRESHOLD",
+        "minimum confidence (0-100) to CITE; below it the answer is ROUTEd",
+        ge=0,
+        le=100,
+    )
+    default_llm_score: float = env(
+        50.0, "RAG_DEFAULT_LLM_SCORE", "LLM self-score (0-100) used when no LLM scores the answer", ge=0, le=100
+    )
+    admin_email: str = env("admin@example.com", "RAG_ADMIN_EMAIL", "route target when no owner is known")
+
+
+class RecordsSettings(Group):
+    title = "Records (audit log, sessions, owners, templates, weights)"
+
+    database_path: str = env(
+        "", "RAG_DB_PATH", "SQLite file for answers, sessions, owners, templates and weights (default: in RAG_DATA_DIR)"
+    )
+    owners_file: str = env(
+        "", "RAG_OWNERS_FILE", 'JSON {"users": [{id, email}], "tags": [{name, owner_user_id}]} loaded at start'
+    )
+    session_history_messages: int = env(
+        10, "RAG_SESSION_HISTORY_MESSAGES", "stored messages reused as a session's history", ge=0
+    )
+    session_retention_days: float = env(
+        30.0, "RAG_SESSION_RETENTION_DAYS", "session messages older than this are purged at start", gt=0
+    )
+    _owners: OwnersDocument | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _owners_document(self) -> Self:
+        if self.owners_file:
+            checks = _Checks()
+            self._owners = checks.parsed("RAG_OWNERS_FILE", lambda: parse_owners(read_text(self.owners_file)))
+            checks.done()
+        return self
+
+    @property
+    def owners(self) -> OwnersDocument | None:
+        """RAG_OWNERS_FILE, parsed; None when none is named."""
+        return self._owners
+
+    def database_location(self, data_dir: Path) -> Path | str:
+        return self.database_path or data_dir / "ragsvc.sqlite3"
+
+
+_ENVIRON: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("ragsvc_environ", default=None)
+
+
+class Settings(BaseSettings):
+    """Every setting, in its group. Build with `from_env` (the environment, or a mapping) or `of` (field names)."""
+
+    model_config = SettingsConfigDict(frozen=True, extra="forbid")
+
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    hardening: HardeningSettings = Field(default_factory=HardeningSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    generation: GenerationSettings = Field(default_factory=GenerationSettings)
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    trust: TrustSettings = Field(default_factory=TrustSettings)
+    records: RecordsSettings = Field(default_factory=RecordsSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, _FlatEnvironment(settings_cls))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Every setting from `environ` (default os.environ); InvalidRequest naming each refused variable."""
+        return cls._build(os.environ if environ is None else environ, {})
+
+    @classmethod
+    def of(cls, **fields: Any) -> Settings:
+        """The defaults with `fields` (by field name, any group: `Settings.of(top_k=3, data_dir=path)`) set,
+        validated like the environment; the environment is not read."""
+        grouped: dict[str, dict[str, Any]] = {}
+        for name, value in fields.items():
+            group = _GROUP_OF_FIELD.get(name)
+            if group is None:
+                raise TypeError(f"no setting named {name!r}")
+            grouped.setdefault(group, {})[name] = value
+        return cls._build({}, grouped)
+
+    def replace(self, **fields: Any) -> Settings:
+        """These settings with `fields` (by field name) changed, validated again."""
+        current = {group: getattr(self, group).model_dump() for group in _GROUPS}
+        for name, value in fields.items():
+            group = _GROUP_OF_FIELD.get(name)
+            if group is None:
+                raise TypeError(f"no setting named {name!r}")
+            current[group][name] = value
+        return type(self)._build({}, current)
+
+    @classmethod
+    def _build(cls, environ: Mapping[str, str], init: Mapping[str, Mapping[str, Any]]) -> Settings:
+        token = _ENVIRON.set(environ)
+        try:
+            return cls.model_validate(init)
+        except ValidationError as exc:
+            violations = list(_violations(exc))
+            raise InvalidRequest(
+                violations, "invalid configuration: " + "; ".join(f"{v.field}: {v.description}" for v in violations)
+            ) from None
+        finally:
+            _ENVIRON.reset(token)
+
+
+class _FlatEnvironment(PydanticBaseSettingsSource):
+    """Each group's values from the flat environment variables its fields are aliased to."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ reads whole groups
+
+    def __call__(self) -> dict[str, Any]:
+        environ = _ENVIRON.get()
+        environ = os.environ if environ is None else environ
+        grouped: dict[str, dict[str, str]] = {}
+        for group, model in _GROUPS.items():
+            for name, info in model.model_fields.items():
+                variable = str(info.validation_alias)
+                if variable in environ:
+                    grouped.setdefault(group, {})[name] = environ[variable]
+        unknown = sorted(name for name in environ if name.startswith("RAG_") and name not in _VARIABLES)
+        if unknown:
+            _log.warning("ignoring unknown settings (typos?): %s", ", ".join(unknown))
+        return grouped
+
+
+_GROUPS: dict[str, type[Group]] = {
+    name: info.annotation  # type: ignore[misc]
+    for name, info in Settings.model_fields.items()
+}
+_GROUP_OF_FIELD = {field: group for group, model in _GROUPS.items() for field in model.model_fields}
+_VARIABLES = {str(info.validation_alias): info for model in _GROUPS.values() for info in model.model_fields.values()}
+
+
+def variables() -> Iterator[tuple[str, type[Group], str, FieldInfo]]:
+    """Every setting as (group name, group, field name, field), in declaration order."""
+    for group, model in _GROUPS.items():
+        for name, info in model.model_fields.items():
+            yield group, model, name, info
+
+
+def _field(model: type[Group], name: str) -> FieldInfo | None:
+    """The field `name` names, by field name or by environment variable."""
+    if name in model.model_fields:
+        return model.model_fields[name]
+    return next((info for info in model.model_fields.values() if info.validation_alias == name), None)
+
+
+def _violations(exc: ValidationError) -> Iterator[FieldViolation]:
+    """One violation per refused value: the variable, the value (never a secret's) and why."""
+    for error in exc.errors():
+        cause = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, SettingError):
+            yield from (FieldViolation(variable, why) for variable, why in cause.refusals)
+            continue
+        group, field = (error["loc"] + ("", ""))[:2]
+        model = _GROUPS.get(str(group))
+        info = _field(model, str(field)) if model is not None else None
+        variable = str(info.validation_alias) if info is not None else ".".join(map(str, error["loc"]))
+        secret = info is not None and info.annotation is SecretStr
+        value = "(secret)" if secret else repr(error.get("input"))
+        yield FieldViolation(variable, f"{value} refused: {error['msg'].removeprefix('Value error, ')}")

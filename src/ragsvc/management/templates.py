@@ -1,0 +1,156 @@
+"""Custom prompt templates (seed 003), beside the built-ins that never change.
+
+A custom template is written to the database first (`storage/templates.py`), then to the registry the pipeline
+renders from; every change drops the cached answers written from it. The built-ins can be neither changed nor
+deleted (BuiltInTemplate), and no custom template may take a built-in's id (AlreadyExists). A user prompt that
+does not render with {query} and {context} is INVALID_ARGUMENT naming the placeholder. Field names in errors
+are those of AdminService's PromptTemplate message (`prompt_template.user_prompt`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ragsvc.answering.cache import AnswerCache
+from ragsvc.errors import AlreadyExists, BuiltInTemplate, FieldViolation, InvalidRequest, NotFound
+from ragsvc.prompts import PromptTemplate, TemplateRegistry, user_prompt_violations
+from ragsvc.storage.templates import StoredTemplate, TemplateStore
+
+TEMPLATE_ID = re.compile(r"[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?")
+TEMPLATE_FIELDS = ("display_name", "instructions", "user_prompt")
+LIMITS = {"display_name": 200, "instructions": 2000, "user_prompt": 8000}
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateEntry:
+    """A template as AdminService shows it: `stored` (with its times) for a custom one, None for a built-in."""
+
+    template: PromptTemplate
+    stored: StoredTemplate | None
+
+    @property
+    def built_in(self) -> bool:
+        return self.stored is None
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateChange:
+    """The fields an update sets (None: keep the current value)."""
+
+    display_name: str | None = None
+    instructions: str | None = None
+    user_prompt: str | None = None
+
+
+class TemplateCatalog:
+    def __init__(self, registry: TemplateRegistry, store: TemplateStore, cache: AnswerCache | None = None) -> None:
+        self._registry = registry
+        self._store = store
+        self._cache = cache
+        self._lock = asyncio.Lock()  # one change at a time: the database and the registry stay in step
+
+    async def load(self) -> int:
+        """At start: the stored custom templates into the registry; returns how many."""
+        stored = await self._store.list()
+        self._registry.replace_custom([s.template for s in stored])
+        return len(stored)
+
+    async def get(self, template_id: str) -> TemplateEntry:
+        if self._registry.is_built_in(template_id):
+            template = self._registry.get(template_id)
+            if template is not None:
+                return TemplateEntry(template, None)
+        stored = await self._store.get(template_id)
+        if stored is None:
+            raise NotFound(f"no prompt template {template_id!r}", metadata={"template_id": template_id})
+        return TemplateEntry(stored.template, stored)
+
+    async def list(self) -> list[TemplateEntry]:
+        """The built-ins in their order, then the custom templates by id."""
+        built_ins = [TemplateEntry(t, None) for t in self._registry.all() if self._registry.is_built_in(t.version)]
+        return built_ins + [TemplateEntry(s.template, s) for s in await self._store.list()]
+
+    async def create(self, template_id: str, display_name: str, instructions: str, user_prompt: str) -> TemplateEntry:
+        violations: list[FieldViolation] = []
+        if not TEMPLATE_ID.fullmatch(template_id):
+            violations.append(
+                FieldViolation(
+                    "prompt_template_id",
+                    "lower-case letters, digits and hyphens, starting with a letter and not ending with a hyphen, "
+                    "at most 63 characters",
+                )
+            )
+        template = PromptTemplate(
+            version=template_id, length_rule=instructions, user=user_prompt, display_name=display_name
+        )
+        violations += _violations(template, TEMPLATE_FIELDS)
+        if violations:
+            raise InvalidRequest(violations)
+        async with self._lock:
+            if self._registry.is_built_in(template_id):
+                raise AlreadyExists(f"{template_id!r} is a built-in template", metadata={"template_id": template_id})
+            stored = await self._store.create(template)
+            if stored is None:
+                raise AlreadyExists(f"a prompt template {template_id!r} exists", metadata={"template_id": template_id})
+            self._registry.put(template)
+        return TemplateEntry(template, stored)
+
+    async def update(self, template_id: str, change: TemplateChange) -> tuple[TemplateEntry, int]:
+        """The changed template and how many cached answers it dropped."""
+        async with self._lock:
+            current = (await self._custom(template_id)).template
+            template = dataclasses.replace(
+                current,
+                display_name=current.display_name if change.display_name is None else change.display_name,
+                length_rule=current.length_rule if change.instructions is None else change.instructions,
+                user=current.user if change.user_prompt is None else change.user_prompt,
+            )
+            changed = [name for name in TEMPLATE_FIELDS if getattr(change, name) is not None]
+            if violations := _violations(template, changed):
+                raise InvalidRequest(violations)
+            stored = await self._store.update(template)
+            if stored is None:  # deleted meanwhile by another server on the same database
+                raise NotFound(f"no prompt template {template_id!r}", metadata={"template_id": template_id})
+            self._registry.put(template)
+            return TemplateEntry(template, stored), self._invalidate(template_id)
+
+    async def delete(self, template_id: str) -> int:
+        """Delete a custom template; returns how many cached answers it dropped."""
+        async with self._lock:
+            await self._custom(template_id)
+            await self._store.delete(template_id)
+            self._registry.remove(template_id)
+            return self._invalidate(template_id)
+
+    async def _custom(self, template_id: str) -> StoredTemplate:
+        """The custom template `template_id`: BuiltInTemplate for a built-in, NotFound for none."""
+        if self._registry.is_built_in(template_id):
+            raise BuiltInTemplate(
+                f"{template_id!r} is a built-in template: it cannot be changed or deleted (create a custom one)",
+                metadata={"template_id": template_id},
+            )
+        stored = await self._store.get(template_id)
+        if stored is None:
+            raise NotFound(f"no prompt template {template_id!r}", metadata={"template_id": template_id})
+        return stored
+
+    def _invalidate(self, template_id: str) -> int:
+        return self._cache.invalidate_template(template_id) if self._cache is not None else 0
+
+
+def _violations(template: PromptTemplate, fields: Iterable[str]) -> list[FieldViolation]:
+    """What is wrong with the given fields of a template, named as fields of the request."""
+    prefix = "prompt_template."
+    values = {"display_name": template.display_name, "instructions": template.length_rule, "user_prompt": template.user}
+    found = [
+        FieldViolation(prefix + field, f"at most {LIMITS[field]} characters, got {len(values[field])}")
+        for field in fields
+        if len(values[field]) > LIMITS[field]
+    ]
+    if "user_prompt" in fields:
+        found += user_prompt_violations(template.user, prefix + "user_prompt")
+    return found

@@ -1,0 +1,280 @@
+"""Everything a server runs on, opened in one place from the settings and closed in reverse order.
+
+`open_components` is an async context manager over one AsyncExitStack: each resource is registered for closing
+the moment it is open, so a failure at any step of start-up (an unreachable embedding server, a Qdrant server
+that refuses, a database that cannot be opened, a bad owners file) closes exactly what was opened before it,
+and leaving the block closes everything, newest first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from ragsvc.answering.admission import Admission
+from ragsvc.answering.cache import AnswerCache
+from ragsvc.answering.conversation import Conversation
+from ragsvc.answering.gate import Gate
+from ragsvc.answering.generate import GenerateStage
+from ragsvc.answering.pack import Packer
+from ragsvc.answering.pipeline import Pipeline
+from ragsvc.answering.retrieve import QueryClassifier, RetrieveStage
+from ragsvc.answering.service import AnsweringService
+from ragsvc.answering.validate import ValidateStage
+from ragsvc.budget import ModelCatalog
+from ragsvc.config import EmbedderKind, GeneratorKind, Settings
+from ragsvc.generation.base import Generator
+from ragsvc.generation.extractive import ExtractiveGenerator
+from ragsvc.generation.fallback import FallbackChain
+from ragsvc.generation.ollama import OllamaGenerator
+from ragsvc.generation.openai_compat import OpenAICompatGenerator
+from ragsvc.ingest.indexer import Indexer
+from ragsvc.ingest.loaders import source_documents_from_paths
+from ragsvc.management.ranking import RankingControl
+from ragsvc.management.templates import TemplateCatalog
+from ragsvc.prompts import TemplateRegistry
+from ragsvc.retrieval.base import Embedder, VectorEngine
+from ragsvc.retrieval.edge import EdgeEngine
+from ragsvc.retrieval.embedders import MiniLMEmbedder
+from ragsvc.retrieval.http_embedders import OllamaEmbedder, OpenAIEmbedder
+from ragsvc.retrieval.hybrid import HybridRetriever
+from ragsvc.retrieval.layout import AccessPolicy
+from ragsvc.retrieval.qdrant_server import QdrantServerEngine
+from ragsvc.server.health import Probe
+from ragsvc.storage.answers import AnswerLog
+from ragsvc.storage.database import Database
+from ragsvc.storage.owners import OwnerDirectory
+from ragsvc.storage.sessions import SessionStore
+from ragsvc.storage.settings import SettingStore
+from ragsvc.storage.templates import TemplateStore
+from ragsvc.validation import AnswerPolicy
+
+_log = logging.getLogger(__name__)
+
+
+def demo_corpus_path() -> Path:
+    return Path(str(resources.files("ragsvc") / "demo_corpus"))
+
+
+@dataclass(frozen=True, slots=True)
+class Components:
+    """What the servicers and the health monitor work with."""
+
+    settings: Settings
+    embedder: Embedder
+    engine: VectorEngine
+    retriever: HybridRetriever
+    generator: Generator  # the configured one: the first step of the fallback chain
+    database: Database
+    answers: AnswerLog  # the audit log
+    indexer: Indexer
+    answering: AnsweringService
+    templates: TemplateCatalog
+    ranking: RankingControl
+    cache: AnswerCache | None
+
+    def probes(self) -> Mapping[str, Probe]:
+        """The health probe of each dependency, by its health name."""
+        return {
+            "retrieval": self.engine.check_health,
+            "embedder": self.embedder.check_health,
+            "llm": self.generator.check_health,
+            "db": self.database.check_health,
+        }
+
+
+@contextlib.asynccontextmanager
+async def open_components(settings: Settings, *, embedder: Embedder | None = None) -> AsyncIterator[Components]:
+    """Open every component; `embedder`, when given, replaces the one RAG_EMBEDDER names (a program embedding
+    ragsvc with its own model) and stays the caller's to close."""
+    async with contextlib.AsyncExitStack() as stack:
+        models = ModelCatalog(settings.generation.model_limits, settings.budget)
+        injected = embedder is not None
+        if embedder is None:
+            embedder = await open_embedder(settings)
+            stack.push_async_callback(embedder.aclose)
+        engine = await open_engine(settings, embedder, injected=injected)
+        stack.push_async_callback(engine.close)
+        generator = build_generator(settings, models)
+        stack.push_async_callback(generator.aclose)
+        database = Database.open(settings.records.database_location(settings.server.data_dir))
+        stack.callback(database.close)
+        answers = AnswerLog(database, default_tenant=settings.server.default_tenant)
+        stack.push_async_callback(answers.drain)  # the last rows are written before the database closes
+
+        owners = OwnerDirectory(database, admin_email=settings.trust.admin_email)
+        if settings.records.owners is not None:
+            await owners.load(settings.records.owners)
+        sessions = SessionStore(database, max_messages=settings.records.session_history_messages)
+        purged = await sessions.purge(retention_days=settings.records.session_retention_days)
+        _log.info("purged %d session messages older than %g days", purged, settings.records.session_retention_days)
+
+        cache = replays = None
+        hardening = settings.hardening
+        if hardening.cache_max_entries > 0:
+            cache = AnswerCache(max_entries=hardening.cache_max_entries, ttl_s=hardening.cache_ttl_s)
+            replays = AnswerCache(
+                max_entries=hardening.cache_max_entries, ttl_s=hardening.cache_ttl_s, admits=lambda answer: True
+            )
+        retriever = HybridRetriever(embedder, engine, settings.retrieval)
+        registry = TemplateRegistry()  # the built-ins, and this server's custom templates once loaded
+        templates = TemplateCatalog(registry, TemplateStore(database), cache)
+        _log.info("loaded %d custom prompt templates", await templates.load())
+        ranking = RankingControl(retriever, SettingStore(database), cache)
+        await ranking.load()
+
+        pipeline = build_pipeline(settings, retriever, generator, models, registry, owners, sessions)
+        answering = AnsweringService(
+            pipeline,
+            Admission(hardening, models, default_tenant=settings.server.default_tenant),
+            cache=cache,
+            replays=replays,
+            answers=answers,
+        )
+        indexer = Indexer(
+            embedder,
+            engine,
+            chunk_tokens=settings.ingest.chunk_tokens,
+            overlap_tokens=settings.ingest.chunk_overlap_tokens,
+        )
+        yield Components(
+            settings, embedder, engine, retriever, generator, database, answers, indexer, answering, templates, ranking, cache
+        )
+
+
+def build_pipeline(
+    settings: Settings,
+    retriever: HybridRetriever,
+    generator: Generator,
+    models: ModelCatalog,
+    templates: TemplateRegistry,
+    owners: OwnerDirectory,
+    sessions: SessionStore | None,
+) -> Pipeline:
+    """The pipeline's stages over the given components."""
+    generation = settings.generation
+    chain = FallbackChain(
+        generator,
+        fallback_model=generation.fallback_model,
+        extractive=ExtractiveGenerator() if generation.fallback_extractive else None,
+    )
+    policy = AnswerPolicy(
+        confidence_threshold=settings.trust.confidence_threshold, default_llm_score=settings.trust.default_llm_score
+    )
+    packer = Packer(models)
+    generate = GenerateStage(chain, packer, models, generation)
+    classifier = QueryClassifier(generator, default_model=generation.chat_model, by_model=generation.llm_classify)
+    return Pipeline(
+        retrieve=RetrieveStage(retriever, classifier, settings.retrieval),
+        gate=Gate(settings.trust),
+        packer=packer,
+        generate=generate,
+        validate=ValidateStage(policy, generate, packer, templates, generation),
+        policy=policy,
+        conversation=Conversation(sessions),
+        owners=owners,
+        templates=templates,
+        server=settings.server,
+        retrieval=settings.retrieval,
+        generation=generation,
+    )
+
+
+def build_generator(settings: Settings, models: ModelCatalog) -> Generator:
+    """The configured generator: RAG_GENERATOR picks extractive, openai or ollama."""
+    generation = settings.generation
+    if generation.generator is GeneratorKind.OPENAI:
+        return OpenAICompatGenerator(
+            generation.openai_base_url,
+            model=generation.chat_model,
+            api_key=generation.openai_api_key.get_secret_value(),
+            timeout_s=generation.timeout_s,
+            models_ttl_s=generation.model_list_ttl_s,
+        )
+    if generation.generator is GeneratorKind.OLLAMA:
+        return OllamaGenerator(
+            generation.ollama_base_url,
+            model=generation.chat_model,
+            context_windows=models.context_windows(),
+            keep_alive=generation.ollama_keep_alive,
+            timeout_s=generation.timeout_s,
+            models_ttl_s=generation.model_list_ttl_s,
+        )
+    return ExtractiveGenerator()
+
+
+async def open_embedder(settings: Settings) -> Embedder:
+    """The embedder RAG_EMBEDDER names: the bundled MiniLM, or a served model (Ollama, OpenAI-compatible), whose
+    dimension is asked at start when EMBEDDING_DIMENSION does not give it."""
+    retrieval, generation = settings.retrieval, settings.generation
+    if retrieval.embedder is EmbedderKind.MINILM:
+        return MiniLMEmbedder.load()
+    ollama = retrieval.embedder is EmbedderKind.OLLAMA
+    served = (OllamaEmbedder if ollama else OpenAIEmbedder)(
+        retrieval.embedding_base_url or (generation.ollama_base_url if ollama else generation.openai_base_url),
+        model=retrieval.served_embedding_model,
+        dimension=retrieval.embedding_dimension,
+        api_key="" if ollama else generation.openai_api_key.get_secret_value(),
+        timeout_s=retrieval.embedding_timeout_s,
+        batch_size=retrieval.embedding_batch_size,
+    )
+    if not served.dimension:
+        try:
+            await served.probe()  # the collection's vector size must be known before it is opened
+        except BaseException:
+            await served.aclose()
+            raise
+    return served
+
+
+async def open_engine(settings: Settings, embedder: Embedder, *, injected: bool) -> VectorEngine:
+    """The Qdrant server engine when RAG_QDRANT_URL is set, else the embedded qdrant-edge shard."""
+    retrieval = settings.retrieval
+    access = AccessPolicy(untagged_visible=retrieval.untagged_visible, clearance_tag=retrieval.clearance_tag)
+    if retrieval.qdrant_url:
+        return await QdrantServerEngine.connect(
+            retrieval.qdrant_url,
+            dimension=embedder.dimension,
+            api_key=retrieval.qdrant_api_key.get_secret_value(),
+            collection=retrieval.qdrant_collection,
+            prefer_grpc=retrieval.qdrant_prefer_grpc,
+            timeout_s=retrieval.qdrant_timeout_s,
+            access=access,
+        )
+    return EdgeEngine.open(
+        settings.server.data_dir / _edge_shard(settings, embedder, injected=injected),
+        dimension=embedder.dimension,
+        access=access,
+        index_after_points=retrieval.edge_index_after_points,
+        index_delay_s=retrieval.edge_index_delay_s,
+    )
+
+
+def _edge_shard(settings: Settings, embedder: Embedder, *, injected: bool) -> str:
+    """A shard per embedding model, so that switching embedders never mixes vectors of two models."""
+    retrieval = settings.retrieval
+    if injected:
+        return f"qdrant-edge-{type(embedder).__name__}-{embedder.dimension}"
+    if retrieval.embedder is EmbedderKind.MINILM:
+        return "qdrant-edge"
+    model = re.sub(r"[^A-Za-z0-9.-]+", "-", retrieval.served_embedding_model)
+    return f"qdrant-edge-{retrieval.embedder.value}-{model}-{embedder.dimension}"
+
+
+async def index_demo_corpus(components: Components) -> int:
+    """Index the bundled demo corpus into the default tenant when that tenant is empty; returns chunks indexed."""
+    server = components.settings.server
+    if not server.demo_corpus or await components.engine.count(server.default_tenant):
+        return 0
+    documents = source_documents_from_paths([demo_corpus_path()], tenant_id=server.default_tenant)
+    indexed = 0
+    for document in documents:
+        result = await components.indexer.ingest(document)
+        indexed += result.chunks_indexed
+    _log.info("indexed the demo corpus: %d documents, %d chunks", len(documents), indexed)
+    return indexed
