@@ -27,10 +27,10 @@ from urllib.parse import urlsplit
 import grpc
 import kubernetes_validate
 import pytest
-
-from ragsvc.config.settings import variables
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from ragsvc.config.settings import variables
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
