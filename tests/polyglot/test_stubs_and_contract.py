@@ -1,0 +1,85 @@
+"""The committed Go and TypeScript stubs are what buf.gen.yaml makes of protos/, the TypeScript ones type-check,
+and `buf breaking` holds protos/ to the released contract (and would notice a break)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from google.protobuf import descriptor_pb2
+
+from tests.polyglot.gotools import DEBIAN, ROOT, TOOLS
+from tests.polyglot.test_go_client import require_tools
+
+BUF = TOOLS / "node_modules" / ".bin" / "buf"
+TS = TOOLS / "ts"
+TSC = TS / "node_modules" / ".bin" / "tsc"
+RELEASED_CONTRACT = ROOT / "tests" / "polyglot" / "released-contract.binpb"
+STUBS = {"go": ("ragsvc/v1", ".go"), "ts": ("ragsvc/v1", ".ts")}
+
+
+def missing(*paths: Path) -> str | None:
+    absent = [str(p.relative_to(ROOT)) for p in paths if not p.exists()]
+    return f"not installed: {', '.join(absent)} (run `make go-tools ts-tools`)" if absent else None
+
+
+def buf(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BUF), *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """buf.gen.yaml's output now, into a directory of .tools/ts (where tsc finds @bufbuild/protobuf)."""
+    require_tools(missing(BUF, DEBIAN / ".unpacked", TS / "node_modules" / ".bin" / "protoc-gen-es"))
+    out = TS / "fresh"
+    shutil.rmtree(out, ignore_errors=True)
+    result = buf("generate", "--output", str(out))
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+@pytest.mark.parametrize("language", sorted(STUBS))
+def test_committed_stubs_are_up_to_date(fresh: Path, language: str) -> None:
+    package, suffix = STUBS[language]
+    committed_dir = ROOT / "generated" / language / package
+    made = {p.name: p.read_bytes() for p in (fresh / "generated" / language / package).iterdir()}
+    committed = {p.name: p.read_bytes() for p in committed_dir.iterdir() if p.suffix == suffix}
+    assert made.keys() == committed.keys(), "run `make generate`: generated files differ from protos/"
+    stale = sorted(name for name in made if made[name] != committed[name])
+    assert not stale, f"run `make generate`: stale {language} stubs {stale}"
+
+
+def test_typescript_stubs_type_check(fresh: Path) -> None:
+    """With the pinned @bufbuild/protobuf runtime, under strict settings."""
+    files = sorted(str(p) for p in (fresh / "generated" / "ts").rglob("*.ts"))
+    options = ["--noEmit", "--strict", "--skipLibCheck", "--target", "es2022", "--module", "esnext", "--moduleResolution", "bundler"]
+    result = subprocess.run([str(TSC), *options, *files], cwd=TS, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_released_contract_is_the_whole_contract() -> None:
+    """An empty or partial image would let every change pass `buf breaking`."""
+    image = descriptor_pb2.FileDescriptorSet.FromString(RELEASED_CONTRACT.read_bytes())  # a buf image is one
+    files = {f.name: f for f in image.file}
+    ours = {p.relative_to(ROOT / "protos").as_posix() for p in (ROOT / "protos").rglob("*.proto")}
+    assert ours <= files.keys(), "every .proto file of protos/ was released (a new one: `make release-contract`)"
+    services = {s.name for name in ours for s in files[name].service}
+    assert {"RagService", "IndexService", "AdminService"} <= services
+
+
+def test_buf_breaking_passes_and_catches_a_deleted_field(tmp_path: Path) -> None:
+    require_tools(missing(BUF))
+    result = buf("breaking", "--against", str(RELEASED_CONTRACT))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    shutil.copytree(ROOT / "protos", tmp_path / "protos")
+    shutil.copy(ROOT / "buf.yaml", tmp_path / "buf.yaml")
+    proto = tmp_path / "protos" / "ragsvc" / "v1" / "rag_service.proto"
+    text = proto.read_text()
+    assert "  string query = 1;\n" in text
+    proto.write_text(text.replace("  string query = 1;\n", "", 1))  # AskRequest.query, its first occurrence
+    result = buf("breaking", "--against", str(RELEASED_CONTRACT), cwd=tmp_path)
+    assert result.returncode != 0
+    assert 'Previously present field "1" with name "query" on message "AskRequest" was deleted' in result.stdout, result.stdout
