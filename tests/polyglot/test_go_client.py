@@ -108,7 +108,7 @@ async def test_health_stream_ask_and_a_decoded_violation(go_client: Path, addres
 
     stream = out["RagService/AskStream"].splitlines()
     assert stream[0] == "".join(DELTAS), "the deltas, printed as they came, make up the answer"
-    deltas = int(re.fullmatch(r"\((\d+) text deltas, 1 citation events\)", stream[1]).group(1))  # type: ignore[union-attr]
+    deltas = int(re.fullmatch(r"\((\d+) text deltas, 1 citation event\)", stream[1]).group(1))  # type: ignore[union-attr]
     assert deltas >= len(DELTAS) // 2, f"{deltas} deltas for {len(DELTAS)} streamed tokens: the stream came in one piece"
     assert re.fullmatch(r"grounded; confidence \d+; ACTION_(CITE|ROUTE); model openai:llama3\.2", stream[2]), stream
     assert stream[3] == "Sources:"
@@ -149,3 +149,18 @@ async def test_a_rate_limited_call_shows_retry_info_and_quota_failure(go_client:
     assert re.fullmatch(r"  RetryInfo: retry after \d+(\.\d+)?s", refused[2]), refused
     assert refused[3] == "  QuotaFailure: key:go-limited: 3 requests per minute"
     assert second.stderr == "error: AskStream failed: RESOURCE_EXHAUSTED\n"
+
+
+def test_the_example_is_gofmt_clean_and_vetted(go_client: Path) -> None:
+    env = {**os.environ, **gotools.go_env()}
+    gofmt = gotools.GOROOT / "bin" / "gofmt"
+    unformatted = subprocess.run([str(gofmt), "-l", "main.go"], cwd=gotools.EXAMPLE, env=env, capture_output=True, text=True, check=True)
+    assert unformatted.stdout == "", "run gofmt -w docs/examples/go/main.go"
+    vet = subprocess.run([str(gotools.GO), "vet", "."], cwd=gotools.EXAMPLE, env=env, capture_output=True, text=True, check=False)
+    assert vet.returncode == 0, vet.stderr
+
+
+async def test_no_server_says_where_it_looked(go_client: Path) -> None:
+    result = await run_client(go_client, "127.0.0.1:1")
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith("error: cannot reach ragsvc at 127.0.0.1:1 (is `make serve` running?): "), result.stderr

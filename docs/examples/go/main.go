@@ -48,7 +48,7 @@ func run(address, query string) error {
 	dialCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// Plaintext, as the Python CLI; for a server with RAG_TLS_* use grpc.WithTransportCredentials.
-	conn, err := grpc.DialContext(dialCtx, address, grpc.WithInsecure(), grpc.WithBlock())
+	conn, err := grpc.DialContext(dialCtx, address, grpc.WithInsecure(), grpc.WithBlock(), grpc.FailOnNonTempDialError(true))
 	if err != nil {
 		return fmt.Errorf("cannot reach ragsvc at %s (is `make serve` running?): %w", address, err)
 	}
@@ -129,7 +129,7 @@ func askStream(ctx context.Context, rag ragsvcv1.RagServiceClient, query string)
 			final = event.Answer
 		}
 	}
-	fmt.Printf("\n(%d text deltas, %d citation events)\n", deltas, citations)
+	fmt.Printf("\n(%s, %s)\n", plural(deltas, "text delta"), plural(citations, "citation event"))
 	if final == nil {
 		return errors.New("AskStream ended without its final answer")
 	}
@@ -233,6 +233,13 @@ func codeName(code codes.Code) string {
 		name.WriteRune(r)
 	}
 	return strings.ToUpper(name.String())
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func envOr(name, fallback string) string {
