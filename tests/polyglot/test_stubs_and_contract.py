@@ -1,14 +1,18 @@
-"""The committed Go and TypeScript stubs are what buf.gen.yaml makes of protos/, the TypeScript ones type-check,
-and `buf breaking` holds protos/ to the released contract (and would notice a break)."""
+"""The committed Go and TypeScript stubs are what buf.gen.yaml makes of protos/, the TypeScript ones compile and
+exchange messages with the Python ones, and `buf breaking` holds protos/ to the released contract (and would
+notice a break). The Go stubs are compiled and used by test_go_client.py."""
 
 from __future__ import annotations
 
+import base64
+import json
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from google.protobuf import descriptor_pb2
+from google.protobuf import descriptor_pb2, duration_pb2
+from ragsvc.v1 import rag_service_pb2 as pb
 
 from tests.polyglot.gotools import DEBIAN, ROOT, TOOLS
 from tests.polyglot.test_go_client import require_tools
@@ -51,12 +55,46 @@ def test_committed_stubs_are_up_to_date(fresh: Path, language: str) -> None:
     assert not stale, f"run `make generate`: stale {language} stubs {stale}"
 
 
-def test_typescript_stubs_type_check(fresh: Path) -> None:
-    """With the pinned @bufbuild/protobuf runtime, under strict settings."""
-    files = sorted(str(p) for p in (fresh / "generated" / "ts").rglob("*.ts"))
-    options = ["--noEmit", "--strict", "--skipLibCheck", "--target", "es2022", "--module", "esnext", "--moduleResolution", "bundler"]
-    result = subprocess.run([str(TSC), *options, *files], cwd=TS, capture_output=True, text=True, timeout=120, check=False)
+def test_typescript_stubs_compile_and_speak_the_wire_format_of_the_python_ones(fresh: Path) -> None:
+    """Strict tsc against the pinned @bufbuild/protobuf runtime, then messages across TypeScript and Python."""
+    (fresh / "package.json").write_text('{"type": "module"}\n')
+    js = fresh / "js"
+    sources = sorted(str(p) for p in (fresh / "generated" / "ts").rglob("*.ts"))
+    options = ["--strict", "--skipLibCheck", "--target", "es2022", "--module", "nodenext", "--outDir", str(js)]
+    result = subprocess.run([str(TSC), *options, *sources], cwd=TS, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+    answer = pb.Answer(
+        text="Up to 12000 euros a quarter. [#1]",
+        action=pb.ACTION_ROUTE,
+        grounded=True,
+        citations=[pb.Citation(marker=1, source_id="travel:0", page_number=4), pb.Citation(marker=2, source_id="hr:3")],
+        confidence=pb.Confidence(overall=61.5),
+        timings=pb.Timings(total=duration_pb2.Duration(seconds=2, nanos=5)),
+    )
+    encoded = base64.b64encode(answer.SerializeToString()).decode()
+    shutil.copy(ROOT / "tests" / "polyglot" / "ts" / "roundtrip.mjs", js / "roundtrip.mjs")
+    node = subprocess.run(["node", str(js / "roundtrip.mjs"), encoded], capture_output=True, text=True, timeout=60, check=False)
+    assert node.returncode == 0, node.stderr
+    request_b64, decoded = node.stdout.splitlines()
+
+    request = pb.AskRequest.FromString(base64.b64decode(request_b64))
+    assert request == pb.AskRequest(
+        query="Wie hoch ist das Reisebudget? ✓",
+        tenant_id="acme",
+        user_tags=["finance"],
+        retrieval=pb.RetrievalOptions(top_k=3),
+        follow_up_count=0,
+    )
+    assert request.HasField("follow_up_count"), "an optional field set to its default still travels"
+    assert json.loads(decoded) == {
+        "text": "Up to 12000 euros a quarter. [#1]",
+        "action": "ROUTE",
+        "grounded": True,
+        "citations": [{"marker": 1, "sourceId": "travel:0", "page": 4}, {"marker": 2, "sourceId": "hr:3", "page": None}],
+        "overall": 61.5,
+        "totalSeconds": 2,
+    }
 
 
 def test_the_released_contract_is_the_whole_contract() -> None:
