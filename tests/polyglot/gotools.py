@@ -9,9 +9,10 @@
   closure) from those sources into docs/examples/go/vendor and writes vendor/modules.txt from go.mod, as
   `go mod vendor` would, so `go build -mod=vendor` needs no module proxy, no module cache and no go.sum.
 
-    python -m tests.polyglot.gotools fetch-debs DEST     # DEST/debs/*.deb, DEST/root/usr/...
-    python -m tests.polyglot.gotools vendor MODULE_DIR GOCODE_SRC
-    python -m tests.polyglot.gotools env                 # the environment a Go command runs with, as KEY=VALUE
+    python -m tests.polyglot.gotools fetch-debs [DEST]   # DEST/debs/*.deb, DEST/root/usr/... (make go-tools)
+    python -m tests.polyglot.gotools vendor [MODULE_DIR [GOCODE_SRC]]
+    python -m tests.polyglot.gotools build                # vendor, then build the example (make go-example)
+    python -m tests.polyglot.gotools env                  # the environment Go commands run with, as KEY=VALUE
 """
 
 from __future__ import annotations
@@ -86,23 +87,25 @@ def fetch_debs(dest: Path) -> None:
     missing = [(n, v) for n, v, _ in DEBS if not (debs / deb_filename(n, v)).exists()]
     if missing:
         specs = [f"{n}={v}" for n, v in missing]
-        if subprocess.run(["apt-get", "download", *specs], cwd=debs, check=False).returncode != 0:
+        # As root, apt hands downloads to its _apt user, who may not write here: keep them as root (quietly).
+        sandbox = ["-oAPT::Sandbox::User=root"] if os.geteuid() == 0 else []
+        if subprocess.run(["apt-get", *sandbox, "download", *specs], cwd=debs, check=False).returncode != 0:
             # The machine's package lists are missing or stale: read fresh ones into a private directory,
             # which needs no root (apt-get update as root would do too, but must not be assumed).
             lists = dest / "apt-lists"
             (lists / "partial").mkdir(parents=True, exist_ok=True)
             cache = dest / "apt-cache"
             (cache / "archives" / "partial").mkdir(parents=True, exist_ok=True)
-            private = [f"-oDir::State::Lists={lists}", f"-oDir::Cache={cache}", "-oDebug::NoLocking=1"]
+            private = [*sandbox, f"-oDir::State::Lists={lists}", f"-oDir::Cache={cache}", "-oDebug::NoLocking=1"]
             subprocess.run(["apt-get", *private, "update"], check=False)  # a source that fails need not be ours
             subprocess.run(["apt-get", *private, "download", *specs], cwd=debs, check=True)
     root = dest / "root"
     shutil.rmtree(root, ignore_errors=True)
     for name, version, digest in DEBS:
         path = debs / deb_filename(name, version)
-        if sha256(path) != digest:
+        if (actual := sha256(path)) != digest:
             path.unlink()
-            raise SystemExit(f"{path.name}: sha256 {sha256(path) if path.exists() else '?'} is not the pinned {digest}")
+            raise SystemExit(f"{path.name}: sha256 {actual} is not the pinned {digest}")
         subprocess.run(["dpkg-deb", "-x", str(path), str(root)], check=True)
 
 

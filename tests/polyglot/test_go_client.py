@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.polyglot import gotools
+from tests.polyglot.helpers import require_tools
 from tests.support.openai_server import ScriptedOpenAIServer
 
 DELTAS = tuple(f"word{i} " for i in range(12)) + ("[#1]",)
@@ -31,14 +32,6 @@ KEYS = {
         {"name": "go-limited", "token": "tok-limited", "tenant": "default"},
     ]
 }
-
-
-def require_tools(missing: str | None) -> None:
-    if missing is None:
-        return
-    if os.environ.get("RAG_POLYGLOT_REQUIRED"):
-        pytest.fail(missing)
-    pytest.skip(missing)
 
 
 @pytest.fixture(scope="module")

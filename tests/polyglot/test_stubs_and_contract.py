@@ -15,7 +15,7 @@ from google.protobuf import descriptor_pb2, duration_pb2
 from ragsvc.v1 import rag_service_pb2 as pb
 
 from tests.polyglot.gotools import DEBIAN, ROOT, TOOLS
-from tests.polyglot.test_go_client import require_tools
+from tests.polyglot.helpers import require_tools
 
 BUF = TOOLS / "node_modules" / ".bin" / "buf"
 TS = TOOLS / "ts"

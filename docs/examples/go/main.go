@@ -206,8 +206,7 @@ func printStatus(err error) {
 				fmt.Printf("  BadRequest: field %q: %s\n", v.GetField(), v.GetDescription())
 			}
 		case *errdetails.RetryInfo:
-			delay := d.GetRetryDelay()
-			fmt.Printf("  RetryInfo: retry after %s\n", time.Duration(delay.GetSeconds())*time.Second+time.Duration(delay.GetNanos()))
+			fmt.Printf("  RetryInfo: retry after %s\n", d.GetRetryDelay().AsDuration())
 		case *errdetails.QuotaFailure:
 			for _, v := range d.GetViolations() {
 				fmt.Printf("  QuotaFailure: %s: %s\n", v.GetSubject(), v.GetDescription())
