@@ -12,7 +12,7 @@
     python -m tests.polyglot.gotools fetch-debs [DEST]   # DEST/debs/*.deb, DEST/root/usr/... (make go-tools)
     python -m tests.polyglot.gotools vendor [MODULE_DIR [GOCODE_SRC]]
     python -m tests.polyglot.gotools build                # vendor, then build the example (make go-example)
-    python -m tests.polyglot.gotools env                  # the environment Go commands run with, as KEY=VALUE
+    python -m tests.polyglot.gotools env                  # the environment Go commands run with, for the shell's eval
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import argparse
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -58,7 +59,7 @@ def go_env(cache: Path = TOOLS / "go-cache") -> dict[str, str]:
         "GOTOOLCHAIN": "local",  # never download another toolchain, whatever a go.mod asks for
         "GOPROXY": "off",
         "GOSUMDB": "off",
-        "GOFLAGS": "-mod=vendor",
+        "GOFLAGS": "-mod=vendor -trimpath",  # paths in the binary relative to modules, not to .tools
         "GOENV": "off",  # ignore `go env -w` settings of the user
         "GOPATH": str(TOOLS / "gopath"),
         "GOCACHE": str(cache),
@@ -237,7 +238,7 @@ def build(output: Path = EXAMPLE_BINARY, module_dir: Path = EXAMPLE) -> Path:
     """Vendor and build the example client; the Go build cache under .tools/go-cache makes a rebuild ~1 s."""
     vendor(module_dir, GOCODE_SRC)
     env = {**os.environ, **go_env()}
-    subprocess.run([str(GO), "build", "-trimpath", "-o", str(output), "."], cwd=module_dir, env=env, check=True)
+    subprocess.run([str(GO), "build", "-o", str(output), "."], cwd=module_dir, env=env, check=True)
     return output
 
 
@@ -260,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"built {build().relative_to(ROOT)}")
     else:
         for key, value in go_env().items():
-            print(f"{key}={value}")
+            print(f"{key}={shlex.quote(value)}")
     return 0
 
 
