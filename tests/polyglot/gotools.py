@@ -43,7 +43,11 @@ DEBS: tuple[tuple[str, str, str], ...] = (
     ("protoc-gen-go-grpc", "1.33.3-2+b4", "eb3786972d82e59dcb1e497515b7642a72322d466e13d769ccce942cf5ea1668"),
     ("golang-google-grpc-dev", "1.33.3-2", "d6f918cc84a7186d5bf08d21bd3b210db5fb68b34887dca2ff89d47ca37b8749"),
     ("golang-google-protobuf-dev", "1.28.1-3", "8421baafafb4eb08d191fa1a09449bae40eda04aee82a55f827c52226c7abfc0"),
-    ("golang-google-genproto-dev", "0.0~git20200413.b5235f6-3", "b087b6c3570a5a96f0b0827b66bbf4b4b031e71fe3c703f86686ab3009070e4e"),
+    (
+        "golang-google-genproto-dev",
+        "0.0~git20200413.b5235f6-3",
+        "b087b6c3570a5a96f0b0827b66bbf4b4b031e71fe3c703f86686ab3009070e4e",
+    ),
     ("golang-github-golang-protobuf-1-5-dev", "1.5.2-3", "d27c42c5122821f877a98f0754058346c614b2ac49a24b5a1b02ab2512ce2e93"),
     ("golang-golang-x-net-dev", "1:0.7.0+dfsg-1", "ddfa0ab08e6caf68eb51c96f9b8ba7c3ab6c93aada7147c3a20a187e38a9d259"),
     ("golang-golang-x-sys-dev", "0.3.0-1", "1bbeb938568f2014ada7473dd3fad8c8cbc45fabf0dcc7bc86b4392af0fd4bc8"),

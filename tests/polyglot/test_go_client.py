@@ -15,7 +15,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -24,8 +23,9 @@ import pytest
 from tests.polyglot import gotools
 from tests.polyglot.helpers import require_tools
 from tests.support.openai_server import ScriptedOpenAIServer
+from tests.support.servers import serve_process
 
-DELTAS = tuple(f"word{i} " for i in range(12)) + ("[#1]",)
+DELTAS = (*(f"word{i} " for i in range(12)), "[#1]")
 KEYS = {
     "keys": [
         {"name": "go-client", "token": "tok-go", "tenant": "default"},
@@ -46,8 +46,6 @@ async def address(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str
     """`ragsvc serve` in its own process on a free loopback port; yields the address it printed."""
     async with ScriptedOpenAIServer(deltas=DELTAS, token_delay_s=0.05) as llm:
         env = {
-            "RAG_GRPC_ADDRESS": "127.0.0.1:0",
-            "RAG_DATA_DIR": str(tmp_path_factory.mktemp("go-client-server")),
             "RAG_GENERATOR": "openai",
             "OPENAI_BASE_URL": llm.base_url,
             "RAG_AUTH_ENABLED": "true",
@@ -58,24 +56,8 @@ async def address(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str
             "RAG_LLM_SELF_SCORE": "false",
             "RAG_DEFAULT_FOLLOW_UP_COUNT": "0",
         }
-        process = subprocess.Popen(
-            [sys.executable, "-m", "ragsvc.cli", "serve"],
-            env={**os.environ, **env},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        try:
-            line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), timeout=90)  # type: ignore[union-attr]
-            assert line.startswith("ragsvc serving on "), line
-            yield line.removeprefix("ragsvc serving on ").strip()
-        finally:
-            process.terminate()
-            try:
-                await asyncio.to_thread(process.wait, 15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        async with serve_process(tmp_path_factory.mktemp("go-client-server"), env) as served:
+            yield served.address
 
 
 async def run_client(binary: Path, address: str, *, token: str = "") -> subprocess.CompletedProcess[str]:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import descriptor_pb2, duration_pb2
-from ragsvc.v1 import rag_service_pb2 as pb
 
+from ragsvc.v1 import rag_service_pb2 as pb
 from tests.polyglot.gotools import DEBIAN, ROOT, TOOLS
 from tests.polyglot.helpers import require_tools
 
