@@ -6,7 +6,7 @@ BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 PROTOS := $(wildcard protos/ragsvc/v1/*.proto)
 
-.PHONY: serve test generate lint-proto format-proto bench bench-peers clean
+.PHONY: serve test generate lint-proto format-proto bench bench-peers eval clean
 
 serve: $(VENV)/.runtime
 	$(BIN)/ragsvc serve
@@ -34,6 +34,13 @@ bench: $(VENV)/.dev
 # Each peer gets its own venv under .bench/venvs/, from bench/peers/requirements/.
 bench-peers: $(VENV)/.bench
 	$(BIN)/python -m bench.peers.run
+
+# Answer quality (bench/quality, docs/quality.md): the PostgreSQL 15 docs from Debian's postgresql-doc-15 package
+# (apt-get download, sha256 checked, cached in .bench/quality-corpus/), ingested over gRPC (index cached in
+# .bench/quality-index/), 242 questions asked through a real `ragsvc serve`. Writes bench/results/quality-DATE.json,
+# docs/quality.md and docs/quality.png. About 30 s with the index cached; the first run ingests (~2-5 minutes).
+eval: $(VENV)/.bench
+	$(BIN)/python -m bench.quality.run
 
 $(VENV)/.runtime: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
