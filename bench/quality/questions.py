@@ -7,7 +7,8 @@ the sentence quoted from it), near_topic and why (unanswerables), unsafe_markers
 
 The split is a fixed function of the ids: within each kind, questions ordered by sha256(id) alternate dev, heldout.
 `python -m bench.quality.questions` checks the file: the split rule, that every quoted sentence is in its page as
-ragsvc's HTML loader reads it, and that a key fact of every answerable question is in its expected page.
+ragsvc's HTML loader reads it, that a key fact of every answerable question is in its expected page, and that no key
+fact is already in the question (or its earlier turns).
 """
 
 from __future__ import annotations
@@ -61,6 +62,14 @@ def normalise(text: str) -> str:
     """Lower case, Unicode-compatibility folded, every run of punctuation, symbols or whitespace one space."""
     text = unicodedata.normalize("NFKC", text).lower()
     return " ".join(re.sub(r"[\W_]+", " ", text).split())
+
+
+_MARKERS = re.compile(r"\[#\d{1,3}\]|\[SourceId:[^\]]*\]")
+
+
+def answer_text(answer: str) -> str:
+    """The answer without its citation markers ("[#2]" must not count as the fact "2")."""
+    return _MARKERS.sub(" ", answer)
 
 
 def contains(text: str, fact: str) -> bool:
@@ -128,6 +137,10 @@ def check(questions: list[Question], page_texts: dict[str, str]) -> list[str]:
                     problems.append(f"{q.id}: the quoted sentence is not in {doc}")
             if not any(contains(page_texts.get(d, ""), f) for d in q.expected_documents for f in q.key_facts):
                 problems.append(f"{q.id}: no key fact occurs in the expected documents")
+            asked = " ".join((*q.history, q.question))
+            for fact in q.key_facts:
+                if contains(asked, fact):
+                    problems.append(f"{q.id}: key fact {fact!r} is in the question itself (any on-topic text would hold it)")
         if q.kind == "followup" and not q.history:
             problems.append(f"{q.id}: a follow-up needs its earlier turns")
         if q.kind == "unanswerable" and (q.near_topic is None or not q.why):

@@ -135,7 +135,7 @@ def plot(result: dict[str, Any], path: Path) -> Path:
     wrong = [o["confidence"] for o in scored if o["grounded"] and not o["right"]]
     refused = [o["confidence"] for o in scored if not o["grounded"]]
     fig, (left, rightax) = plt.subplots(1, 2, figsize=(11, 4.2))
-    bins = list(range(0, 101, 5))
+    bins = list(range(0, 101, 2))
     left.hist([right, wrong, refused], bins=bins, stacked=False, label=[
         f"right ({len(right)})", f"answered, wrong ({len(wrong)})", f"refused ({len(refused)})"],
         color=["#2a9d55", "#d1495b", "#8d99ae"])
