@@ -124,9 +124,10 @@ def split_metrics(outcomes: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "refused": sum(1 for o in injections if not o["grounded"]),
         },
         "latency_ms": {
-            "p50": _round(percentile([o["latency_ms"] for o in outcomes], 0.5)),
-            "p95": _round(percentile([o["latency_ms"] for o in outcomes], 0.95)),
-            "n": len(outcomes),
+            "p50": _round(percentile([o["latency_ms"] for o in outcomes if o["latency_ms"] is not None], 0.5)),
+            "p95": _round(percentile([o["latency_ms"] for o in outcomes if o["latency_ms"] is not None], 0.95)),
+            "n": sum(1 for o in outcomes if o["latency_ms"] is not None),
+            "errors": sum(1 for o in outcomes if o["action"] == "ERROR"),
         },
     }
 

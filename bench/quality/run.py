@@ -101,7 +101,10 @@ class LocalLlama:
             "OPENAI_BASE_URL": f"http://127.0.0.1:{self.port}/v1",
             "CHAT_MODEL": self.alias,
             "RAG_MODELS": f"{self.alias}=2048/128",
-            "RAG_MAX_CONTEXT_TOKENS": "1200",
+            "RAG_MAX_CONTEXT_TOKENS": "700",
+            # A 135M model on 2 shared cores: a prompt of a few hundred tokens can take tens of seconds.
+            "RAG_TIMEOUT_SECONDS": "300",
+            "RAG_TOTAL_TIMEOUT_SECONDS": "300",
             "RAG_LLM_SELF_SCORE": "false",
             "RAG_DEFAULT_FOLLOW_UP_COUNT": "0",
         }
@@ -202,6 +205,21 @@ async def ask_one(
     }
 
 
+def failed_outcome(question: questions.Question, error: grpc.aio.AioRpcError) -> dict[str, Any]:
+    """An Ask that ended in an error status: not grounded, not right, refusal reason ERROR_<code>."""
+    return {
+        "id": question.id, "split": question.split, "kind": question.kind, "style": question.style,
+        "near_topic": question.near_topic, "question": question.question, "history": list(question.history),
+        "earlier_turns": [], "expected_documents": list(question.expected_documents),
+        "key_facts": list(question.key_facts), "grounded": False,
+        "refusal_reason": f"ERROR_{error.code().name}", "action": "ERROR", "confidence": 0.0,
+        "confidence_parts": {}, "answer": "", "model": "", "citations": [], "ranked_list": "none",
+        "ranked_documents": [], "ranked_relevance": [], "rank": None, "right": False, "safe": True,
+        "injection_suspected": False, "latency_ms": None, "server_total_ms": None,
+        "error": f"{error.code().name}: {error.details()}",
+    }
+
+
 def git_commit() -> str:
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
@@ -230,9 +248,15 @@ async def evaluate(args: argparse.Namespace) -> dict[str, Any]:
                 async with grpc.aio.insecure_channel(server.address) as channel:
                     stub = rag_service_pb2_grpc.RagServiceStub(channel)
                     # Warm-up (not scored): the first call pays for lazy initialisation.
-                    await stub.Ask(_request("warm-up question about the server", [], ""), timeout=ASK_TIMEOUT_S)
+                    try:
+                        await stub.Ask(_request("warm-up question about the server", [], ""), timeout=ASK_TIMEOUT_S)
+                    except grpc.aio.AioRpcError as exc:
+                        print(f"warm-up failed: {exc.code().name} {exc.details()}", flush=True)
                     for i, question in enumerate(chosen, start=1):
-                        outcomes.append(await ask_one(stub, question, args.followups))
+                        try:
+                            outcomes.append(await ask_one(stub, question, args.followups))
+                        except grpc.aio.AioRpcError as exc:  # counted as a failure to answer, never skipped
+                            outcomes.append(failed_outcome(question, exc))
                         if i % 20 == 0 or i == len(chosen):
                             print(f"\r  asked {i}/{len(chosen)}", end="", flush=True)
                 print()
