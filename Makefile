@@ -16,7 +16,7 @@ RELEASED_CONTRACT := tests/polyglot/released-contract.binpb
 BREAKING_AGAINST ?= $(RELEASED_CONTRACT)
 
 .PHONY: serve test check generate docs lint-proto format-proto breaking release-contract go-tools ts-tools \
-	go-example bench bench-peers clean
+	go-example bench bench-peers eval clean
 
 serve: $(VENV)/.runtime
 	$(BIN)/ragsvc serve
@@ -76,6 +76,13 @@ bench: $(VENV)/.dev
 # Each peer gets its own venv under .bench/venvs/, from bench/peers/requirements/.
 bench-peers: $(VENV)/.bench
 	$(BIN)/python -m bench.peers.run
+
+# Answer quality (bench/quality, docs/quality.md): the PostgreSQL 15 docs from Debian's postgresql-doc-15 package
+# (apt-get download, sha256 checked, cached in .bench/quality-corpus/), ingested over gRPC (index cached in
+# .bench/quality-index/), 242 questions asked through a real `ragsvc serve`. Writes bench/results/quality-DATE.json,
+# docs/quality.md and docs/quality.png. About 30 s with the index cached; the first run ingests (~2-5 minutes).
+eval: $(VENV)/.bench
+	$(BIN)/python -m bench.quality.run
 
 $(VENV)/.runtime: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -143,7 +143,7 @@ def _is_uuid4(value: str) -> bool:
 
 
 _DOCUMENT_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
-MEDIA_TYPES = ("text/plain", "text/markdown", "application/pdf")
+MEDIA_TYPES = ("text/plain", "text/markdown", "text/html", "application/pdf")
 
 
 def validate_documents(documents: Sequence[SourceDocument]) -> None:

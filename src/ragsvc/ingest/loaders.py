@@ -1,8 +1,10 @@
-"""Turn source documents into sections of text: plain text is one section, Markdown one per ATX heading, PDF one
-per page (with the page number, under the PDF outline's entry for that page)."""
+"""Turn source documents into sections of text: plain text is one section, Markdown one per ATX heading, HTML one
+per heading element (h1-h6, page chrome dropped), PDF one per page (with the page number, under the PDF outline's
+entry for that page)."""
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import io
 import logging
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pypdf
+from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from ragsvc.domain import SourceDocument
 from ragsvc.errors import FieldViolation, InvalidRequest
@@ -20,7 +23,8 @@ from ragsvc.errors import FieldViolation, InvalidRequest
 PLAIN = "text/plain"
 MARKDOWN = "text/markdown"
 PDF = "application/pdf"
-MEDIA_TYPES = {".txt": PLAIN, ".md": MARKDOWN, ".markdown": MARKDOWN, ".pdf": PDF}
+HTML = "text/html"
+MEDIA_TYPES = {".txt": PLAIN, ".md": MARKDOWN, ".markdown": MARKDOWN, ".pdf": PDF, ".html": HTML, ".htm": HTML}
 _log = logging.getLogger(__name__)
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
@@ -47,7 +51,9 @@ def load_sections(document: SourceDocument) -> list[Section]:
         return [s for s in _markdown_sections(_decode(document.content)) if s.text.strip()]
     if media_type == PDF:
         return [s for s in pdf_sections(document.content) if s.text.strip()]
-    violation = f"unsupported media type {document.media_type!r}; use {PLAIN}, {MARKDOWN} or {PDF}"
+    if media_type == HTML:
+        return [s for s in html_sections(document.content) if s.text.strip()]
+    violation = f"unsupported media type {document.media_type!r}; use {PLAIN}, {MARKDOWN}, {HTML} or {PDF}"
     raise InvalidRequest([FieldViolation("documents[].media_type", violation)])
 
 
@@ -128,6 +134,217 @@ def _outline_headings(reader: pypdf.PdfReader) -> dict[int, str]:
     return headings
 
 
+def html_sections(content: bytes) -> list[Section]:
+    """One section per heading element (h1-h6), headed by its text; text before the first heading has no heading.
+
+    Page chrome is dropped: scripts, styles, navigation (<nav>, role=navigation, navigation classes such as
+    "navheader", "breadcrumb" or "toc"), the page's own <header>/<footer> (those of an <article>, <main> or
+    <section> stay), forms and hidden elements. Paragraphs, list items ("- "), definition terms and descriptions,
+    table rows ("| a | b |") and preformatted text (fenced with ```) become the blocks of a section's text, the way
+    Markdown would write them. Raises UnicodeDecodeError for content neither UTF-8 nor in the charset it declares.
+    """
+    tree = LexborHTMLParser(_decode_html(content))
+    writer = _HtmlWriter()
+    top = tree.body or tree.root
+    if top is not None:
+        writer.walk(top)
+    return writer.finish()
+
+
+def html_title(content: bytes) -> str | None:
+    """The page's <title>, else the text of its first <h1> outside the page chrome."""
+    try:
+        tree = LexborHTMLParser(_decode_html(content))
+    except UnicodeDecodeError:  # reported when the document is ingested; here it only costs the title
+        return None
+    title = tree.css_first("title")
+    if title is not None and (text := _collapse(title.text(deep=True))):
+        return text
+    for h1 in tree.css("h1"):
+        if not _in_chrome(h1) and (text := _collapse(h1.text(deep=True))):
+            return text
+    return None
+
+
+# Elements whose content is never text of the page.
+_HTML_SKIPPED = frozenset(
+    "head script style noscript template nav iframe object embed svg math canvas form button select textarea "
+    "input dialog".split()
+)
+_HTML_CHROME_ROLES = frozenset({"navigation", "banner", "contentinfo", "search", "menu", "menubar"})
+# Class or id tokens of navigation chrome in common site generators (DocBook's navheader/navfooter/toc, Sphinx's
+# related/sphinxsidebar, MkDocs and Bootstrap navbars, breadcrumbs, skip links).
+_HTML_CHROME_NAMES = frozenset(
+    "navheader navfooter navbar navigation nav-menu breadcrumb breadcrumbs toc sidebar sphinxsidebar related "
+    "skip-link skiplink skip-to-content site-header site-footer cookie-banner".split()
+)
+_HTML_CONTAINERS = frozenset({"article", "main", "section"})
+_HTML_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+_HTML_BLOCKS = frozenset(
+    "html body address article aside blockquote center details dialog dd div dl dt fieldset figcaption figure "
+    "footer header hgroup hr li main menu ol p section summary ul caption td th tr tbody thead tfoot legend br "
+    "frameset".split()
+)
+
+
+def _is_chrome(node: LexborNode) -> bool:
+    """True for an element that is page chrome (see html_sections), judged on the element alone."""
+    tag = node.tag
+    if tag in _HTML_SKIPPED:
+        return True
+    attributes = node.attributes
+    if "hidden" in attributes or attributes.get("aria-hidden") == "true":
+        return True
+    if (attributes.get("role") or "").strip().lower() in _HTML_CHROME_ROLES:
+        return True
+    names = f"{attributes.get('class') or ''} {attributes.get('id') or ''}".lower().split()
+    if any(name in _HTML_CHROME_NAMES for name in names):
+        return True
+    if tag in ("header", "footer"):  # the page's own, not an article's
+        parent = node.parent
+        while parent is not None:
+            if parent.tag in _HTML_CONTAINERS:
+                return False
+            parent = parent.parent
+        return True
+    return False
+
+
+def _in_chrome(node: LexborNode) -> bool:
+    current: LexborNode | None = node
+    while current is not None and current.tag not in ("body", "html"):
+        if _is_chrome(current):
+            return True
+        current = current.parent
+    return False
+
+
+def _collapse(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+class _HtmlWriter:
+    """Walks the DOM in document order and writes sections of Markdown-like text."""
+
+    def __init__(self) -> None:
+        self._sections: list[Section] = []
+        self._heading: str | None = None
+        self._blocks: list[tuple[str, str]] = []  # (kind, text); kind decides the separator before the next block
+        self._inline: list[str] = []
+        self._item_prefix = ""
+
+    def walk(self, root: LexborNode) -> None:
+        # An explicit stack: malformed pages can nest deeper than Python's recursion limit.
+        stack: list[tuple[LexborNode, bool]] = [(root, True)]
+        while stack:
+            node, entering = stack.pop()
+            if not entering:
+                self._end_block()
+                continue
+            tag = node.tag
+            if tag == "-text":
+                self._inline.append(node.text_content or "")
+                continue
+            if tag is None or tag.startswith("-") or _is_chrome(node):  # comments, doctype, chrome
+                continue
+            if tag in _HTML_HEADINGS:
+                self._new_section(_collapse(node.text(deep=True)) or None)
+            elif tag == "pre":
+                self._pre(node)
+            elif tag == "table":
+                self._table(node)
+            elif tag == "br" or tag == "hr":
+                self._end_block()
+            else:
+                if tag in _HTML_BLOCKS:
+                    self._end_block()
+                    stack.append((node, False))
+                if tag == "li":
+                    self._item_prefix = "- "
+                stack.extend((child, True) for child in reversed(list(node.iter(include_text=True))))
+
+    def finish(self) -> list[Section]:
+        self._new_section(None)
+        return self._sections
+
+    def _new_section(self, heading: str | None) -> None:
+        self._end_block()
+        text = ""
+        for i, (kind, block) in enumerate(self._blocks):
+            if i:
+                text += "\n" if kind == self._blocks[i - 1][0] and kind in ("item", "row") else "\n\n"
+            text += block
+        self._sections.append(Section(text, self._heading))
+        self._heading, self._blocks, self._item_prefix = heading, [], ""
+
+    def _end_block(self) -> None:
+        line = _collapse("".join(self._inline))
+        self._inline = []
+        if line:
+            kind = "item" if self._item_prefix else "paragraph"
+            self._blocks.append((kind, self._item_prefix + line))
+            self._item_prefix = ""
+
+    def _pre(self, node: LexborNode) -> None:
+        self._end_block()
+        code = (node.text(deep=True) or "").strip("\n")
+        if code.strip():
+            self._blocks.append(("pre", f"```\n{code}\n```"))
+
+    def _table(self, table: LexborNode) -> None:
+        self._end_block()
+        rows: list[LexborNode] = []
+        caption: str = ""
+        for child in table.iter():
+            if child.tag == "caption":
+                caption = _collapse(child.text(deep=True))
+            elif child.tag == "tr":
+                rows.append(child)
+            elif child.tag in ("thead", "tbody", "tfoot"):
+                rows.extend(row for row in child.iter() if row.tag == "tr")
+        if caption:
+            self._blocks.append(("paragraph", caption))
+        for row in rows:
+            cells = [_cell_text(cell) for cell in row.iter() if cell.tag in ("td", "th") and not _is_chrome(cell)]
+            if any(cells):
+                self._blocks.append(("row", "| " + " | ".join(cells) + " |"))
+
+
+def _cell_text(cell: LexborNode) -> str:
+    """A table cell's text on one line (its own blocks joined by spaces)."""
+    writer = _HtmlWriter()
+    for child in cell.iter(include_text=True):
+        writer.walk(child)
+    sections = writer.finish()
+    return _collapse(" ".join(part for s in sections for part in ((s.heading or ""), s.text))).replace("|", "\\|")
+
+
+def _decode_html(content: bytes) -> str:
+    """UTF-8 (with or without a byte-order mark), else the charset the page declares in a <meta> element."""
+    try:
+        return content.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        declared = _declared_charset(content)
+        if declared is None:
+            raise
+        return content.decode(declared, errors="replace")
+
+
+def _declared_charset(content: bytes) -> str | None:
+    head = LexborHTMLParser(content[:4096].decode("latin-1"))
+    for meta in head.css("meta"):
+        charset = meta.attributes.get("charset")
+        if not charset and (meta.attributes.get("http-equiv") or "").lower() == "content-type":
+            value = (meta.attributes.get("content") or "").lower()
+            charset = value.partition("charset=")[2].split(";")[0].strip() or None
+        if charset:
+            try:
+                return codecs.lookup(charset.strip()).name
+            except LookupError:
+                return None
+    return None
+
+
 def _decode(content: bytes) -> str:
     return content.decode("utf-8-sig")
 
@@ -170,7 +387,7 @@ def _lines_with_headings(text: str) -> Iterator[tuple[str, re.Match[str] | None]
 def source_documents_from_paths(
     paths: Sequence[Path], *, tenant_id: str, tags: Sequence[str] = ()
 ) -> list[SourceDocument]:
-    """SourceDocuments for the .txt, .md and .pdf files among `paths` (directories are searched recursively, in sorted
+    """SourceDocuments for the .txt, .md, .html/.htm and .pdf files among `paths` (directories are searched recursively, in sorted
     order). Raises InvalidRequest for a named file of another type or two files with the same document id, and
     OSError when a file cannot be read."""
     documents: dict[str, SourceDocument] = {}
@@ -187,6 +404,8 @@ def source_documents_from_paths(
             title = markdown_title(content.decode("utf-8-sig", errors="replace"))
         elif media_type == PDF:
             title = pdf_title(content)
+        elif media_type == HTML:
+            title = html_title(content)
         documents[document_id] = SourceDocument(
             document_id=document_id,
             name=file.name,
