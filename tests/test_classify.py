@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragsvc.classify import classify, retrieval_text
+from ragsvc.classify import classify
 from ragsvc.domain import ChatMessage, QueryClass, Role
 
 HISTORY = (ChatMessage(Role.USER, "How are hotel expenses reimbursed?"), ChatMessage(Role.ASSISTANT, "Up to 180 euros."))
@@ -26,9 +26,3 @@ HISTORY = (ChatMessage(Role.USER, "How are hotel expenses reimbursed?"), ChatMes
 def test_classify(query: str, history: tuple[ChatMessage, ...], expected: QueryClass) -> None:
     assert classify(query, history) is expected
 
-
-def test_clarification_widens_the_retrieval_query_with_the_last_user_turn() -> None:
-    assert retrieval_text("And for flights?", QueryClass.CLARIFICATION, HISTORY) == (
-        "How are hotel expenses reimbursed? And for flights?"
-    )
-    assert retrieval_text("What is the hotel limit?", QueryClass.FACTUAL, HISTORY) == "What is the hotel limit?"

@@ -1,7 +1,8 @@
 """Query classification (seed 000): FACTUAL, PROCEDURAL, CLARIFICATION or GREETING.
 
-Every class still goes through retrieval; the class is reported and CLARIFICATION widens the retrieval query with
-the last user turn. This is the cheap rule-based classifier used when no LLM classifies.
+Every class still goes through retrieval, and the class is reported (a follow-up is searched as a standalone
+question whatever its class: see answering/conversation.py). This is the cheap rule-based classifier used when no
+LLM classifies.
 """
 
 from __future__ import annotations
@@ -41,11 +42,3 @@ def classify(query: str, history: Sequence[ChatMessage] = ()) -> QueryClass:
     if _PROCEDURAL.search(text):
         return QueryClass.PROCEDURAL
     return QueryClass.FACTUAL
-
-
-def retrieval_text(query: str, query_class: QueryClass, history: Sequence[ChatMessage]) -> str:
-    """What to search for: a clarification is searched together with the last user turn it follows up on."""
-    if query_class is not QueryClass.CLARIFICATION:
-        return query
-    last_user = next((m.content for m in reversed(history) if m.role is Role.USER), "")
-    return f"{last_user} {query}".strip()

@@ -53,6 +53,33 @@ class Action(enum.Enum):
     ROUTE = "route"
 
 
+class StreamPolicy(enum.Enum):
+    """What an answer stream releases before the final answer (see answering/release.py)."""
+
+    VALIDATED = "validated"  # complete sentences whose markers are all valid
+    RAW = "raw"  # every token as the model writes it
+
+
+class QueryRewrite(enum.Enum):
+    """How the question became the text searched for."""
+
+    NONE = "none"  # searched as asked: no conversation to follow up on
+    RULE = "rule"  # a follow-up, rewritten by the deterministic rule
+    LLM = "llm"  # a follow-up, condensed by the LLM
+    RULE_FALLBACK = "rule_fallback"  # the LLM's condensing failed; the rule rewrote it
+
+
+class CallPurpose(enum.Enum):
+    """Why a model was called for an answer."""
+
+    ANSWER = "answer"
+    CONDENSE = "condense"
+    CLASSIFY = "classify"
+    RERUN = "rerun"
+    SELF_SCORE = "self_score"
+    FOLLOW_UPS = "follow_ups"
+
+
 @dataclass(frozen=True, slots=True)
 class ChatMessage:
     role: Role
@@ -159,12 +186,35 @@ class Question:
     request_id: str = ""
     follow_up_count: int | None = None  # None: the server default
     idempotency_key: str = ""  # a retry with the same key (per tenant) gets the recorded answer
+    stream_policy: StreamPolicy | None = None  # None: the server default
 
 
 @dataclass(frozen=True, slots=True)
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelUsage:
+    """The model calls of one purpose (with one model) made for an answer, and their usage and cost."""
+
+    purpose: CallPurpose
+    model: str
+    calls: int
+    usage: Usage
+    cost_estimate_usd: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    """What was searched for: the question, or a follow-up rewritten into a standalone question."""
+
+    text: str
+    rewrite: QueryRewrite = QueryRewrite.NONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +291,8 @@ class Flags:
     degraded: bool = False
     injection_suspected: bool = False
     redactions_applied: bool = False
+    partial: bool = False  # grounded, and says what the documents do not cover
+    repetition_stopped: bool = False  # the model looped; its generation was stopped early
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +329,9 @@ class Answer:
     # Similarity of every chunk retrieval returned, best first (request log and metrics: docs retrieved and the
     # similarity distribution); empty when no retrieval ran.
     retrieval_scores: tuple[float, ...] = ()
+    search: SearchQuery | None = None  # what was searched for (None: no search ran, e.g. a cached answer)
+    draft: str = ""  # the model's text when the answer was refused (`text` is then the refusal)
+    model_usage: tuple[ModelUsage, ...] = ()  # the model calls made for it, by purpose; `usage` is their sum
 
 
 @dataclass(frozen=True, slots=True)

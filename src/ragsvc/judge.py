@@ -1,13 +1,14 @@
-"""Short auxiliary LLM calls around an answer (seeds 000 and 003): the model's own support score for the
-hybrid confidence, follow-up questions, and query classification. Each is optional: a reply that cannot be
-parsed gives None and the caller falls back to its default."""
+"""Short auxiliary LLM calls around an answer (seeds 000 and 003): condensing a follow-up into a standalone
+question, query classification, the model's own support score for the hybrid confidence, and follow-up
+questions. Each is optional: a reply that cannot be parsed gives None and the caller falls back to its default.
+Each call's usage goes to `on_usage`, so that the answer's usage counts it."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from ragsvc.domain import ChatMessage, GenerationRequest, QueryClass, Role, ScoredChunk
+from ragsvc.domain import ChatMessage, GenerationRequest, QueryClass, Role, ScoredChunk, Usage
 from ragsvc.generation.base import Generator
 
 CONFIDENCE_PROMPT = """Evaluate how well this answer is supported by the provided context.
@@ -47,9 +48,23 @@ Categories:
 
 Respond with exactly one category."""
 
+CONDENSE_PROMPT = """Rewrite the follow-up question so that it can be understood without the conversation: name
+what it refers to, keep what it asks. If it already stands alone, repeat it unchanged.
+
+CONVERSATION:
+{history}
+
+FOLLOW-UP QUESTION: {query}
+
+Respond with ONLY the standalone question, on one line."""
+
 _SCORE = re.compile(r"\b(100|\d{1,2})\b")
 _LIST_PREFIX = re.compile(r"^\s*(?:[-*\u2022]|\d{1,2}[.)])\s*")
 _SUMMARY_CHARS = 300
+_CONDENSE_TURNS = 4  # the latest messages shown to the model
+_CONDENSE_TURN_CHARS = 600
+MAX_CONDENSED_CHARS = 500  # a longer reply is not a question
+_CONDENSED_PREFIX = re.compile(r"^(?:standalone(?: question)?|question|rewritten(?: question)?)\s*:\s*", re.IGNORECASE)
 
 
 def context_summary(context: Sequence[ScoredChunk]) -> str:
@@ -58,9 +73,12 @@ def context_summary(context: Sequence[ScoredChunk]) -> str:
 
 
 class LLMJudge:
-    def __init__(self, generator: Generator, *, model: str) -> None:
+    def __init__(
+        self, generator: Generator, *, model: str, on_usage: Callable[[Usage], None] | None = None
+    ) -> None:
         self._generator = generator
         self._model = model
+        self._on_usage = on_usage
 
     async def support_score(self, query: str, answer: str, context: Sequence[ScoredChunk]) -> float | None:
         """The model's 0-100 rating of how well `answer` is supported."""
@@ -77,6 +95,17 @@ class LLMJudge:
         reply = (await self._complete(CLASSIFY_PROMPT.format(query=query), max_tokens=6)).upper()
         return next((c for c in QueryClass if c.name in reply), None)
 
+    async def condense(self, history: Sequence[ChatMessage], query: str) -> str | None:
+        """`query`, a follow-up in the conversation `history`, as a standalone question."""
+        turns = "\n".join(
+            f"{message.role.value.upper()}: {message.content[:_CONDENSE_TURN_CHARS]}"
+            for message in history[-_CONDENSE_TURNS:]
+        )
+        reply = await self._complete(CONDENSE_PROMPT.format(history=turns, query=query), max_tokens=64)
+        line = next((line.strip() for line in reply.splitlines() if line.strip()), "")
+        condensed = _CONDENSED_PREFIX.sub("", line).strip().strip("\"'\u201c\u201d").strip()
+        return condensed if re.search(r"\w", condensed) and len(condensed) <= MAX_CONDENSED_CHARS else None
+
     async def _complete(self, prompt: str, *, max_tokens: int) -> str:
         request = GenerationRequest(
             messages=(ChatMessage(Role.USER, prompt),),
@@ -86,4 +115,11 @@ class LLMJudge:
             max_tokens=max_tokens,
             temperature=0.0,
         )
-        return "".join([delta.text async for delta in self._generator.generate(request)])
+        parts: list[str] = []
+        usage: Usage | None = None
+        async for delta in self._generator.generate(request):
+            parts.append(delta.text)
+            usage = delta.usage or usage
+        if self._on_usage is not None:
+            self._on_usage(usage or Usage())
+        return "".join(parts)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from ragsvc.domain import Action, Citation, Confidence, RefusalReason, ScoredChunk
@@ -27,6 +27,8 @@ _REFUSAL = re.compile(
     r"|not enough (information|evidence)|insufficient (information|evidence)|cannot answer",
     re.IGNORECASE,
 )
+# Where a sentence turns from what the evidence says to what it lacks ("X [#1], but nothing about Y").
+_CONTRAST = re.compile(r";\s+|,\s+(?:but|however|although|though|whereas|yet)\b", re.IGNORECASE)
 
 
 class MarkerScanner:
@@ -85,6 +87,25 @@ def citation_for(marker: int, context: Sequence[ScoredChunk]) -> Citation | None
     return Citation(marker=marker, chunk=scored.chunk, relevance_score=scored.score)
 
 
+def says_insufficient(text: str) -> bool:
+    """Whether `text` says the evidence does not answer (the refusal phrases)."""
+    return _REFUSAL.search(text) is not None
+
+
+def is_claim(sentence: str, valid: Collection[int]) -> bool:
+    """Whether `sentence` is a valid cited claim: a clause of it carries a marker numbered in `valid` and does not
+    say the evidence is insufficient ("I don't have enough information [#1]." claims nothing)."""
+    return any(
+        not says_insufficient(clause) and any(int(n) in valid for n in MARKER.findall(clause))
+        for clause in _CONTRAST.split(sentence)
+    )
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of `text`, each with the markers that follow its closing punctuation."""
+    return [match.group(0).strip() for match in _SENTENCE.finditer(text)]
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     citations: tuple[Citation, ...]
@@ -96,6 +117,8 @@ class Verdict:
     # Set when the action is ROUTE: why, and the evidence's primary tag, whose owner the question goes to.
     route_reason: str = ""
     primary_tag: str = ""
+    # Grounded, and it also says what the evidence does not cover (seed 000: answer what you can, note the rest).
+    partial: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,18 +146,22 @@ class AnswerPolicy:
         if refusal is RefusalReason.NONE and strict and uncited_sentences(text):
             refusal = RefusalReason.UNSUPPORTED_ANSWER
         grounded = refusal is RefusalReason.NONE
+        partial = grounded and says_insufficient(text)
         confidence = self._confidence(text, citations, context, llm_score) if grounded else Confidence()
         if grounded and confidence.overall >= self.confidence_threshold:
-            return Verdict(citations, True, refusal, invalid, confidence, Action.CITE)
+            return Verdict(citations, True, refusal, invalid, confidence, Action.CITE, partial=partial)
         reason = f"Low confidence: {confidence.overall:.0f}%" if grounded else f"Refused: {refusal.value}"
         tag = primary_tag([scored.chunk.tags for scored in context])
-        return Verdict(citations, grounded, refusal, invalid, confidence, Action.ROUTE, reason, tag)
+        return Verdict(citations, grounded, refusal, invalid, confidence, Action.ROUTE, reason, tag, partial)
 
     @staticmethod
     def _refusal_of(text: str, citations: Sequence[Citation], invalid: Sequence[int]) -> RefusalReason:
+        """Invalid markers refuse; so does an answer without a valid cited claim (see `is_claim`). An answer with
+        one that also notes what the evidence lacks is a partial answer, not a refusal."""
         if invalid:
             return RefusalReason.INVALID_CITATIONS
-        if not citations or _REFUSAL.search(text):
+        valid = {citation.marker for citation in citations}
+        if not any(is_claim(sentence, valid) for sentence in sentences(text)):
             return RefusalReason.UNSUPPORTED_ANSWER
         return RefusalReason.NONE
 
@@ -151,8 +178,7 @@ class AnswerPolicy:
 
 def uncited_sentences(text: str) -> list[str]:
     """The sentences of `text` (with at least one word) that carry no [#n] marker."""
-    sentences = (match.group(0).strip() for match in _SENTENCE.finditer(text))
-    return [s for s in sentences if re.search(r"\w", MARKER.sub("", s)) and not MARKER.search(s)]
+    return [s for s in sentences(text) if re.search(r"\w", MARKER.sub("", s)) and not MARKER.search(s)]
 
 
 def strip_invalid_markers(text: str, invalid: Sequence[int]) -> str:

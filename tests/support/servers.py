@@ -3,8 +3,8 @@
 
 `running_server` listens on 127.0.0.1:<free port> with the settings a test names by their field names
 (`Settings.of`). The answer cache and the rate limit, which carry state from one call to the next, are off unless
-a test turns them on; so are the extra LLM calls around an answer (classification, self-score, follow-ups,
-hallucination re-runs), which tests of scripted LLM servers would otherwise have to count.
+a test turns them on; so are the extra LLM calls around an answer (condensing a follow-up, classification,
+self-score, follow-ups, hallucination re-runs), which tests of scripted LLM servers would otherwise have to count.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ TEST_DEFAULTS: Mapping[str, Any] = {
     "rate_limit_per_minute": 0,
     "llm_self_score": False,
     "llm_classify": False,
+    "llm_condense": False,
     "follow_up_count": 0,
     "hallucination_retries": 0,
 }

@@ -10,6 +10,12 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class StreamPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    STREAM_POLICY_UNSPECIFIED: _ClassVar[StreamPolicy]
+    STREAM_POLICY_VALIDATED: _ClassVar[StreamPolicy]
+    STREAM_POLICY_RAW: _ClassVar[StreamPolicy]
+
 class Mode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     MODE_UNSPECIFIED: _ClassVar[Mode]
@@ -59,6 +65,27 @@ class RefusalReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REFUSAL_REASON_UNSUPPORTED_ANSWER: _ClassVar[RefusalReason]
     REFUSAL_REASON_INVALID_CITATIONS: _ClassVar[RefusalReason]
     REFUSAL_REASON_NOT_IN_SELECTION: _ClassVar[RefusalReason]
+
+class QueryRewrite(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    QUERY_REWRITE_UNSPECIFIED: _ClassVar[QueryRewrite]
+    QUERY_REWRITE_NONE: _ClassVar[QueryRewrite]
+    QUERY_REWRITE_RULE: _ClassVar[QueryRewrite]
+    QUERY_REWRITE_LLM: _ClassVar[QueryRewrite]
+    QUERY_REWRITE_RULE_FALLBACK: _ClassVar[QueryRewrite]
+
+class ModelCallPurpose(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MODEL_CALL_PURPOSE_UNSPECIFIED: _ClassVar[ModelCallPurpose]
+    MODEL_CALL_PURPOSE_ANSWER: _ClassVar[ModelCallPurpose]
+    MODEL_CALL_PURPOSE_CONDENSE: _ClassVar[ModelCallPurpose]
+    MODEL_CALL_PURPOSE_CLASSIFY: _ClassVar[ModelCallPurpose]
+    MODEL_CALL_PURPOSE_RERUN: _ClassVar[ModelCallPurpose]
+    MODEL_CALL_PURPOSE_SELF_SCORE: _ClassVar[ModelCallPurpose]
+    MODEL_CALL_PURPOSE_FOLLOW_UPS: _ClassVar[ModelCallPurpose]
+STREAM_POLICY_UNSPECIFIED: StreamPolicy
+STREAM_POLICY_VALIDATED: StreamPolicy
+STREAM_POLICY_RAW: StreamPolicy
 MODE_UNSPECIFIED: Mode
 MODE_GENERAL: Mode
 MODE_SELECTED_TEXT: Mode
@@ -88,9 +115,21 @@ REFUSAL_REASON_SCORE_GATE: RefusalReason
 REFUSAL_REASON_UNSUPPORTED_ANSWER: RefusalReason
 REFUSAL_REASON_INVALID_CITATIONS: RefusalReason
 REFUSAL_REASON_NOT_IN_SELECTION: RefusalReason
+QUERY_REWRITE_UNSPECIFIED: QueryRewrite
+QUERY_REWRITE_NONE: QueryRewrite
+QUERY_REWRITE_RULE: QueryRewrite
+QUERY_REWRITE_LLM: QueryRewrite
+QUERY_REWRITE_RULE_FALLBACK: QueryRewrite
+MODEL_CALL_PURPOSE_UNSPECIFIED: ModelCallPurpose
+MODEL_CALL_PURPOSE_ANSWER: ModelCallPurpose
+MODEL_CALL_PURPOSE_CONDENSE: ModelCallPurpose
+MODEL_CALL_PURPOSE_CLASSIFY: ModelCallPurpose
+MODEL_CALL_PURPOSE_RERUN: ModelCallPurpose
+MODEL_CALL_PURPOSE_SELF_SCORE: ModelCallPurpose
+MODEL_CALL_PURPOSE_FOLLOW_UPS: ModelCallPurpose
 
 class AskRequest(_message.Message):
-    __slots__ = ("query", "tenant_id", "user_tags", "chat_history", "session_id", "mode", "selected_text", "retrieval", "generation", "explain", "dry_run", "idempotency_key", "follow_up_count")
+    __slots__ = ("query", "tenant_id", "user_tags", "chat_history", "session_id", "mode", "selected_text", "retrieval", "generation", "explain", "dry_run", "idempotency_key", "follow_up_count", "stream_policy")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     USER_TAGS_FIELD_NUMBER: _ClassVar[int]
@@ -104,6 +143,7 @@ class AskRequest(_message.Message):
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_UP_COUNT_FIELD_NUMBER: _ClassVar[int]
+    STREAM_POLICY_FIELD_NUMBER: _ClassVar[int]
     query: str
     tenant_id: str
     user_tags: _containers.RepeatedScalarFieldContainer[str]
@@ -117,7 +157,8 @@ class AskRequest(_message.Message):
     dry_run: bool
     idempotency_key: str
     follow_up_count: int
-    def __init__(self, query: _Optional[str] = ..., tenant_id: _Optional[str] = ..., user_tags: _Optional[_Iterable[str]] = ..., chat_history: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., session_id: _Optional[str] = ..., mode: _Optional[_Union[Mode, str]] = ..., selected_text: _Optional[str] = ..., retrieval: _Optional[_Union[RetrievalOptions, _Mapping]] = ..., generation: _Optional[_Union[GenerationOptions, _Mapping]] = ..., explain: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., follow_up_count: _Optional[int] = ...) -> None: ...
+    stream_policy: StreamPolicy
+    def __init__(self, query: _Optional[str] = ..., tenant_id: _Optional[str] = ..., user_tags: _Optional[_Iterable[str]] = ..., chat_history: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., session_id: _Optional[str] = ..., mode: _Optional[_Union[Mode, str]] = ..., selected_text: _Optional[str] = ..., retrieval: _Optional[_Union[RetrievalOptions, _Mapping]] = ..., generation: _Optional[_Union[GenerationOptions, _Mapping]] = ..., explain: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., follow_up_count: _Optional[int] = ..., stream_policy: _Optional[_Union[StreamPolicy, str]] = ...) -> None: ...
 
 class AskResponse(_message.Message):
     __slots__ = ("answer",)
@@ -126,7 +167,7 @@ class AskResponse(_message.Message):
     def __init__(self, answer: _Optional[_Union[Answer, _Mapping]] = ...) -> None: ...
 
 class AskStreamRequest(_message.Message):
-    __slots__ = ("query", "tenant_id", "user_tags", "chat_history", "session_id", "mode", "selected_text", "retrieval", "generation", "explain", "dry_run", "idempotency_key", "follow_up_count")
+    __slots__ = ("query", "tenant_id", "user_tags", "chat_history", "session_id", "mode", "selected_text", "retrieval", "generation", "explain", "dry_run", "idempotency_key", "follow_up_count", "stream_policy")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     USER_TAGS_FIELD_NUMBER: _ClassVar[int]
@@ -140,6 +181,7 @@ class AskStreamRequest(_message.Message):
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_UP_COUNT_FIELD_NUMBER: _ClassVar[int]
+    STREAM_POLICY_FIELD_NUMBER: _ClassVar[int]
     query: str
     tenant_id: str
     user_tags: _containers.RepeatedScalarFieldContainer[str]
@@ -153,7 +195,8 @@ class AskStreamRequest(_message.Message):
     dry_run: bool
     idempotency_key: str
     follow_up_count: int
-    def __init__(self, query: _Optional[str] = ..., tenant_id: _Optional[str] = ..., user_tags: _Optional[_Iterable[str]] = ..., chat_history: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., session_id: _Optional[str] = ..., mode: _Optional[_Union[Mode, str]] = ..., selected_text: _Optional[str] = ..., retrieval: _Optional[_Union[RetrievalOptions, _Mapping]] = ..., generation: _Optional[_Union[GenerationOptions, _Mapping]] = ..., explain: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., follow_up_count: _Optional[int] = ...) -> None: ...
+    stream_policy: StreamPolicy
+    def __init__(self, query: _Optional[str] = ..., tenant_id: _Optional[str] = ..., user_tags: _Optional[_Iterable[str]] = ..., chat_history: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., session_id: _Optional[str] = ..., mode: _Optional[_Union[Mode, str]] = ..., selected_text: _Optional[str] = ..., retrieval: _Optional[_Union[RetrievalOptions, _Mapping]] = ..., generation: _Optional[_Union[GenerationOptions, _Mapping]] = ..., explain: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., follow_up_count: _Optional[int] = ..., stream_policy: _Optional[_Union[StreamPolicy, str]] = ...) -> None: ...
 
 class AskStreamResponse(_message.Message):
     __slots__ = ("text_delta", "citation", "answer")
@@ -342,27 +385,53 @@ class Timings(_message.Message):
     def __init__(self, retrieval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., budget: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., generation: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., time_to_first_token: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., total: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., embedding: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., validation: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class AnswerFlags(_message.Message):
-    __slots__ = ("hallucination_detected", "mitigation_applied", "cache_hit", "degraded", "injection_suspected", "redactions_applied")
+    __slots__ = ("hallucination_detected", "mitigation_applied", "cache_hit", "degraded", "injection_suspected", "redactions_applied", "partial", "repetition_stopped")
     HALLUCINATION_DETECTED_FIELD_NUMBER: _ClassVar[int]
     MITIGATION_APPLIED_FIELD_NUMBER: _ClassVar[int]
     CACHE_HIT_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
     INJECTION_SUSPECTED_FIELD_NUMBER: _ClassVar[int]
     REDACTIONS_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    PARTIAL_FIELD_NUMBER: _ClassVar[int]
+    REPETITION_STOPPED_FIELD_NUMBER: _ClassVar[int]
     hallucination_detected: bool
     mitigation_applied: bool
     cache_hit: bool
     degraded: bool
     injection_suspected: bool
     redactions_applied: bool
-    def __init__(self, hallucination_detected: _Optional[bool] = ..., mitigation_applied: _Optional[bool] = ..., cache_hit: _Optional[bool] = ..., degraded: _Optional[bool] = ..., injection_suspected: _Optional[bool] = ..., redactions_applied: _Optional[bool] = ...) -> None: ...
+    partial: bool
+    repetition_stopped: bool
+    def __init__(self, hallucination_detected: _Optional[bool] = ..., mitigation_applied: _Optional[bool] = ..., cache_hit: _Optional[bool] = ..., degraded: _Optional[bool] = ..., injection_suspected: _Optional[bool] = ..., redactions_applied: _Optional[bool] = ..., partial: _Optional[bool] = ..., repetition_stopped: _Optional[bool] = ...) -> None: ...
 
 class Explanation(_message.Message):
-    __slots__ = ("prompt", "packed_chunks", "prompt_tokens")
+    __slots__ = ("prompt", "packed_chunks", "prompt_tokens", "search_query", "query_rewrite", "draft", "model_usage")
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     PACKED_CHUNKS_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_QUERY_FIELD_NUMBER: _ClassVar[int]
+    QUERY_REWRITE_FIELD_NUMBER: _ClassVar[int]
+    DRAFT_FIELD_NUMBER: _ClassVar[int]
+    MODEL_USAGE_FIELD_NUMBER: _ClassVar[int]
     prompt: _containers.RepeatedCompositeFieldContainer[ChatMessage]
     packed_chunks: _containers.RepeatedCompositeFieldContainer[Citation]
     prompt_tokens: int
-    def __init__(self, prompt: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., packed_chunks: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., prompt_tokens: _Optional[int] = ...) -> None: ...
+    search_query: str
+    query_rewrite: QueryRewrite
+    draft: str
+    model_usage: _containers.RepeatedCompositeFieldContainer[ModelUsage]
+    def __init__(self, prompt: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., packed_chunks: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., prompt_tokens: _Optional[int] = ..., search_query: _Optional[str] = ..., query_rewrite: _Optional[_Union[QueryRewrite, str]] = ..., draft: _Optional[str] = ..., model_usage: _Optional[_Iterable[_Union[ModelUsage, _Mapping]]] = ...) -> None: ...
+
+class ModelUsage(_message.Message):
+    __slots__ = ("purpose", "model", "calls", "usage", "cost_estimate_usd")
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    COST_ESTIMATE_USD_FIELD_NUMBER: _ClassVar[int]
+    purpose: ModelCallPurpose
+    model: str
+    calls: int
+    usage: Usage
+    cost_estimate_usd: float
+    def __init__(self, purpose: _Optional[_Union[ModelCallPurpose, str]] = ..., model: _Optional[str] = ..., calls: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., cost_estimate_usd: _Optional[float] = ...) -> None: ...

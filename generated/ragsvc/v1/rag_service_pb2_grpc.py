@@ -76,11 +76,12 @@ class RagServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def AskStream(self, request, context):
-        """AskStream answers a question as a stream: text deltas as the generator produces them,
-        citations as their markers complete, then exactly one final answer. The final answer is
-        authoritative: its text and citations replace whatever the deltas assembled (validation
-        may strip invalid markers or add a disclaimer after the deltas were sent). Cancelling the
-        call stops generation upstream at once.
+        """AskStream answers a question as a stream: text deltas and the citations of their markers,
+        then exactly one final answer. What the deltas carry depends on the request's
+        `stream_policy`: validated sentences (the default), or the raw tokens of the draft. The final
+        answer is authoritative: its text and citations replace whatever the deltas assembled (a
+        refused answer's text is the refusal; a strict re-run or stripped markers change the text
+        after the deltas were sent). Cancelling the call stops generation upstream at once.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,9 +1,13 @@
-"""The assemble stage: the final Answer, from what the stages produced. Pure: no I/O."""
+"""The assemble stage: the final Answer, from what the stages produced. Pure: no I/O.
+
+A refused answer's text is the refusal (seed 001's sentence in selected-text mode), never the model's draft: the
+draft is kept in `Answer.draft` (the audit log, and `explanation.draft` when the caller asked to explain)."""
 
 from __future__ import annotations
 
 from ragsvc.answering.generate import Generated
 from ragsvc.answering.retrieve import Retrieved
+from ragsvc.answering.usage import UsageLedger
 from ragsvc.answering.validate import Validated
 from ragsvc.budget import Packing
 from ragsvc.domain import (
@@ -16,7 +20,6 @@ from ragsvc.domain import (
     RouteTarget,
     Timings,
 )
-from ragsvc.pricing import PriceTable
 from ragsvc.prompts import REFUSAL_SENTENCE, Prompt
 from ragsvc.retrieval.selection import not_in_selection_message
 from ragsvc.validation import Verdict
@@ -25,10 +28,19 @@ GATE_CANDIDATES = 3
 
 
 def refusal_text(question: Question) -> str:
-    """What a gate refusal says: seed 001's sentence in selected-text mode, the refusal sentence otherwise."""
+    """What a refusal says: seed 001's sentence in selected-text mode, the refusal sentence otherwise."""
     if question.mode is Mode.SELECTED_TEXT:
         return not_in_selection_message(question.query)
     return REFUSAL_SENTENCE
+
+
+def refusal_reason(question: Question, reason: RefusalReason) -> RefusalReason:
+    """`reason` as reported: in selected-text mode, finding nothing or no supported answer means the selection
+    does not hold the answer (seed 001)."""
+    unanswered = (RefusalReason.NO_CHUNKS, RefusalReason.SCORE_GATE, RefusalReason.UNSUPPORTED_ANSWER)
+    if question.mode is Mode.SELECTED_TEXT and reason in unanswered:
+        return RefusalReason.NOT_IN_SELECTION
+    return reason
 
 
 def gate_refusal(
@@ -39,8 +51,10 @@ def gate_refusal(
     route: RouteTarget | None,
     prompt: Prompt,
     timings: Timings,
+    ledger: UsageLedger,
 ) -> Answer:
-    """The answer when the gate refuses: no model was called; the nearest candidates when there were some."""
+    """The answer when the gate refuses: no model wrote it (one may have condensed or classified the question);
+    the nearest candidates when there were some."""
     retrieval = retrieved.retrieval
     candidates = (retrieval.hits or retrieval.rejected)[:GATE_CANDIDATES]
     return Answer(
@@ -50,26 +64,38 @@ def gate_refusal(
         route=route,
         refusal=refusal,
         candidates=candidates if refusal is not RefusalReason.NO_CHUNKS else (),
+        usage=ledger.usage,
         template_version=prompt.version,
         timings=timings,
         flags=Flags(redactions_applied=retrieval.redactions_applied),
         request_id=question.request_id,
+        explanation=Explanation((), (), 0) if question.explain else None,
         retrieval_scores=tuple(hit.score for hit in retrieval.hits),
         query_class=retrieved.query_class,
+        cost_estimate_usd=ledger.cost_estimate_usd,
+        search=retrieved.search,
+        model_usage=ledger.by_purpose(),
     )
 
 
-def dry_run(question: Question, model: str, packing: Packing, prompt: Prompt, timings: Timings) -> Answer:
+def dry_run(
+    question: Question, retrieved: Retrieved, model: str, packing: Packing, prompt: Prompt, timings: Timings,
+    ledger: UsageLedger,
+) -> Answer:
     """What a dry run reports: the prompt that would be sent, and nothing generated."""
     return Answer(
         text="",
         model=model,
+        usage=ledger.usage,
         context_chunks_used=len(packing.context),
         context_tokens_used=packing.context_tokens,
         template_version=prompt.version,
         timings=timings,
         request_id=question.request_id,
         explanation=_explanation(packing),
+        cost_estimate_usd=ledger.cost_estimate_usd,
+        search=retrieved.search,
+        model_usage=ledger.by_purpose(),
     )
 
 
@@ -81,19 +107,20 @@ def answer(
     route: RouteTarget | None,
     prompt: Prompt,
     timings: Timings,
-    prices: PriceTable,
+    ledger: UsageLedger,
 ) -> Answer:
     verdict, attempt, packing = validated.verdict, generated.attempt, generated.packing
+    refused = not verdict.grounded
     return Answer(
-        text=validated.text,
-        citations=verdict.citations,
+        text=refusal_text(question) if refused else validated.text,
+        citations=() if refused else verdict.citations,
         confidence=verdict.confidence,
         action=verdict.action,
         route=route,
         grounded=verdict.grounded,
-        refusal=verdict.refusal,
+        refusal=refusal_reason(question, verdict.refusal),
         model=attempt.generator.model_name(attempt.model),
-        usage=generated.usage,
+        usage=ledger.usage,
         timings=timings,
         context_chunks_used=len(packing.context),
         context_tokens_used=packing.context_tokens,
@@ -104,12 +131,17 @@ def answer(
             mitigation_applied=validated.mitigated,
             degraded=attempt.degraded,
             redactions_applied=retrieved.retrieval.redactions_applied,
+            partial=verdict.partial,
+            repetition_stopped=generated.repetition_stopped or validated.repetition_stopped,
         ),
         request_id=question.request_id,
         explanation=_explanation(packing) if question.explain else None,
         retrieval_scores=tuple(hit.score for hit in retrieved.retrieval.hits),
         query_class=retrieved.query_class,
-        cost_estimate_usd=prices.cost(attempt.model, generated.usage),
+        cost_estimate_usd=ledger.cost_estimate_usd,
+        search=retrieved.search,
+        draft=validated.text if refused else "",
+        model_usage=ledger.by_purpose(),
     )
 
 

@@ -1,12 +1,45 @@
-"""Stored conversations: a question in a session that brings no history of its own continues the session's
-stored turns, and each answered turn is stored before its answer goes out."""
+"""Conversations: a question in a session that brings no history of its own continues the session's stored turns,
+each answered turn is stored before its answer goes out, and a follow-up is searched as a standalone question.
+
+A follow-up ("How long is the grace period?" after "What happens on SIGTERM?") finds nothing searched on its own.
+With a model that follows instructions it is condensed with the conversation into a standalone question, a short
+call bounded by RAG_CONDENSE_TIMEOUT_SECONDS; without one, or when that call fails, the rule `follow_up_search`
+rewrites it.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
+import re
+from collections.abc import Sequence
 
-from ragsvc.domain import Answer, ChatMessage, Question, Role
+from ragsvc.answering.deadlines import RequestBudget
+from ragsvc.answering.usage import UsageLedger
+from ragsvc.domain import Answer, CallPurpose, ChatMessage, QueryRewrite, Question, Role, SearchQuery
+from ragsvc.errors import RagError
+from ragsvc.generation.base import Generator
+from ragsvc.judge import LLMJudge
+from ragsvc.lexical import STOPWORDS, content_terms, stem
 from ragsvc.storage.sessions import SessionStore
+
+_log = logging.getLogger(__name__)
+
+# A follow-up that points back at the conversation: a pronoun or a "the other one" ...
+_REFERS_BACK = re.compile(
+    r"\b(it|its|it's|they|them|their|this|that|these|those|there|one|ones|former|latter)\b", re.IGNORECASE
+)
+# ... or one that continues the previous question ("and ...", "what about ...").
+_CONTINUES = re.compile(r"^\W*(and|also|but|so|or|then|what about|how about|what if|why not|what else)\b", re.IGNORECASE)
+# Words that name an attribute of something rather than the thing: "the default?", "what range is allowed?".
+_ATTRIBUTES = frozenset(
+    stem(word)
+    for word in """default defaults value values range ranges limit limits maximum minimum max min size sizes example
+    examples type types option options setting settings unit units allowed valid recommended reason reasons purpose
+    difference meaning mean work works happen happens change changed instead""".split()
+)
+_WORD = re.compile(r"[\w.-]*\w")
 
 
 class Conversation:
@@ -23,3 +56,67 @@ class Conversation:
         if self._sessions is not None and question.session_id and not question.dry_run:
             turn = (ChatMessage(Role.USER, question.query), ChatMessage(Role.ASSISTANT, answer.text))
             await self._sessions.append(question.tenant_id, question.session_id, turn)
+
+
+class Condenser:
+    """What a question is searched as: by the model when it follows instructions and `by_model` is on (within
+    `timeout_s`), else (and whenever that call fails) by the rule."""
+
+    def __init__(self, generator: Generator, *, default_model: str, by_model: bool, timeout_s: float) -> None:
+        self._generator = generator
+        self._default_model = default_model
+        self._by_model = by_model and generator.capabilities.follows_instructions
+        self.timeout_s = timeout_s
+
+    async def search_for(self, question: Question, budget: RequestBudget, ledger: UsageLedger) -> SearchQuery:
+        if not _user_turns(question.chat_history):
+            return SearchQuery(question.query)
+        if not self._by_model:
+            return SearchQuery(follow_up_search(question.query, question.chat_history), QueryRewrite.RULE)
+        model = question.model or self._default_model
+        judge = LLMJudge(
+            self._generator,
+            model=model,
+            on_usage=lambda usage: ledger.record(CallPurpose.CONDENSE, self._generator, model, usage),
+        )
+        deadline = budget.stage("condense", self.timeout_s, "RAG_CONDENSE_TIMEOUT_SECONDS")
+        try:
+            async with asyncio.timeout_at(deadline.at):
+                condensed = await judge.condense(question.chat_history, question.query)
+        except (RagError, TimeoutError) as exc:
+            _log.warning("condensing the follow-up failed, rewriting it by rule: %s", exc)
+            condensed = None
+        if condensed is None:
+            return SearchQuery(follow_up_search(question.query, question.chat_history), QueryRewrite.RULE_FALLBACK)
+        return SearchQuery(condensed, QueryRewrite.LLM)
+
+
+def follow_up_search(query: str, history: Sequence[ChatMessage]) -> str:
+    """`query` as a standalone search: a follow-up that lacks a subject of its own (see `lacks_subject`) gets the
+    subject words of the earlier questions it continues, the latest back to the first that had its own."""
+    if not lacks_subject(query):
+        return query
+    subjects: list[str] = []
+    for turn in reversed(_user_turns(history)):
+        subjects.insert(0, _subject_words(turn))
+        if not lacks_subject(turn):
+            break
+    return " ".join([*filter(None, subjects), query.strip()])
+
+
+def lacks_subject(query: str) -> bool:
+    """Whether `query` needs the conversation to be understood: it refers back ("it", "those", "the other"),
+    continues ("and ...", "what about ..."), or names no more than an attribute ("default?")."""
+    if _REFERS_BACK.search(query) or _CONTINUES.search(query):
+        return True
+    return all(term in _ATTRIBUTES for term in content_terms(query))
+
+
+def _subject_words(question: str) -> str:
+    """The words of `question` that carry its subject: without stopwords and attribute words, in order."""
+    words = (w for w in _WORD.findall(question) if w.lower() not in STOPWORDS)
+    return " ".join(w for w in words if stem(w.lower()) not in _ATTRIBUTES)
+
+
+def _user_turns(history: Sequence[ChatMessage]) -> list[str]:
+    return [message.content for message in history if message.role is Role.USER]

@@ -1,5 +1,8 @@
 """The generate stage: stream the answer from the first step of the fallback chain that works (see
-generation/fallback.py), forwarding text and citations as they come; the stream's last item is `Generated`."""
+generation/fallback.py), forwarding text and citations as they come; the stream's last item is `Generated`.
+
+Every generation is watched by the repetition guard (generation/repetition.py): a model that loops is stopped at
+once, its upstream stream closed, and the repeats left out of the text."""
 
 from __future__ import annotations
 
@@ -10,9 +13,11 @@ from dataclasses import dataclass
 
 from ragsvc.answering.deadlines import Clock, StageDeadline
 from ragsvc.answering.pack import Packer
+from ragsvc.answering.usage import UsageLedger
 from ragsvc.budget import ModelCatalog, Packing
 from ragsvc.config import GenerationSettings
 from ragsvc.domain import (
+    CallPurpose,
     Citation,
     CitationStyle,
     GenerationDelta,
@@ -25,6 +30,7 @@ from ragsvc.domain import (
 from ragsvc.errors import RagError
 from ragsvc.generation.coalesce import coalesced
 from ragsvc.generation.fallback import Attempt, FallbackChain, worth_another_model
+from ragsvc.generation.repetition import RepetitionGuard, without_repeats
 from ragsvc.prompts import Prompt
 from ragsvc.validation import MarkerScanner, citation_for
 
@@ -32,14 +38,31 @@ _log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
+class Drafting:
+    """An attempt starts writing over `context` (marker n cites context[n - 1]); it comes before its text."""
+
+    context: tuple[ScoredChunk, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Generated:
-    """What generation produced: the text, which step of the chain wrote it, with which packing."""
+    """What generation produced: the text, which step of the chain wrote it, with which packing;
+    `repetition_stopped` when the guard stopped a loop (the repeats are not in `text`)."""
 
     text: str
     attempt: Attempt
     packing: Packing
     usage: Usage
     first_token_ms: float
+    repetition_stopped: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """The whole text of one generation that was not streamed (a strict re-run)."""
+
+    text: str
+    repetition_stopped: bool
 
 
 class GenerateStage:
@@ -60,10 +83,11 @@ class GenerateStage:
         packing: Packing,
         deadline: StageDeadline,
         clock: Clock,
-    ) -> AsyncGenerator[TextDelta | Citation | Generated, None]:
-        """Text deltas and the citations their markers complete, then one `Generated`. A step that fails before
-        its first delta hands over to the next (when the failure is worth another model); once text went out,
-        a failure ends the stream with that error."""
+        ledger: UsageLedger,
+    ) -> AsyncGenerator[Drafting | TextDelta | Citation | Generated, None]:
+        """For each attempt a `Drafting`, then its text deltas and the citations their markers complete; at the
+        end one `Generated`. A step that fails before its first delta hands over to the next (when the failure is
+        worth another model); once text went out, a failure ends the stream with that error."""
         model = question.model or self._settings.chat_model
         packings = {model: packing}
         attempts = self.generators.attempts(model)
@@ -75,12 +99,14 @@ class GenerateStage:
                     packings[attempt.model] = self._packer.pack(attempt.model, prompt, question, evidence)
                 packing = packings[attempt.model]
                 scanner = _scanner(prompt, packing)
-                usage, first_token_ms = Usage(), 0.0
+                guard = RepetitionGuard()
+                reported: Usage | None = None
+                first_token_ms = 0.0
                 request = self.request(question, search, attempt.model, packing)
-                async with contextlib.aclosing(self.attempt_stream(attempt, request, deadline)) as deltas:
+                yield Drafting(packing.context)
+                async with contextlib.aclosing(self.attempt_stream(attempt, request, deadline, guard)) as deltas:
                     async for delta in deltas:
-                        if delta.usage is not None:
-                            usage = delta.usage
+                        reported = delta.usage or reported
                         if not delta.text:
                             continue
                         if not parts:
@@ -90,7 +116,12 @@ class GenerateStage:
                         for marker in scanner.feed(delta.text):
                             if (citation := citation_for(marker, packing.context)) is not None:
                                 yield citation
-                yield Generated("".join(parts), attempt, packing, usage, first_token_ms)
+                text = "".join(parts)
+                usage = self._usage(reported, attempt.model, packing, text)
+                ledger.record(CallPurpose.ANSWER, attempt.generator, attempt.model, usage)
+                if guard.tripped:
+                    text = without_repeats(text)
+                yield Generated(text, attempt, packing, usage, first_token_ms, guard.tripped)
                 return
             except RagError as exc:
                 if parts:  # the answer has started reaching the client: see generation/fallback.py
@@ -104,10 +135,30 @@ class GenerateStage:
                 failed = attempt.generator.model_name(attempt.model)
                 _log.warning("%s failed before answering, falling back: %s", failed, exc)
 
-    async def complete(self, attempt: Attempt, request: GenerationRequest, deadline: StageDeadline) -> str:
-        """The whole text of one generation, not streamed (a strict re-run)."""
-        async with contextlib.aclosing(self.attempt_stream(attempt, request, deadline)) as deltas:
-            return "".join([delta.text async for delta in deltas])
+    async def complete(
+        self, attempt: Attempt, packing: Packing, request: GenerationRequest, deadline: StageDeadline,
+        ledger: UsageLedger,
+    ) -> Completion:
+        """The whole text of one generation over `packing`, not streamed (a strict re-run)."""
+        guard = RepetitionGuard()
+        reported: Usage | None = None
+        parts: list[str] = []
+        async with contextlib.aclosing(self.attempt_stream(attempt, request, deadline, guard)) as deltas:
+            async for delta in deltas:
+                reported = delta.usage or reported
+                parts.append(delta.text)
+        text = "".join(parts)
+        ledger.record(CallPurpose.RERUN, attempt.generator, attempt.model, self._usage(reported, attempt.model, packing, text))
+        return Completion(without_repeats(text) if guard.tripped else text, guard.tripped)
+
+    def _usage(self, reported: Usage | None, model: str, packing: Packing, text: str) -> Usage:
+        """The usage the server reported; for a stream closed before it reported any (the guard stopped it), the
+        prompt's and the text's tokens counted here."""
+        if reported is not None:
+            return reported
+        if not text:
+            return Usage()
+        return Usage(packing.prompt_tokens, self._models.budget(model).count(text))
 
     def request(self, question: Question, search: str, model: str, packing: Packing) -> GenerationRequest:
         return GenerationRequest(
@@ -122,10 +173,10 @@ class GenerateStage:
 
     @staticmethod
     async def attempt_stream(
-        attempt: Attempt, request: GenerationRequest, deadline: StageDeadline
+        attempt: Attempt, request: GenerationRequest, deadline: StageDeadline, guard: RepetitionGuard
     ) -> AsyncGenerator[GenerationDelta, None]:
         """The attempt's stream (after checking its model is served), its bursts merged (`coalesced`), bounded by
-        the stage's deadline and always closed upstream."""
+        the stage's deadline, ended when `guard` sees a loop, and always closed upstream."""
         async with deadline.bound():
             await attempt.generator.ensure_available(attempt.model)
         async with contextlib.aclosing(coalesced(attempt.generator.generate(request))) as stream:
@@ -136,6 +187,8 @@ class GenerateStage:
                 except StopAsyncIteration:
                     return
                 yield delta
+                if guard.feed(delta.text):
+                    return  # a loop: leaving closes the upstream stream
 
 
 def _scanner(prompt: Prompt, packing: Packing) -> MarkerScanner:

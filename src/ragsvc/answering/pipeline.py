@@ -3,7 +3,11 @@
 Each stage has its own module, inputs and outputs; this module only runs them in order, gives each its deadline
 (`deadlines.RequestBudget`) and times them::
 
-    history -> retrieve -> gate -> pack -> generate (with fallback) -> validate (re-runs) -> assemble -> remember
+    history -> retrieve (a follow-up condensed first) -> gate -> pack -> generate (with fallback) -> release
+    -> validate (re-runs) -> assemble -> remember
+
+What of the draft reaches the caller before the final answer is the stream policy's decision (release.py). Every
+model call made for the answer is recorded in one `UsageLedger`, so that its usage and cost add up.
 
 The question must already be admitted (validated, defaults applied: see `admission.Admission`).
 """
@@ -19,10 +23,12 @@ from ragsvc.answering.deadlines import Clock, RequestBudget
 from ragsvc.answering.gate import Gate
 from ragsvc.answering.generate import Generated, GenerateStage
 from ragsvc.answering.pack import Packer
+from ragsvc.answering.release import release_for
 from ragsvc.answering.retrieve import RetrieveStage
+from ragsvc.answering.usage import UsageLedger
 from ragsvc.answering.validate import ValidateStage
-from ragsvc.config import GenerationSettings, RetrievalSettings, ServerSettings
-from ragsvc.domain import Action, Event, Mode, Question, RefusalReason, RouteTarget, Timings
+from ragsvc.config import GenerationSettings, ServerSettings
+from ragsvc.domain import Action, Event, Question, RouteTarget, Timings
 from ragsvc.prompts import TemplateRegistry, get_prompt
 from ragsvc.storage.owners import OwnerDirectory
 from ragsvc.validation import AnswerPolicy, Verdict
@@ -42,7 +48,6 @@ class Pipeline:
         owners: OwnerDirectory,
         templates: TemplateRegistry,
         server: ServerSettings,
-        retrieval: RetrievalSettings,
         generation: GenerationSettings,
     ) -> None:
         self._retrieve = retrieve
@@ -55,7 +60,6 @@ class Pipeline:
         self._owners = owners
         self._templates = templates
         self._total_timeout_s = server.total_timeout_s
-        self._retrieval_timeout_s = retrieval.retrieval_timeout_s
         self._generation = generation
 
     async def run(self, question: Question, *, deadline: float | None = None) -> AsyncGenerator[Event, None]:
@@ -64,6 +68,7 @@ class Pipeline:
         there)."""
         clock = Clock()
         budget = RequestBudget.start(self._total_timeout_s, deadline)
+        ledger = UsageLedger(self._generation.prices)
         question = await self._conversation.with_history(question)
         model = question.model or self._generation.chat_model
         prompt = get_prompt(
@@ -72,20 +77,18 @@ class Pipeline:
             question.strictness,
             self._templates,
         )
-        retrieval_deadline = budget.stage("retrieval", self._retrieval_timeout_s, "RAG_RETRIEVAL_TIMEOUT_SECONDS")
-        retrieved = await self._retrieve.run(question, retrieval_deadline)
+        retrieved = await self._retrieve.run(question, budget, ledger)
         retrieval = retrieved.retrieval
         retrieval_ms = clock.lap()
 
         refusal = self._gate.refusal(retrieval)
-        if refusal is not None and question.mode is Mode.SELECTED_TEXT:
-            refusal = RefusalReason.NOT_IN_SELECTION  # seed 001: the selection holds no answer
         if refusal is not None:
+            refusal = assemble.refusal_reason(question, refusal)
             evidence = (retrieval.hits or retrieval.rejected)[: assemble.GATE_CANDIDATES]
             verdict = self._policy.judge(assemble.refusal_text(question), evidence, refusal=refusal)
             timings = Timings(retrieval_ms, total_ms=clock.total(), embedding_ms=retrieval.embedding_ms)
             answer = assemble.gate_refusal(
-                question, retrieved, refusal, verdict, await self._route(verdict), prompt, timings
+                question, retrieved, refusal, verdict, await self._route(verdict), prompt, timings, ledger
             )
             await self._conversation.remember(question, answer)
             yield answer
@@ -96,25 +99,32 @@ class Pipeline:
         if question.dry_run:
             timings = Timings(retrieval_ms, budget_ms, total_ms=clock.total(), embedding_ms=retrieval.embedding_ms)
             writer = self._generate.generators.generator.model_name(model)
-            yield assemble.dry_run(question, writer, packing, prompt, timings)
+            yield assemble.dry_run(question, retrieved, writer, packing, prompt, timings, ledger)
             return
 
         generation_deadline = budget.stage("generation", self._generation.timeout_s, "RAG_TIMEOUT_SECONDS")
         generated: Generated | None = None
+        release = release_for(
+            question.stream_policy or self._generation.stream_policy, prompt.citation_style, question.strictness
+        )
+        search = retrieved.search.text
         stream = self._generate.stream(
-            question, retrieved.search, prompt, retrieval.hits, packing, generation_deadline, clock
+            question, search, prompt, retrieval.hits, packing, generation_deadline, clock, ledger
         )
         async with contextlib.aclosing(stream):  # a caller leaving closes the upstream LLM stream at once
             async for item in stream:
                 if isinstance(item, Generated):
                     generated = item
                 else:
-                    yield item
+                    for event in release.feed(item):
+                        yield event
         if generated is None:
             raise RuntimeError("generation ended without its result")
+        for event in release.finish(complete=not generated.repetition_stopped):
+            yield event
         generation_ms = clock.lap()
 
-        validated = await self._validate.run(question, retrieved.search, prompt, generated, generation_deadline)
+        validated = await self._validate.run(question, search, prompt, generated, generation_deadline, ledger)
         validation_ms = clock.lap()
         timings = Timings(
             retrieval_ms=retrieval_ms,
@@ -126,9 +136,7 @@ class Pipeline:
             validation_ms=validation_ms,
         )
         route = await self._route(validated.verdict)
-        answer = assemble.answer(
-            question, retrieved, generated, validated, route, prompt, timings, self._generation.prices
-        )
+        answer = assemble.answer(question, retrieved, generated, validated, route, prompt, timings, ledger)
         await self._conversation.remember(question, answer)
         yield answer
 

@@ -1,5 +1,6 @@
-"""The retrieve stage: classify the question, decide what to search for, and search (or, in selected-text mode,
-score the caller's selection) within the stage's deadline."""
+"""The retrieve stage: classify the question, decide what to search for (a follow-up as a standalone question:
+see conversation.py), and search (or, in selected-text mode, score the caller's selection) within the stage's
+deadline."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from ragsvc.answering.deadlines import StageDeadline
-from ragsvc.classify import classify, retrieval_text
+from ragsvc.answering.conversation import Condenser
+from ragsvc.answering.deadlines import RequestBudget
+from ragsvc.answering.usage import UsageLedger
+from ragsvc.classify import classify
 from ragsvc.config import RetrievalSettings
-from ragsvc.domain import Mode, QueryClass, Question, Retrieval, RetrievalQuery
+from ragsvc.domain import CallPurpose, Mode, QueryClass, Question, Retrieval, RetrievalQuery, SearchQuery
 from ragsvc.errors import RagError
 from ragsvc.generation.base import Generator
 from ragsvc.judge import LLMJudge
@@ -22,11 +25,11 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Retrieved:
-    """What the retrieve stage found: `search` is the text searched for (the extractive generator matches
-    sentences against it too)."""
+    """What the retrieve stage found: `search` is what was searched for (the extractive generator matches
+    sentences against its text too)."""
 
     retrieval: Retrieval
-    search: str
+    search: SearchQuery
     query_class: QueryClass
 
 
@@ -39,9 +42,14 @@ class QueryClassifier:
         self._default_model = default_model
         self._by_model = by_model and generator.capabilities.follows_instructions
 
-    async def classify(self, question: Question) -> QueryClass:
+    async def classify(self, question: Question, ledger: UsageLedger) -> QueryClass:
         if self._by_model:
-            judge = LLMJudge(self._generator, model=question.model or self._default_model)
+            model = question.model or self._default_model
+            judge = LLMJudge(
+                self._generator,
+                model=model,
+                on_usage=lambda usage: ledger.record(CallPurpose.CLASSIFY, self._generator, model, usage),
+            )
             try:
                 async with asyncio.timeout(CLASSIFY_TIMEOUT_S):
                     by_model = await judge.classify(question.query)
@@ -54,24 +62,31 @@ class QueryClassifier:
 
 
 class RetrieveStage:
-    def __init__(self, retriever: Retriever, classifier: QueryClassifier, settings: RetrievalSettings) -> None:
+    def __init__(
+        self, retriever: Retriever, classifier: QueryClassifier, condenser: Condenser, settings: RetrievalSettings
+    ) -> None:
         self._retriever = retriever
         self._classifier = classifier
+        self._condenser = condenser
         self._settings = settings
 
-    async def run(self, question: Question, deadline: StageDeadline) -> Retrieved:
-        query_class = await self._classifier.classify(question)
-        search = retrieval_text(question.query, query_class, question.chat_history)
+    async def run(self, question: Question, budget: RequestBudget, ledger: UsageLedger) -> Retrieved:
+        """Condense and classify (side by side: both may ask the model), then search by the retrieval stage's
+        deadline."""
+        search, query_class = await asyncio.gather(
+            self._condenser.search_for(question, budget, ledger), self._classifier.classify(question, ledger)
+        )
+        deadline = budget.stage("retrieval", self._settings.retrieval_timeout_s, "RAG_RETRIEVAL_TIMEOUT_SECONDS")
         top_k = question.top_k or self._settings.top_k
         async with deadline.bound():
             if question.mode is Mode.SELECTED_TEXT:  # seed 001: evidence only from the selection, never the index
                 retrieval = await self._retriever.retrieve_selection(
-                    question.query, question.selected_text, top_k=top_k, score_threshold=question.score_threshold
+                    search.text, question.selected_text, top_k=top_k, score_threshold=question.score_threshold
                 )
             else:
                 retrieval = await self._retriever.retrieve(
                     RetrievalQuery(
-                        text=search,
+                        text=search.text,
                         tenant_id=question.tenant_id,
                         user_tags=question.user_tags,
                         top_k=top_k,

@@ -97,8 +97,9 @@ class AnsweringService:
 
 def _as_served(answer: Answer, question: Question, patterns: tuple[str, ...], elapsed_ms: float) -> Answer:
     """A stored answer as served now: this request's id and flags; no model was called and no stage ran, so
-    usage is zero and the only timing is the total."""
+    usage and cost are zero and the only timing is the total."""
     flags: Flags = dataclasses.replace(answer.flags, cache_hit=True, injection_suspected=bool(patterns))
     return dataclasses.replace(
-        answer, request_id=question.request_id, usage=Usage(), timings=Timings(total_ms=elapsed_ms), flags=flags
+        answer, request_id=question.request_id, usage=Usage(), model_usage=(), cost_estimate_usd=0.0,
+        timings=Timings(total_ms=elapsed_ms), flags=flags,
     )

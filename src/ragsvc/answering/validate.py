@@ -13,9 +13,10 @@ from typing import TypeVar
 from ragsvc.answering.deadlines import StageDeadline
 from ragsvc.answering.generate import Generated, GenerateStage
 from ragsvc.answering.pack import Packer
+from ragsvc.answering.usage import UsageLedger
 from ragsvc.budget import Packing
 from ragsvc.config import GenerationSettings
-from ragsvc.domain import CitationStyle, Question, Strictness
+from ragsvc.domain import CallPurpose, CitationStyle, Question, Strictness
 from ragsvc.errors import RagError
 from ragsvc.generation.fallback import Attempt
 from ragsvc.judge import LLMJudge
@@ -29,12 +30,14 @@ _log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class Validated:
     """The answer's final text and verdict; `mitigated` when a hallucinated marker was dealt with (a strict
-    re-run replaced the text, or the invalid markers were stripped)."""
+    re-run replaced the text, or the invalid markers were stripped); `repetition_stopped` when the guard stopped
+    a looping re-run."""
 
     text: str
     verdict: Verdict
     mitigated: bool
     follow_ups: tuple[str, ...] = ()
+    repetition_stopped: bool = False
 
 
 class ValidateStage:
@@ -53,18 +56,25 @@ class ValidateStage:
         self._settings = settings
 
     async def run(
-        self, question: Question, search: str, prompt: Prompt, generated: Generated, deadline: StageDeadline
+        self,
+        question: Question,
+        search: str,
+        prompt: Prompt,
+        generated: Generated,
+        deadline: StageDeadline,
+        ledger: UsageLedger,
     ) -> Validated:
         """An answer citing unknown markers is regenerated with the strict prompt (not streamed: the final
         answer is authoritative) up to RAG_MAX_RETRIES_ON_HALLUCINATION times; if no run is clean, the invalid
         markers are stripped and a disclaimer added, and the answer stays ungrounded."""
         attempt, text = generated.attempt, generated.text
-        verdict = await self._verdict(question, prompt, attempt, generated.packing, text, deadline)
-        mitigated = False
+        verdict = await self._verdict(question, prompt, attempt, generated.packing, text, deadline, ledger)
+        mitigated = looped = False
         if verdict.invalid_markers:
-            text, verdict = await self._mitigated(question, search, prompt, generated, verdict, deadline)
+            text, verdict, looped = await self._mitigated(question, search, prompt, generated, verdict, deadline, ledger)
             mitigated = True
-        return Validated(text, verdict, mitigated, await self._follow_ups(question, attempt, text, verdict, deadline))
+        follow_ups = await self._follow_ups(question, attempt, text, verdict, deadline, ledger)
+        return Validated(text, verdict, mitigated, follow_ups, looped)
 
     async def _mitigated(
         self,
@@ -74,18 +84,22 @@ class ValidateStage:
         generated: Generated,
         verdict: Verdict,
         deadline: StageDeadline,
-    ) -> tuple[str, Verdict]:
+        ledger: UsageLedger,
+    ) -> tuple[str, Verdict, bool]:
+        """The text and verdict after mitigation, and whether a re-run was stopped looping."""
         attempt = generated.attempt
         strict = get_prompt(prompt.template.version, prompt.citation_style, Strictness.STRICT, self._templates)
+        looped = False
         for _ in range(self._settings.hallucination_retries):
             packing = self._packer.pack(attempt.model, strict, question, generated.packing.context)
             request = self._generate.request(question, search, attempt.model, packing)
-            rerun = await self._generate.complete(attempt, request, deadline)
-            rerun_verdict = await self._verdict(question, strict, attempt, packing, rerun, deadline)
+            rerun = await self._generate.complete(attempt, packing, request, deadline, ledger)
+            looped = looped or rerun.repetition_stopped
+            rerun_verdict = await self._verdict(question, strict, attempt, packing, rerun.text, deadline, ledger)
             if not rerun_verdict.invalid_markers:
-                return rerun, rerun_verdict
+                return rerun.text, rerun_verdict, looped
         marked = _markers_of(prompt, generated.text, generated.packing)
-        return strip_invalid_markers(marked, verdict.invalid_markers), verdict
+        return strip_invalid_markers(marked, verdict.invalid_markers), verdict, looped
 
     async def _verdict(
         self,
@@ -95,35 +109,59 @@ class ValidateStage:
         packing: Packing,
         text: str,
         deadline: StageDeadline,
+        ledger: UsageLedger,
     ) -> Verdict:
         judged = _markers_of(prompt, text, packing)
         strict = question.strictness is Strictness.STRICT
         verdict = self._policy.judge(judged, packing.context, strict=strict)
         if not verdict.grounded or not self._settings.llm_self_score or not _judges(attempt):
             return verdict
-        score = await _ask(attempt, deadline, lambda judge: judge.support_score(question.query, text, packing.context))
+        score = await _ask(
+            attempt, deadline, ledger, CallPurpose.SELF_SCORE,
+            lambda judge: judge.support_score(question.query, text, packing.context),
+        )
         return verdict if score is None else self._policy.judge(judged, packing.context, llm_score=score, strict=strict)
 
     async def _follow_ups(
-        self, question: Question, attempt: Attempt, text: str, verdict: Verdict, deadline: StageDeadline
+        self,
+        question: Question,
+        attempt: Attempt,
+        text: str,
+        verdict: Verdict,
+        deadline: StageDeadline,
+        ledger: UsageLedger,
     ) -> tuple[str, ...]:
         """Follow-up questions from the model, for a grounded answer."""
         count = self._settings.follow_up_count if question.follow_up_count is None else question.follow_up_count
         if not count or not verdict.grounded or not _judges(attempt):
             return ()
-        return await _ask(attempt, deadline, lambda judge: judge.follow_ups(question.query, text, count)) or ()
+        follow_ups = await _ask(
+            attempt, deadline, ledger, CallPurpose.FOLLOW_UPS, lambda judge: judge.follow_ups(question.query, text, count)
+        )
+        return follow_ups or ()
 
 
 def _judges(attempt: Attempt) -> bool:
     return attempt.generator.capabilities.follows_instructions
 
 
-async def _ask(attempt: Attempt, deadline: StageDeadline, ask: Callable[[LLMJudge], Awaitable[_T]]) -> _T | None:
-    """An auxiliary call to the answering model, within the stage's deadline; None when it fails (the answer is
-    already written: a failing extra must not fail it)."""
+async def _ask(
+    attempt: Attempt,
+    deadline: StageDeadline,
+    ledger: UsageLedger,
+    purpose: CallPurpose,
+    ask: Callable[[LLMJudge], Awaitable[_T]],
+) -> _T | None:
+    """An auxiliary call to the answering model, within the stage's deadline, its usage recorded for `purpose`;
+    None when it fails (the answer is already written: a failing extra must not fail it)."""
+    judge = LLMJudge(
+        attempt.generator,
+        model=attempt.model,
+        on_usage=lambda usage: ledger.record(purpose, attempt.generator, attempt.model, usage),
+    )
     try:
         async with asyncio.timeout_at(deadline.at):
-            return await ask(LLMJudge(attempt.generator, model=attempt.model))
+            return await ask(judge)
     except (RagError, TimeoutError) as exc:
         _log.warning("auxiliary LLM call failed, using defaults: %s", exc)
         return None

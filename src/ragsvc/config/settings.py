@@ -35,6 +35,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from ragsvc.access import KeyStore
 from ragsvc.config.documents import OwnersDocument, check_pem, parse_owners, read_text
+from ragsvc.domain import StreamPolicy
 from ragsvc.errors import FieldViolation, InvalidRequest
 from ragsvc.model_table import DEFAULT_MODELS, ModelLimits, parse_model_table
 from ragsvc.pricing import PriceTable
@@ -397,6 +398,18 @@ class GenerationSettings(Group):
     )
     model_prices: str = env(
         "", "RAG_MODEL_PRICES", "USD per 1M tokens, model=prompt/completion,... (unlisted models cost 0)"
+    )
+    stream_policy: StreamPolicy = env(
+        StreamPolicy.VALIDATED,
+        "RAG_STREAM_POLICY",
+        "what AskStream sends before the final answer when a request names no policy: validated (complete sentences "
+        "whose citations are valid) or raw (every token)",
+    )
+    llm_condense: bool = env(
+        True, "RAG_LLM_CONDENSE", "condense follow-ups into standalone questions with the LLM (rules when it fails)"
+    )
+    condense_timeout_s: float = env(
+        3.0, "RAG_CONDENSE_TIMEOUT_SECONDS", "time for the LLM to condense a follow-up before the rule does", gt=0
     )
     _limits: dict[str, ModelLimits] = PrivateAttr(default_factory=dict)
     _prices: PriceTable = PrivateAttr(default_factory=lambda: PriceTable({}))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ragsvc.answering.admission import Admission
 from ragsvc.answering.cache import AnswerCache
-from ragsvc.answering.conversation import Conversation
+from ragsvc.answering.conversation import Condenser, Conversation
 from ragsvc.answering.gate import Gate
 from ragsvc.answering.generate import GenerateStage
 from ragsvc.answering.pack import Packer
@@ -169,8 +169,14 @@ def build_pipeline(
     packer = Packer(models)
     generate = GenerateStage(chain, packer, models, generation)
     classifier = QueryClassifier(generator, default_model=generation.chat_model, by_model=generation.llm_classify)
+    condenser = Condenser(
+        generator,
+        default_model=generation.chat_model,
+        by_model=generation.llm_condense,
+        timeout_s=generation.condense_timeout_s,
+    )
     return Pipeline(
-        retrieve=RetrieveStage(retriever, classifier, settings.retrieval),
+        retrieve=RetrieveStage(retriever, classifier, condenser, settings.retrieval),
         gate=Gate(settings.trust),
         packer=packer,
         generate=generate,
@@ -180,7 +186,6 @@ def build_pipeline(
         owners=owners,
         templates=templates,
         server=settings.server,
-        retrieval=settings.retrieval,
         generation=generation,
     )
 

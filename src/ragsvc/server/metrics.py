@@ -12,6 +12,7 @@
 | rag_citations_per_response | template | citations per answer (histogram) |
 | rag_confidence_score | template | overall confidence 0-100 (histogram) |
 | rag_hallucinations_detected_total | tenant | answers with invalid citation markers |
+| rag_repetition_stops_total | provider, model | generations stopped early because the model was looping |
 | rag_cache_hits_total, rag_cache_misses_total | tenant | answer cache lookups |
 | rag_grpc_requests_total | method, code | every intercepted call (Ask, AskStream, IndexService) |
 | rag_requests_in_flight | | asks in flight (what the concurrency limit counts) |
@@ -83,6 +84,10 @@ class Metrics:
         self.hallucinations = Counter(
             "rag_hallucinations_detected_total", "Answers with invalid citations", ["tenant"], registry=registry
         )
+        self.repetition_stops = Counter(
+            "rag_repetition_stops_total", "Generations stopped early because the model was looping",
+            ["provider", "model"], registry=registry,
+        )
         self.cache_hits = Counter("rag_cache_hits_total", "Answer cache hits", ["tenant"], registry=registry)
         self.cache_misses = Counter("rag_cache_misses_total", "Answer cache misses", ["tenant"], registry=registry)
         self.requests = Counter(
@@ -129,6 +134,8 @@ class Metrics:
             self.hallucinations.labels(tenant).inc()
         if state.report.cache_hit:
             return  # no stage ran
+        if answer.flags.repetition_stopped:
+            self.repetition_stops.labels(self.provider, answer.model or "-").inc()
         timings = answer.timings
         scores, complete = retrieved_scores(answer)
         if complete:  # known when the pipeline reports every retrieved score

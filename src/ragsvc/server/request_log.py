@@ -9,12 +9,15 @@ The log line goes to the ``ragsvc.requests`` logger at INFO, as one JSON object:
      "key": "billing-svc", "tenant_id": "acme", "template_id": "rag-v1", "docs_retrieved": 5, "docs_used": 3,
      "similarity_distribution": {"min": 0.41, "max": 0.62, "avg": 0.52}, "model_used": "llama3.2",
      "grounded": true, "action": "cite", "refusal": "none", "confidence": 74.2, "citations": 2,
+     "search": {"rewrite": "llm", "changed": true}, "stream_policy": "validated",
+     "model_calls": {"condense": 1, "answer": 1, "self_score": 1},
      "latency": {"search_ms": 4.1, "build_ms": 0.3, "first_token_ms": 9.0, "inference_ms": 22.5,
                  "total_ms": 27.0, "server_ms": 28.1},
      "flags": {"cache_hit": false, "hallucination": false, "injection_suspected": false, ...},
      "injection_patterns": []}
 
-Nothing of the query text or the answer is logged.
+Nothing of the query text or the answer is logged: for a follow-up, only how its search was made ("rewrite":
+none, rule, llm or rule_fallback) and whether it differs from the question ("changed"), never the search itself.
 """
 
 from __future__ import annotations
@@ -91,6 +94,15 @@ def retrieved_scores(answer: domain.Answer) -> tuple[list[float], bool]:
     return [s.score for s in answer.candidates], False
 
 
+def search_fields(question: domain.Question | None, answer: domain.Answer) -> dict[str, Any] | None:
+    """How the question's search was made, without its text: the rewrite, and whether the search differs from the
+    question."""
+    if answer.search is None:
+        return None
+    changed = question is not None and answer.search.text != question.query
+    return {"rewrite": answer.search.rewrite.value, "changed": changed}
+
+
 def log_record(call: CallInput) -> dict[str, Any]:
     """The log line of a finished call, as a dict."""
     state = call.state
@@ -109,6 +121,9 @@ def log_record(call: CallInput) -> dict[str, Any]:
     if call.is_ask:
         asked = question.template_id if question else getattr(getattr(request, "generation", None), "template_id", "")
         record["template_id"] = asked or None
+        if "AskStream" in call.method:
+            policy = question.stream_policy if question else None
+            record["stream_policy"] = policy.value if policy is not None else "default"
         answer = state.report.answer
         latency: dict[str, float] = {}
         if answer is not None:
@@ -128,6 +143,8 @@ def log_record(call: CallInput) -> dict[str, Any]:
                 "confidence": round(answer.confidence.overall, 2),
                 "citations": len(answer.citations),
                 "tokens": {"prompt": answer.usage.prompt_tokens, "completion": answer.usage.completion_tokens},
+                "search": search_fields(question, answer),
+                "model_calls": {u.purpose.value: u.calls for u in answer.model_usage},
             }
             latency = {
                 "search_ms": _ms(timings.retrieval_ms),
@@ -146,6 +163,8 @@ def log_record(call: CallInput) -> dict[str, Any]:
             "degraded": flags.degraded,
             "injection_suspected": bool(state.report.injection_patterns) or flags.injection_suspected,
             "redactions_applied": flags.redactions_applied,
+            "partial": flags.partial,
+            "repetition_stopped": flags.repetition_stopped,
         }
         record["injection_patterns"] = list(state.report.injection_patterns)
     else:

@@ -82,7 +82,8 @@ class AnswerLog:
             await asyncio.shield(self._writer)
 
     def record_answer(self, question: Question, answer: Answer) -> None:
-        """Record a completed request; the packed chunks only when the question asked to `explain`."""
+        """Record a completed request: what was searched (a follow-up's standalone question), the answer (a
+        refused one's draft beside its refusal); the packed chunks only when the question asked to `explain`."""
         packed = answer.explanation.packed if answer.explanation is not None and question.explain else None
         self._queue(
             question,
@@ -101,6 +102,9 @@ class AnswerLog:
             template_version=answer.template_version,
             timings=dataclasses.asdict(answer.timings),
             packed_chunks=_chunks(packed) if packed is not None else None,
+            search_query=answer.search.text if answer.search is not None else "",
+            query_rewrite=answer.search.rewrite.value if answer.search is not None else "",
+            draft=answer.draft,
         )
 
     def record_failure(self, question: Question, error: BaseException, *, cancelled: bool = False) -> None:
@@ -175,6 +179,9 @@ _UNSET: dict[str, Any] = {
     "error_reason": "",
     "error_message": "",
     "packed_chunks": None,
+    "search_query": "",
+    "query_rewrite": "",
+    "draft": "",
 }
 _COLUMNS = ("created_at", "request_id", "tenant_id", "session_id", "query", "outcome", *_UNSET)
 _INSERT = f"INSERT INTO answers ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"  # noqa: S608

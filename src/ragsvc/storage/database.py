@@ -80,6 +80,11 @@ MIGRATIONS: tuple[str, ...] = (
         updated_at TEXT NOT NULL
     );
     """,
+    """
+    ALTER TABLE answers ADD COLUMN search_query TEXT NOT NULL DEFAULT '';
+    ALTER TABLE answers ADD COLUMN query_rewrite TEXT NOT NULL DEFAULT '';
+    ALTER TABLE answers ADD COLUMN draft TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 

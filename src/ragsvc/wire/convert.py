@@ -31,6 +31,22 @@ _QUERY_CLASSES = {
     domain.QueryClass.GREETING: pb.QUERY_CLASS_GREETING,
 }
 _ACTIONS = {domain.Action.CITE: pb.ACTION_CITE, domain.Action.ROUTE: pb.ACTION_ROUTE}
+_STREAM_POLICIES = {pb.STREAM_POLICY_UNSPECIFIED: None, pb.STREAM_POLICY_VALIDATED: domain.StreamPolicy.VALIDATED,
+                    pb.STREAM_POLICY_RAW: domain.StreamPolicy.RAW}
+_REWRITES = {
+    domain.QueryRewrite.NONE: pb.QUERY_REWRITE_NONE,
+    domain.QueryRewrite.RULE: pb.QUERY_REWRITE_RULE,
+    domain.QueryRewrite.LLM: pb.QUERY_REWRITE_LLM,
+    domain.QueryRewrite.RULE_FALLBACK: pb.QUERY_REWRITE_RULE_FALLBACK,
+}
+_PURPOSES = {
+    domain.CallPurpose.ANSWER: pb.MODEL_CALL_PURPOSE_ANSWER,
+    domain.CallPurpose.CONDENSE: pb.MODEL_CALL_PURPOSE_CONDENSE,
+    domain.CallPurpose.CLASSIFY: pb.MODEL_CALL_PURPOSE_CLASSIFY,
+    domain.CallPurpose.RERUN: pb.MODEL_CALL_PURPOSE_RERUN,
+    domain.CallPurpose.SELF_SCORE: pb.MODEL_CALL_PURPOSE_SELF_SCORE,
+    domain.CallPurpose.FOLLOW_UPS: pb.MODEL_CALL_PURPOSE_FOLLOW_UPS,
+}
 _REFUSALS = {
     domain.RefusalReason.NONE: pb.REFUSAL_REASON_NONE,
     domain.RefusalReason.NO_CHUNKS: pb.REFUSAL_REASON_NO_CHUNKS,
@@ -83,6 +99,7 @@ def question_from_proto(request: pb.AskRequest | pb.AskStreamRequest, request_id
         follow_up_count=request.follow_up_count if request.HasField("follow_up_count") else None,
         idempotency_key=request.idempotency_key,
         request_id=request_id,
+        stream_policy=_enum(_STREAM_POLICIES, request.stream_policy, "stream_policy", violations),
     )
     if violations:
         raise InvalidRequest(violations)
@@ -134,9 +151,7 @@ def answer_to_proto(answer: domain.Answer) -> pb.Answer:
         refusal_reason=_REFUSALS[answer.refusal],
         candidates=[_chunk_to_proto(s.chunk, s.score) for s in answer.candidates],
         model=answer.model,
-        usage=pb.Usage(
-            prompt_tokens=answer.usage.prompt_tokens, completion_tokens=answer.usage.completion_tokens
-        ),
+        usage=_usage(answer.usage),
         timings=pb.Timings(
             retrieval=_duration(timings.retrieval_ms),
             budget=_duration(timings.budget_ms),
@@ -157,6 +172,8 @@ def answer_to_proto(answer: domain.Answer) -> pb.Answer:
             degraded=flags.degraded,
             injection_suspected=flags.injection_suspected,
             redactions_applied=flags.redactions_applied,
+            partial=flags.partial,
+            repetition_stopped=flags.repetition_stopped,
         ),
         request_id=answer.request_id,
         query_class=_QUERY_CLASSES[answer.query_class],
@@ -182,9 +199,26 @@ def answer_to_proto(answer: domain.Answer) -> pb.Answer:
                     _chunk_to_proto(s.chunk, s.score, marker=n) for n, s in enumerate(explanation.packed, start=1)
                 ],
                 prompt_tokens=explanation.prompt_tokens,
+                search_query=answer.search.text if answer.search is not None else "",
+                query_rewrite=_REWRITES[answer.search.rewrite] if answer.search is not None else pb.QUERY_REWRITE_UNSPECIFIED,
+                draft=answer.draft,
+                model_usage=[
+                    pb.ModelUsage(
+                        purpose=_PURPOSES[u.purpose],
+                        model=u.model,
+                        calls=u.calls,
+                        usage=_usage(u.usage),
+                        cost_estimate_usd=u.cost_estimate_usd,
+                    )
+                    for u in answer.model_usage
+                ],
             )
         )
     return message
+
+
+def _usage(usage: domain.Usage) -> pb.Usage:
+    return pb.Usage(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens)
 
 
 def event_to_proto(event: domain.Event) -> pb.AskStreamResponse:

@@ -20,11 +20,12 @@ type RagServiceClient interface {
 	// Ask answers a question in one response. It is AskStream collected: the same pipeline, the
 	// same final answer.
 	Ask(ctx context.Context, in *AskRequest, opts ...grpc.CallOption) (*AskResponse, error)
-	// AskStream answers a question as a stream: text deltas as the generator produces them,
-	// citations as their markers complete, then exactly one final answer. The final answer is
-	// authoritative: its text and citations replace whatever the deltas assembled (validation
-	// may strip invalid markers or add a disclaimer after the deltas were sent). Cancelling the
-	// call stops generation upstream at once.
+	// AskStream answers a question as a stream: text deltas and the citations of their markers,
+	// then exactly one final answer. What the deltas carry depends on the request's
+	// `stream_policy`: validated sentences (the default), or the raw tokens of the draft. The final
+	// answer is authoritative: its text and citations replace whatever the deltas assembled (a
+	// refused answer's text is the refusal; a strict re-run or stripped markers change the text
+	// after the deltas were sent). Cancelling the call stops generation upstream at once.
 	AskStream(ctx context.Context, in *AskStreamRequest, opts ...grpc.CallOption) (RagService_AskStreamClient, error)
 }
 
@@ -84,11 +85,12 @@ type RagServiceServer interface {
 	// Ask answers a question in one response. It is AskStream collected: the same pipeline, the
 	// same final answer.
 	Ask(context.Context, *AskRequest) (*AskResponse, error)
-	// AskStream answers a question as a stream: text deltas as the generator produces them,
-	// citations as their markers complete, then exactly one final answer. The final answer is
-	// authoritative: its text and citations replace whatever the deltas assembled (validation
-	// may strip invalid markers or add a disclaimer after the deltas were sent). Cancelling the
-	// call stops generation upstream at once.
+	// AskStream answers a question as a stream: text deltas and the citations of their markers,
+	// then exactly one final answer. What the deltas carry depends on the request's
+	// `stream_policy`: validated sentences (the default), or the raw tokens of the draft. The final
+	// answer is authoritative: its text and citations replace whatever the deltas assembled (a
+	// refused answer's text is the refusal; a strict re-run or stripped markers change the text
+	// after the deltas were sent). Cancelling the call stops generation upstream at once.
 	AskStream(*AskStreamRequest, RagService_AskStreamServer) error
 	mustEmbedUnimplementedRagServiceServer()
 }

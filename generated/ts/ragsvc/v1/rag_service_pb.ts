@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ragsvc/v1/rag_service.proto.
  */
 export const file_ragsvc_v1_rag_service: GenFile = /*@__PURE__*/
-  fileDesc("ChtyYWdzdmMvdjEvcmFnX3NlcnZpY2UucHJvdG8SCXJhZ3N2Yy52MSKIAwoKQXNrUmVxdWVzdBINCgVxdWVyeRgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSEQoJdXNlcl90YWdzGAMgAygJEiwKDGNoYXRfaGlzdG9yeRgEIAMoCzIWLnJhZ3N2Yy52MS5DaGF0TWVzc2FnZRISCgpzZXNzaW9uX2lkGAUgASgJEh0KBG1vZGUYBiABKA4yDy5yYWdzdmMudjEuTW9kZRIVCg1zZWxlY3RlZF90ZXh0GAcgASgJEi4KCXJldHJpZXZhbBgIIAEoCzIbLnJhZ3N2Yy52MS5SZXRyaWV2YWxPcHRpb25zEjAKCmdlbmVyYXRpb24YCSABKAsyHC5yYWdzdmMudjEuR2VuZXJhdGlvbk9wdGlvbnMSDwoHZXhwbGFpbhgKIAEoCBIPCgdkcnlfcnVuGAsgASgIEhcKD2lkZW1wb3RlbmN5X2tleRgMIAEoCRIcCg9mb2xsb3dfdXBfY291bnQYDSABKAVIAIgBAUISChBfZm9sbG93X3VwX2NvdW50IjAKC0Fza1Jlc3BvbnNlEiEKBmFuc3dlchgBIAEoCzIRLnJhZ3N2Yy52MS5BbnN3ZXIijgMKEEFza1N0cmVhbVJlcXVlc3QSDQoFcXVlcnkYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhEKCXVzZXJfdGFncxgDIAMoCRIsCgxjaGF0X2hpc3RvcnkYBCADKAsyFi5yYWdzdmMudjEuQ2hhdE1lc3NhZ2USEgoKc2Vzc2lvbl9pZBgFIAEoCRIdCgRtb2RlGAYgASgOMg8ucmFnc3ZjLnYxLk1vZGUSFQoNc2VsZWN0ZWRfdGV4dBgHIAEoCRIuCglyZXRyaWV2YWwYCCABKAsyGy5yYWdzdmMudjEuUmV0cmlldmFsT3B0aW9ucxIwCgpnZW5lcmF0aW9uGAkgASgLMhwucmFnc3ZjLnYxLkdlbmVyYXRpb25PcHRpb25zEg8KB2V4cGxhaW4YCiABKAgSDwoHZHJ5X3J1bhgLIAEoCBIXCg9pZGVtcG90ZW5jeV9rZXkYDCABKAkSHAoPZm9sbG93X3VwX2NvdW50GA0gASgFSACIAQFCEgoQX2ZvbGxvd191cF9jb3VudCKAAQoRQXNrU3RyZWFtUmVzcG9uc2USFAoKdGV4dF9kZWx0YRgBIAEoCUgAEicKCGNpdGF0aW9uGAIgASgLMhMucmFnc3ZjLnYxLkNpdGF0aW9uSAASIwoGYW5zd2VyGAMgASgLMhEucmFnc3ZjLnYxLkFuc3dlckgAQgcKBWV2ZW50Ij0KC0NoYXRNZXNzYWdlEh0KBHJvbGUYASABKA4yDy5yYWdzdmMudjEuUm9sZRIPCgdjb250ZW50GAIgASgJIo0BChBSZXRyaWV2YWxPcHRpb25zEhIKBXRvcF9rGAEgASgFSACIAQESHAoPc2NvcmVfdGhyZXNob2xkGAIgASgCSAGIAQESKQoGZmlsdGVyGAMgASgLMhkucmFnc3ZjLnYxLk1ldGFkYXRhRmlsdGVyQggKBl90b3Bfa0ISChBfc2NvcmVfdGhyZXNob2xkIlQKDk1ldGFkYXRhRmlsdGVyEhMKC3NvdXJjZV91cmxzGAEgAygJEhMKC3BhZ2VfdGl0bGVzGAIgAygJEhgKEHNlY3Rpb25faGVhZGluZ3MYAyADKAki2gEKEUdlbmVyYXRpb25PcHRpb25zEg0KBW1vZGVsGAEgASgJEhMKC3RlbXBsYXRlX2lkGAIgASgJEjAKDmNpdGF0aW9uX3N0eWxlGAMgASgOMhgucmFnc3ZjLnYxLkNpdGF0aW9uU3R5bGUSKQoKc3RyaWN0bmVzcxgEIAEoDjIVLnJhZ3N2Yy52MS5TdHJpY3RuZXNzEhgKC3RlbXBlcmF0dXJlGAUgASgCSACIAQESEQoEc2VlZBgGIAEoA0gBiAEBQg4KDF90ZW1wZXJhdHVyZUIHCgVfc2VlZCKcBQoGQW5zd2VyEgwKBHRleHQYASABKAkSJgoJY2l0YXRpb25zGAIgAygLMhMucmFnc3ZjLnYxLkNpdGF0aW9uEikKCmNvbmZpZGVuY2UYAyABKAsyFS5yYWdzdmMudjEuQ29uZmlkZW5jZRIhCgZhY3Rpb24YBCABKA4yES5yYWdzdmMudjEuQWN0aW9uEiUKBXJvdXRlGAUgASgLMhYucmFnc3ZjLnYxLlJvdXRlVGFyZ2V0EhAKCGdyb3VuZGVkGAYgASgIEjAKDnJlZnVzYWxfcmVhc29uGAcgASgOMhgucmFnc3ZjLnYxLlJlZnVzYWxSZWFzb24SJwoKY2FuZGlkYXRlcxgIIAMoCzITLnJhZ3N2Yy52MS5DaXRhdGlvbhINCgVtb2RlbBgJIAEoCRIfCgV1c2FnZRgKIAEoCzIQLnJhZ3N2Yy52MS5Vc2FnZRIjCgd0aW1pbmdzGAsgASgLMhIucmFnc3ZjLnYxLlRpbWluZ3MSGwoTY29udGV4dF9jaHVua3NfdXNlZBgMIAEoBRIbChNjb250ZXh0X3Rva2Vuc191c2VkGA0gASgFEh8KF3Byb21wdF90ZW1wbGF0ZV92ZXJzaW9uGA4gASgJEhsKE2ZvbGxvd191cF9xdWVzdGlvbnMYDyADKAkSJQoFZmxhZ3MYECABKAsyFi5yYWdzdmMudjEuQW5zd2VyRmxhZ3MSEgoKcmVxdWVzdF9pZBgRIAEoCRIrCgtleHBsYW5hdGlvbhgSIAEoCzIWLnJhZ3N2Yy52MS5FeHBsYW5hdGlvbhIqCgtxdWVyeV9jbGFzcxgTIAEoDjIVLnJhZ3N2Yy52MS5RdWVyeUNsYXNzEhkKEWNvc3RfZXN0aW1hdGVfdXNkGBQgASgBIrIDCghDaXRhdGlvbhIOCgZtYXJrZXIYASABKAUSEQoJc291cmNlX2lkGAIgASgJEhMKC2RvY3VtZW50X2lkGAMgASgJEhUKDWRvY3VtZW50X25hbWUYBCABKAkSEwoLY2h1bmtfaW5kZXgYBSABKAUSGAoLcGFnZV9udW1iZXIYBiABKAVIAIgBARIUCgdzZWN0aW9uGAcgASgJSAGIAQESEgoKc291cmNlX3VybBgIIAEoCRIXCg9yZWxldmFuY2Vfc2NvcmUYCSABKAISDwoHc25pcHBldBgKIAEoCRIMCgR0ZXh0GAsgASgJEhcKCmNoYXJfc3RhcnQYDCABKAVIAogBARIVCghjaGFyX2VuZBgNIAEoBUgDiAEBEhcKCmxpbmVfc3RhcnQYDiABKAVIBIgBARIVCghsaW5lX2VuZBgPIAEoBUgFiAEBEhIKCnBhZ2VfdGl0bGUYECABKAlCDgoMX3BhZ2VfbnVtYmVyQgoKCF9zZWN0aW9uQg0KC19jaGFyX3N0YXJ0QgsKCV9jaGFyX2VuZEINCgtfbGluZV9zdGFydEILCglfbGluZV9lbmQiTwoKQ29uZmlkZW5jZRIPCgdvdmVyYWxsGAEgASgCEhEKCXJldHJpZXZhbBgCIAEoAhIQCghjb3ZlcmFnZRgDIAEoAhILCgNsbG0YBCABKAIiaAoLUm91dGVUYXJnZXQSCwoDdGFnGAEgASgJEhUKDW93bmVyX3VzZXJfaWQYAiABKAkSEwoLb3duZXJfZW1haWwYAyABKAkSDgoGcmVhc29uGAQgASgJEhAKCGZhbGxiYWNrGAUgASgIIjkKBVVzYWdlEhUKDXByb21wdF90b2tlbnMYASABKAUSGQoRY29tcGxldGlvbl90b2tlbnMYAiABKAUi0AIKB1RpbWluZ3MSLAoJcmV0cmlldmFsGAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEikKBmJ1ZGdldBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgpnZW5lcmF0aW9uGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjYKE3RpbWVfdG9fZmlyc3RfdG9rZW4YBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKAoFdG90YWwYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLAoJZW1iZWRkaW5nGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi0KCnZhbGlkYXRpb24YByABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ipwEKC0Fuc3dlckZsYWdzEh4KFmhhbGx1Y2luYXRpb25fZGV0ZWN0ZWQYASABKAgSGgoSbWl0aWdhdGlvbl9hcHBsaWVkGAIgASgIEhEKCWNhY2hlX2hpdBgDIAEoCBIQCghkZWdyYWRlZBgEIAEoCBIbChNpbmplY3Rpb25fc3VzcGVjdGVkGAUgASgIEhoKEnJlZGFjdGlvbnNfYXBwbGllZBgGIAEoCCJ4CgtFeHBsYW5hdGlvbhImCgZwcm9tcHQYASADKAsyFi5yYWdzdmMudjEuQ2hhdE1lc3NhZ2USKgoNcGFja2VkX2NodW5rcxgCIAMoCzITLnJhZ3N2Yy52MS5DaXRhdGlvbhIVCg1wcm9tcHRfdG9rZW5zGAMgASgFKkYKBE1vZGUSFAoQTU9ERV9VTlNQRUNJRklFRBAAEhAKDE1PREVfR0VORVJBTBABEhYKEk1PREVfU0VMRUNURURfVEVYVBACKlAKBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg0KCVJPTEVfVVNFUhABEhIKDlJPTEVfQVNTSVNUQU5UEAISDwoLUk9MRV9TWVNURU0QAypoCg1DaXRhdGlvblN0eWxlEh4KGkNJVEFUSU9OX1NUWUxFX1VOU1BFQ0lGSUVEEAASGQoVQ0lUQVRJT05fU1RZTEVfTUFSS0VSEAESHAoYQ0lUQVRJT05fU1RZTEVfU09VUkNFX0lEEAIqbgoKU3RyaWN0bmVzcxIaChZTVFJJQ1RORVNTX1VOU1BFQ0lGSUVEEAASFgoSU1RSSUNUTkVTU19MRU5JRU5UEAESFQoRU1RSSUNUTkVTU19OT1JNQUwQAhIVChFTVFJJQ1RORVNTX1NUUklDVBADKpcBCgpRdWVyeUNsYXNzEhsKF1FVRVJZX0NMQVNTX1VOU1BFQ0lGSUVEEAASFwoTUVVFUllfQ0xBU1NfRkFDVFVBTBABEhoKFlFVRVJZX0NMQVNTX1BST0NFRFVSQUwQAhIdChlRVUVSWV9DTEFTU19DTEFSSUZJQ0FUSU9OEAMSGAoUUVVFUllfQ0xBU1NfR1JFRVRJTkcQBCpDCgZBY3Rpb24SFgoSQUNUSU9OX1VOU1BFQ0lGSUVEEAASDwoLQUNUSU9OX0NJVEUQARIQCgxBQ1RJT05fUk9VVEUQAir3AQoNUmVmdXNhbFJlYXNvbhIeChpSRUZVU0FMX1JFQVNPTl9VTlNQRUNJRklFRBAAEhcKE1JFRlVTQUxfUkVBU09OX05PTkUQARIcChhSRUZVU0FMX1JFQVNPTl9OT19DSFVOS1MQAhIdChlSRUZVU0FMX1JFQVNPTl9TQ09SRV9HQVRFEAMSJQohUkVGVVNBTF9SRUFTT05fVU5TVVBQT1JURURfQU5TV0VSEAQSJAogUkVGVVNBTF9SRUFTT05fSU5WQUxJRF9DSVRBVElPTlMQBRIjCh9SRUZVU0FMX1JFQVNPTl9OT1RfSU5fU0VMRUNUSU9OEAYyjAEKClJhZ1NlcnZpY2USNAoDQXNrEhUucmFnc3ZjLnYxLkFza1JlcXVlc3QaFi5yYWdzdmMudjEuQXNrUmVzcG9uc2USSAoJQXNrU3RyZWFtEhsucmFnc3ZjLnYxLkFza1N0cmVhbVJlcXVlc3QaHC5yYWdzdmMudjEuQXNrU3RyZWFtUmVzcG9uc2UwAWIGcHJvdG8z", [file_google_protobuf_duration]);
+  fileDesc("ChtyYWdzdmMvdjEvcmFnX3NlcnZpY2UucHJvdG8SCXJhZ3N2Yy52MSK4AwoKQXNrUmVxdWVzdBINCgVxdWVyeRgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSEQoJdXNlcl90YWdzGAMgAygJEiwKDGNoYXRfaGlzdG9yeRgEIAMoCzIWLnJhZ3N2Yy52MS5DaGF0TWVzc2FnZRISCgpzZXNzaW9uX2lkGAUgASgJEh0KBG1vZGUYBiABKA4yDy5yYWdzdmMudjEuTW9kZRIVCg1zZWxlY3RlZF90ZXh0GAcgASgJEi4KCXJldHJpZXZhbBgIIAEoCzIbLnJhZ3N2Yy52MS5SZXRyaWV2YWxPcHRpb25zEjAKCmdlbmVyYXRpb24YCSABKAsyHC5yYWdzdmMudjEuR2VuZXJhdGlvbk9wdGlvbnMSDwoHZXhwbGFpbhgKIAEoCBIPCgdkcnlfcnVuGAsgASgIEhcKD2lkZW1wb3RlbmN5X2tleRgMIAEoCRIcCg9mb2xsb3dfdXBfY291bnQYDSABKAVIAIgBARIuCg1zdHJlYW1fcG9saWN5GA4gASgOMhcucmFnc3ZjLnYxLlN0cmVhbVBvbGljeUISChBfZm9sbG93X3VwX2NvdW50IjAKC0Fza1Jlc3BvbnNlEiEKBmFuc3dlchgBIAEoCzIRLnJhZ3N2Yy52MS5BbnN3ZXIivgMKEEFza1N0cmVhbVJlcXVlc3QSDQoFcXVlcnkYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhEKCXVzZXJfdGFncxgDIAMoCRIsCgxjaGF0X2hpc3RvcnkYBCADKAsyFi5yYWdzdmMudjEuQ2hhdE1lc3NhZ2USEgoKc2Vzc2lvbl9pZBgFIAEoCRIdCgRtb2RlGAYgASgOMg8ucmFnc3ZjLnYxLk1vZGUSFQoNc2VsZWN0ZWRfdGV4dBgHIAEoCRIuCglyZXRyaWV2YWwYCCABKAsyGy5yYWdzdmMudjEuUmV0cmlldmFsT3B0aW9ucxIwCgpnZW5lcmF0aW9uGAkgASgLMhwucmFnc3ZjLnYxLkdlbmVyYXRpb25PcHRpb25zEg8KB2V4cGxhaW4YCiABKAgSDwoHZHJ5X3J1bhgLIAEoCBIXCg9pZGVtcG90ZW5jeV9rZXkYDCABKAkSHAoPZm9sbG93X3VwX2NvdW50GA0gASgFSACIAQESLgoNc3RyZWFtX3BvbGljeRgOIAEoDjIXLnJhZ3N2Yy52MS5TdHJlYW1Qb2xpY3lCEgoQX2ZvbGxvd191cF9jb3VudCKAAQoRQXNrU3RyZWFtUmVzcG9uc2USFAoKdGV4dF9kZWx0YRgBIAEoCUgAEicKCGNpdGF0aW9uGAIgASgLMhMucmFnc3ZjLnYxLkNpdGF0aW9uSAASIwoGYW5zd2VyGAMgASgLMhEucmFnc3ZjLnYxLkFuc3dlckgAQgcKBWV2ZW50Ij0KC0NoYXRNZXNzYWdlEh0KBHJvbGUYASABKA4yDy5yYWdzdmMudjEuUm9sZRIPCgdjb250ZW50GAIgASgJIo0BChBSZXRyaWV2YWxPcHRpb25zEhIKBXRvcF9rGAEgASgFSACIAQESHAoPc2NvcmVfdGhyZXNob2xkGAIgASgCSAGIAQESKQoGZmlsdGVyGAMgASgLMhkucmFnc3ZjLnYxLk1ldGFkYXRhRmlsdGVyQggKBl90b3Bfa0ISChBfc2NvcmVfdGhyZXNob2xkIlQKDk1ldGFkYXRhRmlsdGVyEhMKC3NvdXJjZV91cmxzGAEgAygJEhMKC3BhZ2VfdGl0bGVzGAIgAygJEhgKEHNlY3Rpb25faGVhZGluZ3MYAyADKAki2gEKEUdlbmVyYXRpb25PcHRpb25zEg0KBW1vZGVsGAEgASgJEhMKC3RlbXBsYXRlX2lkGAIgASgJEjAKDmNpdGF0aW9uX3N0eWxlGAMgASgOMhgucmFnc3ZjLnYxLkNpdGF0aW9uU3R5bGUSKQoKc3RyaWN0bmVzcxgEIAEoDjIVLnJhZ3N2Yy52MS5TdHJpY3RuZXNzEhgKC3RlbXBlcmF0dXJlGAUgASgCSACIAQESEQoEc2VlZBgGIAEoA0gBiAEBQg4KDF90ZW1wZXJhdHVyZUIHCgVfc2VlZCKcBQoGQW5zd2VyEgwKBHRleHQYASABKAkSJgoJY2l0YXRpb25zGAIgAygLMhMucmFnc3ZjLnYxLkNpdGF0aW9uEikKCmNvbmZpZGVuY2UYAyABKAsyFS5yYWdzdmMudjEuQ29uZmlkZW5jZRIhCgZhY3Rpb24YBCABKA4yES5yYWdzdmMudjEuQWN0aW9uEiUKBXJvdXRlGAUgASgLMhYucmFnc3ZjLnYxLlJvdXRlVGFyZ2V0EhAKCGdyb3VuZGVkGAYgASgIEjAKDnJlZnVzYWxfcmVhc29uGAcgASgOMhgucmFnc3ZjLnYxLlJlZnVzYWxSZWFzb24SJwoKY2FuZGlkYXRlcxgIIAMoCzITLnJhZ3N2Yy52MS5DaXRhdGlvbhINCgVtb2RlbBgJIAEoCRIfCgV1c2FnZRgKIAEoCzIQLnJhZ3N2Yy52MS5Vc2FnZRIjCgd0aW1pbmdzGAsgASgLMhIucmFnc3ZjLnYxLlRpbWluZ3MSGwoTY29udGV4dF9jaHVua3NfdXNlZBgMIAEoBRIbChNjb250ZXh0X3Rva2Vuc191c2VkGA0gASgFEh8KF3Byb21wdF90ZW1wbGF0ZV92ZXJzaW9uGA4gASgJEhsKE2ZvbGxvd191cF9xdWVzdGlvbnMYDyADKAkSJQoFZmxhZ3MYECABKAsyFi5yYWdzdmMudjEuQW5zd2VyRmxhZ3MSEgoKcmVxdWVzdF9pZBgRIAEoCRIrCgtleHBsYW5hdGlvbhgSIAEoCzIWLnJhZ3N2Yy52MS5FeHBsYW5hdGlvbhIqCgtxdWVyeV9jbGFzcxgTIAEoDjIVLnJhZ3N2Yy52MS5RdWVyeUNsYXNzEhkKEWNvc3RfZXN0aW1hdGVfdXNkGBQgASgBIrIDCghDaXRhdGlvbhIOCgZtYXJrZXIYASABKAUSEQoJc291cmNlX2lkGAIgASgJEhMKC2RvY3VtZW50X2lkGAMgASgJEhUKDWRvY3VtZW50X25hbWUYBCABKAkSEwoLY2h1bmtfaW5kZXgYBSABKAUSGAoLcGFnZV9udW1iZXIYBiABKAVIAIgBARIUCgdzZWN0aW9uGAcgASgJSAGIAQESEgoKc291cmNlX3VybBgIIAEoCRIXCg9yZWxldmFuY2Vfc2NvcmUYCSABKAISDwoHc25pcHBldBgKIAEoCRIMCgR0ZXh0GAsgASgJEhcKCmNoYXJfc3RhcnQYDCABKAVIAogBARIVCghjaGFyX2VuZBgNIAEoBUgDiAEBEhcKCmxpbmVfc3RhcnQYDiABKAVIBIgBARIVCghsaW5lX2VuZBgPIAEoBUgFiAEBEhIKCnBhZ2VfdGl0bGUYECABKAlCDgoMX3BhZ2VfbnVtYmVyQgoKCF9zZWN0aW9uQg0KC19jaGFyX3N0YXJ0QgsKCV9jaGFyX2VuZEINCgtfbGluZV9zdGFydEILCglfbGluZV9lbmQiTwoKQ29uZmlkZW5jZRIPCgdvdmVyYWxsGAEgASgCEhEKCXJldHJpZXZhbBgCIAEoAhIQCghjb3ZlcmFnZRgDIAEoAhILCgNsbG0YBCABKAIiaAoLUm91dGVUYXJnZXQSCwoDdGFnGAEgASgJEhUKDW93bmVyX3VzZXJfaWQYAiABKAkSEwoLb3duZXJfZW1haWwYAyABKAkSDgoGcmVhc29uGAQgASgJEhAKCGZhbGxiYWNrGAUgASgIIjkKBVVzYWdlEhUKDXByb21wdF90b2tlbnMYASABKAUSGQoRY29tcGxldGlvbl90b2tlbnMYAiABKAUi0AIKB1RpbWluZ3MSLAoJcmV0cmlldmFsGAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEikKBmJ1ZGdldBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgpnZW5lcmF0aW9uGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjYKE3RpbWVfdG9fZmlyc3RfdG9rZW4YBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKAoFdG90YWwYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLAoJZW1iZWRkaW5nGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi0KCnZhbGlkYXRpb24YByABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i1AEKC0Fuc3dlckZsYWdzEh4KFmhhbGx1Y2luYXRpb25fZGV0ZWN0ZWQYASABKAgSGgoSbWl0aWdhdGlvbl9hcHBsaWVkGAIgASgIEhEKCWNhY2hlX2hpdBgDIAEoCBIQCghkZWdyYWRlZBgEIAEoCBIbChNpbmplY3Rpb25fc3VzcGVjdGVkGAUgASgIEhoKEnJlZGFjdGlvbnNfYXBwbGllZBgGIAEoCBIPCgdwYXJ0aWFsGAcgASgIEhoKEnJlcGV0aXRpb25fc3RvcHBlZBgIIAEoCCL5AQoLRXhwbGFuYXRpb24SJgoGcHJvbXB0GAEgAygLMhYucmFnc3ZjLnYxLkNoYXRNZXNzYWdlEioKDXBhY2tlZF9jaHVua3MYAiADKAsyEy5yYWdzdmMudjEuQ2l0YXRpb24SFQoNcHJvbXB0X3Rva2VucxgDIAEoBRIUCgxzZWFyY2hfcXVlcnkYBCABKAkSLgoNcXVlcnlfcmV3cml0ZRgFIAEoDjIXLnJhZ3N2Yy52MS5RdWVyeVJld3JpdGUSDQoFZHJhZnQYBiABKAkSKgoLbW9kZWxfdXNhZ2UYByADKAsyFS5yYWdzdmMudjEuTW9kZWxVc2FnZSKUAQoKTW9kZWxVc2FnZRIsCgdwdXJwb3NlGAEgASgOMhsucmFnc3ZjLnYxLk1vZGVsQ2FsbFB1cnBvc2USDQoFbW9kZWwYAiABKAkSDQoFY2FsbHMYAyABKAUSHwoFdXNhZ2UYBCABKAsyEC5yYWdzdmMudjEuVXNhZ2USGQoRY29zdF9lc3RpbWF0ZV91c2QYBSABKAEqYQoMU3RyZWFtUG9saWN5Eh0KGVNUUkVBTV9QT0xJQ1lfVU5TUEVDSUZJRUQQABIbChdTVFJFQU1fUE9MSUNZX1ZBTElEQVRFRBABEhUKEVNUUkVBTV9QT0xJQ1lfUkFXEAIqRgoETW9kZRIUChBNT0RFX1VOU1BFQ0lGSUVEEAASEAoMTU9ERV9HRU5FUkFMEAESFgoSTU9ERV9TRUxFQ1RFRF9URVhUEAIqUAoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDQoJUk9MRV9VU0VSEAESEgoOUk9MRV9BU1NJU1RBTlQQAhIPCgtST0xFX1NZU1RFTRADKmgKDUNpdGF0aW9uU3R5bGUSHgoaQ0lUQVRJT05fU1RZTEVfVU5TUEVDSUZJRUQQABIZChVDSVRBVElPTl9TVFlMRV9NQVJLRVIQARIcChhDSVRBVElPTl9TVFlMRV9TT1VSQ0VfSUQQAipuCgpTdHJpY3RuZXNzEhoKFlNUUklDVE5FU1NfVU5TUEVDSUZJRUQQABIWChJTVFJJQ1RORVNTX0xFTklFTlQQARIVChFTVFJJQ1RORVNTX05PUk1BTBACEhUKEVNUUklDVE5FU1NfU1RSSUNUEAMqlwEKClF1ZXJ5Q2xhc3MSGwoXUVVFUllfQ0xBU1NfVU5TUEVDSUZJRUQQABIXChNRVUVSWV9DTEFTU19GQUNUVUFMEAESGgoWUVVFUllfQ0xBU1NfUFJPQ0VEVVJBTBACEh0KGVFVRVJZX0NMQVNTX0NMQVJJRklDQVRJT04QAxIYChRRVUVSWV9DTEFTU19HUkVFVElORxAEKkMKBkFjdGlvbhIWChJBQ1RJT05fVU5TUEVDSUZJRUQQABIPCgtBQ1RJT05fQ0lURRABEhAKDEFDVElPTl9ST1VURRACKvcBCg1SZWZ1c2FsUmVhc29uEh4KGlJFRlVTQUxfUkVBU09OX1VOU1BFQ0lGSUVEEAASFwoTUkVGVVNBTF9SRUFTT05fTk9ORRABEhwKGFJFRlVTQUxfUkVBU09OX05PX0NIVU5LUxACEh0KGVJFRlVTQUxfUkVBU09OX1NDT1JFX0dBVEUQAxIlCiFSRUZVU0FMX1JFQVNPTl9VTlNVUFBPUlRFRF9BTlNXRVIQBBIkCiBSRUZVU0FMX1JFQVNPTl9JTlZBTElEX0NJVEFUSU9OUxAFEiMKH1JFRlVTQUxfUkVBU09OX05PVF9JTl9TRUxFQ1RJT04QBiqVAQoMUXVlcnlSZXdyaXRlEh0KGVFVRVJZX1JFV1JJVEVfVU5TUEVDSUZJRUQQABIWChJRVUVSWV9SRVdSSVRFX05PTkUQARIWChJRVUVSWV9SRVdSSVRFX1JVTEUQAhIVChFRVUVSWV9SRVdSSVRFX0xMTRADEh8KG1FVRVJZX1JFV1JJVEVfUlVMRV9GQUxMQkFDSxAEKvsBChBNb2RlbENhbGxQdXJwb3NlEiIKHk1PREVMX0NBTExfUFVSUE9TRV9VTlNQRUNJRklFRBAAEh0KGU1PREVMX0NBTExfUFVSUE9TRV9BTlNXRVIQARIfChtNT0RFTF9DQUxMX1BVUlBPU0VfQ09OREVOU0UQAhIfChtNT0RFTF9DQUxMX1BVUlBPU0VfQ0xBU1NJRlkQAxIcChhNT0RFTF9DQUxMX1BVUlBPU0VfUkVSVU4QBBIhCh1NT0RFTF9DQUxMX1BVUlBPU0VfU0VMRl9TQ09SRRAFEiEKHU1PREVMX0NBTExfUFVSUE9TRV9GT0xMT1dfVVBTEAYyjAEKClJhZ1NlcnZpY2USNAoDQXNrEhUucmFnc3ZjLnYxLkFza1JlcXVlc3QaFi5yYWdzdmMudjEuQXNrUmVzcG9uc2USSAoJQXNrU3RyZWFtEhsucmFnc3ZjLnYxLkFza1N0cmVhbVJlcXVlc3QaHC5yYWdzdmMudjEuQXNrU3RyZWFtUmVzcG9uc2UwAWIGcHJvdG8z", [file_google_protobuf_duration]);
 
 /**
  * AskRequest is a question and how to answer it.
@@ -117,6 +117,15 @@ export type AskRequest = Message<"ragsvc.v1.AskRequest"> & {
    * @generated from field: optional int32 follow_up_count = 13;
    */
   followUpCount?: number | undefined;
+
+  /**
+   * What AskStream sends while the answer is generated (see StreamPolicy). Unspecified means the
+   * server's default (RAG_STREAM_POLICY). Ask sends only the final answer, which the policy does not
+   * change.
+   *
+   * @generated from field: ragsvc.v1.StreamPolicy stream_policy = 14;
+   */
+  streamPolicy: StreamPolicy;
 };
 
 /**
@@ -244,6 +253,13 @@ export type AskStreamRequest = Message<"ragsvc.v1.AskStreamRequest"> & {
    * @generated from field: optional int32 follow_up_count = 13;
    */
   followUpCount?: number | undefined;
+
+  /**
+   * See AskRequest.stream_policy.
+   *
+   * @generated from field: ragsvc.v1.StreamPolicy stream_policy = 14;
+   */
+  streamPolicy: StreamPolicy;
 };
 
 /**
@@ -267,7 +283,8 @@ export type AskStreamResponse = Message<"ragsvc.v1.AskStreamResponse"> & {
    */
   event: {
     /**
-     * The next piece of answer text, sent as soon as the generator produced it.
+     * The next piece of answer text: validated sentences (STREAM_POLICY_VALIDATED) or the
+     * generator's tokens as they come (STREAM_POLICY_RAW).
      *
      * @generated from field: string text_delta = 1;
      */
@@ -275,7 +292,8 @@ export type AskStreamResponse = Message<"ragsvc.v1.AskStreamResponse"> & {
     case: "textDelta";
   } | {
     /**
-     * A citation, sent when its marker first completes in the text.
+     * A citation, sent when its marker is first released (validated) or first completes in the
+     * text (raw).
      *
      * @generated from field: ragsvc.v1.Citation citation = 2;
      */
@@ -462,7 +480,10 @@ export const GenerationOptionsSchema: GenMessage<GenerationOptions> = /*@__PURE_
  */
 export type Answer = Message<"ragsvc.v1.Answer"> & {
   /**
-   * The answer text, with citation markers.
+   * The answer text, with citation markers. When the answer is refused (`refusal_reason` is not
+   * REFUSAL_REASON_NONE) it is the refusal, never the model's draft (see `explanation.draft`); in
+   * MODE_SELECTED_TEXT the refusal is "The provided selection does not contain information about
+   * "<question>". Would you like me to search the full documentation?".
    *
    * @generated from field: string text = 1;
    */
@@ -525,7 +546,9 @@ export type Answer = Message<"ragsvc.v1.Answer"> & {
   model: string;
 
   /**
-   * Tokens used by the generation.
+   * Tokens of every model call made for the answer: condensing a follow-up, classification, the
+   * answer, re-runs, the self-score and follow-up questions (by purpose in
+   * `explanation.model_usage`).
    *
    * @generated from field: ragsvc.v1.Usage usage = 10;
    */
@@ -581,22 +604,24 @@ export type Answer = Message<"ragsvc.v1.Answer"> & {
   requestId: string;
 
   /**
-   * The packed chunks and rendered prompt; set when `explain` or `dry_run` was requested.
+   * How the answer was built (the search, the prompt, the draft, the model calls); set when
+   * `explain` or `dry_run` was requested.
    *
    * @generated from field: ragsvc.v1.Explanation explanation = 18;
    */
   explanation?: Explanation | undefined;
 
   /**
-   * What kind of question it was. A clarification is searched together with the previous user turn.
+   * What kind of question it was. A follow-up is searched as a standalone question (see
+   * `explanation.search_query`).
    *
    * @generated from field: ragsvc.v1.QueryClass query_class = 19;
    */
   queryClass: QueryClass;
 
   /**
-   * Estimated cost of the generation in US dollars, from the server's per-model price table (0 for
-   * local models and for answers that called no model).
+   * Estimated cost of every model call made for the answer in US dollars, from the server's
+   * per-model price table (0 for local models and for answers that called no model).
    *
    * @generated from field: double cost_estimate_usd = 20;
    */
@@ -966,6 +991,22 @@ export type AnswerFlags = Message<"ragsvc.v1.AnswerFlags"> & {
    * @generated from field: bool redactions_applied = 6;
    */
   redactionsApplied: boolean;
+
+  /**
+   * The answer is grounded in valid citations but says that part of the question is not covered by
+   * the documents; its confidence counts the missing part.
+   *
+   * @generated from field: bool partial = 7;
+   */
+  partial: boolean;
+
+  /**
+   * The model was repeating itself: its generation was stopped early and the repetitions are not in
+   * the text.
+   *
+   * @generated from field: bool repetition_stopped = 8;
+   */
+  repetitionStopped: boolean;
 };
 
 /**
@@ -1001,6 +1042,37 @@ export type Explanation = Message<"ragsvc.v1.Explanation"> & {
    * @generated from field: int32 prompt_tokens = 3;
    */
   promptTokens: number;
+
+  /**
+   * What was searched for: the question, or for a follow-up the standalone question it was
+   * rewritten to (see `query_rewrite`).
+   *
+   * @generated from field: string search_query = 4;
+   */
+  searchQuery: string;
+
+  /**
+   * How `search_query` was made.
+   *
+   * @generated from field: ragsvc.v1.QueryRewrite query_rewrite = 5;
+   */
+  queryRewrite: QueryRewrite;
+
+  /**
+   * The model's draft when the answer was refused (`Answer.text` is then the refusal); empty
+   * otherwise.
+   *
+   * @generated from field: string draft = 6;
+   */
+  draft: string;
+
+  /**
+   * The model calls made for the answer, one entry per purpose; their usage adds up to
+   * `Answer.usage` and their cost to `Answer.cost_estimate_usd`.
+   *
+   * @generated from field: repeated ragsvc.v1.ModelUsage model_usage = 7;
+   */
+  modelUsage: ModelUsage[];
 };
 
 /**
@@ -1009,6 +1081,98 @@ export type Explanation = Message<"ragsvc.v1.Explanation"> & {
  */
 export const ExplanationSchema: GenMessage<Explanation> = /*@__PURE__*/
   messageDesc(file_ragsvc_v1_rag_service, 15);
+
+/**
+ * ModelUsage is the model calls of one purpose made for an answer.
+ *
+ * @generated from message ragsvc.v1.ModelUsage
+ */
+export type ModelUsage = Message<"ragsvc.v1.ModelUsage"> & {
+  /**
+   * Why the model was called.
+   *
+   * @generated from field: ragsvc.v1.ModelCallPurpose purpose = 1;
+   */
+  purpose: ModelCallPurpose;
+
+  /**
+   * The model called, as in `Answer.model`.
+   *
+   * @generated from field: string model = 2;
+   */
+  model: string;
+
+  /**
+   * How many calls.
+   *
+   * @generated from field: int32 calls = 3;
+   */
+  calls: number;
+
+  /**
+   * Their tokens.
+   *
+   * @generated from field: ragsvc.v1.Usage usage = 4;
+   */
+  usage?: Usage | undefined;
+
+  /**
+   * Their estimated cost in US dollars.
+   *
+   * @generated from field: double cost_estimate_usd = 5;
+   */
+  costEstimateUsd: number;
+};
+
+/**
+ * Describes the message ragsvc.v1.ModelUsage.
+ * Use `create(ModelUsageSchema)` to create a new message.
+ */
+export const ModelUsageSchema: GenMessage<ModelUsage> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_rag_service, 16);
+
+/**
+ * StreamPolicy is what an answer stream releases before the final answer.
+ *
+ * @generated from enum ragsvc.v1.StreamPolicy
+ */
+export enum StreamPolicy {
+  /**
+   * The server's default (RAG_STREAM_POLICY; validated unless configured otherwise).
+   *
+   * @generated from enum value: STREAM_POLICY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Text is released a sentence at a time, once the sentence is complete and every citation
+   * marker in it names a chunk of the prompt; each citation is sent with the first released
+   * sentence that cites it. A sentence without a marker is held until a cited sentence follows
+   * it, and is never released under STRICTNESS_STRICT; a sentence saying that the evidence is
+   * insufficient does not count as cited. After a sentence that fails, nothing more is released.
+   * So a draft that ends refused has shown nothing beyond its validated sentences, and one with no
+   * valid cited sentence has shown nothing at all. Clients render the deltas as they come and
+   * replace them with the final answer's text when it differs (a refusal, a re-run).
+   *
+   * @generated from enum value: STREAM_POLICY_VALIDATED = 1;
+   */
+  VALIDATED = 1,
+
+  /**
+   * Every token is relayed as the model writes it, citations as their markers complete. The
+   * deltas are a draft: a client must replace them with the final answer's text, visibly, when the
+   * final answer differs (a refused answer's text is the refusal).
+   *
+   * @generated from enum value: STREAM_POLICY_RAW = 2;
+   */
+  RAW = 2,
+}
+
+/**
+ * Describes the enum ragsvc.v1.StreamPolicy.
+ */
+export const StreamPolicySchema: GenEnum<StreamPolicy> = /*@__PURE__*/
+  enumDesc(file_ragsvc_v1_rag_service, 0);
 
 /**
  * Mode says where the evidence comes from.
@@ -1042,7 +1206,7 @@ export enum Mode {
  * Describes the enum ragsvc.v1.Mode.
  */
 export const ModeSchema: GenEnum<Mode> = /*@__PURE__*/
-  enumDesc(file_ragsvc_v1_rag_service, 0);
+  enumDesc(file_ragsvc_v1_rag_service, 1);
 
 /**
  * Role is who wrote a chat message.
@@ -1083,7 +1247,7 @@ export enum Role {
  * Describes the enum ragsvc.v1.Role.
  */
 export const RoleSchema: GenEnum<Role> = /*@__PURE__*/
-  enumDesc(file_ragsvc_v1_rag_service, 1);
+  enumDesc(file_ragsvc_v1_rag_service, 2);
 
 /**
  * CitationStyle is how markers look in the answer text.
@@ -1117,7 +1281,7 @@ export enum CitationStyle {
  * Describes the enum ragsvc.v1.CitationStyle.
  */
 export const CitationStyleSchema: GenEnum<CitationStyle> = /*@__PURE__*/
-  enumDesc(file_ragsvc_v1_rag_service, 2);
+  enumDesc(file_ragsvc_v1_rag_service, 3);
 
 /**
  * Strictness is how strictly an answer must stay within the evidence.
@@ -1158,7 +1322,7 @@ export enum Strictness {
  * Describes the enum ragsvc.v1.Strictness.
  */
 export const StrictnessSchema: GenEnum<Strictness> = /*@__PURE__*/
-  enumDesc(file_ragsvc_v1_rag_service, 3);
+  enumDesc(file_ragsvc_v1_rag_service, 4);
 
 /**
  * QueryClass is what kind of question was asked (classified by the LLM when one is configured, by rules
@@ -1207,7 +1371,7 @@ export enum QueryClass {
  * Describes the enum ragsvc.v1.QueryClass.
  */
 export const QueryClassSchema: GenEnum<QueryClass> = /*@__PURE__*/
-  enumDesc(file_ragsvc_v1_rag_service, 4);
+  enumDesc(file_ragsvc_v1_rag_service, 5);
 
 /**
  * Action is what the caller should do with the answer.
@@ -1241,7 +1405,7 @@ export enum Action {
  * Describes the enum ragsvc.v1.Action.
  */
 export const ActionSchema: GenEnum<Action> = /*@__PURE__*/
-  enumDesc(file_ragsvc_v1_rag_service, 5);
+  enumDesc(file_ragsvc_v1_rag_service, 6);
 
 /**
  * RefusalReason is why an answer was refused.
@@ -1303,7 +1467,119 @@ export enum RefusalReason {
  * Describes the enum ragsvc.v1.RefusalReason.
  */
 export const RefusalReasonSchema: GenEnum<RefusalReason> = /*@__PURE__*/
-  enumDesc(file_ragsvc_v1_rag_service, 6);
+  enumDesc(file_ragsvc_v1_rag_service, 7);
+
+/**
+ * QueryRewrite is how the question became the text searched for.
+ *
+ * @generated from enum ragsvc.v1.QueryRewrite
+ */
+export enum QueryRewrite {
+  /**
+   * Not reported.
+   *
+   * @generated from enum value: QUERY_REWRITE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Searched as asked: there is no conversation to follow up on.
+   *
+   * @generated from enum value: QUERY_REWRITE_NONE = 1;
+   */
+  NONE = 1,
+
+  /**
+   * A follow-up rewritten by rule: the previous questions' subject terms are added when the
+   * follow-up has none of its own (it refers back with "it", "that", "and ..." or only names an
+   * attribute, such as "the default?").
+   *
+   * @generated from enum value: QUERY_REWRITE_RULE = 2;
+   */
+  RULE = 2,
+
+  /**
+   * A follow-up condensed by the LLM, with the conversation, into a standalone question.
+   *
+   * @generated from enum value: QUERY_REWRITE_LLM = 3;
+   */
+  LLM = 3,
+
+  /**
+   * The LLM's condensing failed or ran out of its time; the rule rewrote the follow-up.
+   *
+   * @generated from enum value: QUERY_REWRITE_RULE_FALLBACK = 4;
+   */
+  RULE_FALLBACK = 4,
+}
+
+/**
+ * Describes the enum ragsvc.v1.QueryRewrite.
+ */
+export const QueryRewriteSchema: GenEnum<QueryRewrite> = /*@__PURE__*/
+  enumDesc(file_ragsvc_v1_rag_service, 8);
+
+/**
+ * ModelCallPurpose is why a model was called for an answer.
+ *
+ * @generated from enum ragsvc.v1.ModelCallPurpose
+ */
+export enum ModelCallPurpose {
+  /**
+   * Not reported.
+   *
+   * @generated from enum value: MODEL_CALL_PURPOSE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Writing the answer (a failed attempt before the fallback's is not counted: it reported no usage).
+   *
+   * @generated from enum value: MODEL_CALL_PURPOSE_ANSWER = 1;
+   */
+  ANSWER = 1,
+
+  /**
+   * Condensing a follow-up into a standalone question.
+   *
+   * @generated from enum value: MODEL_CALL_PURPOSE_CONDENSE = 2;
+   */
+  CONDENSE = 2,
+
+  /**
+   * Classifying the question.
+   *
+   * @generated from enum value: MODEL_CALL_PURPOSE_CLASSIFY = 3;
+   */
+  CLASSIFY = 3,
+
+  /**
+   * Re-running an answer that cited unknown markers, with the strict prompt.
+   *
+   * @generated from enum value: MODEL_CALL_PURPOSE_RERUN = 4;
+   */
+  RERUN = 4,
+
+  /**
+   * Rating the answer's support (the confidence's LLM part).
+   *
+   * @generated from enum value: MODEL_CALL_PURPOSE_SELF_SCORE = 5;
+   */
+  SELF_SCORE = 5,
+
+  /**
+   * Suggesting follow-up questions.
+   *
+   * @generated from enum value: MODEL_CALL_PURPOSE_FOLLOW_UPS = 6;
+   */
+  FOLLOW_UPS = 6,
+}
+
+/**
+ * Describes the enum ragsvc.v1.ModelCallPurpose.
+ */
+export const ModelCallPurposeSchema: GenEnum<ModelCallPurpose> = /*@__PURE__*/
+  enumDesc(file_ragsvc_v1_rag_service, 9);
 
 /**
  * RagService answers questions over the indexed documents with retrieval-augmented generation.
@@ -1331,11 +1607,12 @@ export const RagService: GenService<{
     output: typeof AskResponseSchema;
   },
   /**
-   * AskStream answers a question as a stream: text deltas as the generator produces them,
-   * citations as their markers complete, then exactly one final answer. The final answer is
-   * authoritative: its text and citations replace whatever the deltas assembled (validation
-   * may strip invalid markers or add a disclaimer after the deltas were sent). Cancelling the
-   * call stops generation upstream at once.
+   * AskStream answers a question as a stream: text deltas and the citations of their markers,
+   * then exactly one final answer. What the deltas carry depends on the request's
+   * `stream_policy`: validated sentences (the default), or the raw tokens of the draft. The final
+   * answer is authoritative: its text and citations replace whatever the deltas assembled (a
+   * refused answer's text is the refusal; a strict re-run or stripped markers change the text
+   * after the deltas were sent). Cancelling the call stops generation upstream at once.
    *
    * @generated from rpc ragsvc.v1.RagService.AskStream
    */

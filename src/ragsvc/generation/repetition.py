@@ -1,0 +1,66 @@
+"""The repetition guard: a model that loops (the same sentence, or the same few words, over and over until its
+token limit) is stopped as soon as its text ends in MIN_COPIES copies of the same passage.
+
+A passage is 1 to MAX_UNIT_CHARS characters (whitespace runs count as one space); the copies must add up to at least
+MIN_LOOP_CHARS, so that short legitimate repeats ("no, no, no", a table rule) never trip it. The check looks at
+the tail of the text only, each time a delta arrives, so a long answer costs no more than a short one.
+"""
+
+from __future__ import annotations
+
+import re
+
+MIN_COPIES = 3
+MIN_LOOP_CHARS = 64
+MAX_UNIT_CHARS = 200
+_TAIL_CHARS = MAX_UNIT_CHARS * MIN_COPIES
+_WHITESPACE = re.compile(r"\s+")
+# A sentence with the markers after its closing punctuation, as validation splits them; or an unfinished one.
+_SENTENCE = re.compile(r"\s*[^.!?]+[.!?]+(?:\s*\[#\d{1,3}\])*|\s*[^.!?]+$")
+
+
+class RepetitionGuard:
+    """Watches one generation's text as it arrives; `feed` says when it has started looping."""
+
+    def __init__(self) -> None:
+        self._tail = ""
+        self.tripped = False
+
+    def feed(self, delta: str) -> bool:
+        """Add `delta`; True once the text ends in a loop (and from then on)."""
+        if not self.tripped:
+            self._tail = _WHITESPACE.sub(" ", self._tail + delta)[-_TAIL_CHARS:]
+            self.tripped = looping(self._tail)
+        return self.tripped
+
+
+def looping(text: str) -> bool:
+    """Whether `text` ends in MIN_COPIES or more copies of one passage adding up to MIN_LOOP_CHARS or more."""
+    end = len(text) - 1
+    if end < 0:
+        return False
+    # A passage of `unit` characters repeats only where the last character recurs `unit` characters earlier.
+    position = end
+    while (position := text.rfind(text[end], max(0, end - MAX_UNIT_CHARS), position)) >= 0:
+        unit = end - position
+        span = unit * max(MIN_COPIES, -(-MIN_LOOP_CHARS // unit))
+        if span > len(text):
+            return False
+        if text[-span:] == text[-unit:] * (span // unit):
+            return True
+    return False
+
+
+def without_repeats(text: str) -> str:
+    """The text of a generation the guard stopped: each sentence once (the first time), and the unfinished
+    sentence it was cut in dropped."""
+    seen: set[str] = set()
+    kept: list[str] = []
+    for match in _SENTENCE.finditer(text):
+        sentence = match.group(0)
+        key = _WHITESPACE.sub(" ", sentence).strip().lower()
+        if key in seen or not sentence.rstrip().endswith((".", "!", "?", "]")):
+            continue
+        seen.add(key)
+        kept.append(sentence)
+    return "".join(kept).strip()
