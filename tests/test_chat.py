@@ -1,7 +1,8 @@
 """`ragsvc chat` driven through a pseudo-terminal (pexpect), against a real `ragsvc serve` process whose LLM is the
 scripted OpenAI-compatible server: the welcome text, a follow-up that gets the first turn from the session's
-stored history, and Ctrl-C in the middle of a slow stream (the answer stops, the server-side stream is cancelled
-all the way to the LLM's HTTP connection, the chat goes on).
+stored history, a conversation (a grounded question, a follow-up answered from the right source, a refused question
+whose draft never shows), and Ctrl-C in the middle of a slow stream (the answer stops, the server-side stream is
+cancelled all the way to the LLM's HTTP connection, the chat goes on).
 
 pexpect is blocking, and the scripted LLM server runs on this test's event loop, so every expect runs in a
 worker thread (`asyncio.to_thread`) and is bounded by its own timeout."""
@@ -9,14 +10,18 @@ worker thread (`asyncio.to_thread`) and is bounded by its own timeout."""
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import pexpect
 import pytest
 
 from ragsvc.chat import EXAMPLES
+from ragsvc.judge import CONDENSE_PROMPT
+from ragsvc.prompts import REFUSAL_SENTENCE
 from tests.support.openai_server import ScriptedOpenAIServer
 from tests.support.servers import serve_process
 
@@ -26,7 +31,22 @@ FIRST_ANSWER = "Documents are split into chunks of about 180 tokens. [#1]"
 FIRST_DELTAS = (*(word + " " for word in FIRST_ANSWER.split(" ")[:-1]), "[#1]")
 FOLLOW_UP = "And how much do neighbouring ones share?"
 SLOW_QUESTION = "How is the confidence score computed?"
-SLOW_DELTAS = (*(f"slowword{i} " for i in range(60)), "[#1]")
+SLOW_DELTAS = tuple(f"Slow sentence {i} [#1]. " for i in range(60))
+CONDENSING = CONDENSE_PROMPT.split("\n", 1)[0]  # how the server's condensing prompt starts
+
+
+def scripted(answers: Sequence[str], standalone: Sequence[str] = ()) -> Any:
+    """The LLM's replies: the next of `standalone` to the condensing prompt, else the next of `answers`, a word at a
+    time."""
+    replies, condensed = iter(answers), iter(standalone)
+
+    def deltas(body: dict[str, Any]) -> list[str]:
+        if CONDENSING in body["messages"][-1]["content"]:
+            return [next(condensed)]
+        *words, last = next(replies).split(" ")
+        return [word + " " for word in words] + [last]
+
+    return deltas
 
 
 async def expect(child: pexpect.spawn, pattern: str, within_s: float = EXPECT_TIMEOUT_S) -> None:
@@ -35,11 +55,14 @@ async def expect(child: pexpect.spawn, pattern: str, within_s: float = EXPECT_TI
 
 
 def answer_requests(llm: ScriptedOpenAIServer) -> list[dict]:
-    """The streamed chat completions the server asked of the LLM (the answers, not any side call)."""
+    """The streamed chat completions the server asked of the LLM for answers (not the condensing of follow-ups)."""
     return [
         r.body
         for r in llm.requests
-        if r.path == "/v1/chat/completions" and isinstance(r.body, dict) and r.body.get("stream")
+        if r.path == "/v1/chat/completions"
+        and isinstance(r.body, dict)
+        and r.body.get("stream")
+        and CONDENSING not in r.body["messages"][-1]["content"]
     ]
 
 
@@ -58,7 +81,8 @@ async def address(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedOpenAIS
         {
             "RAG_GENERATOR": "openai",
             "OPENAI_BASE_URL": llm.base_url,
-            # Only the answer itself goes to the LLM, so the test reads exactly the calls it made.
+            # Only the answer itself (and the condensing of a follow-up) goes to the LLM, so the test reads exactly
+            # the calls it made.
             "RAG_LLM_CLASSIFY": "false",
             "RAG_LLM_SELF_SCORE": "false",
             "RAG_DEFAULT_FOLLOW_UP_COUNT": "0",
@@ -75,7 +99,7 @@ async def address(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedOpenAIS
 @pytest.fixture
 async def chat(address: str, llm: ScriptedOpenAIServer) -> AsyncIterator[pexpect.spawn]:
     """`ragsvc chat` in a pseudo-terminal, in a new session; the scripted LLM starts each test afresh."""
-    llm.deltas, llm.token_delay_s = FIRST_DELTAS, 0.0
+    llm.deltas, llm.token_delay_s = scripted([FIRST_ANSWER] * 3, standalone=[FIRST_QUESTION]), 0.0
     llm.requests.clear()
     llm.streams.clear()
     child = pexpect.spawn(
@@ -130,7 +154,7 @@ async def test_ctrl_c_stops_the_stream_cancels_it_on_the_server_and_the_chat_goe
     llm.deltas = SLOW_DELTAS
     llm.token_delay_s = 0.1  # ~6 s if it ran to the end
     chat.sendline(SLOW_QUESTION)
-    await expect(chat, "slowword2 ")
+    await expect(chat, "Slow sentence 2 [#1].")
     chat.sendintr()
     await expect(chat, "[answer stopped]")
     await expect(chat, "> ")
@@ -140,7 +164,7 @@ async def test_ctrl_c_stops_the_stream_cancels_it_on_the_server_and_the_chat_goe
     await asyncio.wait_for(stream.request.connection.closed.wait(), timeout=EXPECT_TIMEOUT_S)
     assert stream.request.connection.closed_by == "client"
     assert not stream.completed and stream.tokens_sent < len(SLOW_DELTAS)
-    assert "slowword59" not in chat.before
+    assert "Slow sentence 59" not in chat.before
 
     # The chat is still usable: the next question is answered in full.
     llm.token_delay_s = 0.0
@@ -152,3 +176,49 @@ async def test_ctrl_c_stops_the_stream_cancels_it_on_the_server_and_the_chat_goe
     assert len(answer_requests(llm)) == 2
     chat.sendeof()
     await asyncio.to_thread(chat.expect_exact, pexpect.EOF, timeout=EXPECT_TIMEOUT_S)
+
+
+GROUNDED = "What happens on SIGTERM?"
+GROUNDED_ANSWER = "The server reports NOT_SERVING and lets in-flight calls finish within a grace period. [#1]"
+GRACE = "How long is that grace period?"
+STANDALONE = "How long is the grace period after SIGTERM?"
+GRACE_ANSWER = "The grace period is set with RAG_GRACE_PERIOD_SECONDS, ten seconds by default. [#1]"
+UNSUPPORTED = "How often are the dependencies probed?"
+WRONG_DRAFT = "The probes run every 85 minutes on Mars. Nobody checks them."
+
+
+async def test_a_grounded_answer_a_follow_up_with_its_source_and_a_refusal_whose_draft_never_shows(
+    chat: pexpect.spawn, llm: ScriptedOpenAIServer
+) -> None:
+    shown = io.StringIO()
+    chat.logfile_read = shown  # everything the chat printed
+    llm.deltas = scripted([GROUNDED_ANSWER, GRACE_ANSWER, WRONG_DRAFT], standalone=[STANDALONE, UNSUPPORTED])
+    await expect(chat, "> ")
+
+    chat.sendline(GROUNDED)
+    await expect(chat, "grace period. [#1]")
+    await expect(chat, "Sources:")
+    await expect(chat, "operations.md")
+    await expect(chat, "> ")
+
+    chat.sendline(GRACE)
+    await expect(chat, "ten seconds by default. [#1]")
+    await expect(chat, "Sources:")
+    await expect(chat, "[#1] operations.md · page N/A · section Graceful shutdown")
+    await expect(chat, "> ")
+
+    chat.sendline(UNSUPPORTED)
+    await expect(chat, REFUSAL_SENTENCE)
+    await expect(chat, "(REFUSAL_REASON_UNSUPPORTED_ANSWER)")
+    await expect(chat, "> ")
+    chat.sendline("exit")
+    await asyncio.to_thread(chat.expect_exact, pexpect.EOF, timeout=EXPECT_TIMEOUT_S)
+
+    transcript = shown.getvalue()
+    assert "85 minutes" not in transcript and "Nobody checks" not in transcript, "the refused draft never showed"
+    assert "draft withdrawn" not in transcript, "nothing had to be taken back"
+    # The follow-up was condensed by the model with the first turn, and the answer's prompt has the first turn.
+    condensing = [r.body["messages"][-1]["content"] for r in llm.requests if CONDENSING in str(r.body)]
+    assert len(condensing) == 2 and GROUNDED in condensing[0] and GRACE in condensing[0]
+    _, follow_up, _ = answer_requests(llm)
+    assert ("user", GROUNDED) in [(m["role"], m["content"]) for m in follow_up["messages"]]

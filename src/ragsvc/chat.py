@@ -1,11 +1,16 @@
 """`ragsvc chat`: an interactive terminal client. Answers stream as they arrive, sources follow each answer, the
-session id carries the conversation, and Ctrl-C stops the current answer (the server sees the cancel) without
-leaving the chat."""
+session id carries the conversation (a follow-up such as "and the default?" is searched with what it refers to),
+and Ctrl-C stops the current answer (the server sees the cancel) without leaving the chat.
+
+What streamed is a draft until the final answer arrives: when the final text differs (a refusal, a re-run), the
+streamed text is withdrawn (erased on a terminal) under a visible notice, and the final text is shown instead. With
+the validated stream policy (the server's default) a refused draft never shows at all."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import sys
 import uuid
@@ -23,6 +28,7 @@ EXAMPLES = (
     "How are documents chunked?",
 )
 QUIT = {"exit", "quit", ":q"}
+STREAM_POLICIES = {"validated": pb.STREAM_POLICY_VALIDATED, "raw": pb.STREAM_POLICY_RAW}
 
 
 def call_metadata() -> tuple[tuple[str, str], ...]:
@@ -43,15 +49,51 @@ def format_sources(answer: pb.Answer) -> list[str]:
     return lines
 
 
+class AnswerView:
+    """One answer as it streams: the deltas as they come; then the final text, which replaces them when it differs
+    (the deltas were a draft: a refused one, or one a re-run replaced) under a visible notice."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self.shown = ""
+
+    def delta(self, text: str) -> None:
+        self._out.write(text)
+        self._out.flush()
+        self.shown += text
+
+    def final(self, answer: pb.Answer) -> None:
+        """Ends the answer's text with its final version (and a line break)."""
+        if self.shown and self.shown != answer.text:
+            self._withdraw(answer)
+            self.shown = ""
+        if not self.shown:
+            self._out.write(answer.text)
+        self._out.write("\n")
+        self._out.flush()
+
+    def _withdraw(self, answer: pb.Answer) -> None:
+        """Erases the streamed text on a terminal (the lines still on screen), and says it was withdrawn."""
+        why = "not supported" if not answer.grounded else "replaced by the final answer"
+        if self._out.isatty():
+            width = shutil.get_terminal_size().columns
+            rows = sum(max(1, -(-len(line) // width)) for line in self.shown.split("\n"))
+            self._out.write("\r" + (f"\x1b[{rows - 1}A" if rows > 1 else "") + "\x1b[J")
+        else:
+            self._out.write("\n")
+        self._out.write(f"[draft withdrawn: {why}]\n")
+
+
 class Chat:
     def __init__(self, stub: rag_grpc.RagServiceStub, *, tenant: str, tags: list[str], deadline_s: float,
-                 out: TextIO = sys.stdout) -> None:
+                 out: TextIO = sys.stdout, stream_policy: pb.StreamPolicy = pb.STREAM_POLICY_UNSPECIFIED) -> None:
         self.session_id = str(uuid.uuid4())
         self._stub = stub
         self._tenant = tenant
         self._tags = tags
         self._deadline_s = deadline_s
         self._out = out
+        self._stream_policy = stream_policy
         self._call: grpc.aio.UnaryStreamCall[pb.AskStreamRequest, pb.AskStreamResponse] | None = None
 
     def interrupt(self) -> None:
@@ -64,16 +106,19 @@ class Chat:
     async def ask(self, query: str) -> pb.Answer | None:
         """Stream one answer; None when it was interrupted or failed (the reason is printed)."""
         request = pb.AskStreamRequest(
-            query=query, tenant_id=self._tenant, user_tags=self._tags, session_id=self.session_id
+            query=query,
+            tenant_id=self._tenant,
+            user_tags=self._tags,
+            session_id=self.session_id,
+            stream_policy=self._stream_policy,
         )
         self._call = self._stub.AskStream(request, timeout=self._deadline_s, metadata=call_metadata())
         answer = None
-        streamed = False
+        view = AnswerView(self._out)
         try:
             async for message in self._call:
                 if message.HasField("text_delta"):
-                    self._print(message.text_delta, end="")
-                    streamed = True
+                    view.delta(message.text_delta)
                 elif message.HasField("answer"):
                     answer = message.answer
         except (asyncio.CancelledError, grpc.aio.AioRpcError) as exc:
@@ -85,9 +130,7 @@ class Chat:
         finally:
             self._call = None
         if answer is not None:
-            if not streamed:
-                self._print(answer.text, end="")
-            self._print("")
+            view.final(answer)
             sources = format_sources(answer)
             if sources:
                 self._print("Sources:\n" + "\n".join(sources))
@@ -100,9 +143,10 @@ class Chat:
 
 
 async def run(address: str, *, tenant: str, tags: list[str], deadline_s: float,
-              read_line: Callable[[str], str] = input) -> None:
+              read_line: Callable[[str], str] = input, stream_policy: pb.StreamPolicy = pb.STREAM_POLICY_UNSPECIFIED) -> None:
     async with grpc.aio.insecure_channel(address) as channel:
-        chat = Chat(rag_grpc.RagServiceStub(channel), tenant=tenant, tags=tags, deadline_s=deadline_s)
+        chat = Chat(rag_grpc.RagServiceStub(channel), tenant=tenant, tags=tags, deadline_s=deadline_s,
+                    stream_policy=stream_policy)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, chat.interrupt)
         print(f"ragsvc chat · {address} · session {chat.session_id}")

@@ -44,7 +44,16 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--timeout", type=float, default=60.0, help="deadline in seconds")
         return sub
 
-    ask = client("ask", "ask a question and stream the answer")
+    def streamed(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        sub.add_argument(
+            "--stream",
+            choices=sorted(chat.STREAM_POLICIES),
+            help="validated: complete sentences whose citations hold; raw: every token, a draft replaced by the final "
+            "answer when it differs (default: the server's RAG_STREAM_POLICY)",
+        )
+        return sub
+
+    ask = streamed(client("ask", "ask a question and stream the answer"))
     ask.add_argument("query")
     ask.add_argument("--tag", action="append", default=[], dest="tags", help="a user tag (repeatable)")
     ask.add_argument("--top-k", type=int)
@@ -59,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--published", default="", help="publication date YYYY-MM-DD, used in ranking")
     ingest.add_argument("--confidential", action="store_true", help="readable only with the clearance tag")
 
-    client("chat", "an interactive conversation: streamed answers, sources, follow-ups in one session").add_argument(
+    streamed(client("chat", "an interactive conversation: streamed answers, sources, follow-ups in one session")).add_argument(
         "--tag", action="append", default=[], dest="tags", help="a user tag (repeatable)"
     )
     return parser
@@ -98,29 +107,31 @@ async def _ask(args: argparse.Namespace, address: str) -> None:
         explain=args.explain,
         retrieval=pb.RetrievalOptions(top_k=args.top_k),
         generation=pb.GenerationOptions(model=args.model),
+        stream_policy=_stream_policy(args),
     )
-    streamed = False
     answer = pb.Answer()
+    view = chat.AnswerView(sys.stdout)
     async with grpc.aio.insecure_channel(address) as channel:
         stub = rag_grpc.RagServiceStub(channel)
         async for message in stub.AskStream(request, timeout=args.timeout, metadata=call_metadata()):
             kind = message.WhichOneof("event")
             if kind == "text_delta" and not args.json:
-                print(message.text_delta, end="", flush=True)
-                streamed = True
+                view.delta(message.text_delta)
             elif kind == "answer":
                 answer = message.answer
-    if args.json:
+    if args.json:  # the final answer only: a refused answer's text is the refusal (its draft: --explain)
         print(json_format.MessageToJson(answer))
         return
-    if not streamed:  # refusals come whole, in the final answer
-        print(answer.text, end="")
-    print()
+    view.final(answer)
     _print_sources(answer)
     if args.explain:
         print("\nPrompt:")
         for message in answer.explanation.prompt:
             print(f"--- {pb.Role.Name(message.role)}\n{message.content}")
+
+
+def _stream_policy(args: argparse.Namespace) -> pb.StreamPolicy:
+    return chat.STREAM_POLICIES[args.stream] if args.stream else pb.STREAM_POLICY_UNSPECIFIED
 
 
 async def _ingest(args: argparse.Namespace, address: str) -> int:
@@ -199,7 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "ingest":
             return asyncio.run(_ingest(args, address))
         if args.command == "chat":
-            asyncio.run(chat.run(address, tenant=args.tenant, tags=args.tags, deadline_s=args.timeout))
+            asyncio.run(chat.run(address, tenant=args.tenant, tags=args.tags, deadline_s=args.timeout,
+                                 stream_policy=_stream_policy(args)))
             return 0
         asyncio.run(_ask(args, address))
         return 0

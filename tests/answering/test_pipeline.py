@@ -28,8 +28,8 @@ from ragsvc.domain import (
     RetrievalQuery,
     Role,
     ScoredChunk,
-    Strictness,
     StreamPolicy,
+    Strictness,
     TextDelta,
     Timings,
 )

@@ -25,6 +25,7 @@ from tests.support.http_server import Fault, ScriptedHTTPServer
 from tests.support.servers import connected, running_server
 
 QUESTION = "How is the confidence score computed?"
+RAW = pb.AskStreamRequest(query=QUESTION, stream_policy=pb.STREAM_POLICY_RAW)  # every token as it comes
 ANSWER = ["The overall confidence", " is 30 times the retrieval score", " plus 40 times coverage", " [#1]."]
 
 
@@ -80,11 +81,11 @@ def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo:
     return info
 
 
-async def test_deltas_reach_the_client_before_the_llm_finishes(stack: Stack) -> None:
+async def test_raw_deltas_reach_the_client_before_the_llm_finishes(stack: Stack) -> None:
     stack.script(first_token_delay_s=0.2, token_delay_s=0.2)
     first_delta_at = None
     messages = []
-    async for message in stack.stub.AskStream(pb.AskStreamRequest(query=QUESTION), timeout=30):
+    async for message in stack.stub.AskStream(RAW, timeout=30):
         if message.HasField("text_delta") and first_delta_at is None:
             first_delta_at = time.monotonic()
         messages.append(message)
@@ -103,7 +104,7 @@ async def test_deltas_reach_the_client_before_the_llm_finishes(stack: Stack) -> 
 
 async def test_cancelling_the_call_closes_the_upstream_stream_at_once(stack: Stack) -> None:
     stack.script([f" token{i}" for i in range(200)], token_delay_s=0.02)
-    call = stack.stub.AskStream(pb.AskStreamRequest(query=QUESTION), timeout=30)
+    call = stack.stub.AskStream(RAW, timeout=30)
     async for message in call:
         if message.HasField("text_delta"):
             break

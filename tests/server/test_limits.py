@@ -30,6 +30,11 @@ def bearer(token: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {token}"),)
 
 
+def raw_stream() -> pb.AskStreamRequest:
+    """A stream whose first message is the model's first token (what these tests wait for to know it is busy)."""
+    return pb.AskStreamRequest(query=QUESTION, stream_policy=pb.STREAM_POLICY_RAW)
+
+
 @pytest.fixture(scope="module")
 async def llm() -> AsyncIterator[ScriptedOpenAIServer]:
     async with ScriptedOpenAIServer(deltas=DELTAS) as server:
@@ -86,7 +91,7 @@ async def test_asks_beyond_the_in_flight_cap_are_refused_at_once(rag, llm, limit
     llm.token_delay_s = 0.05  # each stream takes ~0.5 s
     try:
         streams = [
-            rag.AskStream(pb.AskStreamRequest(query=QUESTION), metadata=bearer(f"stream-{i}"), timeout=30)
+            rag.AskStream(raw_stream(), metadata=bearer(f"stream-{i}"), timeout=30)
             for i in range(MAX_IN_FLIGHT)
         ]
         for stream in streams:
@@ -121,7 +126,8 @@ async def test_grpc_refuses_oversized_messages_with_resource_exhausted(rag, llm)
     assert "Received message larger than max" in caught.value.details()
     assert f"vs. {64 * 1024}" in caught.value.details()
 
-    llm.deltas = ("long answer " * 600, "[#1]")  # a 7 KB answer, over the 6000-byte send limit
+    # A 7 KB answer, over the 6000-byte send limit (words that do not repeat: a loop would be cut short).
+    llm.deltas = (" ".join(f"word{i}" for i in range(1000)), " [#1]")
     try:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await rag.Ask(pb.AskRequest(query=QUESTION), metadata=bearer("big-out"), timeout=10)
@@ -184,7 +190,7 @@ async def test_health_is_never_counted_against_the_in_flight_cap(limited_stubs: 
 async def test_a_cancelled_stream_frees_its_slot(rag, llm, limited) -> None:
     llm.token_delay_s = 0.2
     try:
-        stream = rag.AskStream(pb.AskStreamRequest(query=QUESTION), metadata=bearer("cancel"), timeout=30)
+        stream = rag.AskStream(raw_stream(), metadata=bearer("cancel"), timeout=30)
         await stream.read()
         assert limited.hardening.concurrency.in_flight == 1
         stream.cancel()

@@ -70,8 +70,9 @@ async def test_one_json_line_per_call_with_seed_003_fields(rag_stub) -> None:
     assert ok["latency"]["server_ms"] >= ok["latency"]["total_ms"] > 0
     assert ok["flags"] == {
         "cache_hit": False, "hallucination": False, "mitigation_applied": False, "degraded": False,
-        "injection_suspected": False, "redactions_applied": False,
+        "injection_suspected": False, "redactions_applied": False, "partial": False, "repetition_stopped": False,
     }
+    assert ok["search"] == {"rewrite": "none", "changed": False} and ok["model_calls"] == {"answer": 1}
     assert "docs_retrieved" in ok
     assert QUESTION not in lines[0], "the query text is not logged"
     assert bad["request_id"] == "log-2" and bad["status"] == "INVALID_ARGUMENT"

@@ -438,7 +438,9 @@ def test_cancelling_ask_stream_closes_the_llm_stream(loop: LoopThread, tmp_path:
         components = open_on(loop, stack, settings, demo=True)
         served = in_process(loop, components)
         call = served.server.invoke_unary_stream(
-            RAG.methods_by_name["AskStream"], (), pb.AskStreamRequest(query="How is the confidence score computed?"),
+            RAG.methods_by_name["AskStream"],
+            (),
+            pb.AskStreamRequest(query="How is the confidence score computed?", stream_policy=pb.STREAM_POLICY_RAW),
             TIMEOUT_S,
         )
         first = call.take_response()

@@ -69,7 +69,6 @@ def gate_refusal(
         timings=timings,
         flags=Flags(redactions_applied=retrieval.redactions_applied),
         request_id=question.request_id,
-        explanation=Explanation((), (), 0) if question.explain else None,
         retrieval_scores=tuple(hit.score for hit in retrieval.hits),
         query_class=retrieved.query_class,
         cost_estimate_usd=ledger.cost_estimate_usd,
