@@ -59,6 +59,46 @@ def test_uncited_or_refusing_answers_are_unsupported(text: str) -> None:
     assert verdict.action is Action.ROUTE
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hotels are reimbursed up to 180 euros per night [#1]. The documents do not contain information about taxis.",
+        "Hotels are reimbursed up to 180 euros per night [#1], but I don't have information about taxis.",
+        "I don't have information about taxis. Flights are booked through the travel desk [#2].",
+    ],
+)
+def test_a_valid_cited_claim_with_a_note_of_what_is_missing_is_a_grounded_partial_answer(text: str) -> None:
+    verdict = POLICY.judge(text, CONTEXT)
+    assert verdict.grounded and verdict.refusal is RefusalReason.NONE and verdict.partial
+    assert verdict.citations
+
+
+def test_the_missing_part_lowers_the_confidence() -> None:
+    claim = "Hotels are reimbursed up to 180 euros per night [#1]."
+    whole = POLICY.judge(claim, CONTEXT)
+    partial = POLICY.judge(claim + " The documents do not contain information about taxis or trains.", CONTEXT)
+    assert not whole.partial and partial.partial
+    assert partial.confidence.overall < whole.confidence.overall
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I don't have enough information to answer [#1].",  # a cited refusal claims nothing
+        "According to [#1], the documents do not contain information about taxis.",
+        "There is not enough evidence [#1]. The passages are insufficient information [#2].",
+    ],
+)
+def test_the_refusal_phrase_refuses_an_answer_without_a_valid_cited_claim(text: str) -> None:
+    verdict = POLICY.judge(text, CONTEXT)
+    assert not verdict.grounded and verdict.refusal is RefusalReason.UNSUPPORTED_ANSWER and not verdict.partial
+
+
+def test_an_invalid_marker_refuses_even_beside_a_valid_claim() -> None:
+    verdict = POLICY.judge("Hotels cost up to 180 euros [#1]. Taxis are free [#9].", CONTEXT)
+    assert verdict.refusal is RefusalReason.INVALID_CITATIONS and not verdict.partial
+
+
 def test_low_confidence_routes_by_the_primary_tag() -> None:
     verdict = POLICY.judge("Quantum chromodynamics governs reimbursement [#2].", CONTEXT)
     assert verdict.grounded and verdict.confidence.overall < 60

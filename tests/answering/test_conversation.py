@@ -1,0 +1,103 @@
+"""Follow-ups as standalone searches: the deterministic rule, and the model's condensing with its fallbacks (against
+the scripted OpenAI-compatible server on a real socket)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+
+from ragsvc.answering.conversation import Condenser, follow_up_search, lacks_subject
+from ragsvc.answering.deadlines import RequestBudget
+from ragsvc.answering.usage import UsageLedger
+from ragsvc.domain import CallPurpose, ChatMessage, Question, QueryRewrite, Role, SearchQuery, Usage
+from ragsvc.generation.extractive import ExtractiveGenerator
+from ragsvc.generation.openai_compat import OpenAICompatGenerator
+from ragsvc.pricing import PriceTable
+from tests.support.openai_server import ScriptedOpenAIServer
+
+SIGTERM = (ChatMessage(Role.USER, "What happens on SIGTERM?"), ChatMessage(Role.ASSISTANT, "It drains [#1]."))
+
+
+def turns(*questions: str) -> tuple[ChatMessage, ...]:
+    return tuple(m for q in questions for m in (ChatMessage(Role.USER, q), ChatMessage(Role.ASSISTANT, "...")))
+
+
+@pytest.mark.parametrize(
+    ("follow_up", "search"),
+    [
+        ("How long is it?", "SIGTERM How long is it?"),
+        ("And for SIGINT?", "SIGTERM And for SIGINT?"),
+        ("what about the logs", "SIGTERM what about the logs"),
+        ("default?", "SIGTERM default?"),
+        ("Which values are allowed?", "SIGTERM Which values are allowed?"),
+        ("How are documents chunked?", "How are documents chunked?"),  # a subject of its own: searched as asked
+    ],
+)
+def test_a_follow_up_without_a_subject_gets_the_previous_one(follow_up: str, search: str) -> None:
+    assert follow_up_search(follow_up, SIGTERM) == search
+
+
+def test_the_subject_comes_from_the_latest_question_that_had_one() -> None:
+    history = turns("What is the default chunk_overlap setting of the ingester?", "What range is allowed?")
+    assert follow_up_search("and the maximum?", history) == "chunk_overlap ingester and the maximum?"
+    assert follow_up_search("and the maximum?", ()) == "and the maximum?"
+
+
+@pytest.mark.parametrize(
+    ("query", "lacks"),
+    [("Is it fast?", True), ("And then?", True), ("the default?", True), ("Who owns the travel tag?", False),
+     ("What permissions does server.key need?", False)],
+)
+def test_lacks_subject(query: str, lacks: bool) -> None:
+    assert lacks_subject(query) is lacks
+
+
+async def condensed(
+    condenser: Condenser, question: Question, ledger: UsageLedger | None = None
+) -> SearchQuery:
+    budget = RequestBudget.start(30.0, None)
+    return await condenser.search_for(question, budget, ledger or UsageLedger(PriceTable({})))
+
+
+async def test_without_a_model_the_rule_rewrites_and_a_first_question_is_searched_as_asked() -> None:
+    condenser = Condenser(ExtractiveGenerator(), default_model="llama3.2", by_model=True, timeout_s=1.0)
+    follow_up = Question(query="How long is it?", chat_history=SIGTERM)
+    assert await condensed(condenser, follow_up) == SearchQuery("SIGTERM How long is it?", QueryRewrite.RULE)
+    assert await condensed(condenser, Question(query="How long is it?")) == SearchQuery("How long is it?")
+
+
+@contextlib.asynccontextmanager
+async def llm_condenser(reply: list[str], *, delay_s: float = 0.0, timeout_s: float = 2.0):
+    async with ScriptedOpenAIServer(deltas=reply, first_token_delay_s=delay_s) as server:
+        generator = OpenAICompatGenerator(server.base_url, model="llama3.2")
+        try:
+            yield Condenser(generator, default_model="llama3.2", by_model=True, timeout_s=timeout_s), server
+        finally:
+            await generator.aclose()
+
+
+async def test_the_model_condenses_with_the_conversation_and_its_usage_is_counted() -> None:
+    ledger = UsageLedger(PriceTable({}))
+    async with llm_condenser(["Standalone question: ", '"How long is the grace period after SIGTERM?"']) as (
+        condenser, server,
+    ):
+        search = await condensed(condenser, Question(query="How long is the grace period?", chat_history=SIGTERM), ledger)
+    assert search == SearchQuery("How long is the grace period after SIGTERM?", QueryRewrite.LLM)
+    prompt = server.requests[-1].body["messages"][-1]["content"]
+    assert "USER: What happens on SIGTERM?" in prompt and "ASSISTANT: It drains [#1]." in prompt
+    assert "FOLLOW-UP QUESTION: How long is the grace period?" in prompt
+    [usage] = ledger.by_purpose()
+    assert usage.purpose is CallPurpose.CONDENSE and usage.calls == 1 and usage.model == "openai:llama3.2"
+    assert usage.usage == Usage(prompt_tokens=len(prompt.split()), completion_tokens=2)
+
+
+@pytest.mark.parametrize(("reply", "delay_s"), [([""], 0.0), (["x" * 600], 0.0), (["How long?"], 1.0)],
+                         ids=["empty", "too-long", "too-slow"])
+async def test_a_failed_condensing_falls_back_to_the_rule(reply: list[str], delay_s: float) -> None:
+    async with llm_condenser(reply, delay_s=delay_s, timeout_s=0.3) as (condenser, _):
+        started = asyncio.get_running_loop().time()
+        search = await condensed(condenser, Question(query="How long is it?", chat_history=SIGTERM))
+    assert search == SearchQuery("SIGTERM How long is it?", QueryRewrite.RULE_FALLBACK)
+    assert asyncio.get_running_loop().time() - started < 0.9, "bounded by its own timeout"

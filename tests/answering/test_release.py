@@ -1,0 +1,110 @@
+"""The stream policy, item by item: what a validated stream releases for a draft arriving in pieces, and the raw relay."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragsvc.answering.generate import Drafting
+from ragsvc.answering.release import ValidatedRelease, release_for
+from ragsvc.domain import Chunk, Citation, CitationStyle, Event, ScoredChunk, StreamPolicy, Strictness, TextDelta
+
+CONTEXT = (
+    ScoredChunk(Chunk("travel", 0, "Hotels are reimbursed up to 180 euros per night."), 0.8),
+    ScoredChunk(Chunk("travel", 1, "Flights are booked two weeks ahead."), 0.6),
+)
+
+
+def streamed(
+    pieces: list[str],
+    *,
+    strictness: Strictness = Strictness.NORMAL,
+    style: CitationStyle = CitationStyle.MARKER,
+    complete: bool = True,
+) -> list[list[Event]]:
+    """What a validated release sends after each piece of the draft, then at its end (the last list)."""
+    release = release_for(StreamPolicy.VALIDATED, style, strictness)
+    assert release.feed(Drafting(CONTEXT)) == []
+    sent = [release.feed(TextDelta(piece)) for piece in pieces]
+    return [*sent, release.finish(complete=complete)]
+
+
+def texts(sent: list[list[Event]]) -> list[str]:
+    """The text released after each piece ("" when nothing was)."""
+    return ["".join(e.text for e in events if isinstance(e, TextDelta)) for events in sent]
+
+
+def test_a_sentence_is_released_once_complete_with_its_citation() -> None:
+    sent = streamed(["Hotels cost up", " to 180 euros [#", "1]. Flights", " are booked ahead [#2].", ""])
+    assert texts(sent) == ["", "", "Hotels cost up to 180 euros [#1].", "", "", " Flights are booked ahead [#2]."]
+    citations = [[e.marker for e in events if isinstance(e, Citation)] for events in sent]
+    assert citations == [[], [], [1], [], [], [2]]
+
+
+def test_markers_after_the_closing_punctuation_belong_to_the_sentence() -> None:
+    sent = streamed(["Hotels cost 180 euros.", " ", "[#1]", " Next"])
+    assert texts(sent) == ["", "", "", "Hotels cost 180 euros. [#1]", " Next"]
+
+
+def test_uncited_sentences_wait_for_a_cited_claim() -> None:
+    sent = streamed(["Good question. ", "Hotels cost 180 euros [#1]. ", "That is all."])
+    assert texts(sent) == ["", "", "Good question. Hotels cost 180 euros [#1].", " That is all."]
+
+
+@pytest.mark.parametrize(
+    "draft",
+    [
+        "The daily meal allowance on Mars is 85 credits. It is paid monthly.",  # no marker at all
+        "I don't have enough information [#1]. Sorry about that.",  # a cited refusal claims nothing
+    ],
+)
+def test_a_draft_without_a_valid_cited_claim_releases_nothing(draft: str) -> None:
+    assert texts(streamed([word + " " for word in draft.split()])) == [""] * (len(draft.split()) + 1)
+
+
+def test_nothing_is_released_from_a_sentence_with_an_unknown_marker_on() -> None:
+    sent = streamed(["Hotels cost 180 euros [#1]. ", "Taxis are free [#7]. ", "Flights are booked [#2]. ", "x"])
+    assert texts(sent) == ["", "Hotels cost 180 euros [#1].", "", "", ""]
+
+
+def test_strict_never_releases_an_uncited_sentence() -> None:
+    sent = streamed(["Hotels cost 180 euros [#1]. ", "Nice, right? ", "Flights [#2]."], strictness=Strictness.STRICT)
+    assert texts(sent) == ["", "Hotels cost 180 euros [#1].", "", ""]
+
+
+def test_source_id_citations_are_checked_against_the_packed_chunks() -> None:
+    style = CitationStyle.SOURCE_ID
+    good = streamed(["Hotels cost 180 euros [SourceId: travel:0]. ", "Next"], style=style)
+    assert texts(good) == ["", "Hotels cost 180 euros [SourceId: travel:0].", " Next"]
+    assert [e.marker for e in good[1] if isinstance(e, Citation)] == [1]
+    bad = streamed(["Hotels [SourceId: moon:9]. ", "Flights [SourceId: travel:1]. ", "x"], style=style)
+    assert texts(bad) == ["", "", "", ""]
+
+
+def test_decimals_and_unfinished_markers_do_not_end_a_sentence() -> None:
+    sent = streamed(["Rates rose by 2.5 percent [#1", "]. More"])
+    assert texts(sent) == ["", "Rates rose by 2.5 percent [#1].", " More"]
+
+
+def test_a_repeated_sentence_is_released_once_and_a_cut_sentence_not_at_all() -> None:
+    loop = "Hotels cost 180 euros [#1]. "
+    sent = streamed([loop, loop, loop, "Hotels cost"], complete=False)
+    assert "".join(texts(sent)) == "Hotels cost 180 euros [#1]."
+
+
+def test_a_new_attempt_starts_afresh() -> None:
+    release = ValidatedRelease(CitationStyle.MARKER, strict=False)
+    release.feed(Drafting(CONTEXT[:1]))
+    assert release.feed(TextDelta("Flights [#2]. x")) == []  # [#2] is not packed for this attempt: it fails
+    release.feed(Drafting(CONTEXT))
+    assert [e for e in release.feed(TextDelta("Flights [#2]. x")) if isinstance(e, TextDelta)] == [
+        TextDelta("Flights [#2].")
+    ]
+
+
+def test_raw_relays_every_piece_and_citation() -> None:
+    release = release_for(StreamPolicy.RAW, CitationStyle.MARKER, Strictness.NORMAL)
+    citation = Citation(1, CONTEXT[0].chunk, 0.8)
+    assert release.feed(Drafting(CONTEXT)) == []
+    assert release.feed(TextDelta("Mars [#")) == [TextDelta("Mars [#")]
+    assert release.feed(citation) == [citation]
+    assert release.finish(complete=True) == []
