@@ -11,7 +11,7 @@ import pytest
 from ragsvc.answering.conversation import Condenser, follow_up_search, lacks_subject
 from ragsvc.answering.deadlines import RequestBudget
 from ragsvc.answering.usage import UsageLedger
-from ragsvc.domain import CallPurpose, ChatMessage, Question, QueryRewrite, Role, SearchQuery, Usage
+from ragsvc.domain import CallPurpose, ChatMessage, QueryRewrite, Question, Role, SearchQuery, Usage
 from ragsvc.generation.extractive import ExtractiveGenerator
 from ragsvc.generation.openai_compat import OpenAICompatGenerator
 from ragsvc.pricing import PriceTable

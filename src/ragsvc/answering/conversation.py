@@ -21,7 +21,7 @@ from ragsvc.domain import Answer, CallPurpose, ChatMessage, QueryRewrite, Questi
 from ragsvc.errors import RagError
 from ragsvc.generation.base import Generator
 from ragsvc.judge import LLMJudge
-from ragsvc.lexical import STOPWORDS, content_terms, stem
+from ragsvc.lexical import STOPWORDS, content_terms, key_phrases, stem
 from ragsvc.storage.sessions import SessionStore
 
 _log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class Condenser:
         self.timeout_s = timeout_s
 
     async def search_for(self, question: Question, budget: RequestBudget, ledger: UsageLedger) -> SearchQuery:
-        if not _user_turns(question.chat_history):
+        if not _turns(question.chat_history):
             return SearchQuery(question.query)
         if not self._by_model:
             return SearchQuery(follow_up_search(question.query, question.chat_history), QueryRewrite.RULE)
@@ -93,23 +93,36 @@ class Condenser:
 
 def follow_up_search(query: str, history: Sequence[ChatMessage]) -> str:
     """`query` as a standalone search: a follow-up that lacks a subject of its own (see `lacks_subject`) gets the
-    subject words of the earlier questions it continues, the latest back to the first that had its own."""
-    if not lacks_subject(query):
+    subject words of the earlier questions it continues (`with_subject`)."""
+    turns = _turns(history)
+    if not turns or not lacks_subject(query, turns[-1][1]):
         return query
+    return with_subject(query, history)
+
+
+def with_subject(query: str, history: Sequence[ChatMessage]) -> str:
+    """`query` after the subject words of the earlier questions, the latest back to the first that had its own (the
+    retrieve stage's second try for a follow-up that seemed to stand alone but finds nothing searched as asked)."""
+    turns = _turns(history)
     subjects: list[str] = []
-    for turn in reversed(_user_turns(history)):
-        subjects.insert(0, _subject_words(turn))
-        if not lacks_subject(turn):
+    for index in range(len(turns) - 1, -1, -1):
+        question = turns[index][0]
+        subjects.insert(0, _subject_words(question))
+        if index == 0 or not lacks_subject(question, turns[index - 1][1]):
             break
     return " ".join([*filter(None, subjects), query.strip()])
 
 
-def lacks_subject(query: str) -> bool:
-    """Whether `query` needs the conversation to be understood: it refers back ("it", "those", "the other"),
-    continues ("and ...", "what about ..."), or names no more than an attribute ("default?")."""
+def lacks_subject(query: str, previous_answer: str = "") -> bool:
+    """Whether `query` needs the conversation to be understood: it refers back ("it", "those"), continues ("and
+    ...", "what about ..."), names no more than an attribute ("default?"), or asks about something the previous
+    answer brought up (a phrase of two words or more from it: "How long is the grace period?")."""
     if _REFERS_BACK.search(query) or _CONTINUES.search(query):
         return True
-    return all(term in _ATTRIBUTES for term in content_terms(query))
+    if all(term in _ATTRIBUTES for term in content_terms(query)):
+        return True
+    answered = " " + " ".join(content_terms(previous_answer)) + " "
+    return any(len(phrase) > 1 and " " + " ".join(phrase) + " " in answered for phrase in key_phrases(query))
 
 
 def _subject_words(question: str) -> str:
@@ -118,5 +131,12 @@ def _subject_words(question: str) -> str:
     return " ".join(w for w in words if stem(w.lower()) not in _ATTRIBUTES)
 
 
-def _user_turns(history: Sequence[ChatMessage]) -> list[str]:
-    return [message.content for message in history if message.role is Role.USER]
+def _turns(history: Sequence[ChatMessage]) -> list[tuple[str, str]]:
+    """The user's questions, each with the answer that followed it ("" when none did)."""
+    turns: list[tuple[str, str]] = []
+    for message in history:
+        if message.role is Role.USER:
+            turns.append((message.content, ""))
+        elif message.role is Role.ASSISTANT and turns:
+            turns[-1] = (turns[-1][0], turns[-1][1] + " " + message.content)
+    return turns

@@ -1,6 +1,10 @@
 """The retrieve stage: classify the question, decide what to search for (a follow-up as a standalone question:
 see conversation.py), and search (or, in selected-text mode, score the caller's selection) within the stage's
-deadline."""
+deadline.
+
+A follow-up that the rule let stand as asked ("How long is the grace period?" names its own subject) but that finds
+no evidence the gate lets through is searched a second time, after the earlier questions' subject: it was a
+follow-up after all ("What happens on SIGTERM?" came before)."""
 
 from __future__ import annotations
 
@@ -8,12 +12,22 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from ragsvc.answering.conversation import Condenser
+from ragsvc.answering.conversation import Condenser, with_subject
 from ragsvc.answering.deadlines import RequestBudget
+from ragsvc.answering.gate import Gate
 from ragsvc.answering.usage import UsageLedger
 from ragsvc.classify import classify
 from ragsvc.config import RetrievalSettings
-from ragsvc.domain import CallPurpose, Mode, QueryClass, Question, Retrieval, RetrievalQuery, SearchQuery
+from ragsvc.domain import (
+    CallPurpose,
+    Mode,
+    QueryClass,
+    QueryRewrite,
+    Question,
+    Retrieval,
+    RetrievalQuery,
+    SearchQuery,
+)
 from ragsvc.errors import RagError
 from ragsvc.generation.base import Generator
 from ragsvc.judge import LLMJudge
@@ -63,11 +77,17 @@ class QueryClassifier:
 
 class RetrieveStage:
     def __init__(
-        self, retriever: Retriever, classifier: QueryClassifier, condenser: Condenser, settings: RetrievalSettings
+        self,
+        retriever: Retriever,
+        classifier: QueryClassifier,
+        condenser: Condenser,
+        gate: Gate,
+        settings: RetrievalSettings,
     ) -> None:
         self._retriever = retriever
         self._classifier = classifier
         self._condenser = condenser
+        self._gate = gate
         self._settings = settings
 
     async def run(self, question: Question, budget: RequestBudget, ledger: UsageLedger) -> Retrieved:
@@ -77,21 +97,33 @@ class RetrieveStage:
             self._condenser.search_for(question, budget, ledger), self._classifier.classify(question, ledger)
         )
         deadline = budget.stage("retrieval", self._settings.retrieval_timeout_s, "RAG_RETRIEVAL_TIMEOUT_SECONDS")
-        top_k = question.top_k or self._settings.top_k
         async with deadline.bound():
             if question.mode is Mode.SELECTED_TEXT:  # seed 001: evidence only from the selection, never the index
                 retrieval = await self._retriever.retrieve_selection(
-                    search.text, question.selected_text, top_k=top_k, score_threshold=question.score_threshold
+                    search.text, question.selected_text, top_k=self._top_k(question),
+                    score_threshold=question.score_threshold,
                 )
-            else:
-                retrieval = await self._retriever.retrieve(
-                    RetrievalQuery(
-                        text=search.text,
-                        tenant_id=question.tenant_id,
-                        user_tags=question.user_tags,
-                        top_k=top_k,
-                        score_threshold=question.score_threshold,
-                        filters=question.filters,
-                    )
-                )
+                return Retrieved(retrieval, search, query_class)
+            retrieval = await self._search(question, search.text)
+            by_rule = search.rewrite in (QueryRewrite.RULE, QueryRewrite.RULE_FALLBACK)
+            if by_rule and search.text == question.query and self._gate.refusal(retrieval) is not None:
+                widened = SearchQuery(with_subject(question.query, question.chat_history), search.rewrite)
+                second = await self._search(question, widened.text)
+                if self._gate.refusal(second) is None:
+                    return Retrieved(second, widened, query_class)
         return Retrieved(retrieval, search, query_class)
+
+    async def _search(self, question: Question, text: str) -> Retrieval:
+        return await self._retriever.retrieve(
+            RetrievalQuery(
+                text=text,
+                tenant_id=question.tenant_id,
+                user_tags=question.user_tags,
+                top_k=self._top_k(question),
+                score_threshold=question.score_threshold,
+                filters=question.filters,
+            )
+        )
+
+    def _top_k(self, question: Question) -> int:
+        return question.top_k or self._settings.top_k

@@ -175,9 +175,10 @@ def build_pipeline(
         by_model=generation.llm_condense,
         timeout_s=generation.condense_timeout_s,
     )
+    gate = Gate(settings.trust)
     return Pipeline(
-        retrieve=RetrieveStage(retriever, classifier, condenser, settings.retrieval),
-        gate=Gate(settings.trust),
+        retrieve=RetrieveStage(retriever, classifier, condenser, gate, settings.retrieval),
+        gate=gate,
         packer=packer,
         generate=generate,
         validate=ValidateStage(policy, generate, packer, templates, generation),
