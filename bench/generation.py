@@ -1,16 +1,22 @@
-"""Generation overheads: time to first token through ragsvc against the raw LLM stream, and token counting.
+"""Generation overheads: time to first token through ragsvc against the raw LLM stream, what the validated stream
+policy costs, and token counting.
 
 1. Time to first token. A scripted OpenAI-compatible server (its own thread and event loop) streams every
-   answer with a fixed first-token delay and token rate, and records when it sent each first token. Call by
-   call, interleaved: a raw httpx client streams a completion straight from it, and a gRPC client asks a
-   `ragsvc serve` process (RAG_GENERATOR=openai, pointed at the same server) with AskStream. For each call the
-   overhead is the client's first-delta time minus the server's first-token time (both time.monotonic, one
-   machine): what the path from the LLM's socket to the client costs, retrieval and packing excluded (they
-   happen before the LLM is asked). Reported p50/p90/p99 for both, side by side.
+   answer (ANSWER, a word per token: three cited sentences) with a fixed first-token delay and token rate, and
+   records when it sent each first token. Call by call, interleaved: a raw httpx client streams a completion
+   straight from it, and a gRPC client asks a `ragsvc serve` process (RAG_GENERATOR=openai, pointed at the same
+   server) with AskStream twice, once with STREAM_POLICY_RAW (every token relayed) and once with
+   STREAM_POLICY_VALIDATED (a sentence released once complete and its markers valid). For each call the time is
+   the client's first text delta minus the server's first-token time (both time.monotonic, one machine): what
+   the path from the LLM's socket to the client costs, retrieval and packing excluded (they happen before the
+   LLM is asked); and the same from the start of the call. Reported p50/p95/p99.
+   The validated stream's first text is the first complete sentence: it cannot come before the model wrote that
+   sentence and the next token (which shows the sentence, and its markers, ended): about (tokens of the first
+   sentence) x (token delay) after the first token, plus ragsvc's overhead.
 2. Token counting. TokenBudget.pack() of a typical request (5 chunks of ~180 tokens, a 4-turn history) with the
    real encodings, per model family, and one count() of a chunk.
 
-    python -m bench.generation [--calls 200] [--first-token-ms 200] [--token-ms 10] [--tokens 20]
+    python -m bench.generation [--calls 200] [--first-token-ms 200] [--token-ms 10]
 """
 
 from __future__ import annotations
@@ -47,6 +53,13 @@ QUESTIONS = (
     "How are documents chunked?",
     "When is a question routed to a human?",
 )
+# What the scripted model answers every question with: three cited sentences, streamed a word at a time.
+ANSWER = (
+    "The overall confidence is 30 times the retrieval score plus 40 times the coverage [#1]. "
+    "Coverage is the share of the answer's key phrases that are found in the evidence [#1]. "
+    "An answer below the confidence threshold is routed to the owner of its primary tag [#1]."
+)
+QUANTILES = (0.5, 0.95, 0.99)
 
 
 class ThreadedLLM:
@@ -80,15 +93,17 @@ class ThreadedLLM:
         self._thread.join(10)
 
 
-async def first_token_overheads(calls: int, warmup: int, first_token_ms: float, token_ms: float,
-                                tokens: int) -> dict[str, Any]:
-    deltas = ["The overall confidence is", " 30 times retrieval", " [#1]."] + [" more"] * max(0, tokens - 3)
+async def first_token_overheads(calls: int, warmup: int, first_token_ms: float, token_ms: float) -> dict[str, Any]:
+    deltas = [word + " " for word in ANSWER.split(" ")[:-1]] + [ANSWER.split(" ")[-1]]
+    first_sentence_tokens = len(ANSWER.split(". ")[0].split(" "))
     with ThreadedLLM(deltas=deltas, first_token_delay_s=first_token_ms / 1000, token_delay_s=token_ms / 1000) as llm:
         data_dir = tempfile.mkdtemp(prefix="ragsvc-bench-generation-")
         env = {**os.environ, "RAG_GRPC_ADDRESS": "127.0.0.1:0", "RAG_DATA_DIR": data_dir, "RAG_GENERATOR": "openai",
                "OPENAI_BASE_URL": llm.base_url, "RAG_HEALTH_PROBE_INTERVAL_SECONDS": "3600",
                # Every call must reach the LLM: no answer cache, no rate limit (settings of their own issues).
-               "RAG_CACHE_MAX_ENTRIES": "0", "RAG_API_RATE_LIMIT": "0", "RAG_REQUEST_LOG": "false"}
+               "RAG_CACHE_MAX_ENTRIES": "0", "RAG_API_RATE_LIMIT": "0", "RAG_REQUEST_LOG": "false",
+               # One model call per question, the answer's: no classification, self-score or follow-ups.
+               "RAG_LLM_CLASSIFY": "false", "RAG_LLM_SELF_SCORE": "false", "RAG_DEFAULT_FOLLOW_UP_COUNT": "0"}
         server = subprocess.Popen([sys.executable, "-m", "ragsvc.cli", "serve"], env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.DEVNULL, text=True)
         try:
@@ -97,25 +112,37 @@ async def first_token_overheads(calls: int, warmup: int, first_token_ms: float, 
             raw: list[float] = []
             ragsvc: list[float] = []
             ragsvc_from_call: list[float] = []
+            validated: list[float] = []
+            validated_from_call: list[float] = []
             async with httpx.AsyncClient(base_url=llm.base_url) as http, grpc.aio.insecure_channel(address) as channel:
                 stub = rag_service_pb2_grpc.RagServiceStub(channel)
                 for i in range(warmup + calls):
+                    question = QUESTIONS[i % len(QUESTIONS)]
                     raw_ms = await raw_stream(http, llm)
-                    via_ms, call_ms = await ragsvc_stream(stub, llm, QUESTIONS[i % len(QUESTIONS)])
+                    via_ms, call_ms = await ragsvc_stream(stub, llm, question, pb.STREAM_POLICY_RAW)
+                    sentence_ms, sentence_call_ms = await ragsvc_stream(stub, llm, question, pb.STREAM_POLICY_VALIDATED)
                     if i >= warmup:
                         raw.append(raw_ms)
                         ragsvc.append(via_ms)
                         ragsvc_from_call.append(call_ms)
+                        validated.append(sentence_ms)
+                        validated_from_call.append(sentence_call_ms)
         finally:
             server.terminate()
             server.wait(timeout=30)
     overhead = [v - r for v, r in zip(ragsvc, raw, strict=True)]
+    cost = [v - r for v, r in zip(validated_from_call, ragsvc_from_call, strict=True)]
     return {
-        "script": {"first_token_delay_ms": first_token_ms, "token_delay_ms": token_ms, "tokens": len(deltas)},
-        "raw_httpx_after_server_first_token": summary(raw),
-        "ragsvc_grpc_after_server_first_token": summary(ragsvc),
-        "ragsvc_minus_raw_call_by_call": summary(overhead),
-        "ragsvc_ttft_from_call_start": summary(ragsvc_from_call),
+        "script": {"first_token_delay_ms": first_token_ms, "token_delay_ms": token_ms, "tokens": len(deltas),
+                   "first_sentence_tokens": first_sentence_tokens},
+        "raw_httpx_after_server_first_token": summary(raw, QUANTILES),
+        "ragsvc_raw_first_token_after_server_first_token": summary(ragsvc, QUANTILES),
+        "ragsvc_minus_raw_call_by_call": summary(overhead, QUANTILES),
+        "ragsvc_raw_first_token_from_call_start": summary(ragsvc_from_call, QUANTILES),
+        "ragsvc_validated_first_sentence_after_server_first_token": summary(validated, QUANTILES),
+        "ragsvc_validated_first_sentence_from_call_start": summary(validated_from_call, QUANTILES),
+        "validated_minus_raw_from_call_start_call_by_call": summary(cost, QUANTILES),
+        "floor_of_the_validated_wait_ms": first_sentence_tokens * token_ms,
     }
 
 
@@ -131,15 +158,21 @@ async def raw_stream(http: httpx.AsyncClient, llm: ScriptedOpenAIServer) -> floa
     return first_token_gap(llm, seen, first)
 
 
-async def ragsvc_stream(stub: rag_service_pb2_grpc.RagServiceStub, llm: ScriptedOpenAIServer,
-                        question: str) -> tuple[float, float]:
-    """ms from the server sending the first token to the gRPC client reading its delta; and from the call."""
+async def ragsvc_stream(stub: rag_service_pb2_grpc.RagServiceStub, llm: ScriptedOpenAIServer, question: str,
+                        policy: pb.StreamPolicy) -> tuple[float, float]:
+    """ms from the server sending the first token to the gRPC client reading the first text delta (a token when
+    `policy` is raw, a sentence when validated); and from the call."""
     seen = len(llm.streams)
     started = time.monotonic()
     first: float | None = None
-    async for message in stub.AskStream(pb.AskStreamRequest(query=question), timeout=30):
+    answer = None
+    async for message in stub.AskStream(pb.AskStreamRequest(query=question, stream_policy=policy), timeout=30):
         if first is None and message.HasField("text_delta"):
             first = time.monotonic()
+        if message.HasField("answer"):
+            answer = message.answer
+    if answer is None or not answer.grounded:
+        raise RuntimeError(f"expected a grounded answer to {question!r}; got {answer}")
     return first_token_gap(llm, seen, first), ((first or started) - started) * 1000
 
 
@@ -187,13 +220,14 @@ def counting_cost(repeat: int) -> dict[str, Any]:
     }
 
 
-async def run(calls: int, warmup: int, first_token_ms: float, token_ms: float, tokens: int) -> dict[str, Any]:
+async def run(calls: int, warmup: int, first_token_ms: float, token_ms: float) -> dict[str, Any]:
     load_before = os.getloadavg()
-    ttft = await first_token_overheads(calls, warmup, first_token_ms, token_ms, tokens)
+    ttft = await first_token_overheads(calls, warmup, first_token_ms, token_ms)
     return {
         "what": "time to first token at a gRPC client through a `ragsvc serve` subprocess (openai generator) vs a raw "
-        "httpx client streaming from the same scripted OpenAI-compatible server (own thread), interleaved call by "
-        "call, each measured from the server's first-token send time; then TokenBudget.pack() cost",
+        "httpx client streaming from the same scripted OpenAI-compatible server (own thread), and time to the first "
+        "released sentence of a validated stream, interleaved call by call, each measured from the server's "
+        "first-token send time and from the call's start; then TokenBudget.pack() cost",
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                     "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()},
@@ -208,9 +242,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--first-token-ms", type=float, default=200.0)
     parser.add_argument("--token-ms", type=float, default=10.0)
-    parser.add_argument("--tokens", type=int, default=20)
     args = parser.parse_args([] if __name__ != "__main__" else None)
-    result = asyncio.run(run(args.calls, args.warmup, args.first_token_ms, args.token_ms, args.tokens))
+    result = asyncio.run(run(args.calls, args.warmup, args.first_token_ms, args.token_ms))
     write_result("generation", result)
 
 

@@ -8,8 +8,8 @@ generate stage and the transport.
   one that only says the evidence is insufficient, is held until a valid cited claim follows (validation.is_claim)
   and is never released under STRICT strictness. After a sentence that fails, nothing more is released. So a draft
   that ends refused has shown nothing beyond its validated sentences, and one without a valid cited claim has shown
-  nothing at all. Citations go out with the first released sentence that cites them; a sentence repeating one
-  already released is left out (the final text of a looping draft keeps each sentence once).
+  nothing at all. Citations go out with the first released sentence that cites them. (A looping draft, stopped by
+  the repetition guard, may have shown a repeat that its final text leaves out: the final answer replaces it.)
 
 The cost is latency: the first text arrives when the first cited sentence is complete, not with the first token
 (bench/generation.py measures both).
@@ -29,7 +29,6 @@ _END = re.compile(r"[.!?]+(?=\s|\[)|\n")
 # The markers after a sentence's closing punctuation, which belong to it ("Claim. [#1]").
 _TRAILING_MARKERS = re.compile(r"(?:\s*(?:\[#\d{1,3}\]|\[SourceId:\s{0,2}[A-Za-z0-9._-]{1,128}:\d{1,6}\]))*")
 _LONGEST_MARKER = len("[SourceId:") + 2 + 128 + len(":999999]")
-_WHITESPACE = re.compile(r"\s+")
 
 
 class Release(Protocol):
@@ -69,7 +68,6 @@ class ValidatedRelease:
         self._held: list[str] = []  # complete sentences waiting for a valid cited claim
         self._claimed = False
         self._blocked = False  # a sentence failed: nothing more is released
-        self._released: set[str] = set()
         self._cited: set[int] = set()
 
     def feed(self, item: Drafting | TextDelta | Citation) -> list[Event]:
@@ -121,10 +119,6 @@ class ValidatedRelease:
         text = ""
         citations: list[Event] = []
         for sentence in sentences:
-            key = _WHITESPACE.sub(" ", sentence).strip().lower()
-            if key in self._released:
-                continue
-            self._released.add(key)
             text += sentence
             for number in (int(n) for n in MARKER.findall(self._as_markers(sentence))):
                 if number not in self._cited and (citation := citation_for(number, self._context)) is not None:
