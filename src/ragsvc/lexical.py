@@ -76,3 +76,18 @@ def key_phrases(text: str) -> list[tuple[str, ...]]:
                 phrases.setdefault(tuple(run[start : start + MAX_PHRASE_TERMS]), None)
             run = []
     return list(phrases)
+
+
+# A compound name: words joined by "_" or "." ("max_connections", "pg_hba.conf", "9.2"), kept whole as a term.
+_COMPOUND = re.compile(r"[a-z0-9]+(?:[._][a-z0-9]+)+")
+
+
+def compound_terms(text: str) -> list[str]:
+    """The compound names of `text` (lower case, a trailing dot dropped), in order."""
+    return _COMPOUND.findall(text.lower())
+
+
+def index_terms(text: str) -> list[str]:
+    """The distinct terms a chunk is indexed under for corpus statistics: its content terms and its compound
+    names, sorted."""
+    return sorted({*_terms(text), *compound_terms(text)})
