@@ -100,6 +100,9 @@ DEFAULTS: dict[str, Any] = {
     "RAG_SCORE_GATE": 0.3,
     "RAG_CONFIDENCE_THRESHOLD": 60.0,
     "RAG_DEFAULT_LLM_SCORE": 50.0,
+    "RAG_ANSWERABILITY_GATE": True,
+    "RAG_ANSWERABILITY_MIN_COVERAGE": 0.35,
+    "RAG_ANSWERABILITY_RARE_SHARE": 0.001,
     "RAG_ADMIN_EMAIL": "admin@example.com",
     # Records
     "RAG_DB_PATH": "",
