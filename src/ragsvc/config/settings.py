@@ -255,7 +255,7 @@ class RetrievalSettings(Group):
         le=TOP_K_RANGE[1],
     )
     min_similarity: float = env(
-        0.3, "RAG_MIN_SIMILARITY_SCORE", "minimum cosine similarity for a chunk to count as evidence", ge=-1, le=1
+        0.15, "RAG_MIN_SIMILARITY_SCORE", "minimum cosine similarity for a chunk to count as evidence", ge=-1, le=1
     )
     retrieval_timeout_s: float = env(
         5.0, "RAG_RETRIEVAL_TIMEOUT_SECONDS", "retrieval stage budget (embedding + engine query)", gt=0
@@ -452,7 +452,7 @@ class TrustSettings(Group):
     title = "Answer trust"
 
     score_gate: float = env(
-        0.3, "RAG_SCORE_GATE", "refuse without calling the LLM when the best chunk scores lower", ge=-1, le=1
+        0.15, "RAG_SCORE_GATE", "refuse without calling the LLM when the best chunk scores lower", ge=-1, le=1
     )
     confidence_threshold: float = env(
         60.0,
