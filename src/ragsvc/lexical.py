@@ -113,8 +113,8 @@ def question_terms(query: str) -> list[QuestionTerm]:
     """The question's distinct terms in order: compound names whole, other words stemmed; stopwords dropped."""
     found: dict[str, QuestionTerm] = {}
     for position, match in enumerate(_QUESTION_WORD.finditer(query)):
-        surface = match.group().strip("._-")
-        lower = surface.lower().replace("\u2019", "'").removesuffix("'s")
+        surface = re.sub(r"['\u2019]s$", "", match.group().strip("._-"))
+        lower = surface.lower().replace("\u2019", "'")
         if "'" in lower:
             continue  # a contraction ("don't") carries no subject
         if re.search(r"[._]", lower):
