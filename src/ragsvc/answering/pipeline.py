@@ -3,7 +3,8 @@
 Each stage has its own module, inputs and outputs; this module only runs them in order, gives each its deadline
 (`deadlines.RequestBudget`) and times them::
 
-    history -> retrieve -> gate (score, then answerability) -> pack -> generate (with fallback) -> validate (re-runs) -> assemble -> remember
+    history -> retrieve -> gate (score, then answerability) -> pack -> generate (with fallback)
+        -> validate (re-runs) -> assemble -> remember
 
 The question must already be admitted (validated, defaults applied: see `admission.Admission`).
 """
@@ -14,8 +15,8 @@ import contextlib
 from collections.abc import AsyncGenerator
 
 from ragsvc.answering import assemble
-from ragsvc.answering.conversation import Conversation
 from ragsvc.answering.answerability import AnswerabilityGate
+from ragsvc.answering.conversation import Conversation
 from ragsvc.answering.deadlines import Clock, RequestBudget
 from ragsvc.answering.gate import Gate
 from ragsvc.answering.generate import Generated, GenerateStage

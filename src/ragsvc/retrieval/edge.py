@@ -45,8 +45,8 @@ from ragsvc.retrieval.base import Candidate, IndexedChunk, TermCounts
 from ragsvc.retrieval.layout import (
     DENSE,
     KEYWORD_FIELDS,
-    RRF_K,
     RETURNED_FIELDS,
+    RRF_K,
     SPARSE,
     TENANT_FIELD,
     TERMS_FIELD,
@@ -448,7 +448,7 @@ class EdgeEngine:
     def _term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
         visible = _visibility(query, self._access)
         if visible is None:
-            return TermCounts(0, {term: 0 for term in terms})
+            return TermCounts(0, dict.fromkeys(terms, 0))
 
         def count(condition: Any) -> int:
             request = qe.CountRequest(exact=True, filter=qe.Filter(must=[visible, condition]))

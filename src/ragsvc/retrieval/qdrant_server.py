@@ -30,8 +30,8 @@ from ragsvc.retrieval.base import Candidate, IndexedChunk, TermCounts
 from ragsvc.retrieval.layout import (
     DENSE,
     KEYWORD_FIELDS,
-    RRF_K,
     RETURNED_FIELDS,
+    RRF_K,
     SPARSE,
     TENANT_FIELD,
     TERMS_FIELD,
@@ -197,7 +197,7 @@ class QdrantServerEngine:
     async def term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
         visible = _visibility(query, self._access)
         if visible is None:
-            return TermCounts(0, {term: 0 for term in terms})
+            return TermCounts(0, dict.fromkeys(terms, 0))
 
         async def count(condition: m.Condition) -> int:
             found = self._client.count(self._collection, count_filter=m.Filter(must=[visible, condition]), exact=True)
