@@ -65,6 +65,7 @@ class RefusalReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REFUSAL_REASON_UNSUPPORTED_ANSWER: _ClassVar[RefusalReason]
     REFUSAL_REASON_INVALID_CITATIONS: _ClassVar[RefusalReason]
     REFUSAL_REASON_NOT_IN_SELECTION: _ClassVar[RefusalReason]
+    REFUSAL_REASON_INSUFFICIENT_EVIDENCE: _ClassVar[RefusalReason]
 
 class QueryRewrite(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -115,6 +116,7 @@ REFUSAL_REASON_SCORE_GATE: RefusalReason
 REFUSAL_REASON_UNSUPPORTED_ANSWER: RefusalReason
 REFUSAL_REASON_INVALID_CITATIONS: RefusalReason
 REFUSAL_REASON_NOT_IN_SELECTION: RefusalReason
+REFUSAL_REASON_INSUFFICIENT_EVIDENCE: RefusalReason
 QUERY_REWRITE_UNSPECIFIED: QueryRewrite
 QUERY_REWRITE_NONE: QueryRewrite
 QUERY_REWRITE_RULE: QueryRewrite

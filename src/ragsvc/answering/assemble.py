@@ -52,13 +52,16 @@ def gate_refusal(
     prompt: Prompt,
     timings: Timings,
     ledger: UsageLedger,
+    *,
+    text: str | None = None,
 ) -> Answer:
     """The answer when the gate refuses: no model wrote it (one may have condensed or classified the question);
-    the nearest candidates when there were some."""
+    the nearest candidates when there were some. `text` replaces the refusal sentence (the answerability gate names
+    what the documents do not cover)."""
     retrieval = retrieved.retrieval
     candidates = (retrieval.hits or retrieval.rejected)[:GATE_CANDIDATES]
     return Answer(
-        text=refusal_text(question),
+        text=refusal_text(question) if text is None else text,
         confidence=verdict.confidence,
         action=verdict.action,
         route=route,

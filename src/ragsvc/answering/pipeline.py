@@ -3,8 +3,8 @@
 Each stage has its own module, inputs and outputs; this module only runs them in order, gives each its deadline
 (`deadlines.RequestBudget`) and times them::
 
-    history -> retrieve (a follow-up condensed first) -> gate -> pack -> generate (with fallback) -> release
-    -> validate (re-runs) -> assemble -> remember
+    history -> retrieve (a follow-up condensed first) -> gate (score, then answerability) -> pack
+        -> generate (with fallback) -> release -> validate (re-runs) -> assemble -> remember
 
 What of the draft reaches the caller before the final answer is the stream policy's decision (release.py). Every
 model call made for the answer is recorded in one `UsageLedger`, so that its usage and cost add up.
@@ -18,6 +18,7 @@ import contextlib
 from collections.abc import AsyncGenerator
 
 from ragsvc.answering import assemble
+from ragsvc.answering.answerability import AnswerabilityGate
 from ragsvc.answering.conversation import Conversation
 from ragsvc.answering.deadlines import Clock, RequestBudget
 from ragsvc.answering.gate import Gate
@@ -28,7 +29,7 @@ from ragsvc.answering.retrieve import RetrieveStage
 from ragsvc.answering.usage import UsageLedger
 from ragsvc.answering.validate import ValidateStage
 from ragsvc.config import GenerationSettings, ServerSettings
-from ragsvc.domain import Action, Event, Question, RouteTarget, Timings
+from ragsvc.domain import Action, Event, Mode, Question, RefusalReason, RouteTarget, Timings
 from ragsvc.prompts import TemplateRegistry, get_prompt
 from ragsvc.storage.owners import OwnerDirectory
 from ragsvc.validation import AnswerPolicy, Verdict
@@ -40,6 +41,7 @@ class Pipeline:
         *,
         retrieve: RetrieveStage,
         gate: Gate,
+        answerability: AnswerabilityGate | None,
         packer: Packer,
         generate: GenerateStage,
         validate: ValidateStage,
@@ -52,6 +54,7 @@ class Pipeline:
     ) -> None:
         self._retrieve = retrieve
         self._gate = gate
+        self._answerability = answerability
         self._packer = packer
         self._generate = generate
         self._validate = validate
@@ -82,13 +85,18 @@ class Pipeline:
         retrieval_ms = clock.lap()
 
         refusal = self._gate.refusal(retrieval)
+        text = assemble.refusal_text(question)
+        if refusal is None and self._answerability is not None and question.mode is not Mode.SELECTED_TEXT:
+            assessment = await self._answerability.assess(question, retrieved.search.text, retrieval.hits)
+            if not assessment.answerable:
+                refusal, text = RefusalReason.INSUFFICIENT_EVIDENCE, assessment.refusal_text()
         if refusal is not None:
             refusal = assemble.refusal_reason(question, refusal)
             evidence = (retrieval.hits or retrieval.rejected)[: assemble.GATE_CANDIDATES]
-            verdict = self._policy.judge(assemble.refusal_text(question), evidence, refusal=refusal)
+            verdict = self._policy.judge(text, evidence, refusal=refusal)
             timings = Timings(retrieval_ms, total_ms=clock.total(), embedding_ms=retrieval.embedding_ms)
             answer = assemble.gate_refusal(
-                question, retrieved, refusal, verdict, await self._route(verdict), prompt, timings, ledger
+                question, retrieved, refusal, verdict, await self._route(verdict), prompt, timings, ledger, text=text
             )
             await self._conversation.remember(question, answer)
             yield answer
