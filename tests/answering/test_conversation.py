@@ -5,13 +5,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 
 import pytest
 
 from ragsvc.answering.conversation import Condenser, follow_up_search, lacks_subject
 from ragsvc.answering.deadlines import RequestBudget
+from ragsvc.answering.gate import Gate
+from ragsvc.answering.retrieve import QueryClassifier, RetrieveStage
 from ragsvc.answering.usage import UsageLedger
-from ragsvc.domain import CallPurpose, ChatMessage, QueryRewrite, Question, Role, SearchQuery, Usage
+from ragsvc.config import Settings
+from ragsvc.domain import (
+    CallPurpose,
+    ChatMessage,
+    Chunk,
+    QueryRewrite,
+    Question,
+    Retrieval,
+    RetrievalQuery,
+    Role,
+    ScoredChunk,
+    SearchQuery,
+    Usage,
+)
 from ragsvc.generation.extractive import ExtractiveGenerator
 from ragsvc.generation.openai_compat import OpenAICompatGenerator
 from ragsvc.pricing import PriceTable
@@ -101,3 +117,42 @@ async def test_a_failed_condensing_falls_back_to_the_rule(reply: list[str], dela
         search = await condensed(condenser, Question(query="How long is it?", chat_history=SIGTERM))
     assert search == SearchQuery("SIGTERM How long is it?", QueryRewrite.RULE_FALLBACK)
     assert asyncio.get_running_loop().time() - started < 0.9, "bounded by its own timeout"
+
+
+class ScoringRetriever:
+    """Finds one chunk, scored by whether the search names SIGTERM (a stand-in for an engine on a tiny corpus)."""
+
+    def __init__(self) -> None:
+        self.searched: list[str] = []
+
+    async def retrieve(self, query: RetrievalQuery) -> Retrieval:
+        self.searched.append(query.text)
+        score = 0.6 if "SIGTERM" in query.text else 0.1
+        return Retrieval(hits=(ScoredChunk(Chunk("operations", 0, "A grace period of ten seconds."), score),))
+
+    async def retrieve_selection(self, *args: object, **kwargs: object) -> Retrieval:
+        raise AssertionError("not used here")
+
+
+async def test_a_follow_up_that_seemed_to_stand_alone_is_searched_again_with_the_subject() -> None:
+    retriever = ScoringRetriever()
+    settings = Settings.of(llm_classify=False, llm_condense=False, score_gate=0.3)
+    generator = ExtractiveGenerator()
+    stage = RetrieveStage(
+        retriever,  # type: ignore[arg-type]
+        QueryClassifier(generator, default_model="llama3.2", by_model=False),
+        Condenser(generator, default_model="llama3.2", by_model=False, timeout_s=1.0),
+        Gate(settings.trust),
+        settings.retrieval,
+    )
+    ledger = UsageLedger(PriceTable({}))
+    follow_up = Question(query="How long is the grace period?", chat_history=SIGTERM, tenant_id="t")
+    retrieved = await stage.run(follow_up, RequestBudget.start(30.0, None), ledger)
+    assert retriever.searched == ["How long is the grace period?", "SIGTERM How long is the grace period?"]
+    assert retrieved.search == SearchQuery("SIGTERM How long is the grace period?", QueryRewrite.RULE)
+    assert retrieved.retrieval.hits[0].score == 0.6
+
+    retriever.searched.clear()
+    first = await stage.run(dataclasses.replace(follow_up, chat_history=()), RequestBudget.start(30.0, None), ledger)
+    assert retriever.searched == ["How long is the grace period?"], "a first question is searched once"
+    assert first.search == SearchQuery("How long is the grace period?")

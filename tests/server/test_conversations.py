@@ -1,5 +1,5 @@
-"""Follow-ups end to end, through the real gRPC server: "How long is the grace period?" after "What happens on
-SIGTERM?" finds the graceful-shutdown chunk, in a stored session (`session_id`) and with explicit `chat_history`,
+"""Follow-ups end to end, through the real gRPC server: "And how long do they get to finish?" after "What happens
+on SIGTERM?" finds the graceful-shutdown chunk, in a stored session (`session_id`) and with explicit `chat_history`,
 with the extractive generator (the deterministic rule) and with an LLM (the scripted server condenses it). What
 was searched is in the explanation, the audit row and, without its text, the request log."""
 
@@ -23,7 +23,7 @@ from tests.support.openai_server import ScriptedOpenAIServer, replies_by_prompt
 from tests.support.servers import connected, running_server
 
 FIRST = "What happens on SIGTERM?"
-FOLLOW_UP = "How long is the grace period?"
+FOLLOW_UP = "And how long do they get to finish?"
 STANDALONE = "How long is the shutdown grace period after SIGTERM?"
 CONDENSING = CONDENSE_PROMPT.split("\n", 1)[0]
 LLM_ANSWER = "The grace period is ten seconds by default [#1]."
@@ -73,9 +73,9 @@ def assert_found_the_grace_period(mode: Mode, answer: pb.Answer) -> None:
         assert answer.explanation.query_rewrite == pb.QUERY_REWRITE_RULE and search == f"SIGTERM {FOLLOW_UP}"
 
 
-async def test_on_its_own_the_follow_up_finds_nothing(mode: Mode) -> None:
+async def test_on_its_own_the_follow_up_is_refused(mode: Mode) -> None:
     alone = await ask(mode.server, FOLLOW_UP)
-    assert alone.refusal_reason == pb.REFUSAL_REASON_SCORE_GATE
+    assert not alone.grounded and alone.text != LLM_ANSWER
     assert not mode.condensing_requests(), "nothing to condense without a conversation"
 
 
