@@ -6,12 +6,12 @@ from pathlib import Path
 import pytest
 
 from ragsvc.errors import InvalidRequest
-from ragsvc.storage.database import Database
+from ragsvc.storage.backend import Backend
 from ragsvc.storage.owners import OwnerDirectory
 
 
 @pytest.fixture
-async def directory(database: Database) -> OwnerDirectory:
+async def directory(database: Backend) -> OwnerDirectory:
     owners = OwnerDirectory(database, admin_email="admin@example.com")
     await owners.set_user("u1", "finance-lead@example.com")
     await owners.set_tag_owner("finance", "u1")
@@ -37,7 +37,7 @@ async def test_admin_fallback(directory: OwnerDirectory, tag: str, why: str) -> 
     assert why in route.reason
 
 
-async def test_owners_load_from_a_file(database: Database, tmp_path: Path) -> None:
+async def test_owners_load_from_a_file(database: Backend, tmp_path: Path) -> None:
     path = tmp_path / "owners.json"
     path.write_text(json.dumps({"users": [{"id": "u2", "email": "hr@example.com"}],
                                 "tags": [{"name": "hr", "owner_user_id": "u2"}]}))  # fmt: skip

@@ -137,6 +137,24 @@ class PostgresServer:
         self.stop()
         shutil.rmtree(self._root, ignore_errors=True)
 
+    def psql(self, sql: str, *, database: str = "postgres") -> str:
+        """Run `sql` with the wheel's psql as the superuser; its output (unaligned, tuples only)."""
+        command = [str(self._install / "bin" / "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+                   "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-d", database, "-c", sql]  # fmt: skip
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"psql failed ({result.returncode}): {result.stderr}")
+        return result.stdout
+
+    def create_schema(self, name: str) -> str:
+        """A new empty schema; the URL of a connection whose tables go there (asyncpg takes the query
+        parameter `search_path` as a server setting). Much cheaper than a database (~5 ms, not ~400 ms)."""
+        self.psql(f'CREATE SCHEMA "{name}"')
+        return f"{self.url}?search_path={name}"
+
+    def drop_schema(self, name: str) -> None:
+        self.psql(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
     def log_tail(self, lines: int = 20) -> str:
         text = self._log.read_text(errors="replace") if self._log.exists() else ""
         return "\n".join(text.splitlines()[-lines:])

@@ -7,13 +7,13 @@ from pathlib import Path
 
 from ragsvc.domain import RouteTarget
 from ragsvc.errors import FieldViolation, InvalidRequest
-from ragsvc.storage.database import Database
+from ragsvc.storage.backend import Backend
 
 ADMIN_TAG = "system"
 
 
 class OwnerDirectory:
-    def __init__(self, database: Database, *, admin_email: str) -> None:
+    def __init__(self, database: Backend, *, admin_email: str) -> None:
         self._db = database
         self._admin_email = admin_email
 
