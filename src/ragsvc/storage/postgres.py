@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -80,7 +81,7 @@ class PostgresDatabase:
         try:
             await database._run(_migrate)
         except BaseException:
-            await database.aclose()
+            pool.terminate()
             raise
         return database
 
@@ -121,11 +122,12 @@ class PostgresDatabase:
 
         await self._run(run, acquire_timeout_s=self._health_timeout_s)
 
-    async def aclose(self) -> None:
+    async def aclose(self, timeout_s: float = 5.0) -> None:
+        """Close the pool once its connections are released; after `timeout_s`, close them regardless."""
         try:
-            await self._pool.close()
-        except _DRIVER_ERRORS as exc:  # the server went away meanwhile: nothing left to release gracefully
-            _log.warning("closing the PostgreSQL pool: %s", exc)
+            await asyncio.wait_for(self._pool.close(), timeout_s)
+        except (*_DRIVER_ERRORS, TimeoutError) as exc:  # stuck, or the server went away: nothing to wait for
+            _log.warning("closing the PostgreSQL pool: %s", exc or type(exc).__name__)
             self._pool.terminate()
 
     async def _run(

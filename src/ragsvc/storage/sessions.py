@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from ragsvc.domain import ChatMessage, Role
 from ragsvc.storage.backend import Backend, WriteConflict, utc_now
 
-# Two replicas appending to one session at once may compute the same next `seq`; the loser retries.
-APPEND_ATTEMPTS = 5
+# Two replicas appending to one session at once may compute the same next `seq`; the loser retries after a
+# random pause (up to APPEND_BACKOFF_S, doubling), so that racing appends spread out instead of colliding again.
+APPEND_ATTEMPTS = 10
+APPEND_BACKOFF_S = 0.002
 _APPEND = (
     "INSERT INTO session_messages (tenant_id, session_id, seq, role, content, created_at) "
     "VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM session_messages "
@@ -44,6 +48,7 @@ class SessionStore:
             except WriteConflict:
                 if attempt == APPEND_ATTEMPTS:
                     raise
+                await asyncio.sleep(random.uniform(0, APPEND_BACKOFF_S * 2**attempt))  # noqa: S311
 
     async def purge(self, *, retention_days: float, now: datetime | None = None) -> int:
         """Delete messages older than the retention period; returns how many were deleted."""
