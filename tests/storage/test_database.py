@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ragsvc.errors import DatabaseUnavailable
-from ragsvc.storage.backend import Backend, utc_now
+from ragsvc.storage.backend import Backend, WriteConflict, utc_now
 from ragsvc.storage.database import MIGRATIONS, open_database
 from ragsvc.storage.dialect import SQLITE_TYPES, numbered_placeholders, postgres_rowcount, render
 from ragsvc.storage.sqlite import SQLiteDatabase
@@ -93,3 +93,12 @@ def test_placeholders_are_numbered_outside_quotes() -> None:
         "SELECT $1 , '?', \"a?\" FROM t WHERE a = $2 AND b = 'it''s ?'"
     )
     assert [postgres_rowcount(tag) for tag in ("INSERT 0 1", "DELETE 3", "UPDATE 0", "CREATE TABLE")] == [1, 3, 0, 0]
+
+
+async def test_execute_many_is_one_transaction(database: Backend) -> None:
+    rows = [("u1", "a@example.com"), ("u2", "b@example.com"), ("u1", "again@example.com")]
+    with pytest.raises(WriteConflict):
+        await database.execute_many("INSERT INTO users (id, email) VALUES (?, ?)", rows)
+    assert await database.fetch_all("SELECT id FROM users") == [], "nothing of a failed batch stays"
+    await database.execute_many("INSERT INTO users (id, email) VALUES (?, ?)", rows[:2])
+    assert len(await database.fetch_all("SELECT id FROM users")) == 2

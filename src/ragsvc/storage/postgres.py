@@ -97,8 +97,9 @@ class PostgresDatabase:
         query, values = numbered_placeholders(sql), [postgres_params(row) for row in rows]
 
         async def run(connection: asyncpg.Connection) -> None:
-            async with connection.transaction():
-                await connection.executemany(query, values)
+            # Atomic without BEGIN/COMMIT: asyncpg sends every row then one Sync, and PostgreSQL runs everything
+            # before a Sync in one implicit transaction; one round trip instead of three.
+            await connection.executemany(query, values)
 
         await self._run(run)
 
