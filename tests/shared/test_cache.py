@@ -60,8 +60,8 @@ def question(tenant: str = "acme", query: str = "hotel limit?", template: str = 
 @pytest.fixture
 async def replicas(redis_url: str) -> AsyncIterator[tuple[RedisAnswerCache, RedisAnswerCache]]:
     guards = [RedisGuard(connect(redis_url)) for _ in range(2)]
-    yield RedisAnswerCache(guards[0], ttl_s=60, admits=is_cacheable), RedisAnswerCache(guards[1], ttl_s=60,
-                                                                                        admits=is_cacheable)  # fmt: skip
+    a, b = (RedisAnswerCache(guard, ttl_s=60, admits=is_cacheable) for guard in guards)
+    yield a, b
     for guard in guards:
         await guard.aclose()
 

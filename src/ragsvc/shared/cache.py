@@ -101,7 +101,8 @@ class RedisAnswerCache:
     async def generation(self, tenant_id: str) -> int:
         """The tenant's current generation: take it before computing an answer, hand it to `put`. -1 while
         Redis is out (no put can match it)."""
-        value = await self._guard.run(lambda r: r.get(self._generation(tenant_id)), b"-1")
+        while_out: bytes | str | None = b"-1"
+        value = await self._guard.run(lambda r: r.get(self._generation(tenant_id)), while_out)
         return int(value or 0)
 
     async def put(self, key: str, answer: Answer, *, question: Question, generation: int) -> bool:
@@ -111,7 +112,7 @@ class RedisAnswerCache:
         templates = sorted({t for t in (question.template_id, answer.template_version) if t})
         keys = [self._entry(key), self._generation(question.tenant_id), self._tenant(question.tenant_id),
                 *(self._template(t) for t in templates)]  # fmt: skip
-        args = [generation, max(1, round(self.ttl_s * 1000)), encode(answer)]
+        args: list[str | int | bytes] = [generation, max(1, round(self.ttl_s * 1000)), encode(answer)]
         stored = await self._guard.run(lambda r: self._put_script(keys=keys, args=args, client=r), 0)
         return bool(stored)
 

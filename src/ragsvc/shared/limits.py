@@ -67,7 +67,7 @@ class RedisTokenBuckets:
     async def take(self, client: str) -> float:
         """Take a token for `client`: 0.0 when granted, else the seconds until one will be there."""
         now = "" if self._clock is None else repr(self._clock())
-        args = [self.per_minute, self.per_minute / 60.0, now]
+        args: list[str | int | float] = [self.per_minute, self.per_minute / 60.0, now]
         keys = [f"{self._prefix}:{client}"]
         wait = await self._guard.run(lambda r: self._script(keys=keys, args=args, client=r), None)
         if wait is None:
