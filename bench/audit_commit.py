@@ -2,8 +2,8 @@
 
 For each backend (a SQLite file in WAL mode with synchronous=NORMAL, as shipped; PostgreSQL 18 from the test
 wheel on loopback with its durable defaults, fsync and synchronous commit on; and the same PostgreSQL with fsync
-off, as the tests run it), one request is a short event stream (three deltas and the final Answer) consumed
-through `recorded`. The added latency is the time of that consumption minus the same stream consumed bare; the
+off, as the tests run it), one request is a short event stream (three deltas 2 ms apart, as from a fast model,
+and the final Answer) consumed through `recorded`. The added latency is the time of that consumption minus the same stream consumed bare; the
 commit wait is that time minus the former way (the row built and handed over without waiting for it). Measured
 - alone: one request after the other;
 - under load: 32 concurrent requesters in a closed loop, with group commit (rows that arrive while a transaction
@@ -32,10 +32,14 @@ from tests.support.postgres_server import PostgresServer
 
 CONCURRENCY = 32
 FINAL = answer()
+# The generator's pace: each delta arrives after this pause (a fast streaming model), so that concurrent
+# requests interleave in every variant and the differences between variants are the audit log's own.
+DELTA_PAUSE_S = 0.002
 
 
 async def _events() -> AsyncIterator[Event]:
     for n in range(3):
+        await asyncio.sleep(DELTA_PAUSE_S)
         yield TextDelta(f"part {n} ")
     yield FINAL
 
