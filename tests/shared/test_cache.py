@@ -30,6 +30,7 @@ from ragsvc.server.cache import cache_key, is_cacheable
 from ragsvc.shared.cache import RedisAnswerCache
 from ragsvc.shared.codec import decode, encode
 from ragsvc.shared.guard import RedisGuard, SharedStateUnavailable, connect
+from ragsvc.shared.protocols import AnswerStore
 from tests.support.redis_server import RedisServer
 
 CHUNK = Chunk("guide", 2, "Hotels up to 180 euros.", document_name="guide.md", tenant_id="acme", tags=("travel",),
@@ -165,4 +166,18 @@ async def test_redis_down_is_a_miss_and_a_missed_invalidation_is_applied_on_retu
     assert await other_replica.client.exists(f"{{ragsvc}}:answers:e:{cache_key(q)}") == 0
     assert await cache.generation("acme") == 1
     await other_replica.aclose()
+    await guard.aclose()
+
+
+async def test_replays_keep_every_answer_apart_from_the_cache(redis_url: str) -> None:
+    guard = RedisGuard(connect(redis_url))
+    cache: AnswerStore = RedisAnswerCache(guard, ttl_s=60, admits=is_cacheable)
+    replays: AnswerStore = RedisAnswerCache(guard, ttl_s=60, admits=lambda answer: True, prefix="{ragsvc}:replays")
+    q = question()
+    refused = dataclasses.replace(ANSWER, grounded=False, refusal=RefusalReason.SCORE_GATE)
+    assert await replays.put("k", refused, question=q, generation=0)
+    assert not await cache.put("k", refused, question=q, generation=0)
+    assert await replays.get("k") == refused and await cache.get("k") is None
+    await cache.clear()
+    assert await replays.get("k") == refused, "clearing the cache leaves the replays"
     await guard.aclose()

@@ -9,13 +9,14 @@ import pytest
 from ragsvc.server.limits import TokenBuckets
 from ragsvc.shared.guard import RedisGuard, connect
 from ragsvc.shared.limits import RedisTokenBuckets
+from ragsvc.shared.protocols import RateLimit
 from tests.support.redis_server import RedisServer
 
 
 async def test_two_replicas_share_one_bucket(redis_url: str) -> None:
     now = [1_000.0]
     guards = [RedisGuard(connect(redis_url)) for _ in range(2)]
-    replicas = [RedisTokenBuckets(guard, per_minute=6, clock=lambda: now[0]) for guard in guards]
+    replicas: list[RateLimit] = [RedisTokenBuckets(guard, per_minute=6, clock=lambda: now[0]) for guard in guards]
     grants = [await replicas[n % 2].take("key:ops") for n in range(6)]
     assert grants == [0.0] * 6, "the minute's quota, spent across both replicas"
     assert await replicas[0].take("key:ops") == pytest.approx(10.0)  # one token per 10 s

@@ -8,13 +8,15 @@ import time
 
 import pytest
 
-from ragsvc.domain import ChatMessage, Role
+from ragsvc.domain import Answer, ChatMessage, Event, Role
 from ragsvc.errors import DatabaseUnavailable
+from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.backend import Backend
 from ragsvc.storage.database import MIGRATIONS, open_database
 from ragsvc.storage.schema import TIMESTAMP_COLUMNS
 from ragsvc.storage.sessions import SessionStore
 from ragsvc.storage.settings import SettingStore
+from tests.storage.test_answers import answer, events, question
 from tests.support.postgres_server import PostgresServer
 
 
@@ -88,3 +90,25 @@ async def test_two_replicas_appending_to_one_session_keep_every_message(postgres
         assert assistant.content == "a" + user.content[1:], "a turn's two messages stay together"
     for replica in replicas:
         await replica.aclose()
+
+
+async def test_an_answer_is_not_sent_while_the_server_is_down(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    database = await open_database(postgres_url)
+    log = AnswerLog(database)
+    await asyncio.to_thread(postgres_server.stop, "immediate")
+    try:
+        seen: list[Event] = []
+        with pytest.raises(DatabaseUnavailable):
+            async for event in log.recorded(question(request_id="lost"), events(answer())):
+                seen.append(event)
+        assert not any(isinstance(event, Answer) for event in seen)
+    finally:
+        await asyncio.to_thread(postgres_server.start)
+    async for _ in log.recorded(question(request_id="after"), events(answer())):
+        pass
+    await log.drain()
+    rows = await database.fetch_all("SELECT request_id, outcome FROM answers ORDER BY id")
+    assert rows[-1] == {"request_id": "after", "outcome": "answered"}
+    await database.aclose()
