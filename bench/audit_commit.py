@@ -27,7 +27,7 @@ from ragsvc.domain import Answer, Event, TextDelta
 from ragsvc.storage.answers import _INSERT, AnswerLog, outcome_of
 from ragsvc.storage.backend import Backend
 from ragsvc.storage.database import open_database
-from tests.storage.test_answers import answer, question
+from tests.storage.samples import answer, question
 from tests.support.postgres_server import PostgresServer
 
 CONCURRENCY = 32

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from ragsvc.domain import Answer, Event, TextDelta
 from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.database import open_database
-from tests.storage.test_answers import answer, question
+from tests.storage.samples import answer, question
 
 REQUESTERS = 32
 

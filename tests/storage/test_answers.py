@@ -6,46 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ragsvc.domain import (
-    Action,
-    Answer,
-    Chunk,
-    Citation,
-    Confidence,
-    Event,
-    Explanation,
-    Flags,
-    Question,
-    RefusalReason,
-    ScoredChunk,  # fmt: skip
-    TextDelta,
-    Timings,
-)
+from ragsvc.domain import Action, Answer, Event, RefusalReason, TextDelta
 from ragsvc.errors import DatabaseUnavailable, FieldViolation, InvalidRequest, LLMUnavailable
 from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.backend import Backend
 
-CHUNK = Chunk("guide", 2, "Hotels up to 180 euros.", tenant_id="acme")
-PACKED = (ScoredChunk(CHUNK, 0.7),)
-
-
-def question(**fields: object) -> Question:
-    return Question(**{"query": "hotel limit?", "tenant_id": "acme", "request_id": "r1", **fields})  # type: ignore[arg-type]
-
-
-def answer(**fields: object) -> Answer:
-    base = dict(
-        text="Up to 180 euros [#1].",
-        citations=(Citation(1, CHUNK, 0.7),),
-        confidence=Confidence(overall=81.0, retrieval=0.7, coverage=1.0, llm=50.0),
-        grounded=True,
-        flags=Flags(hallucination_detected=False),
-        model="extractive",
-        template_version="rag-v1",
-        timings=Timings(total_ms=12.5),
-        explanation=Explanation((), PACKED, 40),
-    )
-    return Answer(**{**base, **fields})  # type: ignore[arg-type]
+from tests.storage.samples import CHUNK, answer, events, question
 
 
 async def test_every_outcome_is_recorded(database: Backend) -> None:
@@ -87,12 +53,6 @@ async def test_rows_are_per_tenant(database: Backend) -> None:
     log = AnswerLog(database)
     await log.record_answer(question(tenant_id="other"), answer())
     assert await log.recent("acme") == []
-
-
-async def events(final: Answer, *, before: int = 1) -> AsyncIterator[Event]:
-    for n in range(before):
-        yield TextDelta(f"part {n} ")
-    yield final
 
 
 async def test_the_answer_is_passed_on_only_once_its_row_is_committed(database: Backend) -> None:

@@ -16,7 +16,7 @@ from ragsvc.storage.database import MIGRATIONS, open_database
 from ragsvc.storage.schema import TIMESTAMP_COLUMNS
 from ragsvc.storage.sessions import SessionStore
 from ragsvc.storage.settings import SettingStore
-from tests.storage.test_answers import answer, events, question
+from tests.storage.samples import answer, events, question
 from tests.support.postgres_server import PostgresServer
 
 

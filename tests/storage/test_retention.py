@@ -12,7 +12,7 @@ from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.backend import Backend, utc_now
 from ragsvc.storage.retention import Purged, RetentionJob
 from ragsvc.storage.sessions import SessionStore
-from tests.storage.test_answers import answer, question
+from tests.storage.samples import answer, question
 
 
 class Ticks:
