@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 from ragsvc.domain import (
     Answer,
@@ -22,13 +23,13 @@ CHUNK = Chunk("guide", 2, "Hotels up to 180 euros.", tenant_id="acme")
 PACKED = (ScoredChunk(CHUNK, 0.7),)
 
 
-def question(**fields: object) -> Question:
-    base: dict[str, object] = {"query": "hotel limit?", "tenant_id": "acme", "request_id": "r1"}
+def question(**fields: Any) -> Question:
+    base: dict[str, Any] = {"query": "hotel limit?", "tenant_id": "acme", "request_id": "r1"}
     return Question(**{**base, **fields})
 
 
-def answer(**fields: object) -> Answer:
-    base = dict(
+def answer(**fields: Any) -> Answer:
+    base: dict[str, Any] = dict(
         text="Up to 180 euros [#1].",
         citations=(Citation(1, CHUNK, 0.7),),
         confidence=Confidence(overall=81.0, retrieval=0.7, coverage=1.0, llm=50.0),

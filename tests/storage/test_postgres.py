@@ -112,3 +112,23 @@ async def test_an_answer_is_not_sent_while_the_server_is_down(
     rows = await database.fetch_all("SELECT request_id, outcome FROM answers ORDER BY id")
     assert rows[-1] == {"request_id": "after", "outcome": "answered"}
     await database.aclose()
+
+
+async def test_a_hung_server_is_unavailable_within_the_timeouts(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    database = await open_database(postgres_url, connect_timeout_s=1.0, command_timeout_s=1.0)
+    settings = SettingStore(database)
+    await settings.put("k", 1)
+    postgres_server.pause()
+    try:
+        for call in (database.check_health, lambda: settings.get("k")):
+            began = time.monotonic()
+            with pytest.raises(DatabaseUnavailable):
+                await call()  # bounded by the health, command and connect timeouts: not a hang
+            print(f"unavailable after {time.monotonic() - began:.2f} s")
+            assert time.monotonic() - began < 4.5
+    finally:
+        postgres_server.resume()
+    assert await settings.get("k") == 1, "thawed: the same backend works again"
+    await database.aclose()

@@ -52,13 +52,33 @@ def _reachable_by_others(path: Path) -> bool:
     return all(parent.stat().st_mode & 0o001 for parent in path.parents)
 
 
-def _wait_group_gone(group: int, timeout_s: float = 10.0) -> None:
-    """Until no process of the process group `group` is left (backends outlive a killed postmaster briefly)."""
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (PostgreSQL backends: each is its own process group, so a signal to
+    the postmaster's group does not reach them)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # exited meanwhile
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+def _wait_gone(pids: list[int], timeout_s: float = 10.0) -> None:
+    """Until none of `pids` is left (killed backends are gone only once reaped)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        try:
-            os.killpg(group, 0)
-        except ProcessLookupError:
+        if not any(Path(f"/proc/{pid}").exists() for pid in pids):
             return
         time.sleep(0.01)
 
@@ -110,10 +130,7 @@ class PostgresServer:
             command += ["-c", setting]
         began = time.perf_counter()
         with self._log.open("ab") as log:
-            # Its own process group: "kill" takes the postmaster and every backend down at once, like a crash.
-            self._process = subprocess.Popen(
-                self._as_user(command), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
+            self._process = subprocess.Popen(self._as_user(command), stdout=log, stderr=subprocess.STDOUT)
         self._wait_ready()
         self.startup_s = time.perf_counter() - began
 
@@ -122,16 +139,28 @@ class PostgresServer:
         process, self._process = self._process, None
         if process is None or process.poll() is not None:
             return
-        if mode == "kill":
-            os.killpg(process.pid, signal.SIGKILL)
-        else:
-            process.send_signal(_STOP_SIGNALS[mode])
+        if mode == "kill":  # the postmaster and every backend at once, like a crash of the machine's server
+            everything = [process.pid, *_children(process.pid)]
+            _signal_all(everything, signal.SIGKILL)
+            process.wait()
+            _wait_gone(everything)
+            return
+        process.send_signal(_STOP_SIGNALS[mode])
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        _wait_group_gone(process.pid)
+            self._process = process
+            self.stop("kill")
+
+    def pause(self) -> None:
+        """Freeze every process of the server (SIGSTOP): connections stay open and nothing answers, like a hung
+        server or a network partition. `resume` thaws it."""
+        assert self._process is not None
+        _signal_all([self._process.pid, *_children(self._process.pid)], signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self._process is not None
+        _signal_all([self._process.pid, *_children(self._process.pid)], signal.SIGCONT)
 
     def close(self) -> None:
         """Stop the server and delete its data."""

@@ -118,10 +118,16 @@ class PostgresDatabase:
         return await self._run(run)
 
     async def check_health(self) -> None:
-        async def run(connection: asyncpg.Connection) -> None:
-            await connection.fetchval("SELECT 1", timeout=self._health_timeout_s)
+        """`SELECT 1` within `health_timeout_s` all told (acquiring, connecting, querying, releasing)."""
 
-        await self._run(run, acquire_timeout_s=self._health_timeout_s)
+        async def run(connection: asyncpg.Connection) -> None:
+            await connection.fetchval("SELECT 1")
+
+        try:
+            async with asyncio.timeout(self._health_timeout_s):
+                await self._run(run)
+        except TimeoutError as exc:
+            raise DatabaseUnavailable(f"PostgreSQL did not answer within {self._health_timeout_s} s") from exc
 
     async def aclose(self, timeout_s: float = 5.0) -> None:
         """Close the pool once its connections are released; after `timeout_s`, close them regardless."""
@@ -131,12 +137,10 @@ class PostgresDatabase:
             _log.warning("closing the PostgreSQL pool: %s", exc or type(exc).__name__)
             self._pool.terminate()
 
-    async def _run(
-        self, work: Callable[[asyncpg.Connection], Awaitable[T]], *, acquire_timeout_s: float | None = None
-    ) -> T:
+    async def _run(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         """The one boundary: a pooled connection for `work`, and every driver error as DatabaseUnavailable."""
         try:
-            async with self._pool.acquire(timeout=acquire_timeout_s or self._acquire_timeout_s) as connection:
+            async with self._pool.acquire(timeout=self._acquire_timeout_s) as connection:
                 return await work(connection)
         except _CONFLICTS as exc:
             raise WriteConflict(f"database write conflict: {exc}") from exc
