@@ -74,12 +74,17 @@ def _signal_all(pids: list[int], signum: int) -> None:
             pass
 
 
+def _alive(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie, dead but not yet reaped by init, holds nothing and counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _wait_gone(pids: list[int], timeout_s: float = 10.0) -> None:
-    """Until none of `pids` is left (killed backends are gone only once reaped)."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not any(Path(f"/proc/{pid}").exists() for pid in pids):
-            return
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
         time.sleep(0.01)
 
 
