@@ -12,11 +12,12 @@ it would leave a client holding an answer the audit log does not have, and the l
 answer a client received. The caller can retry; nobody can repair a silent gap in an audit trail. (A question
 the cache answers is recorded the same way: the row is the record of what the client got.)
 
-What it costs (bench/audit_commit.py, 2 cores, p50): alone, the commit adds 0.3-0.4 ms on SQLite (WAL,
-synchronous=NORMAL: a commit survives a crash of the process, not a power loss), 1.3-1.6 ms on PostgreSQL with
-fsync on. With 32 concurrent requesters in a closed loop the machine is CPU-bound, rows share transactions
-(13-18 per commit), and PostgreSQL answers 1.7x the rate of one transaction per row (1,790/s against 1,030/s);
-SQLite's commits are cheap enough that sharing them gains nothing there (about 1,980/s either way).
+What it costs (bench/audit_commit.py, 2 cores, p50, two runs): alone, waiting for the commit adds 0.3-0.4 ms
+on SQLite (WAL, synchronous=NORMAL: a commit survives a crash of the process, not a power loss) and 1.3-1.6 ms
+on PostgreSQL with fsync on. With 32 concurrent requesters in a closed loop the machine is CPU-bound and rows
+share transactions (13-30 per commit): PostgreSQL answers 1.4-1.7x the rate of one transaction per row
+(1,790-1,910/s against 1,030-1,390/s); SQLite's commits are cheap enough that sharing them gains nothing there
+(2,000-2,500/s either way).
 
 Rows of requests that did not end in an answer (failures, cancellations) are written with the next transaction
 without holding anything back: the caller gets its error at once, and a lost row of that kind is logged.
