@@ -113,7 +113,11 @@ class PostgresServer:
         return self._process is not None and self._process.poll() is None
 
     def __enter__(self) -> PostgresServer:
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            self.close()  # no __exit__ follows a failed __enter__: nothing may be left behind
+            raise
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
