@@ -117,7 +117,7 @@ async def test_an_answer_is_not_sent_while_the_server_is_down(
 async def test_a_hung_server_is_unavailable_within_the_timeouts(
     postgres_server: PostgresServer, postgres_url: str
 ) -> None:
-    database = await open_database(postgres_url, connect_timeout_s=1.0, command_timeout_s=1.0)
+    database = await open_database(postgres_url, connect_timeout_s=1.0, command_timeout_s=1.0)  # health: 2 s
     settings = SettingStore(database)
     await settings.put("k", 1)
     postgres_server.pause()

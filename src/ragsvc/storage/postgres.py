@@ -8,6 +8,9 @@
   (`raise ... from exc`); a unique-key, serialization or deadlock failure as its subclass WriteConflict.
 - Recovery: the pool drops a connection that broke (asyncpg notices a server shutdown on idle connections too)
   and connects a new one at the next acquire, so once the server is back the next call works, no restart.
+- Timeouts: against a hung server (or a partition) a call fails after `command_timeout_s` (a statement) or
+  `connect_timeout_s` (a new connection), and `check_health` after about `health_timeout_s` + 1 s (asyncpg then
+  waits for the cancelled query): keep that under the health monitor's probe timeout (5 s).
 - Statements are prepared and cached per connection by asyncpg (a transaction-pooling PgBouncer in front
   needs `statement_cache_size=0`).
 """
@@ -118,16 +121,13 @@ class PostgresDatabase:
         return await self._run(run)
 
     async def check_health(self) -> None:
-        """`SELECT 1` within `health_timeout_s` all told (acquiring, connecting, querying, releasing)."""
+        """`SELECT 1`, waiting at most `health_timeout_s` for a connection and as long for the answer. (Not one
+        timeout around it all: cancelling asyncpg while it releases a connection leaves a task failing unseen.)"""
 
         async def run(connection: asyncpg.Connection) -> None:
-            await connection.fetchval("SELECT 1")
+            await connection.fetchval("SELECT 1", timeout=self._health_timeout_s)
 
-        try:
-            async with asyncio.timeout(self._health_timeout_s):
-                await self._run(run)
-        except TimeoutError as exc:
-            raise DatabaseUnavailable(f"PostgreSQL did not answer within {self._health_timeout_s} s") from exc
+        await self._run(run, acquire_timeout_s=self._health_timeout_s)
 
     async def aclose(self, timeout_s: float = 5.0) -> None:
         """Close the pool once its connections are released; after `timeout_s`, close them regardless."""
@@ -137,10 +137,12 @@ class PostgresDatabase:
             _log.warning("closing the PostgreSQL pool: %s", exc or type(exc).__name__)
             self._pool.terminate()
 
-    async def _run(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+    async def _run(
+        self, work: Callable[[asyncpg.Connection], Awaitable[T]], *, acquire_timeout_s: float | None = None
+    ) -> T:
         """The one boundary: a pooled connection for `work`, and every driver error as DatabaseUnavailable."""
         try:
-            async with self._pool.acquire(timeout=self._acquire_timeout_s) as connection:
+            async with self._pool.acquire(timeout=acquire_timeout_s or self._acquire_timeout_s) as connection:
                 return await work(connection)
         except _CONFLICTS as exc:
             raise WriteConflict(f"database write conflict: {exc}") from exc
