@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from ragsvc.domain import ChatMessage, Role
-from ragsvc.storage.database import Database
+from ragsvc.storage.backend import Backend
 from ragsvc.storage.sessions import SessionStore
 
 SESSION = "9f1c1d4e-8a7b-4c6d-9e2f-0a1b2c3d4e5f"
@@ -13,7 +13,7 @@ def turn(i: int) -> list[ChatMessage]:
     return [ChatMessage(Role.USER, f"question {i}"), ChatMessage(Role.ASSISTANT, f"answer {i}")]
 
 
-async def test_history_is_the_last_ten_messages_oldest_first(database: Database) -> None:
+async def test_history_is_the_last_ten_messages_oldest_first(database: Backend) -> None:
     store = SessionStore(database)
     for i in range(8):
         await store.append("acme", SESSION, turn(i))
@@ -22,14 +22,14 @@ async def test_history_is_the_last_ten_messages_oldest_first(database: Database)
     assert history[0] == ChatMessage(Role.USER, "question 3") and history[-1] == ChatMessage(Role.ASSISTANT, "answer 7")
 
 
-async def test_sessions_never_cross_tenants(database: Database) -> None:
+async def test_sessions_never_cross_tenants(database: Backend) -> None:
     store = SessionStore(database)
     await store.append("acme", SESSION, turn(0))
     assert await store.history("globex", SESSION) == ()
     assert await store.history("acme", "another") == ()
 
 
-async def test_purge_drops_messages_past_retention(database: Database) -> None:
+async def test_purge_drops_messages_past_retention(database: Backend) -> None:
     store = SessionStore(database)
     await store.append("acme", SESSION, turn(0))
     assert await store.purge(retention_days=30) == 0
