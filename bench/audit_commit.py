@@ -3,8 +3,9 @@
 For each backend (a SQLite file in WAL mode with synchronous=NORMAL, as shipped; PostgreSQL 18 from the test
 wheel on loopback with its durable defaults, fsync and synchronous commit on; and the same PostgreSQL with fsync
 off, as the tests run it), one request is a short event stream (three deltas 2 ms apart, as from a fast model,
-and the final Answer) consumed through `recorded`. The added latency is the time of that consumption minus the same stream consumed bare; the
-commit wait is that time minus the former way (the row built and handed over without waiting for it). Measured
+and the final Answer) consumed through `recorded`. The added latency is the time of that consumption minus the
+same stream consumed bare; the commit wait is that time minus the former way (the row built and handed over
+without waiting for it). Measured
 - alone: one request after the other;
 - under load: 32 concurrent requesters in a closed loop, with group commit (rows that arrive while a transaction
   is in flight share the next one), and, for reference, with one transaction per row (what group commit saves).
@@ -64,7 +65,7 @@ def _queued(log: AnswerLog) -> Callable[[int], Awaitable[None]]:
         asked = question(request_id=f"r{n}")
         async for event in _events():
             if isinstance(event, Answer):
-                log._rows.enqueue(log._row(asked, outcome_of(asked, event), answer=event.text))  # noqa: SLF001
+                log._rows.enqueue(log._row(asked, outcome_of(asked, event), answer=event.text))
 
     return ask
 
@@ -77,7 +78,7 @@ def _row_per_transaction(log: AnswerLog, database: Backend) -> Callable[[int], A
         asked = question(request_id=f"r{n}")
         async for event in _events():
             if isinstance(event, Answer):
-                row = log._row(asked, outcome_of(asked, event), answer=event.text)  # noqa: SLF001
+                row = log._row(asked, outcome_of(asked, event), answer=event.text)
                 await database.execute_many(_INSERT, [row])
 
     return ask

@@ -18,7 +18,7 @@ class Reloads:
     def __init__(self) -> None:
         self.topics: list[str] = []
 
-    def of(self, topic: str):  # noqa: ANN201 - a callback factory
+    def of(self, topic: str):
         async def reload() -> None:
             self.topics.append(topic)
 

@@ -1,4 +1,6 @@
-"""The global rate limit against a real Redis-protocol server: replicas share one bucket per client."""
+"""The global rate limit against a real Redis-protocol server: replicas share one bucket per client; Redis down
+falls back to the replica's own limit. (The `RateLimit` contract both implementations keep is tested in
+tests/server/test_limits.py.)"""
 
 from __future__ import annotations
 
@@ -6,10 +8,9 @@ import asyncio
 
 import pytest
 
-from ragsvc.server.limits import TokenBuckets
+from ragsvc.server.limits import RateLimit, TokenBuckets
 from ragsvc.shared.guard import RedisGuard, connect
 from ragsvc.shared.limits import RedisTokenBuckets
-from ragsvc.shared.protocols import RateLimit
 from tests.support.redis_server import RedisServer
 
 
@@ -66,5 +67,5 @@ async def test_redis_down_falls_back_to_the_local_limit(redis_server: RedisServe
 
 
 def test_a_quota_below_one_is_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="at least 1"):
         RedisTokenBuckets(RedisGuard(connect("redis://127.0.0.1:1/0")), per_minute=0)

@@ -10,8 +10,7 @@ from ragsvc.domain import Action, Answer, Event, RefusalReason, TextDelta
 from ragsvc.errors import DatabaseUnavailable, FieldViolation, InvalidRequest, LLMUnavailable
 from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.backend import Backend
-
-from tests.storage.samples import CHUNK, answer, events, question
+from tests.storage.samples import CHUNK, answer, consumed, events, question
 
 
 async def test_every_outcome_is_recorded(database: Backend) -> None:
@@ -96,8 +95,7 @@ async def test_a_row_that_cannot_be_committed_fails_the_answer(database: Backend
     await database.aclose()  # every write now fails with DatabaseUnavailable
     seen: list[Event] = []
     with pytest.raises(DatabaseUnavailable):
-        async for event in log.recorded(question(), events(answer())):
-            seen.append(event)
+        await consumed(log.recorded(question(), events(answer())), seen)
     assert seen and not any(isinstance(event, Answer) for event in seen), "the answer never went out"
     await log.drain()
     assert "the audit log lost 1 rows" in caplog.text

@@ -11,8 +11,9 @@ import pytest
 
 from ragsvc.errors import DatabaseUnavailable
 from ragsvc.storage.backend import Backend, WriteConflict, utc_now
-from ragsvc.storage.database import MIGRATIONS, open_database
+from ragsvc.storage.database import open_database
 from ragsvc.storage.dialect import SQLITE_TYPES, numbered_placeholders, postgres_rowcount, render
+from ragsvc.storage.schema import MIGRATIONS
 from ragsvc.storage.sqlite import SQLiteDatabase
 from tests.support.postgres_server import free_port
 

@@ -12,11 +12,11 @@ from ragsvc.domain import Answer, ChatMessage, Event, Role
 from ragsvc.errors import DatabaseUnavailable
 from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.backend import Backend
-from ragsvc.storage.database import MIGRATIONS, open_database
-from ragsvc.storage.schema import TIMESTAMP_COLUMNS
-from ragsvc.storage.sessions import SessionStore
+from ragsvc.storage.database import open_database
+from ragsvc.storage.schema import MIGRATIONS, TIMESTAMP_COLUMNS
+from ragsvc.storage.sessions import SessionKey, SessionStore
 from ragsvc.storage.settings import SettingStore
-from tests.storage.samples import answer, events, question
+from tests.storage.samples import answer, consumed, events, question
 from tests.support.postgres_server import PostgresServer
 
 
@@ -80,10 +80,10 @@ async def test_two_replicas_appending_to_one_session_keep_every_message(postgres
 
     async def turn(n: int) -> None:
         messages = [ChatMessage(Role.USER, f"q{n}"), ChatMessage(Role.ASSISTANT, f"a{n}")]
-        await stores[n % 2].append("acme", "shared-session", messages)
+        await stores[n % 2].append(SessionKey("acme", "shared-session"), messages)
 
     await asyncio.gather(*(turn(n) for n in range(20)))
-    history = await stores[0].history("acme", "shared-session")
+    history = await stores[0].history(SessionKey("acme", "shared-session"))
     assert len(history) == 40
     assert sorted(m.content for m in history if m.role is Role.USER) == sorted(f"q{n}" for n in range(20))
     for user, assistant in zip(history[::2], history[1::2], strict=True):
@@ -101,8 +101,7 @@ async def test_an_answer_is_not_sent_while_the_server_is_down(
     try:
         seen: list[Event] = []
         with pytest.raises(DatabaseUnavailable):
-            async for event in log.recorded(question(request_id="lost"), events(answer())):
-                seen.append(event)
+            await consumed(log.recorded(question(request_id="lost"), events(answer())), seen)
         assert not any(isinstance(event, Answer) for event in seen)
     finally:
         await asyncio.to_thread(postgres_server.start)

@@ -11,7 +11,7 @@ from ragsvc.domain import ChatMessage, Role
 from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.backend import Backend, utc_now
 from ragsvc.storage.retention import Purged, RetentionJob
-from ragsvc.storage.sessions import SessionStore
+from ragsvc.storage.sessions import SessionKey, SessionStore
 from tests.storage.samples import answer, question
 
 
@@ -44,7 +44,7 @@ async def test_the_job_purges_at_start_and_every_interval(database: Backend) -> 
     ticks = Ticks()
     job = RetentionJob(sessions=sessions, session_retention_days=30, answers=answers, audit_retention_days=90,
                        interval_s=600, clock=lambda: now[0], sleep=ticks.sleep)  # fmt: skip
-    await sessions.append("acme", "s1", [ChatMessage(Role.USER, "q"), ChatMessage(Role.ASSISTANT, "a")])
+    await sessions.append(SessionKey("acme", "s1"), [ChatMessage(Role.USER, "q"), ChatMessage(Role.ASSISTANT, "a")])
     await answers.record_answer(question(), answer())
     job.start()
     await ticks.first()
@@ -52,7 +52,7 @@ async def test_the_job_purges_at_start_and_every_interval(database: Backend) -> 
     now[0] += timedelta(days=31)  # the messages are past 30 days, the audit row not past 90
     await ticks.tick()
     assert job.last == Purged(session_messages=2, audit_rows=0)
-    assert await sessions.history("acme", "s1") == ()
+    assert await sessions.history(SessionKey("acme", "s1")) == ()
     now[0] += timedelta(days=60)
     await ticks.tick()
     assert job.last == Purged(session_messages=0, audit_rows=1) and job.runs == 3
@@ -64,13 +64,13 @@ async def test_the_job_purges_at_start_and_every_interval(database: Backend) -> 
 @pytest.mark.parametrize("days", [None, 0])
 async def test_no_retention_keeps_records_forever(database: Backend, days: float | None) -> None:
     sessions, answers = SessionStore(database), AnswerLog(database)
-    await sessions.append("acme", "s1", [ChatMessage(Role.USER, "q")])
+    await sessions.append(SessionKey("acme", "s1"), [ChatMessage(Role.USER, "q")])
     await answers.record_answer(question(), answer())
     far_future = utc_now() + timedelta(days=10_000)
     job = RetentionJob(sessions=sessions, session_retention_days=days, answers=answers, audit_retention_days=days,
                        clock=lambda: far_future)  # fmt: skip
     assert await job.purge_once() == Purged(0, 0)
-    assert len(await sessions.history("acme", "s1")) == 1 and len(await answers.recent("acme")) == 1
+    assert len(await sessions.history(SessionKey("acme", "s1"))) == 1 and len(await answers.recent("acme")) == 1
 
 
 async def test_a_failed_purge_is_retried_at_the_next_interval(database: Backend, caplog) -> None:
@@ -87,7 +87,7 @@ async def test_a_failed_purge_is_retried_at_the_next_interval(database: Backend,
 
 
 def test_the_interval_must_be_positive() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must be positive"):
         RetentionJob(interval_s=0)
 
 

@@ -13,6 +13,7 @@ Run directly it serves until interrupted: `python -m tests.support.postgres_serv
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import pwd
@@ -68,10 +69,8 @@ def _children(pid: int) -> list[int]:
 
 def _signal_all(pids: list[int], signum: int) -> None:
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signum)
-        except ProcessLookupError:
-            pass
 
 
 def _alive(pid: int) -> bool:
@@ -246,7 +245,5 @@ class PostgresServer:
 if __name__ == "__main__":
     with PostgresServer() as server:
         print(f"{server.url}  (initdb {server.initdb_s:.2f} s, start {server.startup_s:.2f} s)", flush=True)
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             signal.pause()
-        except KeyboardInterrupt:
-            pass

@@ -8,6 +8,7 @@ Run directly it serves until interrupted: `python -m tests.support.redis_server`
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import shutil
 import signal
@@ -96,6 +97,14 @@ class RedisServer:
             process.kill()
             process.wait()
 
+    def flush(self) -> None:
+        """Delete every key."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as connection:
+            connection.sendall(b"FLUSHALL\r\n")
+            reply = connection.recv(64)
+        if not reply.startswith(b"+OK"):
+            raise RuntimeError(f"FLUSHALL answered {reply!r}")
+
     def close(self) -> None:
         self.stop()
         shutil.rmtree(self._root, ignore_errors=True)
@@ -108,7 +117,5 @@ class RedisServer:
 if __name__ == "__main__":
     with RedisServer() as server:
         print(f"{server.url}  (start {server.startup_s:.3f} s)", flush=True)
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             signal.pause()
-        except KeyboardInterrupt:
-            pass

@@ -1,6 +1,6 @@
 """The answer cache on Redis, shared by every replica: what one replica cached, all serve; what one invalidates,
-none serves any more. The same operations as the in-memory `ragsvc.server.cache.AnswerCache` (keys, what is
-admitted, the per-tenant generation that keeps an answer computed during an ingest from being stored), async.
+none serves any more. The `ragsvc.answering.cache.AnswerStore` that `MemoryAnswerCache` is in one process (keys,
+what is admitted, the per-tenant generation that keeps an answer computed during an ingest from being stored).
 
 Layout under `prefix` (a hash tag, so every key of one cache lives in one cluster slot):
 - `{prefix}:e:<key>`: a cached answer (JSON, ragsvc.shared.codec), expiring after the TTL;
@@ -66,8 +66,8 @@ class _Missed:
 
 
 class RedisAnswerCache:
-    """`admits` says which answers are kept: `ragsvc.server.cache.is_cacheable` for the answer cache, every
-    answer for idempotent replays; give each its own `prefix`."""
+    """The `AnswerStore` on Redis. `admits` says which answers are kept: `ragsvc.answering.cache.is_cacheable` for
+    the answer cache, every answer for idempotent replays; give each its own `prefix`."""
 
     def __init__(
         self,

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from ragsvc.shared.guard import RedisGuard
 
-Callback = Callable[[], Awaitable[None]]
+Callback = Callable[[], Awaitable[object]]
 _log = logging.getLogger(__name__)
 
 
@@ -82,7 +82,7 @@ class ChangeFeed:
             for callback in self._callbacks[topic]:
                 try:
                     await callback()
-                except Exception:
+                except Exception:  # noqa: BLE001 - a reload that fails must not stop the feed; it is logged
                     _log.exception("reloading %s after a change on another replica failed", topic)
         return changed
 

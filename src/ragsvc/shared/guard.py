@@ -17,16 +17,10 @@ from typing import TypeVar
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from ragsvc.errors import DependencyUnavailable
+from ragsvc.errors import SharedStateUnavailable
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
-
-
-class SharedStateUnavailable(DependencyUnavailable):
-    """Redis (the state replicas share: answer cache, rate limits) cannot be reached."""
-
-    reason = "SHARED_STATE_UNAVAILABLE"
 
 
 def connect(url: str, *, timeout_s: float = 0.5) -> aioredis.Redis:

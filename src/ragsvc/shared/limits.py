@@ -1,7 +1,7 @@
 """The per-client rate limit on Redis: one token bucket per client for all replicas together, so a client gets
-`per_minute` calls a minute from the whole service, not from each replica. Same semantics as the in-memory
-`ragsvc.server.limits.TokenBuckets.take` (full bucket at first, refilled evenly over a minute; 0.0 when granted,
-else the seconds until a token), async.
+`per_minute` calls a minute from the whole service, not from each replica. The `ragsvc.server.limits.RateLimit`
+that `TokenBuckets` is in one process (full bucket at first, refilled evenly over a minute; 0.0 when granted,
+else the seconds until a token).
 
 The bucket is read, refilled, spent and written by one Lua script, atomically on the server, with the server's
 clock (`TIME`), so replicas with skewed clocks still agree. A bucket's key expires once it would be full again:
@@ -11,13 +11,13 @@ Redis down (policy: fail open to the replica's own limit). The limiter protects 
 taking more than its share; it is not an authorization check. Failing closed would turn a cache-class outage
 into a full outage for every client, and the in-flight cap (ConcurrencyLimitInterceptor, per replica) still
 protects each replica from overload. So while Redis is out, `take` asks `fallback` (give it the in-memory
-`TokenBuckets(per_minute).take`: the limit holds per replica, N x per_minute in all, as before Redis) or grants
+`TokenBuckets(per_minute).take`: the limit holds per replica, N x per_minute in all, as without Redis) or grants
 when there is none. The guard reports the outage (health "redis" NOT_SERVING) and retries Redis every second.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from ragsvc.shared.guard import RedisGuard
 
@@ -52,7 +52,7 @@ class RedisTokenBuckets:
         per_minute: int,
         *,
         prefix: str = "{ragsvc}:rate",
-        fallback: Callable[[str], float] | None = None,
+        fallback: Callable[[str], Awaitable[float]] | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
         if per_minute < 1:
@@ -71,5 +71,5 @@ class RedisTokenBuckets:
         keys = [f"{self._prefix}:{client}"]
         wait = await self._guard.run(lambda r: self._script(keys=keys, args=args, client=r), None)
         if wait is None:
-            return self._fallback(client) if self._fallback is not None else 0.0
+            return await self._fallback(client) if self._fallback is not None else 0.0
         return float(wait)

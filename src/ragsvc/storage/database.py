@@ -9,19 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from ragsvc.storage.backend import Backend
-from ragsvc.storage.schema import MIGRATIONS
 from ragsvc.storage.sqlite import SQLiteDatabase
 
-__all__ = ["MIGRATIONS", "Database", "is_postgres_url", "open_database"]
-
-# The SQLite backend under its former name: `Database.open(path)` still opens a SQLite file.
-Database = SQLiteDatabase
-
-_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 def is_postgres_url(target: str | Path) -> bool:
-    return isinstance(target, str) and target.startswith(_POSTGRES_SCHEMES)
+    return isinstance(target, str) and target.startswith(POSTGRES_SCHEMES)
 
 
 async def open_database(

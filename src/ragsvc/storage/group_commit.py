@@ -65,7 +65,7 @@ class GroupCommitter:
             assert done is not None
             try:
                 await self._db.execute_many(self._sql, rows)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - whatever failed the batch, its waiters must hear of it
                 _log.error("the %s lost %d rows: %s", self._what, len(rows), exc,
                            exc_info=not isinstance(exc, RagError))  # fmt: skip
                 done.set_exception(exc)
