@@ -1,5 +1,7 @@
 """kill -9 in the middle of a load: every answer that left the process has its audit row (committed before the
-answer was handed out), on SQLite and on PostgreSQL."""
+answer was handed out), on SQLite and on PostgreSQL. The audit log alone, at thousands of answers a second, so that
+many answers are in flight at the kill: it fails at once when rows are only queued (the same check through a real
+`ragsvc serve` and gRPC clients: tests/server/test_crash.py)."""
 
 from __future__ import annotations
 
