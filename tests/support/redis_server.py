@@ -83,7 +83,6 @@ class RedisServer(LocalServer):
             raise RuntimeError(f"FLUSHALL answered {reply!r}")
 
 
-
 if __name__ == "__main__":
     with RedisServer() as server:
         print(f"{server.url}  (start {server.startup_s:.3f} s)", flush=True)
