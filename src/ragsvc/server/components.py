@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragsvc.answering.admission import Admission
+from ragsvc.answering.answerability import AnswerabilityGate
 from ragsvc.answering.cache import AnswerStore, MemoryAnswerCache, keeps_every_answer
 from ragsvc.answering.conversation import Conversation
 from ragsvc.answering.gate import Gate
@@ -270,6 +271,7 @@ def build_pipeline(
     return Pipeline(
         retrieve=RetrieveStage(retriever, classifier, settings.retrieval),
         gate=Gate(settings.trust),
+        answerability=AnswerabilityGate(retriever, settings.trust) if settings.trust.answerability_gate else None,
         packer=packer,
         generate=generate,
         validate=ValidateStage(policy, generate, packer, templates, generation),
