@@ -2,10 +2,12 @@
 
 import sys
 
-from bench import ask_latency, generation, retrieval, soak
+from bench import ask_latency, generation, retrieval, shared_state, soak
 
 if __name__ == "__main__":
     ask_latency.main()
+    # Embedded defaults against PostgreSQL + Redis, side by side (about a minute).
+    shared_state.main()
     generation.main()
     # Bounded: 10k and 100k chunks on both engines plus recall on real embeddings (about 8 minutes on 2 cores).
     retrieval.main([])

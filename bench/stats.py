@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import platform
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,3 +39,9 @@ def write_result(name: str, result: dict[str, Any], *, dated: bool = True) -> Pa
     print(json.dumps(result, indent=2))
     print(f"written to {out}")
     return out
+
+
+def machine(load_before: tuple[float, float, float]) -> dict[str, Any]:
+    """What a result ran on: cores, platform, Python, and the load averages before the run (given) and now."""
+    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+            "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()}  # fmt: skip

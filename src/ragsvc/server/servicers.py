@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from ragsvc import domain
-from ragsvc.answering.cache import AnswerCache
+from ragsvc.answering.cache import AnswerStore
 from ragsvc.answering.service import AnsweringService
 from ragsvc.errors import NotFound
 from ragsvc.ingest.indexer import Indexer
@@ -47,7 +47,7 @@ class RagServicer(rag_grpc.RagServiceServicer):
 
 
 class IndexServicer(index_grpc.IndexServiceServicer):
-    def __init__(self, indexer: Indexer, *, default_tenant: str, cache: AnswerCache | None = None) -> None:
+    def __init__(self, indexer: Indexer, *, default_tenant: str, cache: AnswerStore | None = None) -> None:
         self._indexer = indexer
         self._default_tenant = default_tenant
         self._cache = cache  # answers of a tenant are dropped when its documents change
@@ -57,9 +57,9 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         principal = call_state(context).principal
         return principal.tenant_id if principal is not None else self._default_tenant
 
-    def _invalidate(self, tenant: str) -> None:
+    async def _invalidate(self, tenant: str) -> None:
         if self._cache is not None:
-            self._cache.invalidate_tenant(tenant)
+            await self._cache.invalidate_tenant(tenant)
 
     @unary_boundary
     async def IngestDocuments(
@@ -71,7 +71,7 @@ class IndexServicer(index_grpc.IndexServiceServicer):
             results = [await self._indexer.ingest(document) for document in documents]
         finally:
             for tenant in {document.tenant_id for document in documents}:
-                self._invalidate(tenant)
+                await self._invalidate(tenant)
         return index_pb.IngestDocumentsResponse(results=[convert.ingest_result_to_proto(r) for r in results])
 
     @unary_boundary
@@ -83,7 +83,7 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         try:
             deleted = await self._indexer.delete(tenant, request.document_id)
         finally:
-            self._invalidate(tenant)
+            await self._invalidate(tenant)
         if not deleted:
             raise NotFound(f"no document {request.document_id!r} in tenant {tenant!r}")
         return index_pb.DeleteDocumentResponse(chunks_deleted=deleted)
