@@ -43,7 +43,11 @@ def turns(*questions: str) -> tuple[ChatMessage, ...]:
 @pytest.mark.parametrize(
     ("follow_up", "search"),
     [
-        ("How long is it?", "SIGTERM How long is it?"),
+        ("How long is it?", "How long is SIGTERM?"),  # the subject in place of the pronoun that stands for it
+        ("Is it ok to ignore it?", "Is it ok to ignore SIGTERM?"),  # "is it ok to" stands for nothing
+        ("what's its default", "what's SIGTERM's default"),
+        ("Can they be retried?", "SIGTERM Can they be retried?"),  # "they" may stand for what the answer named
+        ("and how do I delete one?", "SIGTERM and how do I delete one?"),  # no personal pronoun: before it
         ("And for SIGINT?", "SIGTERM And for SIGINT?"),
         ("what about the logs", "SIGTERM what about the logs"),
         ("default?", "SIGTERM default?"),
@@ -58,6 +62,7 @@ def test_a_follow_up_without_a_subject_gets_the_previous_one(follow_up: str, sea
 def test_the_subject_comes_from_the_latest_question_that_had_one() -> None:
     history = turns("What is the default chunk_overlap setting of the ingester?", "What range is allowed?")
     assert follow_up_search("and the maximum?", history) == "chunk_overlap ingester and the maximum?"
+    assert follow_up_search("Can it be zero?", history) == "Can chunk_overlap ingester be zero?"
     assert follow_up_search("and the maximum?", ()) == "and the maximum?"
 
 
@@ -80,7 +85,7 @@ async def condensed(
 async def test_without_a_model_the_rule_rewrites_and_a_first_question_is_searched_as_asked() -> None:
     condenser = Condenser(ExtractiveGenerator(), default_model="llama3.2", by_model=True, timeout_s=1.0)
     follow_up = Question(query="How long is it?", chat_history=SIGTERM)
-    assert await condensed(condenser, follow_up) == SearchQuery("SIGTERM How long is it?", QueryRewrite.RULE)
+    assert await condensed(condenser, follow_up) == SearchQuery("How long is SIGTERM?", QueryRewrite.RULE)
     assert await condensed(condenser, Question(query="How long is it?")) == SearchQuery("How long is it?")
 
 
@@ -115,7 +120,7 @@ async def test_a_failed_condensing_falls_back_to_the_rule(reply: list[str], dela
     async with llm_condenser(reply, delay_s=delay_s, timeout_s=0.3) as (condenser, _):
         started = asyncio.get_running_loop().time()
         search = await condensed(condenser, Question(query="How long is it?", chat_history=SIGTERM))
-    assert search == SearchQuery("SIGTERM How long is it?", QueryRewrite.RULE_FALLBACK)
+    assert search == SearchQuery("How long is SIGTERM?", QueryRewrite.RULE_FALLBACK)
     assert asyncio.get_running_loop().time() - started < 0.9, "bounded by its own timeout"
 
 

@@ -40,6 +40,13 @@ _ATTRIBUTES = frozenset(
     difference meaning mean work works happen happens change changed instead""".split()
 )
 _WORD = re.compile(r"[\w.-]*\w")
+# The pronoun a follow-up names the earlier subject with ("they", "them" often stand for something the answer
+# brought up: "And how long do they get to finish?") ...
+_PERSONAL = re.compile(r"\b(?:it|its)\b", re.IGNORECASE)
+# ... and the "it" that stands for nothing: "is it ok to ...", "it is possible to ...", "is it worth ...ing".
+_EMPTY_IT = re.compile(
+    r"\b(?:is|was|would|will|isn't)\s+(it)\s+\w+\s+(?:to|\w+ing)\b|\b(it)(?:\s+is|'s)\s+\w+\s+to\b", re.IGNORECASE
+)
 
 
 class Conversation:
@@ -93,24 +100,43 @@ class Condenser:
 
 def follow_up_search(query: str, history: Sequence[ChatMessage]) -> str:
     """`query` as a standalone search: a follow-up that lacks a subject of its own (see `lacks_subject`) gets the
-    subject words of the earlier questions it continues (`with_subject`)."""
+    subject words of the earlier questions it continues, in place of the pronoun that stands for them ("How do I
+    migrate away from it?" -> "How do I migrate away from md5 authentication method?"), else before it
+    (`with_subject`)."""
     turns = _turns(history)
     if not turns or not lacks_subject(query, turns[-1][1]):
         return query
-    return with_subject(query, history)
+    subject = _subject(turns)
+    pronoun = _standing_for_the_subject(query)
+    if not subject or pronoun is None:
+        return with_subject(query, history)
+    possessive = pronoun.group().lower() == "its"
+    return query[: pronoun.start()] + subject + ("'s" if possessive else "") + query[pronoun.end() :]
 
 
 def with_subject(query: str, history: Sequence[ChatMessage]) -> str:
-    """`query` after the subject words of the earlier questions, the latest back to the first that had its own (the
-    retrieve stage's second try for a follow-up that seemed to stand alone but finds nothing searched as asked)."""
-    turns = _turns(history)
+    """`query` after the subject words of the earlier questions (the retrieve stage's second try for a follow-up
+    that seemed to stand alone but finds nothing searched as asked)."""
+    return " ".join(filter(None, [_subject(_turns(history)), query.strip()]))
+
+
+def _subject(turns: Sequence[tuple[str, str]]) -> str:
+    """The subject words of the earlier questions, the latest back to the first that had its own."""
     subjects: list[str] = []
     for index in range(len(turns) - 1, -1, -1):
         question = turns[index][0]
         subjects.insert(0, _subject_words(question))
         if index == 0 or not lacks_subject(question, turns[index - 1][1]):
             break
-    return " ".join([*filter(None, subjects), query.strip()])
+    return " ".join(filter(None, subjects))
+
+
+def _standing_for_the_subject(query: str) -> re.Match[str] | None:
+    """The last "it" or "its" of `query` that refers to something, not the empty "it" of "is it ok to ..." or "it is
+    possible to ..."."""
+    empty = {m.span(group) for m in _EMPTY_IT.finditer(query) for group in (1, 2)}
+    referring = [m for m in _PERSONAL.finditer(query) if m.span() not in empty]
+    return referring[-1] if referring else None
 
 
 def lacks_subject(query: str, previous_answer: str = "") -> bool:
