@@ -76,6 +76,7 @@ def assert_found_the_grace_period(mode: Mode, answer: pb.Answer) -> None:
 async def test_on_its_own_the_follow_up_is_refused(mode: Mode) -> None:
     alone = await ask(mode.server, FOLLOW_UP)
     assert not alone.grounded and alone.text != LLM_ANSWER
+    assert (alone.explanation.search_query, alone.explanation.query_rewrite) == (FOLLOW_UP, pb.QUERY_REWRITE_NONE)
     assert not mode.condensing_requests(), "nothing to condense without a conversation"
 
 

@@ -57,7 +57,7 @@ def gate_refusal(
 ) -> Answer:
     """The answer when the gate refuses: no model wrote it (one may have condensed or classified the question);
     the nearest candidates when there were some. `text` replaces the refusal sentence (the answerability gate names
-    what the documents do not cover)."""
+    what the documents do not cover). Explained, it shows no prompt and nothing packed, and what was searched."""
     retrieval = retrieved.retrieval
     candidates = (retrieval.hits or retrieval.rejected)[:GATE_CANDIDATES]
     return Answer(
@@ -77,6 +77,7 @@ def gate_refusal(
         cost_estimate_usd=ledger.cost_estimate_usd,
         search=retrieved.search,
         model_usage=ledger.by_purpose(),
+        explanation=Explanation((), (), 0) if question.explain else None,
     )
 
 

@@ -210,7 +210,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
         if answer is None:
             raise RuntimeError("the answering service ended without an answer")
         response = admin_pb.SimulateAskResponse(answer=convert.answer_to_proto(answer))
-        if answer.explanation is not None:  # the gate passed: the model would be called
+        if answer.explanation is not None and answer.refusal is domain.RefusalReason.NONE:  # the model would be called
             response.model = answer.model
             limits = self._model_limits.get(question.model or self._default_model)
             reserve = limits.max_response_tokens if limits is not None else 0

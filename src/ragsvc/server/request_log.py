@@ -87,7 +87,7 @@ def retrieved_scores(answer: domain.Answer) -> tuple[list[float], bool]:
     scores = list(answer.retrieval_scores)
     if scores:
         return scores, True
-    if answer.explanation is not None:
+    if answer.explanation is not None and answer.explanation.packed:
         return [s.score for s in answer.explanation.packed], False
     if answer.citations:
         return [c.relevance_score for c in answer.citations], False
