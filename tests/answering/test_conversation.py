@@ -59,6 +59,18 @@ def test_a_follow_up_without_a_subject_gets_the_previous_one(follow_up: str, sea
     assert follow_up_search(follow_up, SIGTERM) == search
 
 
+@pytest.mark.parametrize(
+    ("first", "search"),
+    [
+        ("How do I create a database from the shell?", "database shell and how do I delete one?"),  # not "create"
+        ("What does work_mem control?", "work_mem and how do I delete one?"),  # a name
+        ("What is trust authentication?", "trust authentication and how do I delete one?"),  # neither: its words
+    ],
+)
+def test_the_subject_is_the_earlier_questions_noun_phrases_and_names(first: str, search: str) -> None:
+    assert follow_up_search("and how do I delete one?", turns(first)) == search
+
+
 def test_the_subject_comes_from_the_latest_question_that_had_one() -> None:
     history = turns("What is the default chunk_overlap setting of the ingester?", "What range is allowed?")
     assert follow_up_search("and the maximum?", history) == "chunk_overlap ingester and the maximum?"

@@ -45,6 +45,11 @@ def test_markers_after_the_closing_punctuation_belong_to_the_sentence() -> None:
     assert texts(sent) == ["", "", "", "Hotels cost 180 euros. [#1]", " Next"]
 
 
+def test_the_whitespace_a_draft_ends_with_is_not_released() -> None:
+    sent = streamed(["Hotels cost 180 euros [#1].", "\n\n"])
+    assert texts(sent) == ["", "", "Hotels cost 180 euros [#1]."]
+
+
 def test_uncited_sentences_wait_for_a_cited_claim() -> None:
     sent = streamed(["Good question. ", "Hotels cost 180 euros [#1]. ", "That is all."])
     assert texts(sent) == ["", "", "Good question. Hotels cost 180 euros [#1].", " That is all."]

@@ -1,8 +1,9 @@
 """The Go client of docs/examples/go, built from the committed Go stubs, against a live `ragsvc serve`.
 
 One server process for the module (its start dominates the time): the demo corpus, an OpenAI-compatible LLM
-scripted to stream word by word (so the deltas are real), authentication on and a rate limit of 3 calls a
-minute per key, which is what one run of the client makes. The client's own output is printed (pytest -s).
+scripted to stream word by word (so the deltas are real) under the raw stream policy (each token relayed),
+authentication on and a rate limit of 3 calls a minute per key, which is what one run of the client makes. The
+client's own output is printed (pytest -s).
 
 The Go toolchain and modules come from `make go-tools` (see gotools.py); `make test` installs them and sets
 RAG_POLYGLOT_REQUIRED, so these tests fail there, rather than skip, when something is missing.
@@ -56,6 +57,8 @@ async def address(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str
             "RAG_LLM_CLASSIFY": "false",
             "RAG_LLM_SELF_SCORE": "false",
             "RAG_DEFAULT_FOLLOW_UP_COUNT": "0",
+            # Every token relayed, so the client's streaming is seen; a validated stream sends the one sentence whole.
+            "RAG_STREAM_POLICY": "raw",
         }
         async with serve_process(tmp_path_factory.mktemp("go-client-server"), env) as served:
             yield served.address

@@ -21,7 +21,7 @@ from ragsvc.domain import Answer, CallPurpose, ChatMessage, QueryRewrite, Questi
 from ragsvc.errors import RagError
 from ragsvc.generation.base import Generator
 from ragsvc.judge import LLMJudge
-from ragsvc.lexical import STOPWORDS, content_terms, key_phrases, stem
+from ragsvc.lexical import STOPWORDS, content_terms, key_phrases, question_terms, stem
 from ragsvc.storage.sessions import SessionKey, SessionStore
 
 _log = logging.getLogger(__name__)
@@ -40,6 +40,7 @@ _ATTRIBUTES = frozenset(
     difference meaning mean work works happen happens change changed instead""".split()
 )
 _WORD = re.compile(r"[\w.-]*\w")
+_DETERMINERS = frozenset("a an the this that these those my our your its their".split())
 # The pronoun a follow-up names the earlier subject with ("they", "them" often stand for something the answer
 # brought up: "And how long do they get to finish?") ...
 _PERSONAL = re.compile(r"\b(?:it|its)\b", re.IGNORECASE)
@@ -152,9 +153,22 @@ def lacks_subject(query: str, previous_answer: str = "") -> bool:
 
 
 def _subject_words(question: str) -> str:
-    """The words of `question` that carry its subject: without stopwords and attribute words, in order."""
-    words = (w for w in _WORD.findall(question) if w.lower() not in STOPWORDS)
-    return " ".join(w for w in words if stem(w.lower()) not in _ATTRIBUTES)
+    """The words of `question` that carry its subject, in order, attribute words left out: its noun phrases (the
+    words after "a", "the", ...) and its names ("shared_buffers", "SIGTERM", "md5"), not its verbs ("How do I
+    create a database from the shell?" -> "database shell"); every word but stopwords when it has neither."""
+    words = _WORD.findall(question)
+    names = {term.surface for term in question_terms(question) if term.named}
+    picked: list[str] = []
+    in_phrase = False
+    for word in words:
+        lower = word.lower()
+        if lower in _DETERMINERS or lower in STOPWORDS:
+            in_phrase = lower in _DETERMINERS
+        elif in_phrase or word in names:
+            picked.append(word)
+    if not picked:
+        picked = [word for word in words if word.lower() not in STOPWORDS]
+    return " ".join(word for word in picked if stem(word.lower()) not in _ATTRIBUTES)
 
 
 def _turns(history: Sequence[ChatMessage]) -> list[tuple[str, str]]:

@@ -80,8 +80,8 @@ class ValidatedRelease:
         return self._release(self._complete_sentences())
 
     def finish(self, *, complete: bool) -> list[Event]:
-        last, self._pending = self._pending, ""
-        return self._release([last] if complete and last.strip() else [])
+        last, self._pending = self._pending.rstrip(), ""  # the final answer's text ends with no whitespace either
+        return self._release([last] if complete and last else [])
 
     def _complete_sentences(self) -> list[str]:
         """Takes the complete sentences off the pending text, each with the whitespace before it."""
