@@ -54,6 +54,13 @@ async def expect(child: pexpect.spawn, pattern: str, within_s: float = EXPECT_TI
     await asyncio.to_thread(child.expect_exact, pattern, timeout=within_s)
 
 
+async def turn(child: pexpect.spawn, question: str, *shown: str) -> None:
+    """Ask `question`, wait for each of `shown` in order, then for the next prompt."""
+    child.sendline(question)
+    for pattern in (*shown, "> "):
+        await expect(child, pattern)
+
+
 def answer_requests(llm: ScriptedOpenAIServer) -> list[dict]:
     """The streamed chat completions the server asked of the LLM for answers (not the condensing of follow-ups)."""
     return [
@@ -124,14 +131,8 @@ async def test_welcome_lists_examples_and_a_follow_up_carries_the_first_turn(
         await expect(chat, example)
     await expect(chat, "> ")
 
-    chat.sendline(FIRST_QUESTION)
-    await expect(chat, "180 tokens. [#1]")
-    await expect(chat, "Sources:")
-    await expect(chat, "> ")
-
-    chat.sendline(FOLLOW_UP)
-    await expect(chat, "Sources:")
-    await expect(chat, "> ")
+    await turn(chat, FIRST_QUESTION, "180 tokens. [#1]", "Sources:")
+    await turn(chat, FOLLOW_UP, "Sources:")
 
     first, second = answer_requests(llm)
     assert not any(FIRST_ANSWER in str(m.get("content")) for m in first["messages"])
@@ -169,10 +170,7 @@ async def test_ctrl_c_stops_the_stream_cancels_it_on_the_server_and_the_chat_goe
     # The chat is still usable: the next question is answered in full.
     llm.token_delay_s = 0.0
     llm.deltas = FIRST_DELTAS
-    chat.sendline(FIRST_QUESTION)
-    await expect(chat, "180 tokens. [#1]")
-    await expect(chat, "Sources:")
-    await expect(chat, "> ")
+    await turn(chat, FIRST_QUESTION, "180 tokens. [#1]", "Sources:")
     assert len(answer_requests(llm)) == 2
     chat.sendeof()
     await asyncio.to_thread(chat.expect_exact, pexpect.EOF, timeout=EXPECT_TIMEOUT_S)
@@ -195,22 +193,10 @@ async def test_a_grounded_answer_a_follow_up_with_its_source_and_a_refusal_whose
     llm.deltas = scripted([GROUNDED_ANSWER, GRACE_ANSWER, WRONG_DRAFT], standalone=[STANDALONE, UNSUPPORTED])
     await expect(chat, "> ")
 
-    chat.sendline(GROUNDED)
-    await expect(chat, "grace period. [#1]")
-    await expect(chat, "Sources:")
-    await expect(chat, "operations.md")
-    await expect(chat, "> ")
-
-    chat.sendline(GRACE)
-    await expect(chat, "ten seconds by default. [#1]")
-    await expect(chat, "Sources:")
-    await expect(chat, "[#1] operations.md · page N/A · section Graceful shutdown")
-    await expect(chat, "> ")
-
-    chat.sendline(UNSUPPORTED)
-    await expect(chat, REFUSAL_SENTENCE)
-    await expect(chat, "(REFUSAL_REASON_UNSUPPORTED_ANSWER)")
-    await expect(chat, "> ")
+    await turn(chat, GROUNDED, "grace period. [#1]", "Sources:", "operations.md")
+    source = "[#1] operations.md · page N/A · section Graceful shutdown"
+    await turn(chat, GRACE, "ten seconds by default. [#1]", "Sources:", source)
+    await turn(chat, UNSUPPORTED, REFUSAL_SENTENCE, "(REFUSAL_REASON_UNSUPPORTED_ANSWER)")
     chat.sendline("exit")
     await asyncio.to_thread(chat.expect_exact, pexpect.EOF, timeout=EXPECT_TIMEOUT_S)
 
