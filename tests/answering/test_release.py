@@ -45,9 +45,11 @@ def test_markers_after_the_closing_punctuation_belong_to_the_sentence() -> None:
     assert texts(sent) == ["", "", "", "Hotels cost 180 euros. [#1]", " Next"]
 
 
-def test_the_whitespace_a_draft_ends_with_is_not_released() -> None:
+def test_line_breaks_go_with_the_next_sentence_and_are_not_released_at_the_end() -> None:
     sent = streamed(["Hotels cost 180 euros [#1].", "\n\n"])
     assert texts(sent) == ["", "", "Hotels cost 180 euros [#1]."]
+    sent = streamed(["Hotels cost 180 euros [#1].\n", "\nFlights are booked ahead [#2].\n", "\nThey cost"], complete=False)
+    assert texts(sent) == ["", "Hotels cost 180 euros [#1].", "\n\nFlights are booked ahead [#2].", ""]
 
 
 def test_uncited_sentences_wait_for_a_cited_claim() -> None:

@@ -93,6 +93,9 @@ class ValidatedRelease:
             rest = self._pending[stop:].lstrip()
             if not rest or (rest.startswith("[") and "]" not in rest and len(rest) < _LONGEST_MARKER):
                 break  # a marker of this sentence may still come
+            if not self._pending[:stop].strip():  # a line break alone: it goes with the next sentence
+                position = stop
+                continue
             complete.append(self._pending[:stop])
             self._pending = self._pending[stop:]
             position = 0
