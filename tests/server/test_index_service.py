@@ -153,7 +153,8 @@ async def test_listing_refuses_bad_pages_and_unknown_documents(index_stub) -> No
 # A document several times larger than the upload server's message limit.
 LIMIT = 8 * 1024
 BIG = "".join(
-    f"## Part {i}\n\nThe archive keeps shipment record {i} for {i + 3} years in cold storage room {i % 7}.\n\n"
+    (f"## Part {i // 40}\n\n" if i % 40 == 0 else "")
+    + f"The archive keeps shipment record {i} for {i + 3} years in cold storage room {i % 7}. "
     for i in range(400)
 ).encode()
 
@@ -197,9 +198,9 @@ async def test_a_document_larger_than_the_message_limit_is_ingested_in_pieces(up
     sha = hashlib.sha256(BIG).hexdigest()
     response = await upload_stub.UploadDocument(stream(pieces(document, BIG, sha=sha)), timeout=120)
 
-    assert response.committed_size == len(BIG) > 4 * LIMIT
+    assert response.committed_size == len(BIG) > 3 * LIMIT
     assert response.result.document_id == "shipments" and not response.result.error
-    assert response.result.chunks_indexed >= 100, "one chunk per part at least"
+    assert response.result.chunks_indexed >= 20
     indexed = (await upload_stub.GetDocument(
         index_pb.GetDocumentRequest(tenant_id="archive", document_id="shipments"), timeout=30)).document
     assert (indexed.size_bytes, indexed.content_sha256, indexed.chunk_count) == (

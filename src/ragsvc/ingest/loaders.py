@@ -413,7 +413,7 @@ def read_document(found: FoundFile, *, tenant_id: str, tags: Sequence[str] = ())
         title = html_title(content)
     return SourceDocument(
         document_id=found.document_id,
-        name=found.path.name,
+        name=found.name,
         content=content,
         media_type=media_type,
         tenant_id=tenant_id,
@@ -439,10 +439,12 @@ MAX_DOCUMENT_ID = 128
 
 @dataclass(frozen=True, slots=True)
 class FoundFile:
-    """A file to ingest and the document id it gets."""
+    """A file to ingest, the document id it gets, and its display name (its path in the folder walked, else its
+    file name)."""
 
     path: Path
     document_id: str
+    name: str
     size: int
 
 
@@ -495,8 +497,8 @@ def find_files(
     selection = FileSelection([], [], [])
     owners: dict[str, Path] = {}
     for path in paths:
-        found = [(path, slugify(path.stem))] if not path.is_dir() else _walk(path, include, exclude, selection)
-        for file, file_id in found:
+        found = [(path, path.name, slugify(path.stem))] if not path.is_dir() else _walk(path, include, exclude, selection)
+        for file, name, file_id in found:
             if document_id is not None:
                 file_id = document_id
             if file_id in owners:
@@ -506,7 +508,7 @@ def find_files(
                     selection.problems.append(FileProblem(file, clash))
                 continue
             owners[file_id] = file
-            selection.files.append(FoundFile(file, file_id, file.stat().st_size))
+            selection.files.append(FoundFile(file, file_id, name, file.stat().st_size))
     if document_id is not None:
         validate_document_id(document_id)
         if (count := len(selection.files) + len(selection.problems)) != 1:
@@ -516,9 +518,9 @@ def find_files(
 
 def _walk(
     root: Path, include: Sequence[str], exclude: Sequence[str], selection: FileSelection
-) -> list[tuple[Path, str]]:
-    """(file, document id) of each file to take under `root`, in sorted order."""
-    found: list[tuple[Path, str]] = []
+) -> list[tuple[Path, str, str]]:
+    """(file, name, document id) of each file to take under `root`, in sorted order."""
+    found: list[tuple[Path, str, str]] = []
     for folder, subfolders, names in os.walk(root):
         base = Path(folder)
         kept = []
@@ -539,8 +541,8 @@ def _walk(
                 continue
             if _matches(relative, name, exclude) or (include and not _matches(relative, name, include)):
                 continue
-            found.append((file, _relative_id(file.relative_to(root))))
-    return sorted(found, key=lambda item: item[0].relative_to(root).parts)
+            found.append((file, relative, _relative_id(file.relative_to(root))))
+    return sorted(found, key=lambda item: item[1].split("/"))
 
 
 def _matches(relative: str, name: str, patterns: Sequence[str]) -> bool:
