@@ -9,8 +9,8 @@ from ragsvc.domain import SourceDocument
 from ragsvc.errors import InvalidRequest
 from ragsvc.ingest.loaders import (
     Section,
-    load_sections,
     find_files,
+    load_sections,
     slugify,
     source_documents_from_paths,
 )
