@@ -3,25 +3,12 @@ IndexService (IngestDocuments, UploadDocument for what one message cannot carry,
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 from pathlib import Path
 
 from ragsvc.v1 import rag_service_pb2 as pb
 from tests.ingest.pdfs import build_pdf
+from tests.support.cli import run_cli
 from tests.support.servers import connected, running_server
-
-
-async def run_cli(*args: str, timeout_s: float = 90) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ragsvc.cli", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout_s)
-    assert process.returncode is not None
-    return process.returncode, stdout.decode(), stderr.decode()
 
 
 async def test_ingest_indexes_pdfs_and_markdown_and_reports_each_document(tmp_path: Path) -> None:
