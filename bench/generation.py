@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from typing import Any
 import grpc
 import httpx
 
-from bench.stats import CacheTally, summary, write_result
+from bench.stats import CacheTally, machine, summary, write_result
 from ragsvc.budget import ModelCatalog
 from ragsvc.config import BudgetSettings, GenerationSettings
 from ragsvc.domain import ChatMessage, Chunk, Role, ScoredChunk
@@ -205,8 +204,7 @@ async def run(
         "httpx client streaming from the same scripted OpenAI-compatible server (own thread), interleaved call by "
         "call, each measured from the server's first-token send time; then TokenBudget.pack() cost",
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()},
+        "machine": machine(load_before),
         "time_to_first_token": ttft,
         "token_counting": counting_cost(repeat=pack_repeat),
     }

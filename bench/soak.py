@@ -22,7 +22,6 @@ import asyncio
 import collections
 import json
 import os
-import platform
 import random
 import signal
 import socket
@@ -40,7 +39,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.stats import CacheTally, percentile, write_result
+from bench.stats import CacheTally, machine, percentile, write_result
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc
 
@@ -244,8 +243,7 @@ async def run(clients: int, seconds: float, profiles: list[str]) -> dict[str, An
         f"OpenAI-compatible server in its own process ({DELTAS} tokens, {TOKEN_DELAY_S * 1000:.0f} ms apart); "
         "clients honour RetryInfo",
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()},
+        "machine": machine(load_before),
         "profiles": results,
     }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,6 +32,12 @@ def summary(ms: Sequence[float], quantiles: Sequence[float] = (0.5, 0.9, 0.99)) 
         result[f"p{round(q * 100)}_ms"] = None if value is None else round(value, 3)
     result["n"] = len(ms)
     return result
+
+
+def machine(load_before: tuple[float, float, float]) -> dict[str, Any]:
+    """What a benchmark ran on, and how busy the machine was before and after (other processes count too)."""
+    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+            "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()}
 
 
 def write_result(name: str, result: dict[str, Any], *, dated: bool = True) -> Path:

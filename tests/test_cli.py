@@ -3,6 +3,8 @@ against a real server (or none at all)."""
 
 from __future__ import annotations
 
+import asyncio
+import os
 import socket
 import subprocess
 import sys
@@ -15,6 +17,8 @@ from ragsvc.chat import format_sources
 from ragsvc.server.app import RagServer
 from ragsvc.v1 import rag_service_pb2 as pb
 from tests.support.cli import run_cli
+from tests.support.openai_server import ScriptedOpenAIServer
+from tests.support.polling import eventually
 from tests.support.servers import running_server
 
 
@@ -99,6 +103,29 @@ async def test_ragsvc_llm_prints_the_settings_of_a_server_against_it() -> None:
     assert code == 0
     assert settings["OPENAI_BASE_URL"] == "http://127.0.0.1:8123/v1" and settings["RAG_GENERATOR"] == "openai"
     assert settings["RAG_MODELS"].startswith(settings["CHAT_MODEL"] + "=")
+
+
+async def test_serve_logs_no_line_per_health_probe_of_the_llm(tmp_path: Path) -> None:
+    """httpx logs every request at INFO; the probes of the LLM server (every 5 s by default) must not fill the log."""
+    async with ScriptedOpenAIServer() as llm:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "ragsvc.cli", "serve",
+            env={**os.environ, "RAG_GRPC_ADDRESS": "127.0.0.1:0", "RAG_DATA_DIR": str(tmp_path),
+                 "RAG_DEMO_CORPUS": "false", "RAG_GENERATOR": "openai", "OPENAI_BASE_URL": llm.base_url,
+                 "RAG_HEALTH_PROBE_INTERVAL_SECONDS": "0.2"},
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            assert process.stdout is not None
+            line = await asyncio.wait_for(process.stdout.readline(), 60)
+            assert line.startswith(b"ragsvc serving on "), line
+            await eventually(lambda: len([r for r in llm.requests if r.path == "/v1/models"]) >= 5, within_s=30)
+        finally:
+            process.terminate()
+            _, stderr = await asyncio.wait_for(process.communicate(), 30)
+    log = stderr.decode()
+    assert "INFO ragsvc.server.components" in log, "the server's own INFO lines stay"
+    assert "HTTP Request:" not in log and "httpx" not in log, log[-2000:]
 
 
 def test_the_cli_module_is_importable_without_the_server() -> None:
