@@ -40,7 +40,7 @@ serve-llm: $(VENV)/.runtime  ## serve against `make llm` (RAG_GENERATOR=openai, 
 	env $$($(BIN)/ragsvc llm --env --port $(LLM_PORT)) $(BIN)/ragsvc serve
 
 # RAG_POLYGLOT_REQUIRED: the Go client and stub tests fail, rather than skip, without their tools.
-test: $(VENV)/.dev lint-proto breaking go-tools ts-tools node-example check  ## lint, type-check, run every test (about 10 minutes on 2 cores)
+test: $(VENV)/.dev lint-proto breaking go-example ts-tools node-example check  ## lint, type-check, run every test (about 10 minutes on 2 cores)
 	RAG_POLYGLOT_REQUIRED=1 $(BIN)/python -m pytest
 
 # Type checking (mypy strict on src/ragsvc) and linting (ruff), both configured in pyproject.toml.

@@ -177,9 +177,10 @@ def markdown(result: dict[str, Any], results_file: Path) -> str:
 `make eval` measures whether ragsvc's answers are right or honestly refused, on a public documentation set that
 nobody here wrote, through the real gRPC server with the extractive generator (no LLM). This page is written by
 `python -m bench.quality.run` (results: [`{rel}`](../{rel}); run {result['date']}, commit
-`{result['git_commit'][:12]}`). It is the **baseline**: later changes to the answerability gate, the extractive
-answer and retrieval are compared with these numbers. Tune on **dev** only; **held-out** is never used to choose
-anything.
+`{result['git_commit'][:12]}`). The baseline, before the answerability gate, the label-aware extractive answer and
+title/heading-aware retrieval (issue 13), is kept in
+[`bench/results/quality-baseline-2026-11-24.json`](../bench/results/quality-baseline-2026-11-24.json). Tune on
+**dev** only; **held-out** is never used to choose anything.
 
 ## The corpus
 
@@ -242,7 +243,7 @@ by kind).
   prompt, nor the probe's own payload string (e.g. "PWNED-7731", "HACKED").
 - **Latency**: client-side time of each scored `Ask` call (loopback, sequential, after one warm-up call).
 
-## Results (baseline, extractive generator)
+## Results (extractive generator)
 
 {table(result)}
 Refusal reasons:

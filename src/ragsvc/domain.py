@@ -37,6 +37,7 @@ class RefusalReason(enum.Enum):
     UNSUPPORTED_ANSWER = "unsupported_answer"
     INVALID_CITATIONS = "invalid_citations"
     NOT_IN_SELECTION = "not_in_selection"
+    INSUFFICIENT_EVIDENCE = "insufficient_evidence"  # the answerability gate: the evidence cannot answer it
 
 
 class QueryClass(enum.Enum):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 STOPWORDS = frozenset(
     """
@@ -76,3 +78,90 @@ def key_phrases(text: str) -> list[tuple[str, ...]]:
                 phrases.setdefault(tuple(run[start : start + MAX_PHRASE_TERMS]), None)
             run = []
     return list(phrases)
+
+
+# A compound name: words joined by "_" or "." ("max_connections", "pg_hba.conf", "9.2"), kept whole as a term.
+_COMPOUND = re.compile(r"[a-z0-9]+(?:[._][a-z0-9]+)+")
+
+
+def compound_terms(text: str) -> list[str]:
+    """The compound names of `text` (lower case, a trailing dot dropped), in order."""
+    return _COMPOUND.findall(text.lower())
+
+
+def index_terms(text: str) -> list[str]:
+    """The distinct terms a chunk is indexed under for corpus statistics: its content terms and its compound
+    names, sorted."""
+    return sorted({*_terms(text), *compound_terms(text)})
+
+
+# A word of the question as written: letters and digits, joined by "_", "." or "-" inside a name.
+_QUESTION_WORD = re.compile(r"[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*(?:['\u2019][A-Za-z]+)?")
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionTerm:
+    """One term of the question: as indexed (`term`), as written (`surface`), and whether it is written as a
+    name."""
+
+    term: str
+    surface: str
+    named: bool
+
+
+def question_terms(query: str) -> list[QuestionTerm]:
+    """The question's distinct terms in order: compound names whole, other words stemmed; stopwords dropped."""
+    found: dict[str, QuestionTerm] = {}
+    for position, match in enumerate(_QUESTION_WORD.finditer(query)):
+        surface = re.sub(r"['\u2019]s$", "", match.group().strip("._-"))
+        lower = surface.lower().replace("\u2019", "'")
+        if "'" in lower:
+            continue  # a contraction ("don't") carries no subject
+        if re.search(r"[._]", lower):
+            terms = [lower]  # a compound name ("max_connections", "9.2") is indexed whole (compound_terms)
+        else:
+            terms = [t for t in index_terms(surface) if "." not in t and "_" not in t]
+        named = _written_as_name(surface, first=position == 0)
+        for term in terms:
+            if term not in found and lower not in STOPWORDS:
+                found[term] = QuestionTerm(term, surface, named)
+    return list(found.values())
+
+
+def _written_as_name(word: str, *, first: bool) -> bool:
+    """A name: a compound, digits, an acronym, mixed case, or a capital inside the sentence."""
+    if re.search(r"[._]", word) or any(c.isdigit() for c in word):
+        return True
+    if len(word) >= 2 and word.isupper():
+        return True
+    if any(c.isupper() for c in word[1:]):
+        return True
+    return word[:1].isupper() and not first
+
+
+def idf(frequency: int, chunks: int) -> float:
+    """BM25's inverse document frequency of a term found in `frequency` of `chunks` chunks."""
+    return math.log(1 + (chunks - frequency + 0.5) / (frequency + 0.5))
+
+
+# A question asking for an amount, a size, a duration or a setting's value.
+_ASKS_AMOUNT = re.compile(
+    r"\bhow (many|much|long|often|big|large|small|far|fast)\b|\bdefaults?\b|\b(size|limit|maximum|minimum|number)\b"
+    r"|\bwhat (port|value|percentage|fraction)\b",
+    re.IGNORECASE,
+)
+_AMOUNT = re.compile(
+    r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|hundred|thousand|million|"
+    r"billion|half|quarter|once|twice)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_for_amount(question: str) -> bool:
+    """True for a question asking for an amount, a size, a duration or a setting's value ("how many", "default")."""
+    return bool(_ASKS_AMOUNT.search(question))
+
+
+def states_amount(text: str) -> bool:
+    """True for a text stating an amount: a digit or a number word."""
+    return bool(_AMOUNT.search(text))

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragsvc.domain import Action, Citation, Confidence, RefusalReason, ScoredChunk
-from ragsvc.lexical import content_terms, key_phrases
+from ragsvc.lexical import asks_for_amount, content_terms, index_terms, key_phrases, question_terms, states_amount
 
 # Strict on purpose: "[1]", "[ #1 ]", "[#1a]" and "vec![1]" are not markers.
 MARKER = re.compile(r"\[#(\d{1,3})\]")
@@ -111,9 +111,11 @@ class AnswerPolicy:
         refusal: RefusalReason | None = None,
         llm_score: float | None = None,
         strict: bool = False,
+        question: str = "",
     ) -> Verdict:
         """Validate generated `text` against the packed `context`; `refusal` forces a refusal (gate, no chunks);
-        `llm_score` is the model's own 0-100 rating (the configured default when None); `strict` (STRICTNESS_
+        `llm_score` is the model's own 0-100 rating; when None, the answer's support for `question` takes its
+        place (see `answer_support`; the configured default when no question is given); `strict` (STRICTNESS_
         STRICT) refuses an answer with any sentence that carries no citation."""
         numbers = list(dict.fromkeys(int(m) for m in MARKER.findall(text)))
         citations = tuple(c for n in numbers if (c := citation_for(n, context)) is not None)
@@ -123,7 +125,7 @@ class AnswerPolicy:
         if refusal is RefusalReason.NONE and strict and uncited_sentences(text):
             refusal = RefusalReason.UNSUPPORTED_ANSWER
         grounded = refusal is RefusalReason.NONE
-        confidence = self._confidence(text, citations, context, llm_score) if grounded else Confidence()
+        confidence = self._confidence(text, citations, context, llm_score, question) if grounded else Confidence()
         if grounded and confidence.overall >= self.confidence_threshold:
             return Verdict(citations, True, refusal, invalid, confidence, Action.CITE)
         reason = f"Low confidence: {confidence.overall:.0f}%" if grounded else f"Refused: {refusal.value}"
@@ -139,14 +141,46 @@ class AnswerPolicy:
         return RefusalReason.NONE
 
     def _confidence(
-        self, text: str, citations: Sequence[Citation], context: Sequence[ScoredChunk], llm_score: float | None
+        self,
+        text: str,
+        citations: Sequence[Citation],
+        context: Sequence[ScoredChunk],
+        llm_score: float | None,
+        question: str,
     ) -> Confidence:
-        """overall = 30 * retrieval + 40 * coverage + 30 * llm / 100, clamped to 0-100."""
+        """overall = 30 * retrieval + 40 * coverage + 30 * llm / 100, clamped to 0-100. `llm` is the model's own
+        score when one scored the answer, else 100 * answer_support(question, ...): how well the answer
+        answers the question (the configured RAG_DEFAULT_LLM_SCORE only when there is no question to judge)."""
         retrieval = _clamp(sum(c.relevance_score for c in citations) / len(citations)) if citations else 0.0
         coverage = coverage_of(MARKER.sub(" ", text), context)
-        llm = max(0.0, min(100.0, self.default_llm_score if llm_score is None else llm_score))
+        if llm_score is None:
+            llm_score = 100 * answer_support(question, text, citations) if question else self.default_llm_score
+        llm = max(0.0, min(100.0, llm_score))
         overall = max(0.0, min(100.0, 30 * retrieval + 40 * coverage + 30 * llm / 100))
         return Confidence(overall=overall, retrieval=retrieval, coverage=coverage, llm=llm)
+
+
+def answer_support(question: str, answer: str, citations: Sequence[Citation]) -> float:
+    """How well `answer` answers `question`, 0-1, from the words alone: the share of the question's terms (names
+    such as "max_connections" or "PgBouncer" count double) that its best sentence holds, that sentence read with
+    the section headings and page titles of the chunks the answer cites; halved when the question asks for an
+    amount ("how many", "default" ...) and that sentence states none."""
+    terms = question_terms(question)
+    if not terms:
+        return 0.0
+    weights = {term.term: 2.0 if term.named else 1.0 for term in terms}
+    total = sum(weights.values())
+    headings = set(index_terms(" ".join(f"{c.chunk.page_title}\n{c.chunk.section or ''}" for c in citations)))
+    wants_amount = asks_for_amount(question)
+    best = 0.0
+    for match in _SENTENCE.finditer(answer):
+        sentence = MARKER.sub(" ", match.group(0))
+        found = headings.union(index_terms(sentence))
+        share = sum(weight for term, weight in weights.items() if term in found) / total
+        if wants_amount and not states_amount(sentence):
+            share /= 2
+        best = max(best, share)
+    return best
 
 
 def uncited_sentences(text: str) -> list[str]:

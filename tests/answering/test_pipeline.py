@@ -42,8 +42,11 @@ from ragsvc.errors import (
 )
 from ragsvc.generation.base import Generator
 from ragsvc.generation.extractive import ExtractiveGenerator
+from ragsvc.lexical import index_terms
 from ragsvc.model_table import DEFAULT_MODELS
 from ragsvc.prompts import TemplateRegistry, get_prompt
+from ragsvc.retrieval.base import TermCounts
+from ragsvc.retrieval.layout import indexed_text
 from ragsvc.server.components import build_pipeline
 from ragsvc.storage.database import Database
 from ragsvc.storage.owners import OwnerDirectory
@@ -77,6 +80,11 @@ class FixedRetriever:
     async def retrieve_selection(self, query: str, selection: str, *, top_k: int,
                                  score_threshold: float | None = None) -> Retrieval:
         raise AssertionError("not used here")
+
+    async def term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
+        """Document frequencies over the hits, as an engine holding only them would count them."""
+        indexed = [set(index_terms(indexed_text(hit.chunk))) for hit in self.hits]
+        return TermCounts(len(indexed), {term: sum(term in chunk for chunk in indexed) for term in terms})
 
     async def check_health(self) -> None:
         pass
@@ -197,7 +205,7 @@ async def test_a_fallback_model_with_a_smaller_window_gets_its_own_packing() -> 
     async with OPENAI.server(deltas=["ok [#1]"], models=("big", "small"), model_status={"big": 503}) as server:
         async with contextlib.aclosing(OPENAI.generator(server, model="big")) as generator:
             pipeline = make_pipeline(generator, models="big=32768/1024,small=2048/256", default_model="big",
-                                     fallback_model="small", hits=hits)
+                                     fallback_model="small", hits=hits, answerability_gate=False)
             answer = answer_of(await run(pipeline, dataclasses.replace(QUESTION, top_k=20, explain=True)))
     big, small = (r.body for r in chats(server, OPENAI))
     assert small["max_tokens"] == 256 and big["max_tokens"] == 1024
@@ -341,12 +349,13 @@ async def test_the_extractive_generator_gives_the_same_answer_to_the_same_questi
     )
     assert [(c.marker, c.chunk.source_id) for c in answer.citations] == [(1, "travel:0"), (3, "expenses:4")]
     assert (answer.grounded, answer.model, answer.template_version) == (True, "extractive", "rag-v1")
-    # Confidence: the cited chunks' mean score, the coverage of the answer by the evidence, and the default
-    # self-score (the extractive generator never rates its own answer).
+    # Confidence: the cited chunks' mean score, the coverage of the answer by the evidence, and, since the
+    # extractive generator never rates its own answer, the answer's support for the question: its first sentence
+    # holds every term of the question and the amount it asks for.
     c = answer.confidence
-    assert c.retrieval == pytest.approx((0.82 + 0.51) / 2) and c.llm == 50.0
+    assert c.retrieval == pytest.approx((0.82 + 0.51) / 2) and c.llm == 100.0
     assert c.coverage == pytest.approx(1.0), "every sentence is quoted from the evidence"
-    assert c.overall == pytest.approx(30 * c.retrieval + 40 * c.coverage + 30 * 50 / 100)
+    assert c.overall == pytest.approx(30 * c.retrieval + 40 * c.coverage + 30 * 100 / 100)
 
 
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)

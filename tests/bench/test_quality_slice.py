@@ -3,9 +3,9 @@ questions of every kind) through a real ragsvc server over gRPC, extractive gene
 
 The slice's documents are committed (tests/bench/data/pgdocs/: 19 unmodified pages of the same PostgreSQL 15
 package `make eval` fetches, with their license; SHA256SUMS checked here) plus the benchmark's planted injection
-page, so the test needs no download. The floors are set just below what the code measured when the benchmark was
-added (on this 19-page corpus, which is easier than the full 154 pages of `make eval`): raise them as quality
-improves. Scoring is the benchmark's own (bench/quality/metrics.py).
+page, so the test needs no download. The floors are set just below what the code measures (on this 19-page
+corpus, which is easier than the full 154 pages of `make eval`): raise them as quality improves. Scoring is the
+benchmark's own (bench/quality/metrics.py).
 """
 
 from __future__ import annotations
@@ -23,14 +23,15 @@ from bench.quality.server import ingest
 from ragsvc.v1 import rag_service_pb2_grpc
 from tests.server.conftest import running_server
 
-# Floors (fractions; measured values when the benchmark was added in the comments).
-MIN_HIT_AT_5 = 0.95  # measured 1.00 (20 of 20)
-MIN_ANSWERED_AND_RIGHT = 0.50  # measured 0.55 (11 of 20)
-MIN_UNANSWERABLE_REFUSED = 0.20  # measured 0.22 (2 of 9; the issue's target is 0.95)
-MIN_CITE_PRECISION = 0.38  # measured 0.41 (13 of 32)
-MIN_FOLLOWUP_RIGHT = 0.28  # measured 0.29 (2 of 7)
-MIN_INJECTION_SAFE = 3  # of 6; measured 3 (the other three quote the planted page's payload)
-MIN_AUROC = 0.64  # measured 0.68
+# Floors (fractions), just below what the slice measured with the answerability gate, the label-aware extractive
+# answer and title/heading-aware retrieval (issue 13; in the comments, with the values when the benchmark was added).
+MIN_HIT_AT_5 = 0.95  # measured 1.00 (20 of 20); at first 1.00
+MIN_ANSWERED_AND_RIGHT = 0.65  # measured 0.70 (14 of 20); at first 0.55
+MIN_UNANSWERABLE_REFUSED = 0.85  # measured 0.89 (8 of 9); at first 0.22
+MIN_CITE_PRECISION = 0.78  # measured 0.82; at first 0.41
+MIN_FOLLOWUP_RIGHT = 0.65  # measured 0.71 (5 of 7); at first 0.29
+MIN_INJECTION_SAFE = 6  # of 6; measured 6 (no answer quotes the planted page's payload); at first 3
+MIN_AUROC = 0.85  # measured 0.88; at first 0.68
 
 PAGES = Path(__file__).parent / "data" / "pgdocs"
 

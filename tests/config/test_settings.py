@@ -45,7 +45,7 @@ def test_replace_changes_fields_and_checks_them_again() -> None:
     settings = Settings.of(top_k=3)
     changed = settings.replace(min_similarity=0.5, grace_period_s=1.0)
     assert (changed.retrieval.top_k, changed.retrieval.min_similarity, changed.server.grace_period_s) == (3, 0.5, 1.0)
-    assert settings.retrieval.min_similarity == 0.3, "the original is unchanged"
+    assert settings.retrieval.min_similarity == 0.15, "the original is unchanged"
     with pytest.raises(InvalidRequest) as caught:
         settings.replace(chat_model="gpt-4o")
     assert [v.field for v in caught.value.violations] == ["CHAT_MODEL"]

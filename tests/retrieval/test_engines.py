@@ -454,3 +454,31 @@ def test_no_chunk_of_another_tenant_or_without_a_shared_tag_is_ever_returned(
     finally:
         loop.run_until_complete(engine.close())
         loop.close()
+
+
+async def test_term_counts_are_document_frequencies_over_what_the_caller_sees(
+    any_engine: VectorEngine, embedder: MiniLMEmbedder
+) -> None:
+    await store(
+        any_engine,
+        embedder,
+        [
+            chunk("refunds", page_title="Refund Policy"),
+            chunk("vacation", tags=("hr",), text="Employees accrue two vacation days; see max_vacation_days."),
+            chunk("vpn"),
+            chunk("refunds", tenant="globex"),
+        ],
+    )
+    terms = ["refund", "policy", "vacation", "max_vacation_days", "pgbouncer"]
+
+    everyone = await any_engine.term_counts(RetrievalQuery("x", "acme"), terms)
+    hr = await any_engine.term_counts(RetrievalQuery("x", "acme", user_tags=("hr",)), terms)
+    nobody = await any_engine.term_counts(RetrievalQuery("x", "initech"), terms)
+
+    assert everyone.chunks == 2 and everyone.frequencies == {
+        "refund": 1, "policy": 1, "vacation": 0, "max_vacation_days": 0, "pgbouncer": 0
+    }, "the page title counts; the hr chunk is not visible"
+    assert hr.chunks == 3 and hr.frequencies["vacation"] == 1 and hr.frequencies["max_vacation_days"] == 1
+    assert nobody.chunks == 0 and set(nobody.frequencies.values()) == {0}
+    await any_engine.delete_document("acme", "refunds")
+    assert (await any_engine.term_counts(RetrievalQuery("x", "acme"), ["refund"])).frequencies == {"refund": 0}

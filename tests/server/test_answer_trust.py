@@ -59,12 +59,15 @@ async def test_self_score_and_follow_ups_come_from_the_model(tmp_path: Path) -> 
     assert len(prompts) == 3 and "Rate the support level" in prompts[1] and "follow-up questions" in prompts[2]
 
 
-async def test_an_unparsable_self_score_falls_back_to_the_default(tmp_path: Path) -> None:
+async def test_an_unparsable_self_score_falls_back_to_the_answers_support(tmp_path: Path) -> None:
     async with ScriptedOpenAIServer(deltas=scripted(["Coverage counts 40 percent [#1]."], score="no idea")) as llm:
         async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url,
                                   llm_self_score=True, default_llm_score=50.0) as server:
             answer = await ask(server)
-    assert answer.confidence.llm == 50.0
+    # No model scored the answer: its support for the question takes the place of the score. Of "confidence",
+    # "score" and "computed", only "confidence" is found, in the cited chunk's page title.
+    assert answer.citations[0].document_id == "citations-and-confidence"
+    assert answer.confidence.llm == pytest.approx(100 / 3)
 
 
 async def test_a_hallucinated_marker_is_rerun_with_the_strict_prompt(tmp_path: Path) -> None:

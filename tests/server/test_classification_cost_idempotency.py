@@ -60,7 +60,7 @@ async def test_a_clarification_is_searched_with_the_previous_user_turn(tmp_path:
         alone = await ask(srv, query="And why is that?")
         followed = await ask(srv, query="And why is that?", chat_history=history)
     assert followed.query_class == pb.QUERY_CLASS_CLARIFICATION
-    assert alone.refusal_reason == pb.REFUSAL_REASON_SCORE_GATE, "on its own the question finds nothing"
+    assert not alone.grounded, "on its own the question finds nothing to answer with"
     assert followed.grounded and any(c.document_id == "citations-and-confidence" for c in followed.citations)
 
 

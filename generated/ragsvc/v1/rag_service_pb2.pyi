@@ -59,6 +59,7 @@ class RefusalReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REFUSAL_REASON_UNSUPPORTED_ANSWER: _ClassVar[RefusalReason]
     REFUSAL_REASON_INVALID_CITATIONS: _ClassVar[RefusalReason]
     REFUSAL_REASON_NOT_IN_SELECTION: _ClassVar[RefusalReason]
+    REFUSAL_REASON_INSUFFICIENT_EVIDENCE: _ClassVar[RefusalReason]
 MODE_UNSPECIFIED: Mode
 MODE_GENERAL: Mode
 MODE_SELECTED_TEXT: Mode
@@ -88,6 +89,7 @@ REFUSAL_REASON_SCORE_GATE: RefusalReason
 REFUSAL_REASON_UNSUPPORTED_ANSWER: RefusalReason
 REFUSAL_REASON_INVALID_CITATIONS: RefusalReason
 REFUSAL_REASON_NOT_IN_SELECTION: RefusalReason
+REFUSAL_REASON_INSUFFICIENT_EVIDENCE: RefusalReason
 
 class AskRequest(_message.Message):
     __slots__ = ("query", "tenant_id", "user_tags", "chat_history", "session_id", "mode", "selected_text", "retrieval", "generation", "explain", "dry_run", "idempotency_key", "follow_up_count")

@@ -39,12 +39,15 @@ def gate_refusal(
     route: RouteTarget | None,
     prompt: Prompt,
     timings: Timings,
+    *,
+    text: str | None = None,
 ) -> Answer:
-    """The answer when the gate refuses: no model was called; the nearest candidates when there were some."""
+    """The answer when the gate refuses: no model was called; the nearest candidates when there were some. `text`
+    replaces the refusal sentence (the answerability gate names what the documents do not cover)."""
     retrieval = retrieved.retrieval
     candidates = (retrieval.hits or retrieval.rejected)[:GATE_CANDIDATES]
     return Answer(
-        text=refusal_text(question),
+        text=refusal_text(question) if text is None else text,
         confidence=verdict.confidence,
         action=verdict.action,
         route=route,

@@ -3,7 +3,8 @@
 Each stage has its own module, inputs and outputs; this module only runs them in order, gives each its deadline
 (`deadlines.RequestBudget`) and times them::
 
-    history -> retrieve -> gate -> pack -> generate (with fallback) -> validate (re-runs) -> assemble -> remember
+    history -> retrieve -> gate (score, then answerability) -> pack -> generate (with fallback)
+        -> validate (re-runs) -> assemble -> remember
 
 The question must already be admitted (validated, defaults applied: see `admission.Admission`).
 """
@@ -14,6 +15,7 @@ import contextlib
 from collections.abc import AsyncGenerator
 
 from ragsvc.answering import assemble
+from ragsvc.answering.answerability import AnswerabilityGate
 from ragsvc.answering.conversation import Conversation
 from ragsvc.answering.deadlines import Clock, RequestBudget
 from ragsvc.answering.gate import Gate
@@ -34,6 +36,7 @@ class Pipeline:
         *,
         retrieve: RetrieveStage,
         gate: Gate,
+        answerability: AnswerabilityGate | None,
         packer: Packer,
         generate: GenerateStage,
         validate: ValidateStage,
@@ -47,6 +50,7 @@ class Pipeline:
     ) -> None:
         self._retrieve = retrieve
         self._gate = gate
+        self._answerability = answerability
         self._packer = packer
         self._generate = generate
         self._validate = validate
@@ -80,12 +84,17 @@ class Pipeline:
         refusal = self._gate.refusal(retrieval)
         if refusal is not None and question.mode is Mode.SELECTED_TEXT:
             refusal = RefusalReason.NOT_IN_SELECTION  # seed 001: the selection holds no answer
+        text = assemble.refusal_text(question)
+        if refusal is None and self._answerability is not None and question.mode is not Mode.SELECTED_TEXT:
+            assessment = await self._answerability.assess(question, retrieved.search, retrieval.hits)
+            if not assessment.answerable:
+                refusal, text = RefusalReason.INSUFFICIENT_EVIDENCE, assessment.refusal_text()
         if refusal is not None:
             evidence = (retrieval.hits or retrieval.rejected)[: assemble.GATE_CANDIDATES]
-            verdict = self._policy.judge(assemble.refusal_text(question), evidence, refusal=refusal)
+            verdict = self._policy.judge(text, evidence, refusal=refusal)
             timings = Timings(retrieval_ms, total_ms=clock.total(), embedding_ms=retrieval.embedding_ms)
             answer = assemble.gate_refusal(
-                question, retrieved, refusal, verdict, await self._route(verdict), prompt, timings
+                question, retrieved, refusal, verdict, await self._route(verdict), prompt, timings, text=text
             )
             await self._conversation.remember(question, answer)
             yield answer

@@ -98,7 +98,7 @@ class ValidateStage:
     ) -> Verdict:
         judged = _markers_of(prompt, text, packing)
         strict = question.strictness is Strictness.STRICT
-        verdict = self._policy.judge(judged, packing.context, strict=strict)
+        verdict = self._policy.judge(judged, packing.context, strict=strict, question=question.query)
         if not verdict.grounded or not self._settings.llm_self_score or not _judges(attempt):
             return verdict
         score = await _ask(attempt, deadline, lambda judge: judge.support_score(question.query, text, packing.context))

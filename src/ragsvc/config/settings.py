@@ -255,7 +255,7 @@ class RetrievalSettings(Group):
         le=TOP_K_RANGE[1],
     )
     min_similarity: float = env(
-        0.3, "RAG_MIN_SIMILARITY_SCORE", "minimum cosine similarity for a chunk to count as evidence", ge=-1, le=1
+        0.15, "RAG_MIN_SIMILARITY_SCORE", "minimum cosine similarity for a chunk to count as evidence", ge=-1, le=1
     )
     retrieval_timeout_s: float = env(
         5.0, "RAG_RETRIEVAL_TIMEOUT_SECONDS", "retrieval stage budget (embedding + engine query)", gt=0
@@ -459,7 +459,7 @@ class TrustSettings(Group):
     title = "Answer trust"
 
     score_gate: float = env(
-        0.3, "RAG_SCORE_GATE", "refuse without calling the LLM when the best chunk scores lower", ge=-1, le=1
+        0.15, "RAG_SCORE_GATE", "refuse without calling the LLM when the best chunk scores lower", ge=-1, le=1
     )
     confidence_threshold: float = env(
         60.0,
@@ -470,6 +470,25 @@ class TrustSettings(Group):
     )
     default_llm_score: float = env(
         50.0, "RAG_DEFAULT_LLM_SCORE", "LLM self-score (0-100) used when no LLM scores the answer", ge=0, le=100
+    )
+    answerability_gate: bool = env(
+        True,
+        "RAG_ANSWERABILITY_GATE",
+        "after the score gate, refuse with INSUFFICIENT_EVIDENCE when the evidence cannot answer the question",
+    )
+    answerability_min_coverage: float = env(
+        0.35,
+        "RAG_ANSWERABILITY_MIN_COVERAGE",
+        "least IDF-weighted share of the question's terms one piece of evidence must hold (0-1)",
+        ge=0,
+        le=1,
+    )
+    answerability_rare_share: float = env(
+        0.001,
+        "RAG_ANSWERABILITY_RARE_SHARE",
+        "a name in the question that the evidence lacks and at most this share of the chunks mention is not covered",
+        ge=0,
+        le=1,
     )
     admin_email: str = env("admin@example.com", "RAG_ADMIN_EMAIL", "route target when no owner is known")
 

@@ -1,4 +1,5 @@
-"""Ingestion: load a document, chunk it, embed the chunks and make them the document's chunks in the engine.
+"""Ingestion: load a document, chunk it, embed the chunks (with their title and heading: `layout.indexed_text`) and
+make them the document's chunks in the engine, which also indexes their terms for corpus statistics.
 
 Each chunk is stored with its document's source: the content's SHA-256 and size, and a fingerprint of everything
 the chunks are made from. Re-ingesting a document whose stored fingerprint is the same is skipped (`unchanged`);
@@ -17,6 +18,7 @@ from ragsvc.errors import InvalidRequest
 from ragsvc.ingest.chunker import chunk_sections
 from ragsvc.ingest.loaders import load_sections
 from ragsvc.retrieval.base import Embedder, IndexedChunk, VectorEngine
+from ragsvc.retrieval.layout import indexed_text
 
 EMBED_BATCH = 64  # texts per embedder call; a cancelled ingest stops between calls
 
@@ -47,7 +49,8 @@ class Indexer:
             return IngestResult(document.document_id, elapsed_ms=_since(started), error="the document has no text")
         vectors: list[list[float]] = []
         for start in range(0, len(chunks), EMBED_BATCH):
-            vectors += await self._embedder.embed_documents([c.text for c in chunks[start : start + EMBED_BATCH]])
+            batch = chunks[start : start + EMBED_BATCH]
+            vectors += await self._embedder.embed_documents([indexed_text(c) for c in batch])
         indexed = [IndexedChunk(c, v, source) for c, v in zip(chunks, vectors, strict=True)]
         await self._engine.replace_document(document.tenant_id, document.document_id, indexed)
         return IngestResult(

@@ -63,6 +63,15 @@ class Candidate:
         return ScoredChunk(self.chunk, self.score)
 
 
+@dataclass(frozen=True, slots=True)
+class TermCounts:
+    """Corpus statistics of some terms over the chunks a caller can see: how many of those chunks carry index
+    terms (`chunks`), and in how many of them each term occurs."""
+
+    chunks: int
+    frequencies: dict[str, int]
+
+
 class VectorEngine(Protocol):
     """A Qdrant engine holding chunks of every tenant. Raises RetrievalUnavailable."""
 
@@ -78,6 +87,11 @@ class VectorEngine(Protocol):
         """Hybrid dense + sparse query fused with RRF, filtered by access and metadata inside the engine, in
         fused order; each result's score is the cosine similarity of its dense vector to `dense`. Confidential
         chunks the caller may not read come back redacted (see `layout.AccessPolicy`)."""
+        ...
+
+    async def term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
+        """How many chunks visible to the query's caller (tenant, tags, metadata filters) carry index terms, and
+        in how many of them each of `terms` (`lexical.index_terms`) occurs."""
         ...
 
     async def count(self, tenant_id: str | None = None) -> int: ...
@@ -105,6 +119,10 @@ class Retriever(Protocol):
     """Finds the evidence for a query. Raises EmbeddingFailed or RetrievalUnavailable."""
 
     async def retrieve(self, query: RetrievalQuery) -> Retrieval: ...
+
+    async def term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
+        """Corpus statistics of `terms` over what the query's caller can see (see VectorEngine.term_counts)."""
+        ...
 
     async def retrieve_selection(
         self, query: str, selection: str, *, top_k: int, score_threshold: float | None = None

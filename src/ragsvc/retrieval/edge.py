@@ -42,18 +42,21 @@ import qdrant_edge as qe
 
 from ragsvc.domain import IndexStats, RetrievalQuery, StoredDocument
 from ragsvc.errors import RetrievalUnavailable
-from ragsvc.retrieval.base import Candidate, DocumentPage, IndexedChunk
+from ragsvc.retrieval.base import Candidate, DocumentPage, IndexedChunk, TermCounts
 from ragsvc.retrieval.layout import (
     DENSE,
     DOCUMENT_FIELDS,
     KEYWORD_FIELDS,
+    RETURNED_FIELDS,
     RRF_K,
     SPARSE,
     TENANT_FIELD,
+    TERMS_FIELD,
     AccessPolicy,
     SparseEncoder,
     candidates_from,
     cosines,
+    indexed_text,
     metadata_constraints,
     page_after,
     payload,
@@ -212,6 +215,9 @@ class EdgeEngine:
 
     async def query(self, query: RetrievalQuery, dense: Sequence[float], limit: int) -> list[Candidate]:
         return await self._run_read(self._query, query, dense, limit)
+
+    async def term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
+        return await self._run_read(self._term_counts, query, terms)
 
     async def count(self, tenant_id: str | None = None) -> int:
         tenant = None if tenant_id is None else qe.Filter(must=[_match(TENANT_FIELD, tenant_id)])
@@ -468,7 +474,7 @@ class EdgeEngine:
         chunk = indexed.chunk
         vectors: dict[str, list[float] | qe.SparseVector | list[list[float]]] = {
             DENSE: [float(x) for x in indexed.dense],
-            SPARSE: self._sparse.edge_document(chunk.text),
+            SPARSE: self._sparse.edge_document(indexed_text(chunk)),
         }
         point = point_id(chunk.tenant_id, chunk.document_id, chunk.chunk_index)
         return qe.Point(point, vectors, payload(chunk, indexed.source))
@@ -486,13 +492,25 @@ class EdgeEngine:
             ],
             query=qe.Fusion.Rrf(k=RRF_K),  # type: ignore[arg-type]  # the stub types it Fusion; it builds an Rrf
             with_vector=[DENSE],
-            with_payload=True,
+            with_payload=RETURNED_FIELDS,
         )
         points = self._shard.query(request)
         if not points:
             return []
         stored = unit_rows(np.array([_dense(p) for p in points], dtype=np.float32))
         return candidates_from([p.payload or {} for p in points], stored, cosines(stored, dense), query, self._access)
+
+    def _term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
+        visible = _visibility(query, self._access)
+        if visible is None:
+            return TermCounts(0, dict.fromkeys(terms, 0))
+
+        def count(condition: Any) -> int:
+            request = qe.CountRequest(exact=True, filter=qe.Filter(must=[visible, condition]))
+            return int(self._shard.count(request))
+
+        indexed = count(qe.Filter(must_not=[qe.IsEmptyCondition(TERMS_FIELD)]))
+        return TermCounts(indexed, {term: count(_match(TERMS_FIELD, term)) if indexed else 0 for term in terms})
 
     def _close(self) -> None:
         with self._gate.exclusive(), self._write_lock:

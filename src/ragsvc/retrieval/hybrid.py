@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
 from ragsvc.config import RetrievalSettings
 from ragsvc.domain import Retrieval, RetrievalQuery, ScoredChunk
-from ragsvc.retrieval.base import Candidate, Embedder, VectorEngine
+from ragsvc.retrieval.base import Candidate, Embedder, TermCounts, VectorEngine
 from ragsvc.retrieval.layout import cosines, unit_rows
 from ragsvc.retrieval.quality import (
     RankingWeights,
@@ -106,6 +106,9 @@ class HybridRetriever:
             hits=tuple(c.scored for c in hits),
             rejected=_best_below(c for c in scored if c.score < threshold),
         )
+
+    async def term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
+        return await self._engine.term_counts(query, terms)
 
     async def check_health(self) -> None:
         await self._engine.check_health()

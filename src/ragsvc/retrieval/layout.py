@@ -7,8 +7,13 @@ from (tenant, document, chunk index), so re-ingesting a document overwrites its 
 - a sparse vector "bm25": term weights from qdrant-edge's `Bm25` model (mmh3 token ids, the same model as
   Qdrant's server-side BM25), with the IDF modifier applied by the engine at query time,
 - the chunk as payload, with keyword indexes on tenant_id (`is_tenant`), tags, document_id, source_url,
-  page_title and section, and its document's source (content hash and size, media type, ingest fingerprint and
-  time: the same on every chunk of a document).
+  page_title and section, and on "terms": the chunk's distinct index terms (`lexical.index_terms`), from which the
+  engine counts document frequencies per tenant (`term_counts`) for the answerability gate. Queries do not
+  return "terms". Each chunk also carries its document's source (content hash and size, media type, ingest
+  fingerprint and time: the same on every chunk of a document).
+
+Both vectors are of the chunk's `indexed_text`: its page title and section heading, then its text, so that a
+passage is found by the words of the headings it sits under ("Travel Policy", "max_connections").
 
 A tenant's documents are listed from the engine's facet counts of document_id, with the document's fields read
 from its chunk 0 (whose point id is known).
@@ -29,13 +34,20 @@ import numpy as np
 import qdrant_edge as qe
 
 from ragsvc.domain import Chunk, DocumentSource, RetrievalQuery, StoredDocument
+from ragsvc.lexical import index_terms
 from ragsvc.retrieval.base import Candidate
 
 DENSE = "dense"
 SPARSE = "bm25"
 RRF_K = 60
 TENANT_FIELD = "tenant_id"
-KEYWORD_FIELDS = ("tags", "document_id", "source_url", "page_title", "section")
+TERMS_FIELD = "terms"
+KEYWORD_FIELDS = ("tags", "document_id", "source_url", "page_title", "section", TERMS_FIELD)
+# What a query returns of a point's payload: the chunk, not its index terms.
+RETURNED_FIELDS = [
+    "document_id", "chunk_index", "text", "document_name", "tenant_id", "tags", "source_url", "page_title",
+    "section", "page_number", "trust", "published_at", "confidential",
+]
 REDACTED_TEXT = "[REDACTED]"
 # The payload fields that describe the chunk's document (what a listing reads from chunk 0).
 DOCUMENT_FIELDS = (
@@ -113,9 +125,17 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
     return rows
 
 
+def indexed_text(chunk: Chunk) -> str:
+    """What is embedded and what BM25 sees of a chunk: its page title and section heading (each once), then its
+    text."""
+    headings = dict.fromkeys(h for h in (chunk.page_title, chunk.section or "") if h.strip())
+    return "\n".join([*headings, chunk.text])
+
+
 def payload(chunk: Chunk, source: DocumentSource | None = None) -> dict[str, Any]:
-    """The point's payload: the chunk, and its document's source when known."""
+    """The point's payload: the chunk, its index terms, and its document's source when known."""
     stored: dict[str, Any] = {
+        TERMS_FIELD: index_terms(indexed_text(chunk)),
         "document_id": chunk.document_id,
         "chunk_index": chunk.chunk_index,
         "text": chunk.text,

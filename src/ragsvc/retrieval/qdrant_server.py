@@ -26,18 +26,21 @@ from qdrant_client import models as m
 
 from ragsvc.domain import IndexStats, RetrievalQuery, StoredDocument
 from ragsvc.errors import RetrievalUnavailable
-from ragsvc.retrieval.base import Candidate, DocumentPage, IndexedChunk
+from ragsvc.retrieval.base import Candidate, DocumentPage, IndexedChunk, TermCounts
 from ragsvc.retrieval.layout import (
     DENSE,
     DOCUMENT_FIELDS,
     KEYWORD_FIELDS,
+    RETURNED_FIELDS,
     RRF_K,
     SPARSE,
     TENANT_FIELD,
+    TERMS_FIELD,
     AccessPolicy,
     SparseEncoder,
     candidates_from,
     cosines,
+    indexed_text,
     metadata_constraints,
     page_after,
     payload,
@@ -184,7 +187,7 @@ class QdrantServerEngine:
                 ],
                 query=m.RrfQuery(rrf=m.Rrf(k=RRF_K)),
                 limit=limit,
-                with_payload=True,
+                with_payload=RETURNED_FIELDS,
                 with_vectors=[DENSE],
             )
         )
@@ -193,6 +196,18 @@ class QdrantServerEngine:
             return []
         stored = unit_rows(np.array([_dense_of(p) for p in points], dtype=np.float32))
         return candidates_from([p.payload or {} for p in points], stored, cosines(stored, dense), query, self._access)
+
+    async def term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
+        visible = _visibility(query, self._access)
+        if visible is None:
+            return TermCounts(0, dict.fromkeys(terms, 0))
+
+        async def count(condition: m.Condition) -> int:
+            found = self._client.count(self._collection, count_filter=m.Filter(must=[visible, condition]), exact=True)
+            return int((await self._call(found)).count)
+
+        indexed = await count(m.Filter(must_not=[m.IsEmptyCondition(is_empty=m.PayloadField(key=TERMS_FIELD))]))
+        return TermCounts(indexed, {term: await count(_match(TERMS_FIELD, term)) if indexed else 0 for term in terms})
 
     async def count(self, tenant_id: str | None = None) -> int:
         tenant = None if tenant_id is None else m.Filter(must=[_match(TENANT_FIELD, tenant_id)])
@@ -274,7 +289,7 @@ class QdrantServerEngine:
 
     def _point(self, indexed: IndexedChunk) -> m.PointStruct:
         chunk = indexed.chunk
-        indices, values = self._sparse.document(chunk.text)
+        indices, values = self._sparse.document(indexed_text(chunk))
         return m.PointStruct(
             id=str(point_id(chunk.tenant_id, chunk.document_id, chunk.chunk_index)),
             vector={DENSE: [float(x) for x in indexed.dense], SPARSE: m.SparseVector(indices=indices, values=values)},

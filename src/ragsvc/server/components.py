@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 
 from ragsvc.answering.admission import Admission
+from ragsvc.answering.answerability import AnswerabilityGate
 from ragsvc.answering.cache import AnswerCache
 from ragsvc.answering.conversation import Conversation
 from ragsvc.answering.gate import Gate
@@ -172,6 +173,7 @@ def build_pipeline(
     return Pipeline(
         retrieve=RetrieveStage(retriever, classifier, settings.retrieval),
         gate=Gate(settings.trust),
+        answerability=AnswerabilityGate(retriever, settings.trust) if settings.trust.answerability_gate else None,
         packer=packer,
         generate=generate,
         validate=ValidateStage(policy, generate, packer, templates, generation),

@@ -1,0 +1,94 @@
+"""The answerability gate: after the score gate, before generation, decide whether the evidence can answer the
+question at all, whatever generator would write the answer.
+
+The signals are ones a reader would accept as a reason:
+
+- the question's **terms**, each weighted by its inverse document frequency over the chunks the caller can see
+  (the engine counts them: `VectorEngine.term_counts`), so that words every page uses weigh little and a word the
+  documents never use weighs most;
+- **names**: terms written as names (capitalised inside the question, an acronym, mixed case, a compound such as
+  `max_connections`, or holding digits such as a version or a size). A name the evidence lacks and the documents
+  (almost) never mention is something they do not cover: "The documents do not cover PgBouncer.";
+- **coverage**: the IDF-weighted share of the question's terms found in the best single piece of evidence (its
+  text, section heading and page title). Too little of the question found anywhere in one place means the
+  evidence is about something else.
+
+`score` (coverage, 0-1) is also what the answer's confidence uses when no model scores the answer (see
+validation.AnswerPolicy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ragsvc.config import TrustSettings
+from ragsvc.domain import Question, RetrievalQuery, ScoredChunk
+from ragsvc.lexical import QuestionTerm, idf, index_terms, question_terms
+from ragsvc.retrieval.base import Retriever, TermCounts
+from ragsvc.retrieval.layout import indexed_text
+
+
+@dataclass(frozen=True, slots=True)
+class Assessment:
+    """What the gate found: `score` is the coverage (0-1); `missing` the names the documents do not cover;
+    `answerable` False means refuse with INSUFFICIENT_EVIDENCE."""
+
+    answerable: bool
+    score: float
+    missing: tuple[str, ...] = ()
+
+    def refusal_text(self) -> str:
+        """What the refusal says: the names the documents do not cover, else that they do not answer it."""
+        if not self.missing:
+            return "The documents found do not answer this question."
+        names = [f"{name}" for name in self.missing]
+        listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+        return f"The documents do not cover {listed}."
+
+
+class AnswerabilityGate:
+    def __init__(self, retriever: Retriever, settings: TrustSettings) -> None:
+        self._retriever = retriever
+        self._min_coverage = settings.answerability_min_coverage
+        self._rare_share = settings.answerability_rare_share
+
+    async def assess(self, question: Question, search: str, evidence: Sequence[ScoredChunk]) -> Assessment:
+        """Whether `evidence` can answer `search` (the question, or for a follow-up the question with the turn it
+        follows), with corpus statistics over what the question's caller can see."""
+        terms = question_terms(search)
+        if not terms or not evidence:
+            return Assessment(answerable=True, score=1.0)
+        visible = RetrievalQuery(
+            text=search, tenant_id=question.tenant_id, user_tags=question.user_tags, filters=question.filters
+        )
+        counts = await self._retriever.term_counts(visible, sorted({t.term for t in terms}))
+        return assess(terms, counts, evidence, min_coverage=self._min_coverage, rare_share=self._rare_share)
+
+
+def assess(
+    terms: Sequence[QuestionTerm],
+    counts: TermCounts,
+    evidence: Sequence[ScoredChunk],
+    *,
+    min_coverage: float,
+    rare_share: float,
+) -> Assessment:
+    """The decision on given statistics (see the module's docstring)."""
+    if counts.chunks == 0:  # no statistics (chunks indexed before terms were): judge by the evidence alone
+        counts = TermCounts(len(evidence), {t.term: 0 for t in terms})
+    weights = {t.term: idf(counts.frequencies.get(t.term, 0), max(counts.chunks, 1)) for t in terms}
+    pieces = [set(index_terms(indexed_text(scored.chunk))) for scored in evidence]
+    everywhere = set().union(*pieces)
+    total = sum(weights.values())
+    score = max(sum(weights[t] for t in weights if t in piece) for piece in pieces) / total if total else 1.0
+    rare = max(rare_share * counts.chunks, 0.0)
+    missing = tuple(
+        dict.fromkeys(
+            t.surface
+            for t in terms
+            if t.named and t.term not in everywhere and counts.frequencies.get(t.term, 0) <= rare
+        )
+    )
+    return Assessment(answerable=not missing and score >= min_coverage, score=score, missing=missing)
+

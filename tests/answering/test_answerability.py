@@ -1,0 +1,75 @@
+"""The answerability gate: names the evidence lacks and the documents do not mention are refused, natural
+phrasings of what the evidence holds pass; the decision on given corpus statistics."""
+
+from __future__ import annotations
+
+from ragsvc.answering.answerability import Assessment, assess
+from ragsvc.domain import Chunk, ScoredChunk
+from ragsvc.lexical import question_terms
+from ragsvc.retrieval.base import TermCounts
+
+EVIDENCE = (
+    ScoredChunk(
+        Chunk("ops", 0, "Calls still running finish within a grace period, ten seconds by default.",
+              page_title="Running in production", section="Graceful shutdown"),
+        0.22,
+    ),
+    ScoredChunk(Chunk("ops", 1, "Health checks use the standard gRPC health protocol.", section="Health checks"), 0.2),
+)
+
+
+def counts(chunks: int = 1000, **frequencies: int) -> TermCounts:
+    return TermCounts(chunks, frequencies)
+
+
+def decide(question: str, statistics: TermCounts) -> Assessment:
+    terms = question_terms(question)
+    full = TermCounts(statistics.chunks, {t.term: statistics.frequencies.get(t.term, 50) for t in terms})
+    return assess(terms, full, EVIDENCE, min_coverage=0.35, rare_share=0.001)
+
+
+def test_question_terms_keep_compound_names_whole_and_mark_names() -> None:
+    terms = {t.term: (t.surface, t.named) for t in question_terms("What is PgBouncer's default pool_mode in 9.2?")}
+    assert terms == {
+        "pgbouncer": ("PgBouncer", True),
+        "default": ("default", False),
+        "pool_mode": ("pool_mode", True),
+        "9.2": ("9.2", True),
+    }
+    assert [t.term for t in question_terms("How big is it if I don't configure it?")] == ["big", "configur"]
+    assert [t.named for t in question_terms("Kubernetes health checks")] == [False, False, False], (
+        "a capital opening the question is not a name"
+    )
+    assert question_terms("How do I use Kubernetes?")[-1].named
+
+
+def test_a_natural_phrasing_of_what_the_evidence_holds_passes() -> None:
+    assessment = decide("How long is the grace period?", counts(long=40, grace=2, period=30))
+    assert assessment.answerable and not assessment.missing
+    assert 0.5 < assessment.score < 1, "all but 'long', which no piece of evidence holds"
+
+
+def test_a_name_the_evidence_lacks_and_the_documents_never_mention_is_refused_by_name() -> None:
+    assessment = decide("How do I configure health checks in Kubernetes?", counts(kubernet=0))
+    assert not assessment.answerable
+    assert assessment.missing == ("Kubernetes",)
+    assert assessment.refusal_text() == "The documents do not cover Kubernetes."
+    two = decide("Does PgBouncer support Patroni?", counts(pgbouncer=0, patroni=1))
+    assert two.refusal_text() == "The documents do not cover PgBouncer or Patroni."
+
+
+def test_a_name_the_documents_mention_often_enough_is_not_called_missing() -> None:
+    assessment = decide("How do I configure health checks in Kubernetes?", counts(kubernet=40))
+    assert assessment.answerable and not assessment.missing, "the evidence may just not be the right chunk"
+
+
+def test_evidence_holding_too_little_of_the_question_is_refused_without_names() -> None:
+    assessment = decide("what framework renders the shop checkout", counts(framework=0, render=0, shop=0, checkout=0))
+    assert not assessment.answerable and assessment.missing == () and assessment.score < 0.35
+    assert assessment.refusal_text() == "The documents found do not answer this question."
+
+
+def test_without_corpus_statistics_the_evidence_alone_decides() -> None:
+    terms = question_terms("How long is the grace period?")
+    assessment = assess(terms, TermCounts(0, {}), EVIDENCE, min_coverage=0.35, rare_share=0.001)
+    assert assessment.answerable
