@@ -240,6 +240,7 @@ async def _ingest(args: argparse.Namespace, address: str) -> int:
         for problem in selection.problems:
             bar.write(report.failed(str(problem.path), problem.reason))
         options = [("grpc.max_send_message_length", args.max_message_bytes * 2)]
+        metadata = {"trust": args.trust, "published_at": args.published, "confidential": args.confidential}
         async with grpc.aio.insecure_channel(address, options=options) as channel:
             stub = index_grpc.IndexServiceStub(channel)
             for batch in _batches(selection.files, args.max_message_bytes):
@@ -251,7 +252,6 @@ async def _ingest(args: argparse.Namespace, address: str) -> int:
                         bar.write(report.failed(str(found.path), exc.strerror or str(exc)))
                         bar.update(found.size)
                         continue
-                    metadata = {"trust": args.trust, "published_at": args.published, "confidential": args.confidential}
                     documents.append((found, dataclasses.replace(document, **metadata)))
                 if not documents:
                     continue
@@ -283,7 +283,9 @@ def _batches(files: Sequence[FoundFile], max_bytes: int) -> list[list[FoundFile]
     return batches
 
 
-async def _upload(stub: index_grpc.IndexServiceStub, document: SourceDocument, args: argparse.Namespace) -> Any:
+async def _upload(
+    stub: index_grpc.IndexServiceStub, document: SourceDocument, args: argparse.Namespace
+) -> index_pb.DocumentResult:
     """Streams the document over UploadDocument in pieces of --max-message-bytes, resuming what the server holds of
     an earlier upload of it (a broken stream is resumed up to UPLOAD_ATTEMPTS times); its DocumentResult."""
     content = document.content
@@ -309,7 +311,9 @@ async def _upload(stub: index_grpc.IndexServiceStub, document: SourceDocument, a
         held = (await stub.GetUploadStatus(status_request, timeout=args.timeout, metadata=call_metadata())).committed_size
         start = held if held <= len(content) else 0
         try:
-            response = await stub.UploadDocument(messages(start), timeout=args.timeout, metadata=call_metadata())
+            response: index_pb.UploadDocumentResponse = await stub.UploadDocument(
+                messages(start), timeout=args.timeout, metadata=call_metadata()
+            )
             return response.result
         except grpc.aio.AioRpcError as exc:
             stale = start > 0 and [v.field for v in getattr(from_rpc_error(exc), "violations", ())] == ["content_sha256"]

@@ -3,8 +3,11 @@ IndexService (IngestDocuments, UploadDocument for what one message cannot carry,
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import rag_service_pb2 as pb
 from tests.ingest.pdfs import build_pdf
 from tests.support.cli import run_cli
@@ -115,3 +118,31 @@ async def test_a_file_larger_than_the_server_takes_in_one_message_is_uploaded_in
         document = await server.components.engine.get_document("default", "handbook")
     assert document is not None and document.chunks >= 20
     assert document.source is not None and document.source.content_bytes == big.stat().st_size
+
+
+async def test_ingest_resumes_an_upload_the_server_holds_part_of(tmp_path: Path) -> None:
+    """An earlier `ragsvc ingest` was interrupted mid-upload: the next run continues it (the server checks the
+    content's SHA-256 at the end); a part held of other content is started over."""
+    big = tmp_path / "manual.md"
+    big.write_text("".join(f"Step {i} of the manual turns valve {i} a quarter to the left. " for i in range(160)))
+    content = big.read_bytes()
+    piece = 4096
+    header = index_pb.Document(document_id="manual", name="manual.md", media_type="text/markdown")
+
+    async def hold(data: bytes) -> int:
+        async def messages() -> AsyncIterator[index_pb.UploadDocumentRequest]:
+            yield index_pb.UploadDocumentRequest(document=header, write_offset=0, data=data)
+
+        return (await stubs.index.UploadDocument(messages(), timeout=30)).committed_size
+
+    async with running_server(tmp_path / "data", demo_corpus=False, max_receive_message_bytes=2 * piece) as server:
+        async with connected(server) as stubs:
+            for held in (content[:piece], b"x" * piece):  # the same file's start; another file's
+                assert await hold(held) == piece
+                code, out, err = await run_cli("ingest", str(big), "--max-message-bytes", str(piece), "--id",
+                                               "manual", "--address", server.address)
+                assert code == 0, out + err
+                document = await server.components.engine.get_document("default", "manual")
+                assert document is not None and document.source is not None
+                assert document.source.content_sha256 == hashlib.sha256(content).hexdigest()
+                await server.components.engine.delete_document("default", "manual")
