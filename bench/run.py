@@ -3,10 +3,12 @@ runs each on a tiny setting). About 15 minutes on 2 cores."""
 
 import sys
 
-from bench import ask_latency, generation, retrieval, soak
+from bench import ask_latency, generation, retrieval, shared_state, soak
 
 if __name__ == "__main__":
     ask_latency.main([])
+    # Embedded defaults against PostgreSQL + Redis, side by side (about a minute).
+    shared_state.main()
     generation.main([])
     # Bounded: 10k and 100k chunks on both engines plus recall on real embeddings (about 9.5 minutes on 2 cores).
     retrieval.main([])

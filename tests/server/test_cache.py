@@ -104,7 +104,7 @@ async def test_ingest_and_delete_invalidate_the_tenant(rag, index, cached) -> No
     assert not (await ask(rag, query, **fields)).flags.cache_hit, "a delete drops them too"
 
     assert (await ask(rag, query, **fields)).flags.cache_hit
-    assert cached.components.cache.invalidate_template("rag-v1") >= 1
+    assert await cached.components.cache.invalidate_template("rag-v1") >= 1
     assert not (await ask(rag, query, **fields)).flags.cache_hit, "a template change drops its answers"
 
 

@@ -27,6 +27,7 @@ from ragsvc.domain import Question, RetrievalQuery, ScoredChunk
 from ragsvc.lexical import QuestionTerm, idf, index_terms, question_terms
 from ragsvc.retrieval.base import Retriever, TermCounts
 from ragsvc.retrieval.layout import indexed_text
+from ragsvc.sanitize import without_injections
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +56,9 @@ class AnswerabilityGate:
 
     async def assess(self, question: Question, search: str, evidence: Sequence[ScoredChunk]) -> Assessment:
         """Whether `evidence` can answer `search` (the question, or for a follow-up the question with the turn it
-        follows), with corpus statistics over what the question's caller can see."""
-        terms = question_terms(search)
+        follows), with corpus statistics over what the question's caller can see. Text that matches an injection
+        pattern is not part of what is asked and is left out."""
+        terms = question_terms(without_injections(search))
         if not terms or not evidence:
             return Assessment(answerable=True, score=1.0)
         visible = RetrievalQuery(

@@ -109,9 +109,9 @@ class RagServer:
     async def start(cls, settings: Settings, *, embedder: Embedder | None = None) -> RagServer:
         """Serve `settings`; `embedder` replaces the one RAG_EMBEDDER names (see `open_components`)."""
         async with contextlib.AsyncExitStack() as stack:
-            hardening = Hardening.build(settings)
-            stack.push_async_callback(hardening.aclose)
             components = await stack.enter_async_context(open_components(settings, embedder=embedder))
+            hardening = Hardening.build(settings, rate_limit=components.rate_limit)
+            stack.push_async_callback(hardening.aclose)
             await index_demo_corpus(components)
             server = hardening.server()
             stopped = asyncio.Event()

@@ -10,7 +10,7 @@ import json
 from collections.abc import AsyncIterator
 
 from ragsvc import domain
-from ragsvc.answering.cache import AnswerCache
+from ragsvc.answering.cache import AnswerStore
 from ragsvc.answering.service import AnsweringService
 from ragsvc.errors import FieldViolation, InvalidRequest, NotFound
 from ragsvc.ingest.indexer import Indexer
@@ -61,7 +61,7 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         uploads: UploadStaging,
         *,
         default_tenant: str,
-        cache: AnswerCache | None = None,
+        cache: AnswerStore | None = None,
     ) -> None:
         self._indexer = indexer
         self._engine = engine
@@ -76,9 +76,9 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         principal = call_state(context).principal
         return principal.tenant_id if principal is not None else self._default_tenant
 
-    def _invalidate(self, tenant: str) -> None:
+    async def _invalidate(self, tenant: str) -> None:
         if self._cache is not None:
-            self._cache.invalidate_tenant(tenant)
+            await self._cache.invalidate_tenant(tenant)
 
     async def _ingest(self, documents: list[domain.SourceDocument]) -> list[domain.IngestResult]:
         validate_documents(documents)
@@ -86,7 +86,7 @@ class IndexServicer(index_grpc.IndexServiceServicer):
             return [await self._indexer.ingest(document) for document in documents]
         finally:
             for tenant in {document.tenant_id for document in documents}:
-                self._invalidate(tenant)
+                await self._invalidate(tenant)
 
     @unary_boundary
     async def IngestDocuments(
@@ -104,7 +104,7 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         try:
             deleted = await self._indexer.delete(tenant, request.document_id)
         finally:
-            self._invalidate(tenant)
+            await self._invalidate(tenant)
         if not deleted:
             raise NotFound(f"no document {request.document_id!r} in tenant {tenant!r}")
         return index_pb.DeleteDocumentResponse(chunks_deleted=deleted)
