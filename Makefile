@@ -39,9 +39,9 @@ llm: $(VENV)/.llm  ## a local LLM on 127.0.0.1:8080 (LLM_PORT=...): llama.cpp wi
 serve-llm: $(VENV)/.runtime  ## serve against `make llm` (RAG_GENERATOR=openai, CHAT_MODEL=smollm2, RAG_MODELS ...)
 	env $$($(BIN)/ragsvc llm --env --port $(LLM_PORT)) $(BIN)/ragsvc serve
 
-# RAG_POLYGLOT_REQUIRED: the Go client and stub tests fail, rather than skip, without their tools.
+# POLYGLOT_REQUIRED: the Go client and stub tests fail, rather than skip, without their tools.
 test: $(VENV)/.dev lint-proto breaking go-example ts-tools node-example check  ## lint, type-check, run every test (about 10 minutes on 2 cores)
-	RAG_POLYGLOT_REQUIRED=1 $(BIN)/python -m pytest
+	POLYGLOT_REQUIRED=1 $(BIN)/python -m pytest
 
 # Type checking (mypy strict on src/ragsvc) and linting (ruff), both configured in pyproject.toml.
 check: $(VENV)/.dev  ## mypy (strict) and ruff
@@ -103,7 +103,7 @@ bench-peers: $(VENV)/.bench  ## ragsvc against the frameworks, docs/benchmarks.m
 # (apt-get download, sha256 checked, cached in .bench/quality-corpus/), ingested over gRPC (index cached in
 # .bench/quality-index/), 242 questions asked through a real `ragsvc serve`. Writes bench/results/quality-DATE.json,
 # docs/quality.md and docs/quality.png.
-eval: $(VENV)/.bench  ## answer quality on the PostgreSQL docs, docs/quality.md (about 30 s; 6 minutes the first time)
+eval: $(VENV)/.bench  ## answer quality on the PostgreSQL docs, docs/quality.md (about 30 s; 9 minutes the first time)
 	$(BIN)/python -m bench.quality.run
 
 $(VENV)/.runtime: pyproject.toml
