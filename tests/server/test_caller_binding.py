@@ -15,8 +15,8 @@ import pytest
 
 from ragsvc.server.app import RagServer
 from ragsvc.v1 import admin_service_pb2 as admin_pb
-from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import rag_service_pb2 as pb
+from tests.server.test_auth import QUESTION, bearer, ingest_finance_and_hr
 from tests.support.rpc_details import Details, details_of
 from tests.support.servers import Stubs, connected, running_server
 
@@ -29,15 +29,8 @@ KEYS = {
         {"name": "globex-fin", "token": "tok-globex", "tenant": "globex", "tags": ["finance"]},
     ]
 }
-QUESTION = "What is the travel budget for the finance team?"
 FIGURE = "12000"
-FINANCE_DOC = b"# Travel budget\n\nThe finance team has a travel budget of 12000 euros per quarter for conferences."
-HR_DOC = b"# Salaries\n\nThe HR team reviews salaries every March and publishes the salary bands internally."
 SESSIONS = iter(f"9f1c1d4e-8a7b-4c6d-9e2f-0a1b2c3d4e{n:02x}" for n in range(256))
-
-
-def bearer(token: str) -> tuple[tuple[str, str], ...]:
-    return (("authorization", f"Bearer {token}"),)
 
 
 @pytest.fixture(scope="module")
@@ -46,16 +39,7 @@ async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RagS
     keys_file.write_text(json.dumps(KEYS))
     async with running_server(tmp_path_factory.mktemp("binding"), auth_enabled=True, api_keys_file=str(keys_file),
                               cache_max_entries=100, demo_corpus=False) as server:  # fmt: skip
-        async with connected(server) as stubs:
-            documents = [
-                index_pb.Document(document_id="travel", name="travel.md", content=FINANCE_DOC,
-                                  media_type="text/markdown", tags=["finance"]),
-                index_pb.Document(document_id="salaries", name="salaries.md", content=HR_DOC,
-                                  media_type="text/markdown", tags=["hr"]),
-            ]  # fmt: skip
-            await stubs.index.IngestDocuments(
-                index_pb.IngestDocumentsRequest(documents=documents), metadata=bearer("tok-ops"), timeout=60
-            )
+        await ingest_finance_and_hr(server, "tok-ops")
         yield server
 
 
