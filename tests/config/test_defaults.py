@@ -73,6 +73,7 @@ DEFAULTS: dict[str, Any] = {
     # Ingestion
     "RAG_CHUNK_TOKENS": 180,
     "RAG_CHUNK_OVERLAP_TOKENS": 40,
+    "RAG_MAX_DOCUMENT_BYTES": 268435456,
     # Generation
     "RAG_GENERATOR": "extractive",
     "OPENAI_BASE_URL": "http://127.0.0.1:8080/v1",

@@ -19,7 +19,7 @@ from ragsvc.answering.admission import Admission
 from ragsvc.answering.cache import AnswerStore, bypasses_cache, cache_key, replay_key, request_fingerprint
 from ragsvc.answering.context import CallContext
 from ragsvc.answering.pipeline import Pipeline
-from ragsvc.domain import Answer, Event, Flags, Question, TextDelta, Timings, Usage
+from ragsvc.domain import Answer, Event, Flags, Question, TextDelta, Timings
 from ragsvc.errors import IdempotencyKeyReused, RagError
 from ragsvc.storage.answers import AnswerLog
 
@@ -104,9 +104,9 @@ class AnsweringService:
 
 
 def _as_served(answer: Answer, question: Question, patterns: tuple[str, ...], elapsed_ms: float) -> Answer:
-    """A stored answer as served now: this request's id and flags; no model was called and no stage ran, so
-    usage is zero and the only timing is the total."""
+    """A stored answer as served now: this request's id and flags (cache_hit says no model was called and no stage
+    ran, so the only timing is the total); its usage stays the original answer's, what the answer cost to write."""
     flags: Flags = dataclasses.replace(answer.flags, cache_hit=True, injection_suspected=bool(patterns))
     return dataclasses.replace(
-        answer, request_id=question.request_id, usage=Usage(), timings=Timings(total_ms=elapsed_ms), flags=flags
+        answer, request_id=question.request_id, timings=Timings(total_ms=elapsed_ms), flags=flags
     )

@@ -333,6 +333,13 @@ class IngestSettings(Group):
     # 180 cl100k tokens stay within MiniLM's 256 word pieces for most English text.
     chunk_tokens: int = env(180, "RAG_CHUNK_TOKENS", "chunk size in tokens", ge=16)
     chunk_overlap_tokens: int = env(40, "RAG_CHUNK_OVERLAP_TOKENS", "tokens shared by neighbouring chunks", ge=0)
+    max_document_bytes: int = env(
+        256 * 1024 * 1024,
+        "RAG_MAX_DOCUMENT_BYTES",
+        "largest document IndexService.UploadDocument accepts in pieces (bytes); unfinished uploads wait in "
+        "RAG_DATA_DIR/uploads",
+        ge=1,
+    )
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> Self:
