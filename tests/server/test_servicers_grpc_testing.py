@@ -99,6 +99,12 @@ class AioContext:
     def time_remaining(self) -> float | None:
         return self.context.time_remaining()
 
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:50000"  # grpc_testing's context has no peer (its peer() raises)
+
+    def peer_identities(self) -> None:
+        return None
+
     async def abort_with_status(self, status: grpc.Status) -> None:
         self.status = status
         raise grpc.aio.AbortError()

@@ -201,6 +201,9 @@ class HardeningSettings(Group):
         1000, "RAG_CACHE_MAX_ENTRIES", "answers kept in the in-memory cache; 0: no cache", ge=0
     )
     cache_ttl_s: float = env(3600.0, "RAG_CACHE_TTL_SECONDS", "how long a cached answer may be served", gt=0)
+    idempotency_ttl_s: float = env(
+        86400.0, "RAG_IDEMPOTENCY_TTL_SECONDS", "how long an idempotency key replays its caller's recorded answer", gt=0
+    )
     request_log: bool = env(True, "RAG_REQUEST_LOG", "log one JSON line per call (logger ragsvc.requests)")
     metrics_port: int = env(
         0, "RAG_METRICS_PORT", "serve Prometheus /metrics on this port (same host); 0: off", ge=0, le=65535

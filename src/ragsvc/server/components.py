@@ -222,17 +222,17 @@ async def open_management(
 
 
 def answer_stores(settings: Settings, shared: SharedState | None) -> tuple[AnswerStore | None, AnswerStore | None]:
-    """The answer cache and the replay store: on Redis when it is configured, else in memory; none when
-    RAG_CACHE_MAX_ENTRIES is 0."""
+    """The answer cache and the replay store (kept RAG_IDEMPOTENCY_TTL_SECONDS): on Redis when it is configured,
+    else in memory; none when RAG_CACHE_MAX_ENTRIES is 0."""
     hardening = settings.hardening
     if hardening.cache_max_entries == 0:
         return None, None
     if shared is not None:
-        return shared.answer_stores(ttl_s=hardening.cache_ttl_s)
+        return shared.answer_stores(ttl_s=hardening.cache_ttl_s, replay_ttl_s=hardening.idempotency_ttl_s)
     return (
         MemoryAnswerCache(max_entries=hardening.cache_max_entries, ttl_s=hardening.cache_ttl_s),
         MemoryAnswerCache(
-            max_entries=hardening.cache_max_entries, ttl_s=hardening.cache_ttl_s, admits=keeps_every_answer
+            max_entries=hardening.cache_max_entries, ttl_s=hardening.idempotency_ttl_s, admits=keeps_every_answer
         ),
     )
 
@@ -276,7 +276,7 @@ def build_pipeline(
         generate=generate,
         validate=ValidateStage(policy, generate, packer, templates, generation),
         policy=policy,
-        conversation=Conversation(sessions),
+        conversation=Conversation(sessions, retrieval_access(settings)),
         owners=owners,
         templates=templates,
         server=settings.server,
@@ -332,10 +332,16 @@ async def open_embedder(settings: Settings) -> Embedder:
     return served
 
 
+def retrieval_access(settings: Settings) -> AccessPolicy:
+    """Who sees and reads what within a tenant (RAG_UNTAGGED_VISIBLE, RAG_CLEARANCE_TAG)."""
+    retrieval = settings.retrieval
+    return AccessPolicy(untagged_visible=retrieval.untagged_visible, clearance_tag=retrieval.clearance_tag)
+
+
 async def open_engine(settings: Settings, embedder: Embedder, *, injected: bool) -> VectorEngine:
     """The Qdrant server engine when RAG_QDRANT_URL is set, else the embedded qdrant-edge shard."""
     retrieval = settings.retrieval
-    access = AccessPolicy(untagged_visible=retrieval.untagged_visible, clearance_tag=retrieval.clearance_tag)
+    access = retrieval_access(settings)
     if retrieval.qdrant_url:
         return await QdrantServerEngine.connect(
             retrieval.qdrant_url,

@@ -1,17 +1,21 @@
 """Conversation history per session: the turns of a session_id, reused when a request sends no history.
 
-A session is named by a `SessionKey`, made from the question in one place (`SessionKey.of`): today a session is
-its tenant's, so binding a session to the caller that created it (issue 16) adds to the key, not to every call.
+A session is named by a `SessionKey` (its tenant and id, made from the question in `SessionKey.of`) and belongs
+to the caller that created it: `claim` records the owner, with its tags at that time, at the session's first turn.
+Each message is stored with the `Evidence` of its turn, so that whoever reads the history back can leave out the
+turns its caller could not read (ragsvc.answering.conversation decides; this module only stores).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ragsvc.access import Evidence
 from ragsvc.domain import ChatMessage, Question, Role
 from ragsvc.storage.backend import Backend, WriteConflict, utc_now
 
@@ -20,9 +24,9 @@ from ragsvc.storage.backend import Backend, WriteConflict, utc_now
 APPEND_ATTEMPTS = 10
 APPEND_BACKOFF_S = 0.002
 _APPEND = (
-    "INSERT INTO session_messages (tenant_id, session_id, seq, role, content, created_at) "
+    "INSERT INTO session_messages (tenant_id, session_id, seq, role, content, evidence, created_at) "
     "VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM session_messages "
-    "WHERE tenant_id = ? AND session_id = ?), ?, ?, ?)"
+    "WHERE tenant_id = ? AND session_id = ?), ?, ?, ?, ?)"
 )
 
 
@@ -39,27 +43,58 @@ class SessionKey:
         return cls(question.tenant_id, question.session_id)
 
 
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message of a session and the evidence of its turn (None: stored before evidence was recorded)."""
+
+    message: ChatMessage
+    evidence: Evidence | None
+
+
 class SessionStore:
     def __init__(self, database: Backend, *, max_messages: int = 10) -> None:
         self._db = database
         self._max_messages = max_messages
 
-    async def history(self, key: SessionKey) -> tuple[ChatMessage, ...]:
+    async def owner(self, key: SessionKey) -> str | None:
+        """The caller the session belongs to; None for a session nobody created yet."""
+        rows = await self._db.fetch_all(
+            "SELECT owner FROM sessions WHERE tenant_id = ? AND session_id = ?", (key.tenant_id, key.session_id)
+        )
+        return str(rows[0]["owner"]) if rows else None
+
+    async def claim(self, key: SessionKey, caller: str, tags: Sequence[str]) -> str:
+        """Make `caller` (holding `tags`) the owner of the session unless it has one; returns the owner."""
+        await self._db.execute(
+            "INSERT INTO sessions (tenant_id, session_id, owner, owner_tags, created_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (tenant_id, session_id) DO NOTHING",
+            (key.tenant_id, key.session_id, caller, json.dumps(sorted(set(tags))), utc_now()),
+        )
+        return await self.owner(key) or caller
+
+    async def history(self, key: SessionKey) -> tuple[StoredMessage, ...]:
         """The session's last `max_messages` messages, oldest first; empty for an unknown session (or one of
         another tenant: sessions never cross tenants)."""
         rows = await self._db.fetch_all(
-            "SELECT role, content FROM session_messages WHERE tenant_id = ? AND session_id = ? "
+            "SELECT role, content, evidence FROM session_messages WHERE tenant_id = ? AND session_id = ? "
             "ORDER BY seq DESC LIMIT ?",
             (key.tenant_id, key.session_id, self._max_messages),
         )
-        return tuple(ChatMessage(Role(row["role"]), row["content"]) for row in reversed(rows))
+        return tuple(
+            StoredMessage(
+                ChatMessage(Role(row["role"]), row["content"]),
+                None if row["evidence"] is None else Evidence.from_json(row["evidence"]),
+            )
+            for row in reversed(rows)
+        )
 
-    async def append(self, key: SessionKey, messages: Sequence[ChatMessage]) -> None:
-        """Add `messages` after the session's last ones, in one transaction (retried when a concurrent append
-        took the same sequence numbers)."""
+    async def append(self, key: SessionKey, messages: Sequence[ChatMessage], evidence: Evidence) -> None:
+        """Add `messages` (one turn, drawn from `evidence`) after the session's last ones, in one transaction
+        (retried when a concurrent append took the same sequence numbers)."""
         now = utc_now()
         scope = (key.tenant_id, key.session_id)
-        rows = [(*scope, *scope, m.role.value, m.content, now) for m in messages]
+        stored = evidence.to_json()
+        rows = [(*scope, *scope, m.role.value, m.content, stored, now) for m in messages]
         for attempt in range(1, APPEND_ATTEMPTS + 1):
             try:
                 await self._db.execute_many(_APPEND, rows)
@@ -70,6 +105,13 @@ class SessionStore:
                 await asyncio.sleep(random.uniform(0, APPEND_BACKOFF_S * 2**attempt))
 
     async def purge(self, *, retention_days: float, now: datetime | None = None) -> int:
-        """Delete messages older than the retention period; returns how many were deleted."""
+        """Delete messages older than the retention period, and the sessions left without any; returns how many
+        messages were deleted."""
         cutoff = (now or utc_now()) - timedelta(days=retention_days)
-        return await self._db.execute("DELETE FROM session_messages WHERE created_at < ?", (cutoff,))
+        deleted = await self._db.execute("DELETE FROM session_messages WHERE created_at < ?", (cutoff,))
+        await self._db.execute(
+            "DELETE FROM sessions WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM session_messages m "
+            "WHERE m.tenant_id = sessions.tenant_id AND m.session_id = sessions.session_id)",
+            (cutoff,),
+        )
+        return deleted
