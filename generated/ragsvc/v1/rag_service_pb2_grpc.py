@@ -31,7 +31,8 @@ class RagServiceStub:
     Errors are gRPC status codes with google.rpc details (ErrorInfo with a stable `reason`,
     BadRequest field violations for bad input, RetryInfo when a retry may succeed):
     INVALID_ARGUMENT (VALIDATION_ERROR, MODEL_NOT_ALLOWED, TOKEN_BUDGET_EXCEEDED),
-    FAILED_PRECONDITION (MODEL_UNAVAILABLE), UNAVAILABLE (LLM_UNAVAILABLE, EMBEDDING_FAILED,
+    FAILED_PRECONDITION (MODEL_UNAVAILABLE, IDEMPOTENCY_KEY_REUSED), NOT_FOUND (a session that
+    does not exist or belongs to another caller), UNAVAILABLE (LLM_UNAVAILABLE, EMBEDDING_FAILED,
     RETRIEVAL_UNAVAILABLE), DEADLINE_EXCEEDED (LLM_TIMEOUT, DEADLINE), RESOURCE_EXHAUSTED
     (RATE_LIMITED, OVERLOADED). A refusal is not an error: it is an OK answer with
     `grounded = false` and a `refusal_reason`.
@@ -61,7 +62,8 @@ class RagServiceServicer:
     Errors are gRPC status codes with google.rpc details (ErrorInfo with a stable `reason`,
     BadRequest field violations for bad input, RetryInfo when a retry may succeed):
     INVALID_ARGUMENT (VALIDATION_ERROR, MODEL_NOT_ALLOWED, TOKEN_BUDGET_EXCEEDED),
-    FAILED_PRECONDITION (MODEL_UNAVAILABLE), UNAVAILABLE (LLM_UNAVAILABLE, EMBEDDING_FAILED,
+    FAILED_PRECONDITION (MODEL_UNAVAILABLE, IDEMPOTENCY_KEY_REUSED), NOT_FOUND (a session that
+    does not exist or belongs to another caller), UNAVAILABLE (LLM_UNAVAILABLE, EMBEDDING_FAILED,
     RETRIEVAL_UNAVAILABLE), DEADLINE_EXCEEDED (LLM_TIMEOUT, DEADLINE), RESOURCE_EXHAUSTED
     (RATE_LIMITED, OVERLOADED). A refusal is not an error: it is an OK answer with
     `grounded = false` and a `refusal_reason`.
@@ -113,7 +115,8 @@ class RagService:
     Errors are gRPC status codes with google.rpc details (ErrorInfo with a stable `reason`,
     BadRequest field violations for bad input, RetryInfo when a retry may succeed):
     INVALID_ARGUMENT (VALIDATION_ERROR, MODEL_NOT_ALLOWED, TOKEN_BUDGET_EXCEEDED),
-    FAILED_PRECONDITION (MODEL_UNAVAILABLE), UNAVAILABLE (LLM_UNAVAILABLE, EMBEDDING_FAILED,
+    FAILED_PRECONDITION (MODEL_UNAVAILABLE, IDEMPOTENCY_KEY_REUSED), NOT_FOUND (a session that
+    does not exist or belongs to another caller), UNAVAILABLE (LLM_UNAVAILABLE, EMBEDDING_FAILED,
     RETRIEVAL_UNAVAILABLE), DEADLINE_EXCEEDED (LLM_TIMEOUT, DEADLINE), RESOURCE_EXHAUSTED
     (RATE_LIMITED, OVERLOADED). A refusal is not an error: it is an OK answer with
     `grounded = false` and a `refusal_reason`.

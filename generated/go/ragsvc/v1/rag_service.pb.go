@@ -448,7 +448,10 @@ type AskRequest struct {
 	// Earlier turns of the conversation, oldest first. When empty and `session_id` is set, the
 	// server uses the stored history of that session.
 	ChatHistory []*ChatMessage `protobuf:"bytes,4,rep,name=chat_history,json=chatHistory,proto3" json:"chat_history,omitempty"`
-	// Groups the turns of one conversation. Empty, or a UUID version 4.
+	// Groups the turns of one conversation. Empty, or a UUID version 4. A session belongs to the
+	// caller that created it (its key, or its peer without authentication): another caller naming
+	// it gets NOT_FOUND. Earlier turns whose evidence the caller's tags no longer cover are left
+	// out of the history.
 	SessionId string `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Where the evidence comes from. Unspecified means MODE_GENERAL.
 	Mode Mode `protobuf:"varint,6,opt,name=mode,proto3,enum=ragsvc.v1.Mode" json:"mode,omitempty"`
@@ -464,8 +467,10 @@ type AskRequest struct {
 	// Retrieve and render the prompt but do not call the LLM; the answer carries the
 	// explanation and an empty text.
 	DryRun bool `protobuf:"varint,11,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
-	// A key that makes retries safe: a repeated request with the same key returns the recorded
-	// answer instead of generating again. Empty means the server derives one.
+	// A key that makes retries safe: the same request from the same caller with the same key
+	// returns the recorded answer instead of generating again (for RAG_IDEMPOTENCY_TTL_SECONDS).
+	// The same key with another request is FAILED_PRECONDITION (IDEMPOTENCY_KEY_REUSED); another
+	// caller's key never replays. Empty means no replay.
 	IdempotencyKey string `protobuf:"bytes,12,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// How many follow-up questions to suggest with a grounded answer (the LLM writes them; the
 	// extractive generator suggests none). Unset means the server default; 0 means none.

@@ -52,7 +52,10 @@ export type AskRequest = Message<"ragsvc.v1.AskRequest"> & {
   chatHistory: ChatMessage[];
 
   /**
-   * Groups the turns of one conversation. Empty, or a UUID version 4.
+   * Groups the turns of one conversation. Empty, or a UUID version 4. A session belongs to the
+   * caller that created it (its key, or its peer without authentication): another caller naming
+   * it gets NOT_FOUND. Earlier turns whose evidence the caller's tags no longer cover are left
+   * out of the history.
    *
    * @generated from field: string session_id = 5;
    */
@@ -103,8 +106,10 @@ export type AskRequest = Message<"ragsvc.v1.AskRequest"> & {
   dryRun: boolean;
 
   /**
-   * A key that makes retries safe: a repeated request with the same key returns the recorded
-   * answer instead of generating again. Empty means the server derives one.
+   * A key that makes retries safe: the same request from the same caller with the same key
+   * returns the recorded answer instead of generating again (for RAG_IDEMPOTENCY_TTL_SECONDS).
+   * The same key with another request is FAILED_PRECONDITION (IDEMPOTENCY_KEY_REUSED); another
+   * caller's key never replays. Empty means no replay.
    *
    * @generated from field: string idempotency_key = 12;
    */
@@ -1321,7 +1326,8 @@ export const RefusalReasonSchema: GenEnum<RefusalReason> = /*@__PURE__*/
  * Errors are gRPC status codes with google.rpc details (ErrorInfo with a stable `reason`,
  * BadRequest field violations for bad input, RetryInfo when a retry may succeed):
  * INVALID_ARGUMENT (VALIDATION_ERROR, MODEL_NOT_ALLOWED, TOKEN_BUDGET_EXCEEDED),
- * FAILED_PRECONDITION (MODEL_UNAVAILABLE), UNAVAILABLE (LLM_UNAVAILABLE, EMBEDDING_FAILED,
+ * FAILED_PRECONDITION (MODEL_UNAVAILABLE, IDEMPOTENCY_KEY_REUSED), NOT_FOUND (a session that
+ * does not exist or belongs to another caller), UNAVAILABLE (LLM_UNAVAILABLE, EMBEDDING_FAILED,
  * RETRIEVAL_UNAVAILABLE), DEADLINE_EXCEEDED (LLM_TIMEOUT, DEADLINE), RESOURCE_EXHAUSTED
  * (RATE_LIMITED, OVERLOADED). A refusal is not an error: it is an OK answer with
  * `grounded = false` and a `refusal_reason`.
