@@ -40,9 +40,10 @@ from ragsvc.model_table import DEFAULT_MODELS, ModelLimits, parse_model_table
 from ragsvc.pricing import PriceTable
 from ragsvc.prompts import DEFAULT_TEMPLATE, TEMPLATES
 from ragsvc.sanitize import MAX_FOLLOW_UPS, MAX_HISTORY_MESSAGES, TOP_K_RANGE
-from ragsvc.storage.database import POSTGRES_SCHEMES
 
 _T = TypeVar("_T")
+# The URL schemes of RAG_DATABASE_URL that name a PostgreSQL server (storage.database opens them).
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 _log = logging.getLogger(__name__)
 
