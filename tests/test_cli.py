@@ -60,6 +60,17 @@ async def test_a_bad_setting_is_named_with_its_value_and_why() -> None:
     )
 
 
+async def test_a_second_serve_on_a_data_dir_in_use_says_so(server: RagServer) -> None:
+    env = {"RAG_DATA_DIR": str(server.settings.server.data_dir), "RAG_GRPC_ADDRESS": closed_port()}
+    code, out, err = await run_cli("serve", env=env)
+    assert (code, out) == (1, "")
+    assert err.endswith(
+        f"error: cannot start: the vector store at {server.settings.server.data_dir / 'qdrant-edge'} is in use by "
+        "another process (another `ragsvc serve` on the same RAG_DATA_DIR?)\n"
+    ), err
+    assert "Traceback" not in err
+
+
 async def test_the_status_line_names_a_cache_hit_and_the_original_usage(server: RagServer) -> None:
     question = "How are documents chunked?"
     first = await run_cli("ask", question, "--address", server.address)

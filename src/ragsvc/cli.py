@@ -463,6 +463,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InvalidRequest as exc:
         _print_error("", exc)
         return 2
+    except RagError as exc:  # a dependency that `serve` could not open
+        _print_error("cannot start", exc)
+        return 1
     except KeyboardInterrupt:
         return 130
 
