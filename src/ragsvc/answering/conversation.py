@@ -74,9 +74,10 @@ class Conversation:
         record = await sessions.record(key)
         if record is None or record.owner != caller:
             raise _unknown(key)
-        turns = await sessions.turns(key, after_seq=after_seq, limit=limit)
-        readable = tuple(turn for turn in turns if self._may_read(turn.evidence, user_tags))
-        next_after = turns[-1].seq + 1 if len(turns) == limit else None
+        turns = await sessions.turns(key, after_seq=after_seq, limit=limit + 1)  # one more: is there a next page?
+        page = turns[:limit]
+        readable = tuple(turn for turn in page if self._may_read(turn.evidence, user_tags))
+        next_after = page[-1].seq + 1 if len(turns) > limit else None
         return SessionPage(key, record.created_at, record.updated_at, readable, next_after)
 
     async def forget(self, key: SessionKey, caller: str, *, tenant_admin: bool) -> int:
