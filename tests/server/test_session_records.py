@@ -8,6 +8,7 @@ Then the owner directory: changed over AdminService, used by the next routed ans
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from pathlib import Path
@@ -129,3 +130,19 @@ async def test_routing_uses_an_owner_change_at_once(tmp_path: Path) -> None:
         await stubs.admin.DeleteTagOwner(admin_pb.DeleteTagOwnerRequest(name="tagOwners/travel"), timeout=10)
         removed = await route()
         assert removed.fallback and removed.owner_email == "admin@example.com" and "no owner" in removed.reason
+
+
+async def test_the_server_purges_audit_rows_past_their_retention_periodically(tmp_path: Path) -> None:
+    # 0.00002 days is 1.7 s: a row written now is past it within seconds, and the job runs every 0.5 s.
+    async with running_server(tmp_path, audit_retention_days=0.00002, retention_interval_s=0.5) as server:
+        async with connected(server) as stubs:
+            await stubs.rag.Ask(pb.AskRequest(query="What happens on SIGTERM?"), timeout=30)
+        answers, retention = server.components.answers, server.components.retention
+        assert len(await answers.recent("default")) == 1, "the answer is in the audit log"
+        runs = retention.runs
+        for _ in range(200):
+            if not await answers.recent("default"):
+                break
+            await asyncio.sleep(0.1)
+        assert await answers.recent("default") == [], "the row past its retention was purged"
+        assert retention.runs > runs, "by the periodic job, after the purge at start"
