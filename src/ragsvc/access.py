@@ -67,10 +67,13 @@ class Principal:
     def scope(self, question: Question) -> Question:
         """`question` bounded by this principal: its tenant, and the tags asked for (or all of the key's)."""
         self.check(question.tenant_id, question.user_tags)
-        tags = question.user_tags
-        if not tags and self.tags is not None:
-            tags = tuple(sorted(self.tags))
-        return dataclasses.replace(question, tenant_id=self.tenant_id, user_tags=tags)
+        return dataclasses.replace(question, tenant_id=self.tenant_id, user_tags=self.reading_tags(question.user_tags))
+
+    def reading_tags(self, requested: tuple[str, ...]) -> tuple[str, ...]:
+        """The tags a request reads with: those it names (checked), else every tag of the key."""
+        if not requested and self.tags is not None:
+            return tuple(sorted(self.tags))
+        return requested
 
 
 @dataclass(frozen=True, slots=True)

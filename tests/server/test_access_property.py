@@ -1,13 +1,14 @@
 """Access control as a property, through the real gRPC server with authentication on (issue 16).
 
 Random programs over two tenants and six keys (single tags, none, two keys with the same tags, wildcards): random
-ingests with random tags, and random Ask, AskStream and SimulateAsk calls, with or without explain, with random
-tags, sessions and idempotency keys (so replays, reused keys and other callers' sessions all occur). Every document
+ingests with random tags, and random Ask, AskStream, SimulateAsk and GetSession calls, with or without explain,
+with random tags, sessions and idempotency keys (so replays, reused keys and other callers' sessions all occur). Every document
 carries a secret of its own; after every step, the test checks that nothing the caller received (answer text,
 citations, candidates, the explained prompt with its history, stream events) holds the secret or id of a document
 the caller could not read directly with the tags of that request. A model of the service predicts each call's
 outcome too: PERMISSION_DENIED for a tag the key does not hold, IDEMPOTENCY_KEY_REUSED for a key sent again by
-its caller with another request, a replay for the same request, NOT_FOUND for a session another caller created.
+its caller with another request, a replay for the same request, NOT_FOUND for a session another caller created
+(and for GetSession, for any session but the caller's own; a GetSession naming no session reads session 0).
 
 Documents accumulate across examples (the model knows them all); keys and sessions are fresh in every example.
 Bounded and derandomized: the same EXAMPLES programs on every run.
@@ -76,26 +77,33 @@ class Ingest:
 @dataclass(frozen=True)
 class Call:
     key: str
-    rpc: str  # Ask, AskStream, SimulateAsk
+    rpc: str  # Ask, AskStream, SimulateAsk, GetSession
     topic: str
     tags: frozenset[str] | None  # None: the request names none
     session: int | None
     idempotency: int | None
     explain: bool
 
+    @property
+    def session_named(self) -> int | None:
+        """The session the request names: GetSession always names one."""
+        return 0 if self.rpc == "GetSession" and self.session is None else self.session
+
 
 @dataclass(frozen=True)
 class Repeat:
-    """An earlier call of the program again: as it was (a retry), or by another key, or about another topic."""
+    """An earlier call of the program again: as it was (a retry), or by another key, or about another topic; or
+    its session read back (GetSession)."""
 
     of: int
     key: str | None
     topic: str | None
+    read_back: bool = False
 
     def resolved(self, earlier: list[Call]) -> Call:
         call = earlier[self.of % len(earlier)]
-        return Call(self.key or call.key, call.rpc, self.topic or call.topic, call.tags, call.session,
-                    call.idempotency, call.explain)  # fmt: skip
+        return Call(self.key or call.key, "GetSession" if self.read_back else call.rpc, self.topic or call.topic,
+                    call.tags, call.session, call.idempotency, call.explain)  # fmt: skip
 
 
 @dataclass
@@ -117,7 +125,7 @@ ingests = st.builds(Ingest, st.sampled_from(sorted(INDEXERS)), st.frozensets(st.
 calls = st.builds(
     Call,
     st.sampled_from(sorted(KEYS)),
-    st.sampled_from(["Ask", "AskStream", "SimulateAsk"]),
+    st.sampled_from(["Ask", "AskStream", "SimulateAsk", "GetSession"]),
     st.sampled_from(TOPICS),
     st.none() | st.frozensets(st.sampled_from(TAGS), min_size=1, max_size=2),
     st.none() | st.integers(0, SESSIONS - 1),
@@ -126,9 +134,10 @@ calls = st.builds(
 )
 repeats = st.builds(Repeat, st.integers(0, 20), st.none() | st.sampled_from(sorted(KEYS)),
                     st.none() | st.sampled_from(TOPICS))  # fmt: skip
+reads = st.builds(Repeat, st.integers(0, 20), st.none() | st.sampled_from(sorted(KEYS)), st.none(), st.just(True))
 programs = st.tuples(
     st.lists(ingests, min_size=1, max_size=3),
-    st.lists(st.one_of(calls, repeats, repeats, ingests), min_size=6, max_size=12),
+    st.lists(st.one_of(calls, repeats, repeats, ingests, reads), min_size=6, max_size=12),
 )
 
 
@@ -163,6 +172,10 @@ async def received(stubs: Stubs, step: Call, example: int) -> str | grpc.aio.Aio
         fields["idempotency_key"] = f"example-{example}-key-{step.idempotency}"
     metadata = bearer(step.key)
     try:
+        if step.rpc == "GetSession":
+            read = pb.GetSessionRequest(session_id=session_id(example, step.session_named or 0),
+                                        user_tags=fields.get("user_tags", ()))  # type: ignore[arg-type]
+            return str(await stubs.rag.GetSession(read, metadata=metadata, timeout=30))
         if step.rpc == "Ask":
             return str(await stubs.rag.Ask(pb.AskRequest(**fields), metadata=metadata, timeout=30))  # type: ignore[arg-type]
         if step.rpc == "AskStream":
@@ -182,6 +195,8 @@ def expected(model: Model, step: Call, session_tenant: str) -> tuple[str, tuple[
     request = (step.topic, effective, step.session, step.explain or step.rpc == "SimulateAsk", step.rpc == "SimulateAsk")
     if key_tags is not None and step.tags is not None and not step.tags <= key_tags:
         return "PERMISSION_DENIED", request
+    if step.rpc == "GetSession":  # only the owner reads a session; one nobody created does not exist
+        return ("OK" if model.owners.get((session_tenant, step.session_named)) == step.key else "NOT_FOUND"), request
     if step.idempotency is not None and (step.key, step.idempotency) in model.replays:
         same = model.replays[(step.key, step.idempotency)] == request
         return ("REPLAY" if same else "IDEMPOTENCY_KEY_REUSED"), request
@@ -209,11 +224,19 @@ async def call(stubs: Stubs, model: Model, step: Call, example: int) -> str:
     leaked_secrets = set(SECRET.findall(result)) - secrets
     leaked_ids = set(DOCUMENT_ID.findall(result)) - readable
     assert not leaked_secrets and not leaked_ids, (step, leaked_secrets, leaked_ids)
-    if step.idempotency is not None and outcome == "OK":
+    if step.idempotency is not None and step.rpc != "GetSession" and outcome == "OK":
         model.replays[(step.key, step.idempotency)] = request
-    if step.session is not None and step.rpc != "SimulateAsk" and outcome == "OK":
+    if step.session is not None and step.rpc in ("Ask", "AskStream") and outcome == "OK":
         model.owners.setdefault((tenant, step.session), step.key)
     return outcome + (" with secrets" if SECRET.search(result) else "")
+
+
+async def counted(stubs: Stubs, model: Model, step: Call, example: int, outcomes: collections.Counter[str]) -> None:
+    """Run `step` and count its outcome (GetSession's also on its own)."""
+    outcome = await call(stubs, model, step, example)
+    outcomes[outcome] += 1
+    if step.rpc == "GetSession":
+        outcomes[f"GetSession {outcome}"] += 1
 
 
 def test_no_caller_ever_receives_what_it_could_not_read(tmp_path: Path) -> None:
@@ -246,14 +269,14 @@ def test_no_caller_ever_receives_what_it_could_not_read(tmp_path: Path) -> None:
             else:
                 step = step.resolved(earlier) if isinstance(step, Repeat) else step
                 earlier.append(step)
-                outcomes[loop.run_until_complete(call(stubs, model, step, example))] += 1
+                loop.run_until_complete(counted(stubs, model, step, example, outcomes))
 
     try:
         check()
         print(f"\n{EXAMPLES} examples (derandomized), {len(model.documents)} documents, outcomes: {dict(outcomes)}")
         assert next(_examples) >= EXAMPLES
         for outcome in ("OK with secrets", "REPLAY with secrets", "IDEMPOTENCY_KEY_REUSED", "NOT_FOUND",
-                        "PERMISSION_DENIED"):
+                        "PERMISSION_DENIED", "GetSession OK with secrets", "GetSession NOT_FOUND"):
             assert outcomes[outcome], f"the programs never gave {outcome}: {dict(outcomes)}"
     finally:
         loop.run_until_complete(channel_context.__aexit__(None, None, None))

@@ -80,8 +80,8 @@ async def test_purge_drops_messages_past_retention_and_their_empty_sessions(data
 async def test_messages_stored_before_evidence_was_recorded_read_back_without_it(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite3"
     connection = sqlite3.connect(path)
-    script = "".join(render(migration, SQLITE_TYPES) for migration in MIGRATIONS[:-1])
-    connection.executescript(f"BEGIN; {script} PRAGMA user_version = {len(MIGRATIONS) - 1}; COMMIT;")
+    script = "".join(render(migration, SQLITE_TYPES) for migration in MIGRATIONS[:-2])
+    connection.executescript(f"BEGIN; {script} PRAGMA user_version = {len(MIGRATIONS) - 2}; COMMIT;")
     connection.execute("INSERT INTO session_messages (tenant_id, session_id, seq, role, content, created_at) "
                        "VALUES ('acme', ?, 1, 'assistant', 'old answer', '2026-01-02T03:04:05.678+00:00')",
                        (SESSION,))  # fmt: skip

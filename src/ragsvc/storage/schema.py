@@ -88,6 +88,10 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX sessions_by_age ON sessions (created_at);
     ALTER TABLE session_messages ADD COLUMN evidence TEXT;
     """,
+    # The documents each turn's answer cited (a JSON list of ids, on both messages of the turn), for GetSession.
+    """
+    ALTER TABLE session_messages ADD COLUMN cited_document_ids TEXT;
+    """,
 )
 
 # The columns declared {timestamp} above: SQLite keeps them as ISO 8601 text, which the SQLite backend turns

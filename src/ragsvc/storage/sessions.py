@@ -3,7 +3,8 @@
 A session is named by a `SessionKey` (its tenant and id, made from the question in `SessionKey.of`) and belongs
 to the caller that created it: `claim` records the owner, with its tags at that time, at the session's first turn.
 Each message is stored with the `Evidence` of its turn, so that whoever reads the history back can leave out the
-turns its caller could not read (ragsvc.answering.conversation decides; this module only stores).
+turns its caller could not read (ragsvc.answering.conversation decides; this module only stores), and with the
+ids of the documents its answer cited. `turns` reads a session back a page at a time; `delete` forgets it.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from ragsvc.storage.backend import Backend, WriteConflict, utc_now
 APPEND_ATTEMPTS = 10
 APPEND_BACKOFF_S = 0.002
 _APPEND = (
-    "INSERT INTO session_messages (tenant_id, session_id, seq, role, content, evidence, created_at) "
-    "VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM session_messages "
-    "WHERE tenant_id = ? AND session_id = ?), ?, ?, ?, ?)"
+    "INSERT INTO session_messages (tenant_id, session_id, seq, role, content, evidence, cited_document_ids, "
+    "created_at) VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM session_messages "
+    "WHERE tenant_id = ? AND session_id = ?), ?, ?, ?, ?, ?)"
 )
 
 
@@ -49,6 +50,33 @@ class StoredMessage:
 
     message: ChatMessage
     evidence: Evidence | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTurn:
+    """A question of a session and its answer, as stored: `seq` is the sequence number of its question (turn n
+    has the messages 2n-1 and 2n); `evidence` None: stored before evidence was recorded."""
+
+    seq: int
+    query: str
+    answer: str
+    evidence: Evidence | None
+    cited_document_ids: tuple[str, ...]
+    created_at: datetime
+
+    @property
+    def number(self) -> int:
+        """The turn's number within its session, from 1."""
+        return (self.seq + 1) // 2
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """A session's owner and when its first and last messages were stored (both None: no messages)."""
+
+    owner: str
+    created_at: datetime | None
+    updated_at: datetime | None
 
 
 class SessionStore:
@@ -88,13 +116,64 @@ class SessionStore:
             for row in reversed(rows)
         )
 
-    async def append(self, key: SessionKey, messages: Sequence[ChatMessage], evidence: Evidence) -> None:
-        """Add `messages` (one turn, drawn from `evidence`) after the session's last ones, in one transaction
-        (retried when a concurrent append took the same sequence numbers)."""
+    async def record(self, key: SessionKey) -> SessionRecord | None:
+        """The session's owner and times; None for a session nobody created (or one purged)."""
+        owner = await self.owner(key)
+        if owner is None:
+            return None
+        rows = await self._db.fetch_all(
+            "SELECT MIN(created_at) AS created_at, MAX(created_at) AS updated_at FROM session_messages "
+            "WHERE tenant_id = ? AND session_id = ?",
+            (key.tenant_id, key.session_id),
+        )
+        return SessionRecord(owner, rows[0]["created_at"], rows[0]["updated_at"])
+
+    async def turns(self, key: SessionKey, *, after_seq: int = 0, limit: int) -> tuple[StoredTurn, ...]:
+        """Up to `limit` turns whose question comes after message `after_seq`, oldest first."""
+        rows = await self._db.fetch_all(
+            "SELECT seq, role, content, evidence, cited_document_ids, created_at FROM session_messages "
+            "WHERE tenant_id = ? AND session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (key.tenant_id, key.session_id, after_seq, 2 * limit),
+        )
+        questions = {row["seq"]: row for row in rows if row["role"] == Role.USER.value}
+        answers = {row["seq"]: row for row in rows if row["role"] == Role.ASSISTANT.value}
+        turns = []
+        for seq, question in questions.items():
+            answer = answers.get(seq + 1)
+            if answer is None:
+                continue  # a page cut between the question and its answer: the next page starts at it
+            turns.append(StoredTurn(
+                seq=seq,
+                query=question["content"],
+                answer=answer["content"],
+                evidence=None if answer["evidence"] is None else Evidence.from_json(answer["evidence"]),
+                cited_document_ids=tuple(json.loads(answer["cited_document_ids"] or "[]")),
+                created_at=answer["created_at"],
+            ))  # fmt: skip
+        return tuple(turns[:limit])
+
+    async def delete(self, key: SessionKey) -> int:
+        """Delete the session and all its messages; returns how many turns (question and answer) were deleted."""
+        deleted = await self._db.execute(
+            "DELETE FROM session_messages WHERE tenant_id = ? AND session_id = ?", (key.tenant_id, key.session_id)
+        )
+        await self._db.execute("DELETE FROM sessions WHERE tenant_id = ? AND session_id = ?", (key.tenant_id, key.session_id))
+        return (deleted + 1) // 2
+
+    async def append(
+        self,
+        key: SessionKey,
+        messages: Sequence[ChatMessage],
+        evidence: Evidence,
+        cited_document_ids: Sequence[str] = (),
+    ) -> None:
+        """Add `messages` (one turn, drawn from `evidence`, its answer citing `cited_document_ids`) after the
+        session's last ones, in one transaction (retried when a concurrent append took the same sequence
+        numbers)."""
         now = utc_now()
         scope = (key.tenant_id, key.session_id)
-        stored = evidence.to_json()
-        rows = [(*scope, *scope, m.role.value, m.content, stored, now) for m in messages]
+        stored, cited = evidence.to_json(), json.dumps(list(cited_document_ids))
+        rows = [(*scope, *scope, m.role.value, m.content, stored, cited, now) for m in messages]
         for attempt in range(1, APPEND_ATTEMPTS + 1):
             try:
                 await self._db.execute_many(_APPEND, rows)
