@@ -16,7 +16,7 @@ policy costs, and token counting.
 2. Token counting. TokenBudget.pack() of a typical request (5 chunks of ~180 tokens, a 4-turn history) with the
    real encodings, per model family, and one count() of a chunk.
 
-    python -m bench.generation [--calls 200] [--first-token-ms 200] [--token-ms 10]
+    python -m bench.generation [--calls 200] [--first-token-ms 200] [--token-ms 10] [--pack-repeat 2000]
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from typing import Any
 import grpc
 import httpx
 
-from bench.stats import summary, write_result
+from bench.stats import CacheTally, machine, summary, write_result
 from ragsvc.budget import ModelCatalog
 from ragsvc.config import BudgetSettings, GenerationSettings
 from ragsvc.domain import ChatMessage, Chunk, Role, ScoredChunk
@@ -114,13 +113,16 @@ async def first_token_overheads(calls: int, warmup: int, first_token_ms: float, 
             ragsvc_from_call: list[float] = []
             validated: list[float] = []
             validated_from_call: list[float] = []
+            cache = CacheTally()
             async with httpx.AsyncClient(base_url=llm.base_url) as http, grpc.aio.insecure_channel(address) as channel:
                 stub = rag_service_pb2_grpc.RagServiceStub(channel)
                 for i in range(warmup + calls):
                     question = QUESTIONS[i % len(QUESTIONS)]
                     raw_ms = await raw_stream(http, llm)
-                    via_ms, call_ms = await ragsvc_stream(stub, llm, question, pb.STREAM_POLICY_RAW)
-                    sentence_ms, sentence_call_ms = await ragsvc_stream(stub, llm, question, pb.STREAM_POLICY_VALIDATED)
+                    via_ms, call_ms = await ragsvc_stream(stub, llm, question, pb.STREAM_POLICY_RAW, cache)
+                    sentence_ms, sentence_call_ms = await ragsvc_stream(
+                        stub, llm, question, pb.STREAM_POLICY_VALIDATED, cache
+                    )
                     if i >= warmup:
                         raw.append(raw_ms)
                         ragsvc.append(via_ms)
@@ -132,7 +134,10 @@ async def first_token_overheads(calls: int, warmup: int, first_token_ms: float, 
             server.wait(timeout=30)
     overhead = [v - r for v, r in zip(ragsvc, raw, strict=True)]
     cost = [v - r for v, r in zip(validated_from_call, ragsvc_from_call, strict=True)]
+    if cache.hits:
+        raise RuntimeError(f"{cache.hits} answers came from the cache, which is off")
     return {
+        "cache": cache.report("RAG_CACHE_MAX_ENTRIES=0"),
         "script": {"first_token_delay_ms": first_token_ms, "token_delay_ms": token_ms, "tokens": len(deltas),
                    "first_sentence_tokens": first_sentence_tokens},
         "raw_httpx_after_server_first_token": summary(raw, QUANTILES),
@@ -159,7 +164,7 @@ async def raw_stream(http: httpx.AsyncClient, llm: ScriptedOpenAIServer) -> floa
 
 
 async def ragsvc_stream(stub: rag_service_pb2_grpc.RagServiceStub, llm: ScriptedOpenAIServer, question: str,
-                        policy: pb.StreamPolicy) -> tuple[float, float]:
+                        policy: pb.StreamPolicy, cache: CacheTally) -> tuple[float, float]:
     """ms from the server sending the first token to the gRPC client reading the first text delta (a token when
     `policy` is raw, a sentence when validated); and from the call."""
     seen = len(llm.streams)
@@ -171,6 +176,7 @@ async def ragsvc_stream(stub: rag_service_pb2_grpc.RagServiceStub, llm: Scripted
             first = time.monotonic()
         if message.HasField("answer"):
             answer = message.answer
+            cache.count(answer)
     if answer is None or not answer.grounded:
         raise RuntimeError(f"expected a grounded answer to {question!r}; got {answer}")
     return first_token_gap(llm, seen, first), ((first or started) - started) * 1000
@@ -220,7 +226,7 @@ def counting_cost(repeat: int) -> dict[str, Any]:
     }
 
 
-async def run(calls: int, warmup: int, first_token_ms: float, token_ms: float) -> dict[str, Any]:
+async def run(calls: int, warmup: int, first_token_ms: float, token_ms: float, pack_repeat: int) -> dict[str, Any]:
     load_before = os.getloadavg()
     ttft = await first_token_overheads(calls, warmup, first_token_ms, token_ms)
     return {
@@ -229,21 +235,21 @@ async def run(calls: int, warmup: int, first_token_ms: float, token_ms: float) -
         "released sentence of a validated stream, interleaved call by call, each measured from the server's "
         "first-token send time and from the call's start; then TokenBudget.pack() cost",
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()},
+        "machine": machine(load_before),
         "time_to_first_token": ttft,
-        "token_counting": counting_cost(repeat=2000),
+        "token_counting": counting_cost(repeat=pack_repeat),
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--first-token-ms", type=float, default=200.0)
     parser.add_argument("--token-ms", type=float, default=10.0)
-    args = parser.parse_args([] if __name__ != "__main__" else None)
-    result = asyncio.run(run(args.calls, args.warmup, args.first_token_ms, args.token_ms))
+    parser.add_argument("--pack-repeat", type=int, default=2000, help="TokenBudget.pack() calls timed per model")
+    args = parser.parse_args(argv)
+    result = asyncio.run(run(args.calls, args.warmup, args.first_token_ms, args.token_ms, args.pack_repeat))
     write_result("generation", result)
 
 

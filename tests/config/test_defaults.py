@@ -42,6 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "RAG_REJECT_INJECTION": False,
     "RAG_CACHE_MAX_ENTRIES": 1000,
     "RAG_CACHE_TTL_SECONDS": 3600.0,
+    "RAG_IDEMPOTENCY_TTL_SECONDS": 86400.0,
     "RAG_REQUEST_LOG": True,
     "RAG_METRICS_PORT": 0,
     "OTEL_EXPORTER_OTLP_ENDPOINT": "",
@@ -72,6 +73,7 @@ DEFAULTS: dict[str, Any] = {
     # Ingestion
     "RAG_CHUNK_TOKENS": 180,
     "RAG_CHUNK_OVERLAP_TOKENS": 40,
+    "RAG_MAX_DOCUMENT_BYTES": 268435456,
     # Generation
     "RAG_GENERATOR": "extractive",
     "OPENAI_BASE_URL": "http://127.0.0.1:8080/v1",

@@ -6,7 +6,7 @@ authentication on and a rate limit of 3 calls a minute per key, which is what on
 client's own output is printed (pytest -s).
 
 The Go toolchain and modules come from `make go-tools` (see gotools.py); `make test` installs them and sets
-RAG_POLYGLOT_REQUIRED, so these tests fail there, rather than skip, when something is missing.
+POLYGLOT_REQUIRED, so these tests fail there, rather than skip, when something is missing.
 """
 
 from __future__ import annotations

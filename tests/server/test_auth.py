@@ -47,17 +47,22 @@ async def auth_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
     async with running_server(
         tmp_path_factory.mktemp("auth-data"), auth_enabled=True, api_keys_file=str(keys_file)
     ) as server:
-        async with connected(server) as stubs:
-            documents = [
-                index_pb.Document(document_id="travel", name="travel.md", content=FINANCE_DOC,
-                                  media_type="text/markdown", tags=["finance"]),
-                index_pb.Document(document_id="salaries", name="salaries.md", content=HR_DOC,
-                                  media_type="text/markdown", tags=["hr"]),
-            ]
-            await stubs.index.IngestDocuments(
-                index_pb.IngestDocumentsRequest(documents=documents), metadata=bearer("tok-admin"), timeout=30
-            )
+        await ingest_finance_and_hr(server, "tok-admin")
         yield server
+
+
+async def ingest_finance_and_hr(server: RagServer, token: str) -> None:
+    """The finance document (tag `finance`) and the HR one (tag `hr`), ingested with the indexing key `token`."""
+    documents = [
+        index_pb.Document(document_id="travel", name="travel.md", content=FINANCE_DOC, media_type="text/markdown",
+                          tags=["finance"]),
+        index_pb.Document(document_id="salaries", name="salaries.md", content=HR_DOC, media_type="text/markdown",
+                          tags=["hr"]),
+    ]  # fmt: skip
+    async with connected(server) as stubs:
+        await stubs.index.IngestDocuments(
+            index_pb.IngestDocumentsRequest(documents=documents), metadata=bearer(token), timeout=60
+        )
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +133,36 @@ async def test_index_service_needs_a_key_allowed_to_index(index) -> None:
         await index.IngestDocuments(request, metadata=bearer("tok-finance"), timeout=10)
     details = details_of(caught.value)
     assert (details.code, details.reason) == (grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED")
+
+
+async def test_uploads_in_pieces_are_authenticated_and_bounded_by_the_key(index) -> None:
+    """The client stream's first message is checked like any request: token, index permission, tenant, tags."""
+
+    def upload(**first: object) -> AsyncIterator[index_pb.UploadDocumentRequest]:
+        async def messages() -> AsyncIterator[index_pb.UploadDocumentRequest]:
+            document = index_pb.Document(document_id="memo", media_type="text/plain", tags=first.pop("tags", []))
+            yield index_pb.UploadDocumentRequest(document=document, data=b"The memo.", **first)
+            yield index_pb.UploadDocumentRequest(write_offset=9, finish_write=True)
+
+        return messages()
+
+    refusals = [
+        ((), {}, grpc.StatusCode.UNAUTHENTICATED),
+        (bearer("tok-finance"), {}, grpc.StatusCode.PERMISSION_DENIED),  # not an indexing key
+        (bearer("tok-admin"), {"tenant_id": "globex"}, grpc.StatusCode.PERMISSION_DENIED),
+    ]
+    for metadata, first, code in refusals:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await index.UploadDocument(upload(**first), metadata=metadata, timeout=10)
+        assert details_of(caught.value).code == code, (metadata, first)
+
+    done = await index.UploadDocument(upload(tags=["finance"]), metadata=bearer("tok-admin"), timeout=30)
+    assert done.result.chunks_indexed == 1
+    listed = await index.ListDocuments(index_pb.ListDocumentsRequest(), metadata=bearer("tok-admin"), timeout=10)
+    assert {d.document_id for d in listed.documents} == {"memo", "salaries", "travel"}, "the key's tenant: acme"
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await index.ListDocuments(index_pb.ListDocumentsRequest(tenant_id="default"), metadata=bearer("tok-admin"))
+    assert details_of(caught.value).code == grpc.StatusCode.PERMISSION_DENIED
 
 
 async def test_the_tenant_and_tags_come_from_the_key(rag) -> None:

@@ -17,6 +17,7 @@ import contextlib
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
@@ -120,7 +121,7 @@ async def test_postgresql_stopped_mid_run_is_unavailable_then_recovers_without_a
                 details = details_of(refused)
                 assert (details.code, details.reason) == (grpc.StatusCode.UNAVAILABLE, "DATABASE_UNAVAILABLE")
                 assert details.retry_after_s is not None
-            down_at = time.monotonic()
+            down_at, down_at_wall = time.monotonic(), datetime.now(UTC)
         finally:
             await asyncio.to_thread(postgres_server.start)
         await wait_for_health(stubs.health, "", SERVING, within_s=HEALTH_WITHIN_S)
@@ -128,8 +129,10 @@ async def test_postgresql_stopped_mid_run_is_unavailable_then_recovers_without_a
     print(f"\nasks while PostgreSQL stopped and started again: {load}")
     assert set(load.codes) == {grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE}, "typed, never INTERNAL"
     assert set(load.reasons) == {"DATABASE_UNAVAILABLE"}
-    rows = await server.components.answers.recent(server.settings.server.default_tenant, limit=1)
-    assert rows and rows[0]["outcome"] == "answered", "the audit log is written again"
+    # The calls in flight when the load stops are cancelled and logged so; the answers after recovery are there.
+    rows = await server.components.answers.recent(server.settings.server.default_tenant, limit=100)
+    answered_since = [row for row in rows if row["outcome"] == "answered" and row["created_at"] > down_at_wall]
+    assert answered_since, "the audit log is written again"
 
 
 async def test_redis_stopped_mid_run_degrades_and_answers_go_on(

@@ -98,7 +98,7 @@ class Pipeline:
             answer = assemble.gate_refusal(
                 question, retrieved, refusal, verdict, await self._route(verdict), prompt, timings, ledger, text=text
             )
-            await self._conversation.remember(question, answer)
+            await self._conversation.remember(question, answer, retrieval)
             yield answer
             return
 
@@ -145,7 +145,7 @@ class Pipeline:
         )
         route = await self._route(validated.verdict)
         answer = assemble.answer(question, retrieved, generated, validated, route, prompt, timings, ledger)
-        await self._conversation.remember(question, answer)
+        await self._conversation.remember(question, answer, retrieval)
         yield answer
 
     async def _route(self, verdict: Verdict) -> RouteTarget | None:

@@ -18,6 +18,7 @@ from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
 from ragsvc.config import Settings
+from ragsvc.ingest.uploads import UploadStaging
 from ragsvc.retrieval.base import Embedder
 from ragsvc.server.admin import AdminServicer
 from ragsvc.server.components import Components, index_demo_corpus, open_components
@@ -43,11 +44,19 @@ _log = logging.getLogger(__name__)
 def build_servicers(components: Components) -> tuple[RagServicer, IndexServicer, AdminServicer]:
     """The servicers over `components`, as the server serves them (in-process tests drive the same ones)."""
     settings = components.settings
-    rag = RagServicer(components.answering)
-    index = IndexServicer(components.indexer, default_tenant=settings.server.default_tenant, cache=components.cache)
+    rag = RagServicer(components.answering, components.conversation, default_tenant=settings.server.default_tenant)
+    uploads = UploadStaging(settings.server.data_dir / "uploads", max_bytes=settings.ingest.max_document_bytes)
+    index = IndexServicer(
+        components.indexer,
+        components.engine,
+        uploads,
+        default_tenant=settings.server.default_tenant,
+        cache=components.cache,
+    )
     admin = AdminServicer(
         templates=components.templates,
         ranking=components.ranking,
+        owners=components.owners,
         answering=components.answering,
         default_model=settings.generation.chat_model,
         model_limits=settings.generation.model_limits,

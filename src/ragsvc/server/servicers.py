@@ -1,18 +1,29 @@
-"""RagService and IndexService: convert proto -> domain, call the domain, convert back. Transport only."""
+"""RagService and IndexService: convert proto -> domain, call the domain, convert back. Transport only.
+
+A session's turns are read and deleted by `answering.conversation.Conversation`, bound to the caller as the Asks
+that stored them were."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
 from collections.abc import AsyncIterator
 
 from ragsvc import domain
 from ragsvc.answering.cache import AnswerStore
+from ragsvc.answering.context import CallContext
+from ragsvc.answering.conversation import Conversation
 from ragsvc.answering.service import AnsweringService
-from ragsvc.errors import NotFound
+from ragsvc.errors import FieldViolation, InvalidRequest, NotFound
 from ragsvc.ingest.indexer import Indexer
-from ragsvc.sanitize import validate_document_id, validate_documents
+from ragsvc.ingest.uploads import UploadStaging
+from ragsvc.retrieval.base import VectorEngine
+from ragsvc.sanitize import validate_document_id, validate_documents, validate_session_id
 from ragsvc.server.boundary import call_context, call_state, stream_boundary, unary_boundary
 from ragsvc.server.interceptors import Context
+from ragsvc.server.pages import BAD_PAGE_TOKEN, page_after, page_size_of, page_token
+from ragsvc.storage.sessions import SessionKey
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc as index_grpc
 from ragsvc.v1 import rag_service_pb2 as pb
@@ -21,8 +32,10 @@ from ragsvc.wire import convert
 
 
 class RagServicer(rag_grpc.RagServiceServicer):
-    def __init__(self, answering: AnsweringService) -> None:
+    def __init__(self, answering: AnsweringService, conversation: Conversation, *, default_tenant: str) -> None:
         self._answering = answering
+        self._conversation = conversation  # stored sessions, read back and deleted
+        self._default_tenant = default_tenant
 
     @unary_boundary
     async def Ask(self, request: pb.AskRequest, context: Context) -> pb.AskResponse:
@@ -45,15 +58,57 @@ class RagServicer(rag_grpc.RagServiceServicer):
             async for event in events:
                 yield convert.event_to_proto(event)
 
+    def _session(self, tenant_id: str, session_id: str, call: CallContext) -> SessionKey:
+        """The session a request names: in the key's tenant (the interceptor refused another), else the one it
+        names or the server's default."""
+        validate_session_id(session_id)
+        tenant = call.principal.tenant_id if call.principal is not None else tenant_id.strip()
+        return SessionKey(tenant or self._default_tenant, session_id)
+
+    @unary_boundary
+    async def GetSession(self, request: pb.GetSessionRequest, context: Context) -> pb.GetSessionResponse:
+        call = call_context(context)
+        key = self._session(request.tenant_id, request.session_id, call)
+        tags = tuple(tag.strip() for tag in request.user_tags)
+        if call.principal is not None:
+            tags = call.principal.reading_tags(tags)
+        size = page_size_of(request.page_size)
+        scope = f"{key.tenant_id}/{key.session_id}"
+        after = page_after(request.page_token, scope)
+        if not after.isdigit() and after:
+            raise InvalidRequest([BAD_PAGE_TOKEN])
+        page = await self._conversation.read(key, call.caller, tags, after_seq=int(after or 0), limit=size)
+        token = "" if page.next_after is None else page_token(scope, str(page.next_after))
+        return pb.GetSessionResponse(session=convert.session_to_proto(page), next_page_token=token)
+
+    @unary_boundary
+    async def DeleteSession(self, request: pb.DeleteSessionRequest, context: Context) -> pb.DeleteSessionResponse:
+        call = call_context(context)
+        key = self._session(request.tenant_id, request.session_id, call)
+        admin = call.principal is not None and call.principal.can_admin
+        return pb.DeleteSessionResponse(turns_deleted=await self._conversation.forget(key, call.caller, tenant_admin=admin))
+
 
 class IndexServicer(index_grpc.IndexServiceServicer):
-    def __init__(self, indexer: Indexer, *, default_tenant: str, cache: AnswerStore | None = None) -> None:
+    def __init__(
+        self,
+        indexer: Indexer,
+        engine: VectorEngine,
+        uploads: UploadStaging,
+        *,
+        default_tenant: str,
+        cache: AnswerStore | None = None,
+    ) -> None:
         self._indexer = indexer
+        self._engine = engine
+        self._uploads = uploads
         self._default_tenant = default_tenant
         self._cache = cache  # answers of a tenant are dropped when its documents change
 
-    def _tenant_default(self, context: Context) -> str:
-        """The tenant of a request that names none: the caller's key's, else the server's default."""
+    def _tenant(self, requested: str, context: Context) -> str:
+        """The request's tenant; when it names none, the caller's key's, else the server's default."""
+        if requested.strip():
+            return requested.strip()
         principal = call_state(context).principal
         return principal.tenant_id if principal is not None else self._default_tenant
 
@@ -61,17 +116,19 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         if self._cache is not None:
             await self._cache.invalidate_tenant(tenant)
 
+    async def _ingest(self, documents: list[domain.SourceDocument]) -> list[domain.IngestResult]:
+        validate_documents(documents)
+        try:
+            return [await self._indexer.ingest(document) for document in documents]
+        finally:
+            for tenant in {document.tenant_id for document in documents}:
+                await self._invalidate(tenant)
+
     @unary_boundary
     async def IngestDocuments(
         self, request: index_pb.IngestDocumentsRequest, context: Context
     ) -> index_pb.IngestDocumentsResponse:
-        documents = convert.documents_from_proto(request, self._tenant_default(context))
-        validate_documents(documents)
-        try:
-            results = [await self._indexer.ingest(document) for document in documents]
-        finally:
-            for tenant in {document.tenant_id for document in documents}:
-                await self._invalidate(tenant)
+        results = await self._ingest(convert.documents_from_proto(request, self._tenant(request.tenant_id, context)))
         return index_pb.IngestDocumentsResponse(results=[convert.ingest_result_to_proto(r) for r in results])
 
     @unary_boundary
@@ -79,7 +136,7 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         self, request: index_pb.DeleteDocumentRequest, context: Context
     ) -> index_pb.DeleteDocumentResponse:
         validate_document_id(request.document_id)
-        tenant = request.tenant_id.strip() or self._tenant_default(context)
+        tenant = self._tenant(request.tenant_id, context)
         try:
             deleted = await self._indexer.delete(tenant, request.document_id)
         finally:
@@ -87,3 +144,93 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         if not deleted:
             raise NotFound(f"no document {request.document_id!r} in tenant {tenant!r}")
         return index_pb.DeleteDocumentResponse(chunks_deleted=deleted)
+
+    @unary_boundary
+    async def ListDocuments(
+        self, request: index_pb.ListDocumentsRequest, context: Context
+    ) -> index_pb.ListDocumentsResponse:
+        tenant = self._tenant(request.tenant_id, context)
+        size = page_size_of(request.page_size)
+        after = page_after(request.page_token, tenant)
+        page = await self._engine.list_documents(tenant, after=after, limit=size)
+        token = "" if page.next_after is None else page_token(tenant, page.next_after)
+        return index_pb.ListDocumentsResponse(
+            documents=[convert.stored_document_to_proto(d) for d in page.documents], next_page_token=token
+        )
+
+    @unary_boundary
+    async def GetDocument(self, request: index_pb.GetDocumentRequest, context: Context) -> index_pb.GetDocumentResponse:
+        validate_document_id(request.document_id)
+        tenant = self._tenant(request.tenant_id, context)
+        document = await self._engine.get_document(tenant, request.document_id)
+        if document is None:
+            raise NotFound(f"no document {request.document_id!r} in tenant {tenant!r}")
+        return index_pb.GetDocumentResponse(document=convert.stored_document_to_proto(document))
+
+    @unary_boundary
+    async def GetIndexStats(
+        self, request: index_pb.GetIndexStatsRequest, context: Context
+    ) -> index_pb.GetIndexStatsResponse:
+        return convert.index_stats_to_proto(await self._engine.stats(self._tenant(request.tenant_id, context)))
+
+    @unary_boundary
+    async def GetUploadStatus(
+        self, request: index_pb.GetUploadStatusRequest, context: Context
+    ) -> index_pb.GetUploadStatusResponse:
+        validate_document_id(request.document_id)
+        tenant = self._tenant(request.tenant_id, context)
+        return index_pb.GetUploadStatusResponse(committed_size=self._uploads.committed(tenant, request.document_id))
+
+    @unary_boundary
+    async def UploadDocument(
+        self, request_iterator: AsyncIterator[index_pb.UploadDocumentRequest], context: Context
+    ) -> index_pb.UploadDocumentResponse:
+        requests = aiter(request_iterator)
+        first = await anext(requests, None)
+        if first is None or not first.HasField("document"):
+            raise InvalidRequest([FieldViolation("document", "the first message must carry the document")])
+        if first.document.content:
+            raise InvalidRequest([FieldViolation("document.content", "must be empty: send the content in data")])
+        tenant = self._tenant(first.tenant_id, context)
+        [document] = convert.documents_from_proto(
+            index_pb.IngestDocumentsRequest(tenant_id=tenant, documents=[first.document]), tenant
+        )
+        try:
+            validate_documents([document])
+        except InvalidRequest as exc:  # named as this request names them
+            raise InvalidRequest(
+                [FieldViolation(v.field.replace("documents[0]", "document"), v.description) for v in exc.violations]
+            ) from exc
+        async with self._uploads.writing(tenant, document.document_id) as upload:
+            message: index_pb.UploadDocumentRequest | None = first
+            while message is not None:
+                _check_piece(message, first, tenant, upload.size)
+                if message is first and message.write_offset == 0:
+                    upload.discard()  # a new upload, or one started over
+                await upload.append(message.data)
+                if message.finish_write:
+                    content = await upload.content()
+                    if message.content_sha256 and hashlib.sha256(content).hexdigest() != message.content_sha256.lower():
+                        upload.discard()
+                        violation = "does not match the content received; the upload was dropped: start it over"
+                        raise InvalidRequest([FieldViolation("content_sha256", violation)])
+                    [result] = await self._ingest([dataclasses.replace(document, content=content)])
+                    upload.discard()
+                    return index_pb.UploadDocumentResponse(
+                        committed_size=len(content), result=convert.ingest_result_to_proto(result)
+                    )
+                message = await anext(requests, None)
+            return index_pb.UploadDocumentResponse(committed_size=upload.size)
+
+
+def _check_piece(
+    message: index_pb.UploadDocumentRequest, first: index_pb.UploadDocumentRequest, tenant: str, received: int
+) -> None:
+    """Raise InvalidRequest for a message that does not continue the upload."""
+    if message is not first and message.HasField("document"):
+        raise InvalidRequest([FieldViolation("document", "only the first message may carry the document")])
+    if message is not first and message.tenant_id.strip() not in ("", tenant):
+        raise InvalidRequest([FieldViolation("tenant_id", "must be the first message's or empty")])
+    if message.write_offset != received and not (message is first and message.write_offset == 0):
+        violation = f"is {message.write_offset}, but the server holds {received} bytes of this upload"
+        raise InvalidRequest([FieldViolation("write_offset", violation)])

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from google.protobuf import duration_pb2
+from google.protobuf import duration_pb2, timestamp_pb2
 
 from ragsvc import domain
 from ragsvc.errors import FieldViolation, InvalidRequest
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import rag_service_pb2 as pb
+
+if TYPE_CHECKING:  # the CLI imports this module: it stays free of the answering service's imports
+    from ragsvc.answering.conversation import SessionPage
 
 _V = TypeVar("_V")
 
@@ -273,4 +277,60 @@ def ingest_result_to_proto(result: domain.IngestResult) -> index_pb.DocumentResu
         chunks_indexed=result.chunks_indexed,
         elapsed=_duration(result.elapsed_ms),
         error=result.error,
+        unchanged=result.unchanged,
     )
+
+
+def stored_document_to_proto(document: domain.StoredDocument) -> index_pb.IndexedDocument:
+    message = index_pb.IndexedDocument(
+        document_id=document.document_id,
+        name=document.name,
+        title=document.title,
+        tags=document.tags,
+        source_url=document.source_url,
+        confidential=document.confidential,
+        chunk_count=document.chunks,
+    )
+    source = document.source
+    if source is not None:
+        message.media_type = source.media_type
+        message.size_bytes = source.content_bytes
+        message.content_sha256 = source.content_sha256
+        ingested = timestamp_pb2.Timestamp()
+        ingested.FromNanoseconds(round(source.ingested_at * 1e9))
+        message.ingest_time.CopyFrom(ingested)
+    return message
+
+
+def index_stats_to_proto(stats: domain.IndexStats) -> index_pb.GetIndexStatsResponse:
+    return index_pb.GetIndexStatsResponse(
+        document_count=stats.documents, chunk_count=stats.chunks, content_bytes=stats.content_bytes, engine=stats.engine
+    )
+
+
+def timestamp_of(value: datetime) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(value)
+    return stamp
+
+
+def session_to_proto(page: SessionPage) -> pb.Session:
+    """A page of a session's turns as GetSession returns it."""
+    session = pb.Session(
+        session_id=page.key.session_id,
+        tenant_id=page.key.tenant_id,
+        turns=[
+            pb.SessionTurn(
+                turn_number=turn.number,
+                query=turn.query,
+                answer=turn.answer,
+                cited_document_ids=turn.cited_document_ids,
+                create_time=timestamp_of(turn.created_at),
+            )
+            for turn in page.turns
+        ],
+    )
+    if page.created_at is not None and page.updated_at is not None:
+        session.create_time.CopyFrom(timestamp_of(page.created_at))
+        session.update_time.CopyFrom(timestamp_of(page.updated_at))
+    return session
