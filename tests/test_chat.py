@@ -194,7 +194,7 @@ async def test_a_grounded_answer_a_follow_up_with_its_source_and_a_refusal_whose
     await expect(chat, "> ")
 
     await turn(chat, GROUNDED, "grace period. [#1]", "Sources:", "operations.md")
-    source = "[#1] operations.md · page N/A · section Graceful shutdown"
+    source = "[#1] operations.md · section Graceful shutdown"  # no page: Markdown has none
     await turn(chat, GRACE, "ten seconds by default. [#1]", "Sources:", source)
     await turn(chat, UNSUPPORTED, REFUSAL_SENTENCE, "(REFUSAL_REASON_UNSUPPORTED_ANSWER)")
     chat.sendline("exit")

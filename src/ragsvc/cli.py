@@ -549,12 +549,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "owners":
             return asyncio.run(_owners(args, address))
         if args.command == "chat":
+            asyncio.run(_reachable(address, args.timeout))
             asyncio.run(chat.run(address, tenant=args.tenant, tags=args.tags, deadline_s=args.timeout,
                                  stream_policy=_stream_policy(args)))
-
-
-            asyncio.run(_reachable(address, args.timeout))
-            asyncio.run(chat.run(address, tenant=args.tenant, tags=args.tags, deadline_s=args.timeout))
             return 0
         asyncio.run(_ask(args, address))
         return 0
