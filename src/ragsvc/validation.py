@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragsvc.domain import Action, Citation, Confidence, RefusalReason, ScoredChunk
-from ragsvc.lexical import asks_for_amount, content_terms, index_terms, key_phrases, question_terms, states_amount
+from ragsvc.lexical import answers_value, asked_values, content_terms, index_terms, key_phrases, question_terms, stated_values
 
 # Strict on purpose: "[1]", "[ #1 ]", "[#1a]" and "vec![1]" are not markers.
 MARKER = re.compile(r"\[#(\d{1,3})\]")
@@ -171,13 +171,13 @@ def answer_support(question: str, answer: str, citations: Sequence[Citation]) ->
     weights = {term.term: 2.0 if term.named else 1.0 for term in terms}
     total = sum(weights.values())
     headings = set(index_terms(" ".join(f"{c.chunk.page_title}\n{c.chunk.section or ''}" for c in citations)))
-    wants_amount = asks_for_amount(question)
+    asked = asked_values(question)
     best = 0.0
     for match in _SENTENCE.finditer(answer):
         sentence = MARKER.sub(" ", match.group(0))
         found = headings.union(index_terms(sentence))
         share = sum(weight for term, weight in weights.items() if term in found) / total
-        if wants_amount and not states_amount(sentence):
+        if asked and not answers_value(asked, stated_values(sentence)):
             share /= 2
         best = max(best, share)
     return best
