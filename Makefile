@@ -22,7 +22,7 @@ serve: $(VENV)/.runtime
 	$(BIN)/ragsvc serve
 
 # RAG_POLYGLOT_REQUIRED: the Go client and stub tests fail, rather than skip, without their tools.
-test: $(VENV)/.dev lint-proto breaking go-tools ts-tools check
+test: $(VENV)/.dev lint-proto breaking go-example ts-tools check
 	RAG_POLYGLOT_REQUIRED=1 $(BIN)/python -m pytest
 
 # Type checking (mypy strict on src/ragsvc) and linting (ruff), both configured in pyproject.toml.

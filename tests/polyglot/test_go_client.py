@@ -36,7 +36,8 @@ KEYS = {
 
 @pytest.fixture(scope="module")
 def go_client() -> Path:
-    """The example, vendored and built now (the build cache makes this ~1 s after the first time)."""
+    """The example, vendored and built (`make test` builds it first, so the cold build of ~1 minute is not inside
+    a test's time limit; the build cache makes this ~1 s)."""
     require_tools(gotools.toolchain_missing())
     return gotools.build()
 

@@ -134,7 +134,9 @@ async def test_the_index_is_built_in_the_background_while_queries_and_writes_go_
 
 
 async def test_a_large_ingest_schedules_a_build_once_writes_go_quiet(tmp_path: Path) -> None:
-    engine = EdgeEngine.open(tmp_path / "shard", DIMENSION, index_after_points=500, index_delay_s=0.05)
+    # The quiet time must outlast any pause between two writes of one fill, even on a loaded machine (0.05 s
+    # did not: a build started mid-fill with 500 points).
+    engine = EdgeEngine.open(tmp_path / "shard", DIMENSION, index_after_points=500, index_delay_s=1.0)
     try:
         await fill(engine, documents=4, chunks_each=100)
         await asyncio.sleep(0.2)
