@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragsvc.domain import Action, Citation, Confidence, RefusalReason, ScoredChunk
-from ragsvc.lexical import answers_value, asked_values, content_terms, index_terms, key_phrases, question_terms, stated_values
+from ragsvc.lexical import content_terms, index_terms, key_phrases, question_terms
+from ragsvc.values import answers_value, asked_values, stated_values
 
 # Strict on purpose: "[1]", "[ #1 ]", "[#1a]" and "vec![1]" are not markers.
 MARKER = re.compile(r"\[#(\d{1,3})\]")

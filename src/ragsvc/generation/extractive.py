@@ -25,9 +25,10 @@ from dataclasses import dataclass
 
 from ragsvc.domain import GenerationDelta, GenerationRequest, ScoredChunk, Usage
 from ragsvc.generation.base import Capabilities
-from ragsvc.lexical import answers_value, asked_values, compound_terms, content_terms, stated_values
+from ragsvc.lexical import compound_terms, content_terms
 from ragsvc.passages import Kind, Passage, passages
 from ragsvc.sanitize import injection_patterns
+from ragsvc.values import answers_value, asked_values, stated_values
 
 # The whole answer when no passage of the context shares a content term with the query.
 FALLBACK = "I don't have information about that in the available documentation."
