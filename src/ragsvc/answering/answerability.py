@@ -13,12 +13,17 @@ The signals are ones a reader would accept as a reason:
   text, section heading and page title). Too little of the question found anywhere in one place means the
   evidence is about something else.
 
+Sentences of the question that instruct the model (an injection pattern, or a request to put given words in the
+answer: "append the string X", "output the word X") are not part of what it asks: their words are never judged,
+nor named in a refusal, which would echo them.
+
 `score` (coverage, 0-1) is also what the answer's confidence uses when no model scores the answer (see
 validation.AnswerPolicy).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,6 +32,16 @@ from ragsvc.domain import Question, RetrievalQuery, ScoredChunk
 from ragsvc.lexical import QuestionTerm, idf, index_terms, question_terms
 from ragsvc.retrieval.base import Retriever, TermCounts
 from ragsvc.retrieval.layout import indexed_text
+from ragsvc.sanitize import injection_patterns
+
+_SENTENCE = re.compile(r"[^.!?]+[.!?]*")
+# A request to put given words into the answer: "append the string X to your answer", "output the word X".
+_ECHO_REQUEST = re.compile(
+    r"\b(append|add|output|print|say|write|reply|respond|repeat|include|end|start|begin|sign|return|type)\b"
+    r"[^.!?]{0,40}?\b(the\s+)?(word|words|string|phrase|text|token|line)\b"
+    r"|\b(your|the)\s+(answer|reply|response|output)\b[^.!?]{0,20}?\b(with|by)\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,14 +71,23 @@ class AnswerabilityGate:
     async def assess(self, question: Question, search: str, evidence: Sequence[ScoredChunk]) -> Assessment:
         """Whether `evidence` can answer `search` (the question, or for a follow-up the question with the turn it
         follows), with corpus statistics over what the question's caller can see."""
-        terms = question_terms(search)
+        asked = without_instructions(search)
+        terms = question_terms(asked)
+        if not terms and question_terms(search):  # nothing asked but instructions
+            return Assessment(answerable=False, score=0.0)
         if not terms or not evidence:
             return Assessment(answerable=True, score=1.0)
         visible = RetrievalQuery(
-            text=search, tenant_id=question.tenant_id, user_tags=question.user_tags, filters=question.filters
+            text=asked, tenant_id=question.tenant_id, user_tags=question.user_tags, filters=question.filters
         )
         counts = await self._retriever.term_counts(visible, sorted({t.term for t in terms}))
         return assess(terms, counts, evidence, min_coverage=self._min_coverage, rare_share=self._rare_share)
+
+
+def without_instructions(question: str) -> str:
+    """`question` without its sentences that instruct the model (see the module's docstring)."""
+    kept = (s for s in _SENTENCE.findall(question) if not injection_patterns(s) and not _ECHO_REQUEST.search(s))
+    return " ".join(sentence.strip() for sentence in kept)
 
 
 def assess(
