@@ -1,70 +1,21 @@
-"""A generator that calls no LLM: the answer is the context's passages that best answer the query, each followed by
-the citation marker of its chunk.
-
-A passage (a sentence, a sentence with the short code block it introduces, a table row: see ragsvc.passages) is
-judged with what it sits under: its chunk's page title and section heading, its label (a definition term such as
-"max_connections (integer)") and the entry or paragraph around it. Its score adds
-
-- **its words**: each query term found counts its rarity among the candidate passages (IDF), fully in the
-  passage, more in its label (a passage under a label is about it), less in its heading or page title;
-- **its surroundings**: a share of the best word score in its entry (or paragraph), so that "The default is
-  three." under a label that matches the question counts;
-- **the value asked for**: when the question asks for an amount ("how many", "how long", "default" ...), a
-  passage stating one of that kind (a duration, a size, a number) gains in proportion to its surroundings;
-
-all weighted by its chunk's retrieval relevance. Paragraphs that address instructions to the reader or to a model
-(prompt injection planted in a document) are never quoted."""
+"""A generator that calls no LLM: the answer is the context's passages that best answer the query (see
+ragsvc.relevance), each followed by the citation marker of its chunk; near-duplicates (overlapping chunks repeat
+text) are quoted once."""
 
 from __future__ import annotations
 
-import math
 import re
-from collections import Counter
-from collections.abc import AsyncGenerator, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator
 
-from ragsvc.domain import GenerationDelta, GenerationRequest, ScoredChunk, Usage
+from ragsvc.domain import GenerationDelta, GenerationRequest, Usage
 from ragsvc.generation.base import Capabilities
-from ragsvc.lexical import compound_terms, content_terms
-from ragsvc.passages import Kind, Passage, passages
-from ragsvc.sanitize import injection_patterns
-from ragsvc.values import answers_value, asked_values, stated_values
+from ragsvc.relevance import Candidate, candidates, ranked
 
 # The whole answer when no passage of the context shares a content term with the query.
 FALLBACK = "I don't have information about that in the available documentation."
 
-# How much a query term counts when found in the passage's label, or only in its section heading or page title.
-LABEL_WEIGHT = 1.2  # a passage under a label is about it: more than one naming it in passing
-HEADING_WEIGHT = 0.5
-CONTEXT_WEIGHT = 0.25  # share of the best word score of its entry or paragraph a passage inherits
-VALUE_WEIGHT = 1.0  # share of that best score a passage stating the asked-for kind of value gains
-_MIN_WORDS = 3  # shorter fragments (stray headings, "See below.") are never an answer
 _DUPLICATE_OVERLAP = 0.8  # share of the smaller passage's terms that makes two passages the same
-
 _WORD = re.compile(r"\S+\s*")
-
-# Words addressing a model or the reader with instructions about the answer (besides sanitize's patterns).
-_ADDRESSES_A_MODEL = re.compile(
-    r"\b(note|instructions?|message)\s+(for|to)\s+(the\s+|any\s+)?(ai|assistant|model|llm|chatbot|bot)\b"
-    r"|\b(ai|language model|llm|chatbot)\s+(assistant\s+)?(must|should|answering)\b|\bsystem prompt\b"
-    r"|\btell the user\b|\bevery answer\b",
-    re.IGNORECASE,
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A passage of the context that may be quoted, with what it is judged by."""
-
-    text: str
-    marker: int
-    position: int  # order within its chunk
-    relevance: float  # the chunk's retrieval score
-    terms: frozenset[str]  # stemmed content terms and compound names
-    label: frozenset[str]  # terms of the label it sits under
-    heading: frozenset[str]  # terms of its chunk's section heading and page title
-    scope: tuple[int, int, int]  # (marker, entry, paragraph): the passages it is read with
-    values: frozenset[str]  # the kinds of value it states (lexical.stated_values)
 
 
 class ExtractiveGenerator:
@@ -111,97 +62,6 @@ class ExtractiveGenerator:
         if not chosen:
             return FALLBACK
         return " ".join(f"{candidate.text} [#{candidate.marker}]" for candidate in chosen)
-
-
-def passage_terms(text: str) -> list[str]:
-    """Content terms and compound names ("max_connections" is a term besides its parts)."""
-    return [*content_terms(text), *compound_terms(text)]
-
-
-def query_terms(query: str) -> list[str]:
-    """The query's compound names, and its other content terms: a compound's parts do not count again."""
-    compounds = compound_terms(query)
-    rest = query.lower()
-    for compound in compounds:
-        rest = rest.replace(compound, " ")
-    return sorted({*compounds, *content_terms(rest)})
-
-
-def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:
-    """Every passage of the context that may be quoted: long enough to be an answer, holding a content term, not
-    cut by its chunk's border (overlapping chunks hold it whole), not in a paragraph that instructs a model."""
-    for marker, scored in enumerate(context, start=1):
-        chunk = scored.chunk
-        heading = frozenset(passage_terms(f"{chunk.page_title}\n{chunk.section or ''}"))
-        found = passages(chunk.text)
-        instructing = {p.block for p in found if _instructs_a_model(p.text)}
-        label: frozenset[str] = frozenset()
-        for position, passage in enumerate(found):
-            if passage.kind is Kind.LABEL:
-                label = frozenset(passage_terms(passage.text))
-                continue
-            terms = frozenset(passage_terms(passage.text))
-            if passage.cut or passage.block in instructing or not terms or len(passage.text.split()) < _MIN_WORDS:
-                continue
-            yield Candidate(
-                passage.text,
-                marker,
-                position,
-                max(scored.score, 0.0),
-                terms,
-                label,
-                heading,
-                _scope(marker, passage),
-                stated_values(passage.text),
-            )
-
-
-def _scope(marker: int, passage: Passage) -> tuple[int, int, int]:
-    """What a passage is read with: the entry of its label, or its paragraph when it sits under none."""
-    return (marker, passage.entry, 0 if passage.entry else passage.block)
-
-
-def _instructs_a_model(block: str) -> bool:
-    """True for a paragraph that gives instructions to a model or to whoever answers (a planted injection)."""
-    return bool(injection_patterns(block)) or bool(_ADDRESSES_A_MODEL.search(block))
-
-
-def ranked(query: str, found: Sequence[Candidate]) -> list[Candidate]:
-    """The candidates worth quoting for `query`, best first (see the module's docstring); a candidate is worth
-    quoting when a query term is in it or its label, or when it states the value asked for in an entry or
-    paragraph that holds a query term. Ties: marker, position."""
-    terms = query_terms(query)
-    if not terms or not found:
-        return []
-    count = len(found)
-    frequency = Counter(term for candidate in found for term in candidate.terms | candidate.label)
-    idf = {term: math.log(1 + (count - frequency[term] + 0.5) / (frequency[term] + 0.5)) for term in terms}
-    total = sum(idf.values())
-    words = {id(c): sum(idf[term] * _found(term, c) for term in terms) / total for c in found}
-    surroundings: dict[tuple[int, int, int], float] = {}
-    for candidate in found:
-        surroundings[candidate.scope] = max(surroundings.get(candidate.scope, 0.0), words[id(candidate)])
-    asked = asked_values(query)
-    scored: list[tuple[float, Candidate]] = []
-    for candidate in found:
-        own, around = words[id(candidate)], surroundings[candidate.scope]
-        value = answers_value(asked, candidate.values)
-        anchored = any(term in candidate.terms or term in candidate.label for term in terms)
-        if not anchored and not (value and around):
-            continue
-        score = own + (CONTEXT_WEIGHT + VALUE_WEIGHT * value) * around
-        scored.append((score * (0.5 + candidate.relevance), candidate))
-    scored.sort(key=lambda pair: (-pair[0], pair[1].marker, pair[1].position))
-    return [candidate for _, candidate in scored]
-
-
-def _found(term: str, candidate: Candidate) -> float:
-    """How much a query term counts for a passage: found in it, in its label, in its headings, or not at all."""
-    if term in candidate.terms:
-        return 1.0
-    if term in candidate.label:
-        return LABEL_WEIGHT
-    return HEADING_WEIGHT if term in candidate.heading else 0.0
 
 
 def _near_duplicates(a: Candidate, b: Candidate) -> bool:
