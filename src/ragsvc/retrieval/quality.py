@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,17 +15,17 @@ import numpy as np
 from ragsvc.domain import Chunk
 from ragsvc.errors import FieldViolation
 from ragsvc.lexical import index_terms
+from ragsvc.passages import is_label
 from ragsvc.retrieval.base import Candidate
 
 # Seed 003's recency boost: documents up to 30 days old +0.3, up to 90 days +0.2, up to 365 days +0.1.
 RECENCY_STEPS = ((30, 0.3), (90, 0.2), (365, 0.1))
 
-# A chunk whose labels hold the query's terms is about them, not only near them: "max_wal_size default" ranks the
-# entry under "max_wal_size (integer)" above a sentence naming max_wal_size in passing. The boost is this times the
-# share of the query's index terms (a name and each of its parts) found in the chunk's labels, added to the rank.
+# A chunk whose labels (paragraphs of one short line without closing punctuation: ragsvc.passages.is_label) hold
+# the query's terms is about them, not only near them: "max_wal_size default" ranks the entry under
+# "max_wal_size (integer)" above a sentence naming max_wal_size in passing. The boost is this times the share of
+# the query's index terms (a name and each of its parts) found in the chunk's labels, added to the rank.
 LABEL_BOOST = 0.3
-# A label: a paragraph of one short line without closing punctuation (as ragsvc.passages reads it).
-_LABEL_LINE = re.compile(r"(?:^|\n\n)[ \t]*([^\n.!?:;,]{1,80}?)[ \t]*(?=\n\n|$)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +94,9 @@ def label_match(text: str, query_terms: frozenset[str]) -> float:
 
 @functools.lru_cache(maxsize=4096)  # the same chunks come back query after query
 def _label_terms(text: str) -> frozenset[str]:
-    return frozenset(index_terms(" ".join(_LABEL_LINE.findall(text))))
+    paragraphs = (paragraph.strip() for paragraph in text.split("\n\n"))
+    labels = (paragraph for paragraph in paragraphs if "\n" not in paragraph and is_label(paragraph))
+    return frozenset(index_terms(" ".join(labels)))
 
 
 def drop_near_duplicates(candidates: Sequence[Candidate], threshold: float) -> list[Candidate]:
