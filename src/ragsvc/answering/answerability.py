@@ -34,7 +34,7 @@ from ragsvc.retrieval.base import Retriever, TermCounts
 from ragsvc.retrieval.layout import indexed_text
 from ragsvc.sanitize import injection_patterns
 
-_SENTENCE = re.compile(r"[^.!?]+[.!?]*")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")  # not inside "9.2" or "pg_hba.conf"
 # A request to put given words into the answer: "append the string X to your answer", "output the word X".
 _ECHO_REQUEST = re.compile(
     r"\b(append|add|output|print|say|write|reply|respond|repeat|include|end|start|begin|sign|return|type)\b"
@@ -86,7 +86,8 @@ class AnswerabilityGate:
 
 def without_instructions(question: str) -> str:
     """`question` without its sentences that instruct the model (see the module's docstring)."""
-    kept = (s for s in _SENTENCE.findall(question) if not injection_patterns(s) and not _ECHO_REQUEST.search(s))
+    sentences = _SENTENCE_END.split(question)
+    kept = (s for s in sentences if not injection_patterns(s) and not _ECHO_REQUEST.search(s))
     return " ".join(sentence.strip() for sentence in kept)
 
 
