@@ -12,9 +12,10 @@ DURATION = "duration"
 SIZE = "size"
 AMOUNT = "amount"
 
+# "one" and "several" are left out: mostly not amounts ("at any one time", "more than one", "several tables").
 _NUMBER = (
-    r"(?:\d[\d,.]*|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|"
-    r"fifty|sixty|hundred|thousand|million|billion|half|a few|several)"
+    r"(?:\d[\d,.]*|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|"
+    r"fifty|sixty|hundred|thousand|million|billion|half)"
 )
 _ASKS = {
     DURATION: re.compile(r"\bhow (long|often|frequently|soon)\b|\bwhen does\b|\bafter how\b", re.IGNORECASE),
@@ -27,16 +28,17 @@ _ASKS = {
 }
 _STATES = {
     DURATION: re.compile(
-        rf"\b{_NUMBER}[\s-]*(ms|milliseconds?|s|secs?|seconds?|min|minutes?|h|hours?|days?|weeks?|months?|years?)\b"
+        rf"\b(?:{_NUMBER}|one)[\s-]*(ms|milliseconds?|s|secs?|seconds?|min|minutes?|h|hours?|days?|weeks?|months?|years?)\b"
         r"|\b(once|twice) (a|an|per|every)\b|\bevery (second|minute|hour|day|week)\b",
         re.IGNORECASE,
     ),
     SIZE: re.compile(
-        rf"\b{_NUMBER}\s*(bytes?|[kmgt]i?b|[kmgt]ilobytes?|megabytes?|gigabytes?|terabytes?|blocks?|pages?)\b",
+        rf"\b(?:{_NUMBER}|one)\s*(bytes?|[kmgt]i?b|[kmgt]ilobytes?|megabytes?|gigabytes?|terabytes?|blocks?|pages?)\b",
         re.IGNORECASE,
     ),
     AMOUNT: re.compile(rf"\b{_NUMBER}\b|\d", re.IGNORECASE),
 }
+_REFERENCE = re.compile(r"\b(section|chapter|table|figure|example|appendix|part)\s+[\dA-Z][\d.]*", re.IGNORECASE)
 _WHY = re.compile(r"^\s*why\b", re.IGNORECASE)
 
 
@@ -51,8 +53,10 @@ def asked_values(question: str) -> frozenset[str]:
 
 def stated_values(text: str) -> frozenset[str]:
     """The kinds of value `text` states: a number with a time unit (DURATION), with a size unit (SIZE), any
-    number (AMOUNT)."""
-    return frozenset(kind for kind, pattern in _STATES.items() if pattern.search(text))
+    number (AMOUNT); a reference such as "Section 25.1.5" or "Table 9.90" states none."""
+    text = _REFERENCE.sub(" ", text)
+    stated = {kind for kind, pattern in _STATES.items() if pattern.search(text)}
+    return frozenset(stated | {AMOUNT}) if stated else frozenset()  # "one minute" is an amount too
 
 
 def answers_value(asked: frozenset[str], stated: frozenset[str]) -> float:
