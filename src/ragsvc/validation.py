@@ -12,7 +12,9 @@ from ragsvc.domain import Action, Citation, Confidence, RefusalReason, ScoredChu
 from ragsvc.lexical import content_terms, index_terms, key_phrases, question_terms
 from ragsvc.values import answers_value, asked_values, stated_values
 
-SUPPORT_SCALE = 2.0  # a quoted passage's relevance score that counts as full support (chosen on dev)
+# A quoted passage's relevance score (relevance.scored) that counts as no support, and as full support (on dev).
+SUPPORT_FLOOR = 1.2
+SUPPORT_FULL = 3.0
 
 # Strict on purpose: "[1]", "[ #1 ]", "[#1a]" and "vec![1]" are not markers.
 MARKER = re.compile(r"\[#(\d{1,3})\]")
@@ -167,7 +169,7 @@ class AnswerPolicy:
 def answer_support(question: str, answer: str, citations: Sequence[Citation], context: Sequence[ScoredChunk]) -> float:
     """How well `answer` answers `question`, 0-1. An answer quoting passages of the evidence (the extractive one)
     is worth its best quoted passage's relevance to the question (`relevance.scored`: its words with its label and
-    headings, the value asked for, its chunk's retrieval score), SUPPORT_SCALE and above counting as full support.
+    headings, the value asked for, its chunk's retrieval score), from none at SUPPORT_FLOOR to full at SUPPORT_FULL.
     Otherwise, from the words alone: the share of the question's terms (names such as "max_connections" or
     "PgBouncer" count double) that its best sentence holds, that sentence read with the section headings and page
     titles of the chunks the answer cites; halved when the question asks for a value ("how many", "default" ...)
@@ -177,7 +179,7 @@ def answer_support(question: str, answer: str, citations: Sequence[Citation], co
         score for score, passage in relevance.scored(question, list(relevance.candidates(context))) if passage.text in quoted
     ]
     if scores:
-        return min(1.0, max(scores) / SUPPORT_SCALE)
+        return max(0.0, min(1.0, (max(scores) - SUPPORT_FLOOR) / (SUPPORT_FULL - SUPPORT_FLOOR)))
     return _term_support(question, answer, citations)
 
 
