@@ -37,8 +37,9 @@ def _terms(text: str) -> Iterator[str]:
 
 @functools.lru_cache(maxsize=1 << 16)  # words repeat: stem each once
 def stem(word: str) -> str:
-    """A light suffix stripper: plurals, -ing and -ed, a final e, so "configures", "configured",
-    "configuring" and "configure" meet."""
+    """A light suffix stripper: plurals, -ing and -ed, -ion after t or s, a final e, so "configures",
+    "configured", "configuring" and "configure" meet, and so do "connect" and "connections", "authenticate" and
+    "authentication"."""
     if word.isdigit() or len(word) <= 3:
         return word
     if word.endswith("ies") and len(word) > 4:
@@ -53,6 +54,8 @@ def stem(word: str) -> str:
             if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lsz":
                 word = word[:-1]  # running -> run
             break
+    if word.endswith(("tion", "sion")) and len(word) > 6:
+        word = word[:-3]
     if word.endswith("e") and len(word) > 3:
         word = word[:-1]
     return word
