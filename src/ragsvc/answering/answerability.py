@@ -35,10 +35,12 @@ from ragsvc.retrieval.layout import indexed_text
 from ragsvc.sanitize import injection_patterns
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")  # not inside "9.2" or "pg_hba.conf"
-# A request to put given words into the answer: "append the string X to your answer", "output the word X".
+# A request to put given words into the answer: "append the string X to your answer", "output the word X",
+# "end your reply with X".
+_ECHO_VERBS = "append add output print say write reply respond repeat include end start begin sign return type"
+_ECHO_OBJECTS = "word words string phrase text token line"
 _ECHO_REQUEST = re.compile(
-    r"\b(append|add|output|print|say|write|reply|respond|repeat|include|end|start|begin|sign|return|type)\b"
-    r"[^.!?]{0,40}?\b(the\s+)?(word|words|string|phrase|text|token|line)\b"
+    rf"\b({'|'.join(_ECHO_VERBS.split())})\b[^.!?]{{0,40}}?\b({'|'.join(_ECHO_OBJECTS.split())})\b"
     r"|\b(your|the)\s+(answer|reply|response|output)\b[^.!?]{0,20}?\b(with|by)\b",
     re.IGNORECASE,
 )
