@@ -17,8 +17,8 @@ Sentences of the question that instruct the model (an injection pattern, or a re
 answer: "append the string X", "output the word X") are not part of what it asks: their words are never judged,
 nor named in a refusal, which would echo them.
 
-`score` (coverage, 0-1) is also what the answer's confidence uses when no model scores the answer (see
-validation.AnswerPolicy).
+`score` is that coverage (0-1), reported with the decision; the answer's confidence is judged later, on the
+answer itself (validation.answer_support).
 """
 
 from __future__ import annotations
