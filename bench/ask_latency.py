@@ -1,10 +1,14 @@
 """Ask latency on the demo corpus with the extractive generator, against a real `ragsvc serve` process.
 
 Side by side in one run, on the same channel to the same server: a trivial unary (grpc.health.v1 Check) as the
-floor that any gRPC call pays, and Ask. Rounds interleave the two so machine noise hits both alike. Reports
-p50/p90/p99 per round, the server's own stage timings (from the answers), and the machine it ran on.
+floor that any gRPC call pays, and Ask. Rounds interleave the two so machine noise hits both alike. Two phases,
+each with a server of its own: `pipeline`, the answer cache off, so that every Ask runs the whole pipeline; and
+`cache`, the cache on and every question asked once before, so that every measured Ask is a cache hit. Each
+phase counts the answers the cache served (`flags.cache_hit`) and fails when one of them is not what it
+measures. Both lift the rate limit (60 calls a minute by default; a round makes hundreds). Reports p50/p90/p99
+per round, the server's own stage timings (pipeline phase), and the machine it ran on.
 
-    python -m bench.ask_latency [--rounds 3] [--calls 200]
+    python -m bench.ask_latency [--rounds 3] [--calls 200] [--warmup 20]
 """
 
 from __future__ import annotations
@@ -12,18 +16,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from bench.stats import percentile, summary, write_result
+from bench.stats import CacheTally, machine, percentile, summary, write_result
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc
 
@@ -34,6 +38,12 @@ QUESTIONS = (
     "Which status code does an empty query get?",
     "When is a question routed to a human?",
 )
+# What the benchmark needs of the server, whatever the environment says; everything else is the default.
+SERVER = {"RAG_GENERATOR": "extractive", "RAG_API_RATE_LIMIT": "0"}
+PHASES = {
+    "pipeline": {"RAG_CACHE_MAX_ENTRIES": "0"},  # every Ask a cache miss: the whole pipeline runs
+    "cache": {"RAG_CACHE_MAX_ENTRIES": "1000"},  # every measured Ask a cache hit
+}
 
 
 async def timed(call: object) -> float:
@@ -42,26 +52,29 @@ async def timed(call: object) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-async def run(rounds: int, calls: int, warmup: int) -> dict[str, object]:
-    load_before = os.getloadavg()
-    data_dir = tempfile.mkdtemp(prefix="ragsvc-bench-")
+async def phase(name: str, rounds: int, calls: int, warmup: int) -> dict[str, Any]:
+    settings = {**SERVER, **PHASES[name]}
     started = time.perf_counter()
     server = subprocess.Popen(
         [sys.executable, "-m", "ragsvc.cli", "serve"],
-        env={**os.environ, "RAG_GRPC_ADDRESS": "127.0.0.1:0", "RAG_DATA_DIR": data_dir, "RAG_GENERATOR": "extractive"},
+        env={**os.environ, "RAG_GRPC_ADDRESS": "127.0.0.1:0", "RAG_DATA_DIR": tempfile.mkdtemp(prefix="ragsvc-bench-"),
+             **settings},
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
     )
     try:
         address = (await asyncio.to_thread(server.stdout.readline)).removeprefix("ragsvc serving on ").strip()  # type: ignore[union-attr]
+        if not address:
+            raise RuntimeError(f"`ragsvc serve` exited with {server.wait()} before serving")
         cold_start_s = time.perf_counter() - started
+        cache = CacheTally()
         async with grpc.aio.insecure_channel(address) as channel:
             health = health_pb2_grpc.HealthStub(channel)
             rag = rag_service_pb2_grpc.RagServiceStub(channel)
             check = health_pb2.HealthCheckRequest(service="")
             asks = [pb.AskRequest(query=q) for q in QUESTIONS]
-            for i in range(warmup):
+            for i in range(max(warmup, len(asks))):  # every question at least once: the cache phase's hits
                 await rag.Ask(asks[i % len(asks)], timeout=30)
                 await health.Check(check, timeout=30)
             per_round = []
@@ -73,21 +86,21 @@ async def run(rounds: int, calls: int, warmup: int) -> dict[str, object]:
                     started_call = time.perf_counter()
                     answer = (await rag.Ask(asks[i % len(asks)], timeout=30)).answer
                     ask.append((time.perf_counter() - started_call) * 1000)
+                    cache.count(answer)
                     for stage in stages:
                         stages[stage].append(getattr(answer.timings, stage).ToNanoseconds() / 1e6)
                 per_round.append({"floor_unary": summary(floor), "ask": summary(ask)})
     finally:
         server.terminate()
         server.wait(timeout=30)
+    expected_hits = rounds * calls if name == "cache" else 0
+    if cache.hits != expected_hits:
+        raise RuntimeError(f"phase {name}: {cache.hits} cache hits of {rounds * calls} asks, expected {expected_hits}")
     ask_p50 = [r["ask"]["p50_ms"] for r in per_round]
     floor_p50 = [r["floor_unary"]["p50_ms"] for r in per_round]
     return {
-        "what": "sequential unary calls over one channel to a `ragsvc serve` subprocess on 127.0.0.1; extractive "
-        "generator; demo corpus (5 documents); Ask cycles through 5 questions; floor = grpc.health.v1 Check on "
-        "the same server, interleaved call by call",
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()},
+        "server_settings": settings,
+        "cache": cache.report(f"RAG_CACHE_MAX_ENTRIES={settings['RAG_CACHE_MAX_ENTRIES']}"),
         "cold_start_to_serving_s": round(cold_start_s, 2),
         "rounds": per_round,
         "ask_p50_ms_median_of_rounds": statistics.median(ask_p50),
@@ -97,14 +110,27 @@ async def run(rounds: int, calls: int, warmup: int) -> dict[str, object]:
     }
 
 
-def main() -> None:
+async def run(rounds: int, calls: int, warmup: int) -> dict[str, Any]:
+    load_before = os.getloadavg()
+    phases = {name: await phase(name, rounds, calls, warmup) for name in PHASES}
+    return {
+        "what": "sequential unary calls over one channel to a `ragsvc serve` subprocess on 127.0.0.1; extractive "
+        "generator; demo corpus (5 documents); Ask cycles through 5 questions; floor = grpc.health.v1 Check on "
+        "the same server, interleaved call by call; phase `pipeline` with the answer cache off (every Ask a miss), "
+        "phase `cache` with it on (every measured Ask a hit); rate limit off in both",
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine(load_before),
+        "phases": phases,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
-    args = parser.parse_args()
-    result = asyncio.run(run(args.rounds, args.calls, args.warmup))
-    write_result("ask_latency", result)
+    args = parser.parse_args(argv)
+    write_result("ask_latency", asyncio.run(run(args.rounds, args.calls, args.warmup)))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from typing import Any
 import grpc
 import httpx
 
-from bench.stats import summary, write_result
+from bench.stats import CacheTally, machine, summary, write_result
 from ragsvc.budget import ModelCatalog
 from ragsvc.config import BudgetSettings, GenerationSettings
 from ragsvc.domain import ChatMessage, Chunk, Role, ScoredChunk
@@ -87,8 +86,10 @@ async def first_token_overheads(calls: int, warmup: int, first_token_ms: float, 
         data_dir = tempfile.mkdtemp(prefix="ragsvc-bench-generation-")
         env = {**os.environ, "RAG_GRPC_ADDRESS": "127.0.0.1:0", "RAG_DATA_DIR": data_dir, "RAG_GENERATOR": "openai",
                "OPENAI_BASE_URL": llm.base_url, "RAG_HEALTH_PROBE_INTERVAL_SECONDS": "3600",
-               # Every call must reach the LLM: no answer cache, no rate limit (settings of their own issues).
-               "RAG_CACHE_MAX_ENTRIES": "0", "RAG_API_RATE_LIMIT": "0", "RAG_REQUEST_LOG": "false"}
+               # Every call must reach the LLM: no answer cache, no rate limit (settings of their own issues); and
+               # reach it once: no classification, self-score or follow-up calls around the answer.
+               "RAG_CACHE_MAX_ENTRIES": "0", "RAG_API_RATE_LIMIT": "0", "RAG_REQUEST_LOG": "false",
+               "RAG_LLM_CLASSIFY": "false", "RAG_LLM_SELF_SCORE": "false", "RAG_DEFAULT_FOLLOW_UP_COUNT": "0"}
         server = subprocess.Popen([sys.executable, "-m", "ragsvc.cli", "serve"], env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.DEVNULL, text=True)
         try:
@@ -97,11 +98,12 @@ async def first_token_overheads(calls: int, warmup: int, first_token_ms: float, 
             raw: list[float] = []
             ragsvc: list[float] = []
             ragsvc_from_call: list[float] = []
+            cache = CacheTally()
             async with httpx.AsyncClient(base_url=llm.base_url) as http, grpc.aio.insecure_channel(address) as channel:
                 stub = rag_service_pb2_grpc.RagServiceStub(channel)
                 for i in range(warmup + calls):
                     raw_ms = await raw_stream(http, llm)
-                    via_ms, call_ms = await ragsvc_stream(stub, llm, QUESTIONS[i % len(QUESTIONS)])
+                    via_ms, call_ms = await ragsvc_stream(stub, llm, QUESTIONS[i % len(QUESTIONS)], cache)
                     if i >= warmup:
                         raw.append(raw_ms)
                         ragsvc.append(via_ms)
@@ -110,7 +112,10 @@ async def first_token_overheads(calls: int, warmup: int, first_token_ms: float, 
             server.terminate()
             server.wait(timeout=30)
     overhead = [v - r for v, r in zip(ragsvc, raw, strict=True)]
+    if cache.hits:
+        raise RuntimeError(f"{cache.hits} answers came from the cache, which is off")
     return {
+        "cache": cache.report("RAG_CACHE_MAX_ENTRIES=0"),
         "script": {"first_token_delay_ms": first_token_ms, "token_delay_ms": token_ms, "tokens": len(deltas)},
         "raw_httpx_after_server_first_token": summary(raw),
         "ragsvc_grpc_after_server_first_token": summary(ragsvc),
@@ -132,7 +137,7 @@ async def raw_stream(http: httpx.AsyncClient, llm: ScriptedOpenAIServer) -> floa
 
 
 async def ragsvc_stream(stub: rag_service_pb2_grpc.RagServiceStub, llm: ScriptedOpenAIServer,
-                        question: str) -> tuple[float, float]:
+                        question: str, cache: CacheTally) -> tuple[float, float]:
     """ms from the server sending the first token to the gRPC client reading its delta; and from the call."""
     seen = len(llm.streams)
     started = time.monotonic()
@@ -140,6 +145,8 @@ async def ragsvc_stream(stub: rag_service_pb2_grpc.RagServiceStub, llm: Scripted
     async for message in stub.AskStream(pb.AskStreamRequest(query=question), timeout=30):
         if first is None and message.HasField("text_delta"):
             first = time.monotonic()
+        if message.HasField("answer"):
+            cache.count(message.answer)
     return first_token_gap(llm, seen, first), ((first or started) - started) * 1000
 
 
@@ -187,7 +194,9 @@ def counting_cost(repeat: int) -> dict[str, Any]:
     }
 
 
-async def run(calls: int, warmup: int, first_token_ms: float, token_ms: float, tokens: int) -> dict[str, Any]:
+async def run(
+    calls: int, warmup: int, first_token_ms: float, token_ms: float, tokens: int, pack_repeat: int
+) -> dict[str, Any]:
     load_before = os.getloadavg()
     ttft = await first_token_overheads(calls, warmup, first_token_ms, token_ms, tokens)
     return {
@@ -195,22 +204,24 @@ async def run(calls: int, warmup: int, first_token_ms: float, token_ms: float, t
         "httpx client streaming from the same scripted OpenAI-compatible server (own thread), interleaved call by "
         "call, each measured from the server's first-token send time; then TokenBudget.pack() cost",
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()},
+        "machine": machine(load_before),
         "time_to_first_token": ttft,
-        "token_counting": counting_cost(repeat=2000),
+        "token_counting": counting_cost(repeat=pack_repeat),
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--first-token-ms", type=float, default=200.0)
     parser.add_argument("--token-ms", type=float, default=10.0)
     parser.add_argument("--tokens", type=int, default=20)
-    args = parser.parse_args([] if __name__ != "__main__" else None)
-    result = asyncio.run(run(args.calls, args.warmup, args.first_token_ms, args.token_ms, args.tokens))
+    parser.add_argument("--pack-repeat", type=int, default=2000, help="TokenBudget.pack() calls timed per model")
+    args = parser.parse_args(argv)
+    result = asyncio.run(
+        run(args.calls, args.warmup, args.first_token_ms, args.token_ms, args.tokens, args.pack_repeat)
+    )
     write_result("generation", result)
 
 

@@ -22,7 +22,6 @@ import asyncio
 import collections
 import json
 import os
-import platform
 import random
 import signal
 import socket
@@ -40,7 +39,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.stats import percentile, write_result
+from bench.stats import CacheTally, machine, percentile, write_result
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc
 
@@ -55,7 +54,7 @@ DELTAS = 20  # tokens per scripted answer
 TOKEN_DELAY_S = 0.01  # so a stream lasts ~0.2 s upstream
 CHANNELS = 8
 PROFILES: dict[str, dict[str, str]] = {
-    "shed": {},  # the defaults: RAG_MAX_CONCURRENT_REQUESTS=10, RAG_API_RATE_LIMIT=60
+    "shed": {"RAG_MAX_CONCURRENT_REQUESTS": "10", "RAG_API_RATE_LIMIT": "60"},  # the shipping defaults
     "full": {"RAG_MAX_CONCURRENT_REQUESTS": "256", "RAG_API_RATE_LIMIT": "0"},
 }
 
@@ -100,6 +99,7 @@ class Tally:
         self.ok_ms: list[float] = []
         self.refused_ms: list[float] = []
         self.messages = 0
+        self.cache = CacheTally()
 
     def outcome(self, code: grpc.StatusCode, reason: str = "") -> None:
         self.outcomes[f"{code.name} {reason}".strip()] += 1
@@ -134,6 +134,7 @@ async def client(i: int, stub: rag_service_pb2_grpc.RagServiceStub, until: float
             tally.outcome(grpc.StatusCode.OK)
             tally.ok_ms.append((time.perf_counter() - started) * 1000)
             assert last is not None and last.WhichOneof("event") == "answer"
+            tally.cache.count(last.answer)
         except grpc.aio.AioRpcError as error:
             reason, delay = decode(error)
             tally.outcome(error.code(), reason)
@@ -165,6 +166,10 @@ async def run_profile(name: str, clients: int, seconds: float) -> dict[str, Any]
             "RAG_API_KEYS": json.dumps(keys),
             "RAG_METRICS_PORT": str(metrics_port),
             "RAG_CACHE_MAX_ENTRIES": "0",  # every call runs the whole pipeline
+            # One LLM call per question: no classification, self-score or follow-up calls around the answer.
+            "RAG_LLM_CLASSIFY": "false",
+            "RAG_LLM_SELF_SCORE": "false",
+            "RAG_DEFAULT_FOLLOW_UP_COUNT": "0",
             "RAG_GRACE_PERIOD_SECONDS": "30",
             **env_limits,
         }
@@ -205,10 +210,13 @@ async def run_profile(name: str, clients: int, seconds: float) -> dict[str, Any]
         llm.wait(timeout=30)
     calls = sum(tally.outcomes.values())
     unexpected = {k: v for k, v in tally.outcomes.items() if not k.startswith(("OK", "RESOURCE_EXHAUSTED"))}
+    if tally.cache.hits:
+        unexpected["OK from the answer cache, which is off"] = tally.cache.hits
     return {
         "profile": name,
-        "limits": env_limits or {"RAG_MAX_CONCURRENT_REQUESTS": "10 (default)", "RAG_API_RATE_LIMIT": "60 (default)"},
+        "limits": env_limits,
         "clients": clients,
+        "cache": tally.cache.report("RAG_CACHE_MAX_ENTRIES=0"),
         "seconds": round(elapsed, 1),
         "calls": calls,
         "calls_by_outcome": dict(tally.outcomes.most_common()),
@@ -230,12 +238,12 @@ async def run(clients: int, seconds: float, profiles: list[str]) -> dict[str, An
     results = [await run_profile(name, clients, seconds) for name in profiles]
     return {
         "what": f"{clients} concurrent AskStream clients for {seconds:.0f} s per profile against a `ragsvc serve` "
-        "subprocess on 127.0.0.1 (auth on, one key per client, cache off, request log on), answered by a scripted "
+        "subprocess on 127.0.0.1 (auth on, one key per client, cache off, one LLM call per question, request log "
+        "on), answered by a scripted "
         f"OpenAI-compatible server in its own process ({DELTAS} tokens, {TOKEN_DELAY_S * 1000:.0f} ms apart); "
         "clients honour RetryInfo",
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()},
+        "machine": machine(load_before),
         "profiles": results,
     }
 
@@ -251,9 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         serve_llm()
         return 0
     result = asyncio.run(run(args.clients, args.seconds, args.profiles.split(",")))
-    out = write_result("soak", result)
-    print(json.dumps(result, indent=2))
-    print(f"written to {out}")
+    write_result("soak", result)
     failed = any(p["unexpected_errors"] or p["server_exit_code_after_sigterm"] != 0 for p in result["profiles"])
     return 1 if failed else 0
 

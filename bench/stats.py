@@ -1,14 +1,19 @@
-"""What every benchmark reports the same way: percentiles, latency summaries, and its results file."""
+"""What every benchmark reports the same way: percentiles, latency summaries, answers served by the cache apart
+from the others, and its results file."""
 
 from __future__ import annotations
 
 import json
+import os
+import platform
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).parent / "results"
+# bench/results/, or BENCH_RESULTS_DIR (the smoke tests of make test write there, never over the real results).
+RESULTS = Path(os.environ.get("BENCH_RESULTS_DIR") or Path(__file__).parent / "results")
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -29,6 +34,12 @@ def summary(ms: Sequence[float], quantiles: Sequence[float] = (0.5, 0.9, 0.99)) 
     return result
 
 
+def machine(load_before: tuple[float, float, float]) -> dict[str, Any]:
+    """What a benchmark ran on, and how busy the machine was before and after (other processes count too)."""
+    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+            "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()}
+
+
 def write_result(name: str, result: dict[str, Any], *, dated: bool = True) -> Path:
     """Write `result` to bench/results/<name>-<date>.json (or <name>.json), print it, return the path."""
     RESULTS.mkdir(exist_ok=True)
@@ -37,3 +48,22 @@ def write_result(name: str, result: dict[str, Any], *, dated: bool = True) -> Pa
     print(json.dumps(result, indent=2))
     print(f"written to {out}")
     return out
+
+
+@dataclass
+class CacheTally:
+    """Answers counted by whether the answer cache served them (`flags.cache_hit`), so that a benchmark never
+    reports cache hits as if the pipeline had run."""
+
+    hits: int = 0
+    misses: int = 0
+
+    def count(self, answer: Any) -> bool:
+        """Counts a final `Answer` message; returns whether it was a cache hit."""
+        hit = bool(answer.flags.cache_hit)
+        self.hits += hit
+        self.misses += not hit
+        return hit
+
+    def report(self, setting: str) -> dict[str, Any]:
+        return {"setting": setting, "hits": self.hits, "misses": self.misses}

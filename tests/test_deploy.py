@@ -37,22 +37,29 @@ DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 DOCKERFILE = DEPLOY / "Dockerfile"
 DOCKERIGNORE = DEPLOY / "Dockerfile.dockerignore"
-DEPLOY_DOC = ROOT / "docs" / "deploy.md"
+README = ROOT / "README.md"
+DEPLOY_SECTION = "## Running several replicas\n"
 
 GRPC_PORT = 50051
 # The oldest Kubernetes the manifests claim (gRPC probes are GA since 1.27) and the newest schemas bundled.
 KUBERNETES_VERSIONS = ("1.27", "1.37")
-# Settings the manifests use that another part of issue 14 is adding to src/ragsvc/config under exactly these
-# names. Until then ragsvc ignores them. Delete each from here once the settings read it.
-PENDING_SETTINGS = frozenset({"RAG_DATABASE_URL", "RAG_REDIS_URL"})
-# The shared backends' URLs: a test process has none of those servers, so the live test leaves them out and
-# ragsvc runs on its embedded defaults (the same names are served either way).
+# The shared backends' URLs: the manifests name servers (postgres, redis, qdrant) that a test process cannot reach,
+# so the live test leaves them out and ragsvc runs on its embedded defaults (the same names are served either way,
+# but `redis`; replicas on real shared backends are tested in tests/server/test_replicas.py).
 SHARED_BACKEND_URLS = ("RAG_DATABASE_URL", "RAG_REDIS_URL", "RAG_QDRANT_URL")
 # Health names that follow every dependency: what readiness checks, and what liveness must not.
 AGGREGATE_HEALTH_NAMES = ("", "ragsvc.v1.RagService", "ragsvc.v1.IndexService", "ragsvc.v1.AdminService")
 
 
 # ---- reading the files ---------------------------------------------------------------------------------------
+
+
+def deploy_doc() -> str:
+    """The README's section on running several replicas (what was docs/deploy.md)."""
+    text = README.read_text()
+    start = text.index(DEPLOY_SECTION)
+    end = text.find("\n## ", start + len(DEPLOY_SECTION))
+    return text[start : end if end != -1 else len(text)]
 
 
 def manifest_files() -> list[Path]:
@@ -268,19 +275,18 @@ def test_shared_backends_are_named_services() -> None:
 
 def test_every_setting_named_exists_in_config() -> None:
     """Each name in the ConfigMap, the Secret and the pod's env, and each RAG_* name written anywhere in deploy/
-    or docs/deploy.md, is one that src/ragsvc/config reads (or is listed as pending)."""
+    or in the README's section on running several replicas, is one that src/ragsvc/config reads."""
     known = known_setting_names()
     used = set(config_map()) | set(secret()) | {e["name"] for e in container().get("env", [])}
-    for path in [*DEPLOY.rglob("*"), DEPLOY_DOC]:
-        if path.is_file():
-            used |= set(re.findall(r"\bRAG_[A-Z0-9_]*[A-Z0-9]\b", path.read_text()))
-    unknown = sorted(used - known - PENDING_SETTINGS)
+    for text in [*(path.read_text() for path in DEPLOY.rglob("*") if path.is_file()), deploy_doc()]:
+        used |= set(re.findall(r"\bRAG_[A-Z0-9_]*[A-Z0-9]\b", text))
+    unknown = sorted(used - known)
     assert not unknown, f"not settings of ragsvc (src/ragsvc/config): {unknown}"
 
 
 def test_the_deploy_doc_tells_the_shipped_choices() -> None:
-    """docs/deploy.md explains the probe names and the grace arithmetic: it must name what the manifests ship."""
-    doc = DEPLOY_DOC.read_text()
+    """The README explains the probe names and the grace arithmetic: it must name what the manifests ship."""
+    doc = deploy_doc()
     assert '**Readiness: `""`**' in doc and health_name("readinessProbe") == ""
     assert f"**Liveness: `{health_name('livenessProbe')}`**" in doc
     assert f"**Start-up: `{health_name('startupProbe')}`**" in doc

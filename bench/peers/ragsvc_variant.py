@@ -145,6 +145,7 @@ class RagsvcServer:
             "embed_ms": timings["embedding"],
             "answer": "".join(text),
             "grounded": answer.grounded,
+            "cache_hit": answer.flags.cache_hit,
             "server": timings,
         }
 

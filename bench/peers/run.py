@@ -55,7 +55,7 @@ class Variant(Protocol):
     def close(self) -> None: ...
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 10000])
     parser.add_argument("--rounds", type=int, default=3)
@@ -64,14 +64,15 @@ def main() -> None:
     parser.add_argument("--delayed-queries", type=int, default=40, help="questions per round with the delayed LLM")
     parser.add_argument("--seconds", type=float, default=4.0, help="length of one throughput measurement")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
-    args = parser.parse_args()
+    parser.add_argument("--no-docs", action="store_true", help="write the results file only, not docs/")
+    args = parser.parse_args(argv)
     started = time.perf_counter()
     pythons = {name: python_of(name) for name in args.variants if name in PEERS}
     llm = LLMServer()
     result: dict[str, Any] = {
         "benchmark": "peers",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": "make bench-peers  # python -m bench.peers.run " + " ".join(sys.argv[1:]),
+        "command": "make bench-peers  # python -m bench.peers.run " + " ".join(sys.argv[1:] if argv is None else argv),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                     "loadavg_at_start": os.getloadavg()},
         "settings": {**vars(args), "ragsvc_job_settings": JOB_SETTINGS, "delayed_llm": DELAYED},
@@ -86,7 +87,8 @@ def main() -> None:
     result["elapsed_s"] = round(time.perf_counter() - started, 1)
     result["summary"] = report.summarize(result)
     path = write_result("peers", result)
-    report.write_docs(result, path)
+    if not args.no_docs:
+        report.write_docs(result, path)
 
 
 def run_size(
@@ -209,6 +211,8 @@ def per_variant(
         "digests": [s["messages_sha256"] for s in served],
     }
     if "server" in results[0]:  # ragsvc: its own stage timings split the overhead exactly
+        hits = sum(r["cache_hit"] for r in results)
+        measured["cache"] = {"setting": "RAG_CACHE_MAX_ENTRIES=0", "hits": hits, "misses": len(results) - hits}
         stages = {
             "grpc_and_client": [r["total_ms"] - r["server"]["total"] for r in results],
             "retrieval_engine": [r["server"]["retrieval"] - r["server"]["embedding"] for r in results],

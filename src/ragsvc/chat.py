@@ -32,14 +32,17 @@ def call_metadata() -> tuple[tuple[str, str], ...]:
 
 
 def format_sources(answer: pb.Answer) -> list[str]:
-    """One line per citation: marker, document, page, section, relevance (N/A where unknown, as seed 000 says)."""
+    """One line per citation: marker, document, the page and section where the source has them (a Markdown file
+    has no pages), relevance."""
     lines = []
     for c in answer.citations:
-        page = c.page_number if c.HasField("page_number") else "N/A"
-        section = c.section if c.HasField("section") else "N/A"
-        lines.append(
-            f"  [#{c.marker}] {c.document_name} · page {page} · section {section} · relevance {c.relevance_score:.2f}"
-        )
+        parts = [f"[#{c.marker}] {c.document_name}"]
+        if c.HasField("page_number"):
+            parts.append(f"page {c.page_number}")
+        if c.HasField("section"):
+            parts.append(f"section {c.section}")
+        parts.append(f"relevance {c.relevance_score:.2f}")
+        lines.append("  " + " · ".join(parts))
     return lines
 
 

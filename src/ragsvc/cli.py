@@ -1,4 +1,5 @@
-"""`ragsvc serve | ingest | ask | chat`: the server, and clients that talk to it over gRPC.
+"""`ragsvc serve | llm | ingest | docs | ask | chat`: the server, a local LLM for it, and clients that talk to it
+over gRPC.
 
 Clients send RAG_API_TOKEN, when set, as their bearer token (for a server with RAG_AUTH_ENABLED)."""
 
@@ -7,20 +8,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import hashlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import grpc
 from google.protobuf import json_format
+from grpc_health.v1 import health_pb2
 
-from ragsvc import chat
+from ragsvc import chat, local_llm
 from ragsvc.chat import call_metadata
 from ragsvc.config import ServerSettings, Settings
 from ragsvc.domain import SourceDocument
-from ragsvc.errors import InvalidRequest
+from ragsvc.errors import InvalidRequest, RagError
+from ragsvc.ingest.loaders import FoundFile, find_files, read_document
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc as index_grpc
 from ragsvc.v1 import rag_service_pb2 as pb
@@ -29,7 +35,11 @@ from ragsvc.wire import convert
 from ragsvc.wire.status import from_rpc_error
 
 INGEST_BATCH = 8
-INGEST_BATCH_BYTES = 4 * 1024 * 1024  # the server accepts messages of up to 16 MiB
+# A request of IngestDocuments stays under this, and a larger document is uploaded in pieces of this size (the
+# server accepts messages of up to RAG_MAX_RECEIVE_MESSAGE_BYTES, 16 MiB by default).
+MESSAGE_BYTES = 4 * 1024 * 1024
+UPLOAD_ATTEMPTS = 3
+UNAVAILABLE_HINT = "is `make serve` running?"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,8 +47,14 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("serve", help="run the gRPC server (settings from RAG_* environment variables)")
 
-    def client(name: str, help_text: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text)
+    llm = commands.add_parser("llm", help="run a local LLM for ragsvc: llama.cpp with SmolLM2-135M (see `make llm`)")
+    llm.add_argument("--host", default="127.0.0.1")
+    llm.add_argument("--port", type=int, default=local_llm.DEFAULT_PORT)
+    llm.add_argument("--threads", type=int, default=min(4, os.cpu_count() or 1))
+    llm.add_argument("--env", action="store_true", help="print the settings of `ragsvc serve` against it, and exit")
+
+    def client(name: str, help_text: str, parent: Any = commands) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = parent.add_parser(name, help=help_text)
         sub.add_argument("--address", help="server host:port (default: RAG_GRPC_ADDRESS or 127.0.0.1:50051)")
         sub.add_argument("--tenant", default="", help="tenant id (default: the server's default tenant)")
         sub.add_argument("--timeout", type=float, default=60.0, help="deadline in seconds")
@@ -52,17 +68,39 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("--explain", action="store_true", help="also print the packed chunks and prompt")
     ask.add_argument("--json", action="store_true", help="print the final answer as JSON instead of streaming")
 
-    ingest = client("ingest", "index .txt, .md and .pdf files (directories are read recursively)")
+    ingest = client(
+        "ingest",
+        "index .txt, .md, .html and .pdf files; folders are read recursively, each file named by its path in the "
+        "folder (hidden, node_modules and virtualenv folders are skipped); unchanged files are skipped",
+    )
+    ingest.set_defaults(timeout=600.0)
     ingest.add_argument("paths", nargs="+", type=Path)
     ingest.add_argument("--tag", action="append", default=[], dest="tags", help="an access tag (repeatable)")
     ingest.add_argument("--trust", type=float, default=1.0, help="source trust, 0 to 1, used in ranking")
     ingest.add_argument("--published", default="", help="publication date YYYY-MM-DD, used in ranking")
     ingest.add_argument("--confidential", action="store_true", help="readable only with the clearance tag")
+    ingest.add_argument("--include", action="append", default=[], metavar="GLOB",
+                        help="only files whose path in the folder or name matches (repeatable), e.g. '*.md'")
+    ingest.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                        help="leave out files and folders whose path in the folder or name matches (repeatable), "
+                        "e.g. 'drafts' or 'archive/*.pdf'")
+    ingest.add_argument("--id", dest="document_id", help="the document id of a single file (default: its name)")
+    ingest.add_argument("--max-message-bytes", type=int, default=MESSAGE_BYTES,
+                        help="requests stay under this; larger documents are uploaded in pieces of this size")
+
+    docs = commands.add_parser("docs", help="what the index holds: list, show or remove documents")
+    docs_commands = docs.add_subparsers(dest="docs_command", required=True)
+    client("list", "list the tenant's documents, with the index's totals", docs_commands)
+    client("show", "one document's details", docs_commands).add_argument("document_id")
+    client("rm", "remove documents from the index", docs_commands).add_argument("document_ids", nargs="+")
 
     client("chat", "an interactive conversation: streamed answers, sources, follow-ups in one session").add_argument(
         "--tag", action="append", default=[], dest="tags", help="a user tag (repeatable)"
     )
     return parser
+
+
+# -- ask ------------------------------------------------------------------------------------------------------
 
 
 def _print_sources(answer: pb.Answer) -> None:
@@ -83,11 +121,24 @@ def _print_sources(answer: pb.Answer) -> None:
         print("\nNearest candidates (below the score gate):")
         for c in answer.candidates:
             print(f"  {c.document_name} {c.source_id} (relevance {c.relevance_score:.2f})")
+    print("\n" + answer_status(answer))
+
+
+def answer_status(answer: pb.Answer) -> str:
+    """One line: grounded or why not, confidence, action, model, tokens, and whether the cache answered."""
     status = "grounded" if answer.grounded else pb.RefusalReason.Name(answer.refusal_reason)
     action = pb.Action.Name(answer.action)
     if answer.action == pb.ACTION_ROUTE:
         action += f" to {answer.route.owner_email}"
-    print(f"\n{status}; confidence {answer.confidence.overall:.0f}; {action}; model {answer.model}")
+    parts = [status, f"confidence {answer.confidence.overall:.0f}", action]
+    if answer.model:  # refusals before generation name no model
+        parts.append(f"model {answer.model}")
+    usage = answer.usage
+    if usage.prompt_tokens or usage.completion_tokens:
+        parts.append(f"{usage.prompt_tokens} prompt + {usage.completion_tokens} completion tokens")
+    if answer.flags.cache_hit:
+        parts.append("cache hit (no stage ran; the tokens are the original answer's)")
+    return "; ".join(parts)
 
 
 async def _ask(args: argparse.Namespace, address: str) -> None:
@@ -123,94 +174,294 @@ async def _ask(args: argparse.Namespace, address: str) -> None:
             print(f"--- {pb.Role.Name(message.role)}\n{message.content}")
 
 
+# -- ingest ---------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _IngestReport:
+    """Counts what happened to each file, prints a line per document and a summary at the end."""
+
+    total: int
+    done: int = 0
+    chunks: int = 0
+    unchanged: int = 0
+    failures: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    def failed(self, what: str, why: str) -> str:
+        self.done += 1
+        self.failures.append((what, why))
+        return f"[{self.done}/{self.total}] {what}: error: {why}"
+
+    def result(self, path: Path, result: index_pb.DocumentResult) -> str:
+        if result.error:
+            return self.failed(f"{result.document_id} ({path})", result.error)
+        self.done += 1
+        self.chunks += result.chunks_indexed
+        self.unchanged += result.unchanged
+        if result.unchanged:
+            return f"[{self.done}/{self.total}] {result.document_id}: unchanged"
+        seconds = result.elapsed.ToTimedelta().total_seconds()
+        return f"[{self.done}/{self.total}] {result.document_id}: {result.chunks_indexed} chunks ({seconds:.2f} s)"
+
+    def finish(self) -> int:
+        if self.failures:
+            print(f"failed ({len(self.failures)}):")
+            for what, why in self.failures:
+                print(f"  {what}: {why}")
+        indexed = self.done - len(self.failures)
+        summary = f"{indexed} of {self.total} documents indexed ({self.unchanged} unchanged), {self.chunks} chunks written"
+        print(summary + (f"; {len(self.failures)} failed" if self.failures else ""), flush=True)
+        return 1 if self.failures else 0
+
+
 async def _ingest(args: argparse.Namespace, address: str) -> int:
-    """Sends the documents in batches over IndexService.IngestDocuments, with a progress bar (by bytes) on a
-    terminal and one line per document; exit status 1 when any document failed."""
+    """Sends the files in batches over IndexService.IngestDocuments (a document larger than a request may be over
+    UploadDocument, in pieces), with a progress bar (by bytes) on a terminal and one line per document; exit
+    status 1 when any file failed, after the others went in."""
     from tqdm import tqdm
 
-    from ragsvc.ingest.loaders import source_documents_from_paths
-
-    documents = source_documents_from_paths(args.paths, tenant_id=args.tenant, tags=args.tags)
-    if not documents:
-        raise InvalidRequest([], "no .txt, .md or .pdf files under the given paths")
-    done = chunks = failed = 0
+    selection = find_files(args.paths, include=args.include, exclude=args.exclude, document_id=args.document_id)
+    if skipped := selection.skipped_folders:
+        shown = ", ".join(str(p) for p in skipped[:4]) + (f" and {len(skipped) - 4} more" if len(skipped) > 4 else "")
+        print(f"skipped {len(skipped)} folder{'s' * (len(skipped) != 1)} (hidden, dependencies, virtualenvs): "
+              f"{shown}; name one as a path to ingest it")
+    report = _IngestReport(len(selection.files) + len(selection.problems))
+    if not report.total:
+        raise InvalidRequest([], "no .txt, .md, .html or .pdf files under the given paths")
     bar = tqdm(
-        total=sum(len(d.content) for d in documents),
+        total=sum(f.size for f in selection.files),
         unit="B",
         unit_scale=True,
-        desc=f"ingesting {len(documents)} documents",
+        desc=f"ingesting {report.total} documents",
         disable=None,  # no bar when stderr is not a terminal; the per-document lines remain
         file=sys.stderr,
     )
     with bar:
-        async with grpc.aio.insecure_channel(
-            address, options=[("grpc.max_send_message_length", INGEST_BATCH_BYTES * 4)]
-        ) as channel:
+        for problem in selection.problems:
+            bar.write(report.failed(str(problem.path), problem.reason))
+        options = [("grpc.max_send_message_length", args.max_message_bytes * 2)]
+        metadata = {"trust": args.trust, "published_at": args.published, "confidential": args.confidential}
+        async with grpc.aio.insecure_channel(address, options=options) as channel:
             stub = index_grpc.IndexServiceStub(channel)
-            for batch in _ingest_batches(documents):
-                request = index_pb.IngestDocumentsRequest(
-                    tenant_id=args.tenant,
-                    documents=[
-                        convert.document_to_proto(
-                            dataclasses.replace(
-                                d, trust=args.trust, published_at=args.published, confidential=args.confidential
-                            )
-                        )
-                        for d in batch
-                    ],
-                )
-                response = await stub.IngestDocuments(request, timeout=args.timeout, metadata=call_metadata())
-                for document, result in zip(batch, response.results, strict=True):
-                    done += 1
-                    chunks += result.chunks_indexed
-                    failed += bool(result.error)
-                    seconds = result.elapsed.ToTimedelta().total_seconds()
-                    outcome = f"error: {result.error}" if result.error else f"{result.chunks_indexed} chunks"
-                    bar.write(f"[{done}/{len(documents)}] {result.document_id}: {outcome} ({seconds:.2f} s)")
-                    bar.update(len(document.content))
-                bar.set_postfix(chunks=chunks, failed=failed)
-    print(f"{done - failed} of {done} documents indexed, {chunks} chunks", flush=True)
-    return 1 if failed else 0
+            for batch in _batches(selection.files, args.max_message_bytes):
+                documents: list[tuple[FoundFile, SourceDocument]] = []
+                for found in batch:
+                    try:
+                        document = read_document(found, tenant_id=args.tenant, tags=args.tags)
+                    except OSError as exc:
+                        bar.write(report.failed(str(found.path), exc.strerror or str(exc)))
+                        bar.update(found.size)
+                        continue
+                    documents.append((found, dataclasses.replace(document, **metadata)))
+                if not documents:
+                    continue
+                if len(documents) == 1 and documents[0][0].size > args.max_message_bytes:
+                    results = [await _upload(stub, documents[0][1], args)]
+                else:
+                    request = index_pb.IngestDocumentsRequest(
+                        tenant_id=args.tenant, documents=[convert.document_to_proto(d) for _, d in documents]
+                    )
+                    response = await stub.IngestDocuments(request, timeout=args.timeout, metadata=call_metadata())
+                    results = list(response.results)
+                for (found, _), result in zip(documents, results, strict=True):
+                    bar.write(report.result(found.path, result))
+                    bar.update(found.size)
+                bar.set_postfix(chunks=report.chunks, failed=len(report.failures))
+    return report.finish()
 
 
-def _ingest_batches(documents: Sequence[SourceDocument]) -> list[list[SourceDocument]]:
-    """At most INGEST_BATCH documents and INGEST_BATCH_BYTES of content per request (a larger document alone)."""
-    batches: list[list[SourceDocument]] = []
+def _batches(files: Sequence[FoundFile], max_bytes: int) -> list[list[FoundFile]]:
+    """At most INGEST_BATCH files and `max_bytes` of content per request; a larger file alone (it is uploaded)."""
+    batches: list[list[FoundFile]] = []
     size = 0
-    for document in documents:
-        if not batches or len(batches[-1]) >= INGEST_BATCH or size + len(document.content) > INGEST_BATCH_BYTES:
+    for found in files:
+        if not batches or len(batches[-1]) >= INGEST_BATCH or size + found.size > max_bytes:
             batches.append([])
             size = 0
-        batches[-1].append(document)
-        size += len(document.content)
+        batches[-1].append(found)
+        size += found.size
     return batches
+
+
+async def _upload(
+    stub: index_grpc.IndexServiceStub, document: SourceDocument, args: argparse.Namespace
+) -> index_pb.DocumentResult:
+    """Streams the document over UploadDocument in pieces of --max-message-bytes, resuming what the server holds of
+    an earlier upload of it (a broken stream is resumed up to UPLOAD_ATTEMPTS times); its DocumentResult."""
+    content = document.content
+    sha256 = hashlib.sha256(content).hexdigest()
+    header = convert.document_to_proto(dataclasses.replace(document, content=b""))
+    status_request = index_pb.GetUploadStatusRequest(tenant_id=args.tenant, document_id=document.document_id)
+    piece = args.max_message_bytes
+
+    async def messages(start: int) -> AsyncIterator[index_pb.UploadDocumentRequest]:
+        offsets = range(start, len(content), piece) or [start]
+        for i, offset in enumerate(offsets):
+            last = offset + piece >= len(content)
+            yield index_pb.UploadDocumentRequest(
+                tenant_id=args.tenant if i == 0 else "",
+                document=header if i == 0 else None,
+                write_offset=offset,
+                data=content[offset : offset + piece],
+                finish_write=last,
+                content_sha256=sha256 if last else "",
+            )
+
+    for attempt in range(1, UPLOAD_ATTEMPTS + 1):
+        held = (await stub.GetUploadStatus(status_request, timeout=args.timeout, metadata=call_metadata())).committed_size
+        start = held if held <= len(content) else 0
+        try:
+            response: index_pb.UploadDocumentResponse = await stub.UploadDocument(
+                messages(start), timeout=args.timeout, metadata=call_metadata()
+            )
+            return response.result
+        except grpc.aio.AioRpcError as exc:
+            stale = start > 0 and [v.field for v in getattr(from_rpc_error(exc), "violations", ())] == ["content_sha256"]
+            if attempt == UPLOAD_ATTEMPTS or not (stale or exc.code() == grpc.StatusCode.UNAVAILABLE):
+                raise
+    raise AssertionError("unreachable")  # the last attempt returns or raises
+
+
+# -- docs -----------------------------------------------------------------------------------------------------
+
+
+def _size(size: int) -> str:
+    if size < 1000:
+        return f"{size} B"
+    scaled = size / 1000
+    for unit in ("kB", "MB"):
+        if scaled < 1000:
+            return f"{scaled:.1f} {unit}"
+        scaled /= 1000
+    return f"{scaled:.1f} GB"
+
+
+def _ingested(document: index_pb.IndexedDocument) -> str:
+    if not document.HasField("ingest_time"):
+        return "-"
+    return datetime.fromtimestamp(document.ingest_time.ToNanoseconds() / 1e9).strftime("%Y-%m-%d %H:%M")
+
+
+async def _docs(args: argparse.Namespace, address: str) -> int:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = index_grpc.IndexServiceStub(channel)
+        call: dict[str, Any] = {"timeout": args.timeout, "metadata": call_metadata()}
+        if args.docs_command == "list":
+            documents: list[index_pb.IndexedDocument] = []
+            token = ""
+            while True:
+                request = index_pb.ListDocumentsRequest(tenant_id=args.tenant, page_size=1000, page_token=token)
+                page = await stub.ListDocuments(request, **call)
+                documents += page.documents
+                if not (token := page.next_page_token):
+                    break
+            stats = await stub.GetIndexStats(index_pb.GetIndexStatsRequest(tenant_id=args.tenant), **call)
+            width = max([len("DOCUMENT"), *(len(d.document_id) for d in documents)])
+            print(f"{'DOCUMENT':<{width}}  CHUNKS      SIZE  INGESTED          NAME")
+            for d in documents:
+                size = _size(d.size_bytes) if d.content_sha256 else "-"
+                print(f"{d.document_id:<{width}}  {d.chunk_count:>6}  {size:>8}  {_ingested(d):<16}  {d.name}")
+            print(f"{stats.document_count} documents, {stats.chunk_count} chunks, {_size(stats.content_bytes)}; "
+                  f"{stats.engine}")
+            return 0
+        if args.docs_command == "show":
+            named = index_pb.GetDocumentRequest(tenant_id=args.tenant, document_id=args.document_id)
+            print(json_format.MessageToJson((await stub.GetDocument(named, **call)).document))
+            return 0
+        failed = 0
+        for document_id in args.document_ids:
+            delete = index_pb.DeleteDocumentRequest(tenant_id=args.tenant, document_id=document_id)
+            try:
+                deleted = await stub.DeleteDocument(delete, **call)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.NOT_FOUND:
+                    raise
+                print(f"{document_id}: not in the index", file=sys.stderr)
+                failed += 1
+                continue
+            print(f"{document_id}: removed ({deleted.chunks_deleted} chunks)")
+        return 1 if failed else 0
+
+
+# -- errors and main ------------------------------------------------------------------------------------------
+
+
+def _print_error(headline: str, error: RagError) -> None:
+    """`error: <headline>: <message>`, then each field violation on a line of its own, once (an InvalidRequest's
+    message ends with them)."""
+    violations = getattr(error, "violations", ())
+    listed = "; ".join(f"{v.field}: {v.description}" for v in violations)
+    message = error.message.removesuffix(listed).rstrip(": ") if listed else error.message
+    parts = [part for part in (headline, message) if part]
+    if not parts:  # local problems only: one line each
+        for violation in violations:
+            print(f"error: {violation.field}: {violation.description}", file=sys.stderr)
+        return
+    print("error: " + ": ".join(parts), file=sys.stderr)
+    for violation in violations:
+        print(f"  {violation.field}: {violation.description}", file=sys.stderr)
+
+
+def _print_rpc_error(exc: grpc.RpcError, address: str) -> None:
+    """The error as a user can act on it: an unreachable server named, each violation once."""
+    error = from_rpc_error(exc)
+    code = exc.code()
+    print(file=sys.stderr)  # after whatever was streamed
+    if code == grpc.StatusCode.UNAVAILABLE and error.reason == "INTERNAL":  # no ragsvc status: the transport's
+        print(f"error: cannot reach ragsvc at {address} ({UNAVAILABLE_HINT})\n  {error.message}", file=sys.stderr)
+        return
+    _print_error(f"{code.name} {error.reason}", error)
+
+
+async def _reachable(address: str, deadline_s: float) -> None:
+    """Raises the RpcError of a server that does not answer a health check."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        check = channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString,
+        )
+        await check(health_pb2.HealthCheckRequest(), timeout=deadline_s)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    serving = args.command == "serve"
+    logging.basicConfig(level=logging.INFO if serving else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # No line per request of the LLM server's health probe; and a client reading a PDF's title has nothing to say
+    # about a damaged file (the server reports it when the document is ingested).
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    address = ""
     try:
-        if args.command == "serve":
+        if serving:
             from ragsvc.server.app import serve  # only the serve command loads the server
 
             asyncio.run(serve(Settings.from_env()))
             return 0
+        if args.command == "llm":
+            if args.env:
+                print(" ".join(f"{k}={v}" for k, v in local_llm.serve_env(args.host, args.port).items()))
+            else:
+                local_llm.serve(host=args.host, port=args.port, threads=args.threads)
+            return 0
         address = args.address or os.environ.get("RAG_GRPC_ADDRESS") or ServerSettings().grpc_address
         if args.command == "ingest":
             return asyncio.run(_ingest(args, address))
+        if args.command == "docs":
+            return asyncio.run(_docs(args, address))
         if args.command == "chat":
+            asyncio.run(_reachable(address, args.timeout))
             asyncio.run(chat.run(address, tenant=args.tenant, tags=args.tags, deadline_s=args.timeout))
             return 0
         asyncio.run(_ask(args, address))
         return 0
     except grpc.RpcError as exc:
-        error = from_rpc_error(exc)
-        print(f"\nerror: {exc.code().name} {error.reason}: {error.message}", file=sys.stderr)
-        for violation in getattr(error, "violations", ()):
-            print(f"  {violation.field}: {violation.description}", file=sys.stderr)
+        _print_rpc_error(exc, address)
         return 1
     except InvalidRequest as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
+        _print_error("", exc)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -315,3 +315,41 @@ class IngestResult:
     chunks_indexed: int = 0
     elapsed_ms: float = 0.0
     error: str = ""
+    unchanged: bool = False  # already indexed from the same content and metadata: nothing was written
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentSource:
+    """What a document's chunks were made from, stored with each of them."""
+
+    content_sha256: str  # of the document's raw content
+    content_bytes: int
+    media_type: str
+    # A hash of the content and of everything else the chunks were made from (metadata, chunking settings):
+    # re-ingesting a document whose fingerprint is stored already would change nothing.
+    fingerprint: str
+    ingested_at: float  # Unix time, seconds
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDocument:
+    """A document as the engine holds it: its fields as stored with its chunks, and how many chunks it has."""
+
+    document_id: str
+    name: str
+    title: str
+    tags: tuple[str, ...]
+    source_url: str
+    confidential: bool
+    chunks: int
+    source: DocumentSource | None  # None for documents stored before sources were
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStats:
+    """A tenant's share of the index, and which engine holds it."""
+
+    documents: int
+    chunks: int
+    content_bytes: int  # of the documents' raw content (documents stored without a source count 0)
+    engine: str

@@ -16,7 +16,9 @@ RagError
     │   ├── LLMUnavailable ........ the LLM server is unreachable or answered 5xx
     │   ├── EmbeddingFailed ....... the embedder failed
     │   ├── RetrievalUnavailable .. the vector engine failed
-    │   └── DatabaseUnavailable ... the service's own database (audit log, sessions, owners) failed
+    │   ├── DatabaseUnavailable ... the records database (SQLite, or PostgreSQL) failed; its subclass
+    │   │                           storage.backend.WriteConflict is a write that lost a race (retried there)
+    │   └── SharedStateUnavailable  Redis is out: health says so (`redis`); requests go on without it
     └── ResourceExhausted ......... too many requests (RESOURCE_EXHAUSTED)
         ├── RateLimited ........... per-client rate limit reached
         └── Overloaded ............ too many requests in flight
@@ -156,9 +158,15 @@ class RetrievalUnavailable(DependencyUnavailable):
 
 
 class DatabaseUnavailable(DependencyUnavailable):
-    """The service's SQLite database could not be read or written."""
+    """The records database (SQLite, or PostgreSQL when RAG_DATABASE_URL is set) could not be read or written."""
 
     reason = "DATABASE_UNAVAILABLE"
+
+
+class SharedStateUnavailable(DependencyUnavailable):
+    """Redis (RAG_REDIS_URL: the answer cache, rate limits and change feed replicas share) cannot be reached."""
+
+    reason = "SHARED_STATE_UNAVAILABLE"
 
 
 class StageTimeout(RagError):

@@ -129,6 +129,13 @@ def injection_patterns(text: str) -> tuple[str, ...]:
     return tuple(found)
 
 
+def without_injections(text: str) -> str:
+    """`text` with the spans that match an injection pattern removed: what the caller asks, without the attack."""
+    for _, pattern in INJECTION_PATTERNS:
+        text = pattern.sub(" ", text)
+    return text
+
+
 def question_injection_patterns(question: Question) -> tuple[str, ...]:
     """The injection patterns found in everything the caller wrote: query, selection and chat history."""
     texts = (question.query, question.selected_text, *(m.content for m in question.chat_history))

@@ -1,15 +1,44 @@
-"""The answer cache, unit behaviour: the key, TTL, LRU, invalidation and what is cached (its use over a real
-channel is tested in tests/server/test_cache.py)."""
+"""The answer cache and the replay store: the key, what bypasses the cache, and the `AnswerStore` contract, run
+against both implementations (in memory, and on a real Redis-protocol server); TTL and LRU of the in-memory one.
+Their use over a real channel is tested in tests/server/test_cache.py, the Redis one's own matters (replicas,
+outages) in tests/shared/test_cache.py."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import AsyncIterator
+
+import pytest
 
 from ragsvc import domain
-from ragsvc.answering.cache import AnswerCache, bypasses_cache, cache_key, replay_key
+from ragsvc.answering.cache import (
+    AnswerStore,
+    MemoryAnswerCache,
+    bypasses_cache,
+    cache_key,
+    is_cacheable,
+    keeps_every_answer,
+    replay_key,
+)
+from ragsvc.shared.cache import RedisAnswerCache
+from ragsvc.shared.guard import RedisGuard, connect
 
 GROUNDED = domain.Answer(text="It is 42 [#1].", grounded=True, action=domain.Action.CITE, template_version="rag-v1")
+REFUSAL = dataclasses.replace(GROUNDED, grounded=False, refusal=domain.RefusalReason.SCORE_GATE)
 QUESTION = domain.Question(query="What is the answer?", tenant_id="acme", user_tags=("a", "b"))
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def stores(request: pytest.FixtureRequest) -> AsyncIterator[tuple[AnswerStore, AnswerStore]]:
+    """The answer cache and the replay store, of each implementation."""
+    if request.param == "memory":
+        yield (MemoryAnswerCache(max_entries=10, ttl_s=60),
+               MemoryAnswerCache(max_entries=10, ttl_s=60, admits=keeps_every_answer))  # fmt: skip
+        return
+    guard = RedisGuard(connect(request.getfixturevalue("redis_url")))
+    yield (RedisAnswerCache(guard, ttl_s=60, admits=is_cacheable),
+           RedisAnswerCache(guard, ttl_s=60, admits=keeps_every_answer, prefix="{test}:replays"))  # fmt: skip
+    await guard.aclose()
 
 
 class Clock:
@@ -38,39 +67,6 @@ def test_the_key_separates_tenants_and_tag_sets_but_not_tag_order_or_spacing() -
         assert cache_key(other) != key, other
 
 
-def test_ttl_lru_and_what_is_cached() -> None:
-    clock = Clock()
-    cache = AnswerCache(max_entries=2, ttl_s=10, clock=clock)
-    assert cache.put("k1", GROUNDED, question=QUESTION, generation=0)
-    clock.now = 9.9
-    assert cache.get("k1") == GROUNDED
-    clock.now = 10.0
-    assert cache.get("k1") is None, "expired"
-
-    for key in ("a", "b", "c"):
-        cache.put(key, GROUNDED, question=QUESTION, generation=0)
-    assert cache.get("a") is None and cache.get("b") and cache.get("c"), "least recently used evicted"
-
-    refusal = dataclasses.replace(GROUNDED, grounded=False, refusal=domain.RefusalReason.SCORE_GATE)
-    routed = dataclasses.replace(GROUNDED, action=domain.Action.ROUTE)
-    assert not cache.put("r", refusal, question=QUESTION, generation=0)
-    assert not cache.put("r", routed, question=QUESTION, generation=0)
-
-
-def test_invalidation_by_tenant_and_template_and_the_generation_guard() -> None:
-    cache = AnswerCache(max_entries=10, ttl_s=60)
-    other = dataclasses.replace(QUESTION, tenant_id="globex", template_id="rag-v1-terse")
-    cache.put("acme", GROUNDED, question=QUESTION, generation=0)
-    cache.put("globex", dataclasses.replace(GROUNDED, template_version="rag-v1-terse"), question=other, generation=0)
-
-    generation = cache.generation("acme")  # an answer starts computing ...
-    assert cache.invalidate_tenant("acme") == 1  # ... the tenant's documents change ...
-    assert not cache.put("acme", GROUNDED, question=QUESTION, generation=generation), "... it is not stored"
-    assert cache.get("globex") is not None
-
-    assert cache.invalidate_template("rag-v1-terse") == 1 and len(cache) == 0
-
-
 def test_what_bypasses_the_cache() -> None:
     assert not bypasses_cache(QUESTION)
     history = (domain.ChatMessage(domain.Role.USER, "hello"),)
@@ -90,8 +86,62 @@ def test_a_replay_key_is_the_idempotency_key_within_its_tenant() -> None:
     assert replay_key(dataclasses.replace(keyed, idempotency_key="retry-2")) != replay_key(keyed)
 
 
-def test_the_replay_store_keeps_every_answer_the_cache_would_not() -> None:
-    replays = AnswerCache(max_entries=10, ttl_s=60, admits=lambda answer: True)
-    refusal = dataclasses.replace(GROUNDED, grounded=False, refusal=domain.RefusalReason.SCORE_GATE)
-    assert replays.put("r", refusal, question=QUESTION, generation=0)
-    assert replays.get("r") == refusal
+async def test_the_cache_keeps_cited_grounded_answers_only(stores: tuple[AnswerStore, AnswerStore]) -> None:
+    cache, _ = stores
+    assert await cache.get("k") is None
+    assert await cache.put("k", GROUNDED, question=QUESTION, generation=await cache.generation("acme"))
+    assert await cache.get("k") == GROUNDED
+    routed = dataclasses.replace(GROUNDED, action=domain.Action.ROUTE)
+    for kept_out in (REFUSAL, routed):
+        assert not await cache.put("r", kept_out, question=QUESTION, generation=0)
+    assert await cache.get("r") is None
+
+
+async def test_the_replay_store_keeps_every_answer(stores: tuple[AnswerStore, AnswerStore]) -> None:
+    cache, replays = stores
+    assert await replays.put("r", REFUSAL, question=QUESTION, generation=0)
+    assert await replays.get("r") == REFUSAL
+    await cache.clear()
+    assert await replays.get("r") == REFUSAL, "the cache and the replays are apart"
+
+
+async def test_invalidation_by_tenant_and_template_and_the_generation_guard(
+    stores: tuple[AnswerStore, AnswerStore],
+) -> None:
+    cache, _ = stores
+    other = dataclasses.replace(QUESTION, tenant_id="globex", template_id="rag-v1-terse")
+    await cache.put("acme", GROUNDED, question=QUESTION, generation=0)
+    await cache.put("globex", dataclasses.replace(GROUNDED, template_version="rag-v1-terse"), question=other,
+                    generation=0)  # fmt: skip
+
+    generation = await cache.generation("acme")  # an answer starts computing ...
+    assert await cache.invalidate_tenant("acme") == 1  # ... the tenant's documents change ...
+    assert not await cache.put("acme", GROUNDED, question=QUESTION, generation=generation), "... it is not stored"
+    assert await cache.generation("acme") == generation + 1
+    assert await cache.get("acme") is None and await cache.get("globex") is not None
+
+    assert await cache.invalidate_template("rag-v1-terse") == 1
+    assert await cache.get("globex") is None
+
+
+async def test_clear_drops_every_entry(stores: tuple[AnswerStore, AnswerStore]) -> None:
+    cache, _ = stores
+    for key in ("a", "b", "c"):
+        await cache.put(key, GROUNDED, question=QUESTION, generation=0)
+    await cache.clear()
+    assert [await cache.get(key) for key in ("a", "b", "c")] == [None] * 3
+
+
+async def test_the_memory_cache_expires_and_evicts_the_least_recently_used() -> None:
+    clock = Clock()
+    cache = MemoryAnswerCache(max_entries=2, ttl_s=10, clock=clock)
+    assert await cache.put("k1", GROUNDED, question=QUESTION, generation=0)
+    clock.now = 9.9
+    assert await cache.get("k1") == GROUNDED
+    clock.now = 10.0
+    assert await cache.get("k1") is None, "expired"
+
+    for key in ("a", "b", "c"):
+        await cache.put(key, GROUNDED, question=QUESTION, generation=0)
+    assert await cache.get("a") is None and await cache.get("b") and await cache.get("c"), "least recently used evicted"
+    assert len(cache) == 2

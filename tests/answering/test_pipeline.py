@@ -48,8 +48,8 @@ from ragsvc.prompts import TemplateRegistry, get_prompt
 from ragsvc.retrieval.base import TermCounts
 from ragsvc.retrieval.layout import indexed_text
 from ragsvc.server.components import build_pipeline
-from ragsvc.storage.database import Database
 from ragsvc.storage.owners import OwnerDirectory
+from ragsvc.storage.sqlite import SQLiteDatabase
 from tests.generation.backends import BACKENDS, OPENAI, Backend
 from tests.support.http_server import Fault
 from tests.support.streams import collect_into
@@ -112,7 +112,7 @@ def make_pipeline(
         llm_self_score=False, follow_up_count=0, hallucination_retries=0, **overrides,
     )
     catalog = ModelCatalog(settings.generation.model_limits, settings.budget)
-    owners = OwnerDirectory(Database.open(":memory:"), admin_email="admin@example.com")
+    owners = OwnerDirectory(SQLiteDatabase.open(":memory:"), admin_email="admin@example.com")
     return build_pipeline(
         settings, retriever or FixedRetriever(hits), generator, catalog, TemplateRegistry(), owners, None,  # type: ignore[arg-type]
     )

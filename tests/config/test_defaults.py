@@ -72,6 +72,7 @@ DEFAULTS: dict[str, Any] = {
     # Ingestion
     "RAG_CHUNK_TOKENS": 180,
     "RAG_CHUNK_OVERLAP_TOKENS": 40,
+    "RAG_MAX_DOCUMENT_BYTES": 268435456,
     # Generation
     "RAG_GENERATOR": "extractive",
     "OPENAI_BASE_URL": "http://127.0.0.1:8080/v1",
@@ -106,9 +107,21 @@ DEFAULTS: dict[str, Any] = {
     "RAG_ADMIN_EMAIL": "admin@example.com",
     # Records
     "RAG_DB_PATH": "",
+    "RAG_DATABASE_URL": "",
+    "RAG_DATABASE_POOL_MIN_SIZE": 1,
+    "RAG_DATABASE_POOL_MAX_SIZE": 10,
+    "RAG_DATABASE_CONNECT_TIMEOUT_SECONDS": 5.0,
+    "RAG_DATABASE_COMMAND_TIMEOUT_SECONDS": 30.0,
     "RAG_OWNERS_FILE": "",
     "RAG_SESSION_HISTORY_MESSAGES": 10,
     "RAG_SESSION_RETENTION_DAYS": 30.0,
+    "RAG_AUDIT_RETENTION_DAYS": 0.0,
+    "RAG_RETENTION_INTERVAL_SECONDS": 3600.0,
+    # Shared state
+    "RAG_REDIS_URL": "",
+    "RAG_REDIS_TIMEOUT_SECONDS": 0.5,
+    "RAG_REDIS_RETRY_SECONDS": 1.0,
+    "RAG_CHANGES_POLL_SECONDS": 0.5,
 }
 
 EFFECTIVE = Settings.from_env({})

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from ragsvc.domain import MetadataFilter, RetrievalQuery, SourceDocument
@@ -41,13 +43,33 @@ def indexer(embedder: MiniLMEmbedder, engine: EdgeEngine) -> Indexer:
 
 async def test_ingesting_twice_gives_the_same_chunks(indexer: Indexer, engine: EdgeEngine) -> None:
     first = await indexer.ingest(guide())
-    second = await indexer.ingest(guide())
+    second = await indexer.ingest(guide(title="Backup guide, 2026"))
 
-    assert first.error == ""
+    assert first.error == "" and not first.unchanged
     assert first.chunks_created == first.chunks_indexed > 3
     assert (second.chunks_created, second.chunks_indexed) == (first.chunks_created, first.chunks_indexed)
     assert second.elapsed_ms > 0
     assert await engine.count("acme") == first.chunks_created
+
+
+async def test_an_unchanged_document_is_skipped_and_recorded_with_its_source(
+    indexer: Indexer, engine: EdgeEngine, embedder: MiniLMEmbedder
+) -> None:
+    first = await indexer.ingest(guide())
+    again = await indexer.ingest(guide())
+
+    assert again.unchanged and (again.chunks_created, again.chunks_indexed, again.error) == (0, 0, "")
+    stored = await engine.get_document("acme", "backup-guide")
+    assert stored is not None and stored.chunks == first.chunks_indexed and stored.source is not None
+    assert stored.source.content_sha256 == hashlib.sha256(GUIDE.encode()).hexdigest()
+    assert (stored.source.content_bytes, stored.source.media_type) == (len(GUIDE.encode()), "text/markdown")
+    assert stored.source.fingerprint == indexer.source(guide()).fingerprint
+    # Anything the chunks are made from counts as a change: the content, the metadata, the chunk settings.
+    for changed in (guide(content=GUIDE.encode() + b"\nOne more line."), guide(tags=("ops", "sre")),
+                    guide(tags=("ops", "sre"), confidential=True)):
+        assert not (await indexer.ingest(changed)).unchanged
+    other_settings = Indexer(embedder, engine, chunk_tokens=60, overlap_tokens=16)
+    assert not (await other_settings.ingest(guide(tags=("ops", "sre"), confidential=True))).unchanged
 
 
 async def test_chunks_carry_the_documents_metadata(

@@ -1,17 +1,18 @@
-"""The template catalog without a transport: the database first, then the registry the pipeline renders from, and
-every change drops the cached answers written from the template (AdminService over a channel:
-tests/server/test_admin.py)."""
+"""The template catalog without a transport, on both records backends: the database first, then the registry the
+pipeline renders from; every change drops the cached answers written from the template and is announced, and
+another replica's `reload` applies it (AdminService over a channel: tests/server/test_admin.py; the change feed
+between two real servers: tests/server/test_replicas.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from ragsvc import domain
-from ragsvc.answering.cache import AnswerCache
+from ragsvc.answering.cache import MemoryAnswerCache
 from ragsvc.errors import AlreadyExists, BuiltInTemplate, InvalidRequest, NotFound
 from ragsvc.management.templates import TemplateCatalog, TemplateChange
 from ragsvc.prompts import BUILT_INS, TemplateRegistry
-from ragsvc.storage.database import Database
+from ragsvc.storage.backend import Backend
 from ragsvc.storage.templates import TemplateStore
 
 USER = "Question for the on-call engineer:\n{query}\n\nWhat the runbooks say:\n{context}"
@@ -25,17 +26,27 @@ def registry() -> TemplateRegistry:
 
 
 @pytest.fixture
-def cache() -> AnswerCache:
-    return AnswerCache(max_entries=10, ttl_s=60)
+def cache() -> MemoryAnswerCache:
+    return MemoryAnswerCache(max_entries=10, ttl_s=60)
 
 
 @pytest.fixture
-def catalog(database: Database, registry: TemplateRegistry, cache: AnswerCache) -> TemplateCatalog:
-    return TemplateCatalog(registry, TemplateStore(database), cache)
+def announced() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def catalog(
+    database: Backend, registry: TemplateRegistry, cache: MemoryAnswerCache, announced: list[str]
+) -> TemplateCatalog:
+    async def announce() -> None:
+        announced.append("templates")
+
+    return TemplateCatalog(registry, TemplateStore(database), cache, announce=announce)
 
 
 async def test_a_created_template_is_stored_and_rendered_from_at_once(
-    catalog: TemplateCatalog, registry: TemplateRegistry, database: Database
+    catalog: TemplateCatalog, registry: TemplateRegistry, database: Backend
 ) -> None:
     created = await catalog.create("ops", "Ops", "- Answer like a runbook.", USER)
     assert not created.built_in and created.stored is not None
@@ -77,18 +88,38 @@ async def test_refusals_name_the_request_fields(catalog: TemplateCatalog) -> Non
 
 
 async def test_update_and_delete_drop_the_templates_cached_answers(
-    catalog: TemplateCatalog, registry: TemplateRegistry, cache: AnswerCache
+    catalog: TemplateCatalog, registry: TemplateRegistry, cache: MemoryAnswerCache, announced: list[str]
 ) -> None:
     await catalog.create("ops", "Ops", "- Answer like a runbook.", USER)
-    cache.put("ops-answer", CITED, question=QUESTION, generation=0)
+    await cache.put("ops-answer", CITED, question=QUESTION, generation=0)
 
     updated, dropped = await catalog.update("ops", TemplateChange(user_prompt="Runbook lookup: {query}\n\n{context}"))
     assert dropped == 1 and len(cache) == 0
     assert updated.template.display_name == "Ops", "fields the change leaves out keep their value"
     assert registry.get("ops").user.startswith("Runbook lookup:")
 
-    cache.put("ops-answer", CITED, question=QUESTION, generation=0)
+    await cache.put("ops-answer", CITED, question=QUESTION, generation=0)
     assert await catalog.delete("ops") == 1
     assert registry.get("ops") is None
     with pytest.raises(NotFound):
         await catalog.get("ops")
+    assert announced == ["templates"] * 3, "create, update and delete, each announced once"
+
+
+async def test_a_reload_applies_another_replicas_changes(
+    catalog: TemplateCatalog, registry: TemplateRegistry, cache: MemoryAnswerCache, database: Backend
+) -> None:
+    await catalog.create("ops", "Ops", "", USER)
+    await catalog.create("kept", "Kept", "", USER)
+    await cache.put("ops-answer", CITED, question=QUESTION, generation=0)
+    other = TemplateCatalog(TemplateRegistry(), TemplateStore(database))  # another replica on the same database
+    await other.load()
+    await other.update("ops", TemplateChange(user_prompt="Runbook lookup: {query}\n\n{context}"))
+    await other.create("new", "New", "", USER)
+    await other.delete("kept")
+
+    assert await catalog.reload() == ["kept", "new", "ops"]
+    assert registry.get("ops").user.startswith("Runbook lookup:")
+    assert registry.get("new") is not None and registry.get("kept") is None
+    assert len(cache) == 0, "answers cached here from the old template are dropped"
+    assert await catalog.reload() == [], "nothing changed since"

@@ -5,7 +5,7 @@ scripted to stream word by word (so the deltas are real), authentication on and 
 minute per key, which is what one run of the client makes. The client's own output is printed (pytest -s).
 
 The Go toolchain and modules come from `make go-tools` (see gotools.py); `make test` installs them and sets
-RAG_POLYGLOT_REQUIRED, so these tests fail there, rather than skip, when something is missing.
+POLYGLOT_REQUIRED, so these tests fail there, rather than skip, when something is missing.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ in its local mode). Same collection layout, same query semantics, same access ru
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragsvc.config import RetrievalSettings
-from ragsvc.domain import Chunk, MetadataFilter, RetrievalQuery
+from ragsvc.domain import Chunk, DocumentSource, MetadataFilter, RetrievalQuery, StoredDocument
 from ragsvc.errors import RetrievalUnavailable
 from ragsvc.retrieval.base import IndexedChunk, VectorEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
@@ -240,6 +241,68 @@ async def test_confidential_chunks_are_redacted_for_callers_without_clearance(
 async def test_chunks_of_another_document_are_refused(any_engine: VectorEngine) -> None:
     with pytest.raises(ValueError, match="not part of document"):
         await any_engine.replace_document("acme", "vpn", [IndexedChunk(chunk("refunds"), [0.1] * 384)])
+
+
+def source(content: bytes, *, fingerprint: str = "f1", at: float = 1_790_000_000.0) -> DocumentSource:
+    return DocumentSource(hashlib.sha256(content).hexdigest(), len(content), "text/markdown", fingerprint, at)
+
+
+async def store_document(engine: VectorEngine, document_id: str, chunks: int, *, tenant: str = "acme",
+                         content: bytes | None = None, **fields: object) -> None:
+    text = f"Paragraph of {document_id}."
+    stored_source = None if content is None else source(content)
+    await engine.replace_document(tenant, document_id, [
+        IndexedChunk(chunk(document_id, i, tenant=tenant, text=text, **fields), [0.1 + i] * 384, stored_source)
+        for i in range(chunks)
+    ])
+
+
+async def test_documents_are_listed_per_tenant_in_id_order_page_by_page(any_engine: VectorEngine) -> None:
+    for name, chunks in [("zeta", 1), ("alpha", 3), ("guides.setup", 2), ("mid", 1)]:
+        await store_document(any_engine, name, chunks, content=name.encode() * 10)
+    await store_document(any_engine, "alpha", 2, tenant="globex", content=b"other tenant")
+
+    first = await any_engine.list_documents("acme", limit=3)
+    assert [(d.document_id, d.chunks) for d in first.documents] == [("alpha", 3), ("guides.setup", 2), ("mid", 1)]
+    assert first.next_after == "mid"
+    rest = await any_engine.list_documents("acme", after="mid", limit=3)
+    assert [(d.document_id, d.chunks) for d in rest.documents] == [("zeta", 1)] and rest.next_after is None
+    assert (await any_engine.list_documents("nobody", limit=3)).documents == []
+
+    [globex] = (await any_engine.list_documents("globex", limit=10)).documents
+    assert globex.chunks == 2 and globex.source == source(b"other tenant")
+
+
+async def test_a_document_comes_back_with_its_source_and_fields(any_engine: VectorEngine) -> None:
+    await store_document(any_engine, "refunds", 2, content=b"# Refunds\n\n14 days.", document_name="refunds.md",
+                         page_title="Refunds", tags=("billing",), source_url="https://example.com/r", confidential=True)
+    await store_document(any_engine, "legacy", 1)  # stored without a source, as older versions did
+
+    document = await any_engine.get_document("acme", "refunds")
+    assert document == StoredDocument(
+        document_id="refunds", name="refunds.md", title="Refunds", tags=("billing",),
+        source_url="https://example.com/r", confidential=True, chunks=2, source=source(b"# Refunds\n\n14 days."),
+    )
+    legacy = await any_engine.get_document("acme", "legacy")
+    assert legacy is not None and (legacy.chunks, legacy.source, legacy.name) == (1, None, "legacy")
+    assert await any_engine.get_document("acme", "never") is None
+    assert await any_engine.get_document("globex", "refunds") is None
+
+    stats = await any_engine.stats("acme")
+    assert (stats.documents, stats.chunks, stats.content_bytes) == (2, 3, len(b"# Refunds\n\n14 days."))
+    assert "qdrant" in stats.engine.lower()
+    assert (await any_engine.stats("globex")).documents == 0
+
+
+async def test_replacing_a_document_replaces_its_source(any_engine: VectorEngine) -> None:
+    await store_document(any_engine, "notes", 3, content=b"version one")
+    await store_document(any_engine, "notes", 1, content=b"version two, longer")
+
+    document = await any_engine.get_document("acme", "notes")
+    assert document is not None and document.chunks == 1
+    assert document.source == source(b"version two, longer")
+    await any_engine.delete_document("acme", "notes")
+    assert await any_engine.get_document("acme", "notes") is None
 
 
 async def test_a_closed_engine_is_unavailable(any_engine: VectorEngine) -> None:

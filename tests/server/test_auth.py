@@ -130,6 +130,36 @@ async def test_index_service_needs_a_key_allowed_to_index(index) -> None:
     assert (details.code, details.reason) == (grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED")
 
 
+async def test_uploads_in_pieces_are_authenticated_and_bounded_by_the_key(index) -> None:
+    """The client stream's first message is checked like any request: token, index permission, tenant, tags."""
+
+    def upload(**first: object) -> AsyncIterator[index_pb.UploadDocumentRequest]:
+        async def messages() -> AsyncIterator[index_pb.UploadDocumentRequest]:
+            document = index_pb.Document(document_id="memo", media_type="text/plain", tags=first.pop("tags", []))
+            yield index_pb.UploadDocumentRequest(document=document, data=b"The memo.", **first)
+            yield index_pb.UploadDocumentRequest(write_offset=9, finish_write=True)
+
+        return messages()
+
+    refusals = [
+        ((), {}, grpc.StatusCode.UNAUTHENTICATED),
+        (bearer("tok-finance"), {}, grpc.StatusCode.PERMISSION_DENIED),  # not an indexing key
+        (bearer("tok-admin"), {"tenant_id": "globex"}, grpc.StatusCode.PERMISSION_DENIED),
+    ]
+    for metadata, first, code in refusals:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await index.UploadDocument(upload(**first), metadata=metadata, timeout=10)
+        assert details_of(caught.value).code == code, (metadata, first)
+
+    done = await index.UploadDocument(upload(tags=["finance"]), metadata=bearer("tok-admin"), timeout=30)
+    assert done.result.chunks_indexed == 1
+    listed = await index.ListDocuments(index_pb.ListDocumentsRequest(), metadata=bearer("tok-admin"), timeout=10)
+    assert {d.document_id for d in listed.documents} == {"memo", "salaries", "travel"}, "the key's tenant: acme"
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await index.ListDocuments(index_pb.ListDocumentsRequest(tenant_id="default"), metadata=bearer("tok-admin"))
+    assert details_of(caught.value).code == grpc.StatusCode.PERMISSION_DENIED
+
+
 async def test_the_tenant_and_tags_come_from_the_key(rag) -> None:
     # No tenant and no tags in the request: the key's tenant (acme) and tags (finance) apply.
     finance = (await rag.Ask(pb.AskRequest(query=QUESTION), metadata=bearer("tok-finance"), timeout=30)).answer

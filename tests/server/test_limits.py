@@ -12,7 +12,9 @@ import pytest
 from grpc_health.v1 import health_pb2
 
 from ragsvc.server.app import RagServer
-from ragsvc.server.limits import TokenBuckets, peer_host
+from ragsvc.server.limits import RateLimit, TokenBuckets, peer_host
+from ragsvc.shared.guard import RedisGuard, connect
+from ragsvc.shared.limits import RedisTokenBuckets
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc
 from tests.support.openai_server import ScriptedOpenAIServer
@@ -152,16 +154,28 @@ async def test_injection_is_rejected_when_configured(rag, query: str) -> None:
     assert [v.field for v in details.bad_request.field_violations] == ["query"]
 
 
-def test_token_buckets_refill_evenly() -> None:
-    now = [0.0]
-    buckets = TokenBuckets(6, clock=lambda: now[0])  # one token every 10 s, a burst of 6
-    assert [buckets.take("a") for _ in range(6)] == [0.0] * 6
-    assert buckets.take("a") == pytest.approx(10.0)
-    assert buckets.take("b") == 0.0, "per client"
-    now[0] = 5.0
-    assert buckets.take("a") == pytest.approx(5.0)
-    now[0] = 10.0
-    assert buckets.take("a") == 0.0 and buckets.take("a") > 0
+@pytest.fixture(params=["memory", "redis"])
+async def six_a_minute(request: pytest.FixtureRequest) -> AsyncIterator[tuple[RateLimit, list[float]]]:
+    """A `RateLimit` of 6 calls a minute of each implementation (in memory; on a real Redis-protocol server), on
+    a clock the test moves."""
+    now = [1_000.0]
+    if request.param == "memory":
+        yield TokenBuckets(6, clock=lambda: now[0]), now
+        return
+    guard = RedisGuard(connect(request.getfixturevalue("redis_url")))
+    yield RedisTokenBuckets(guard, 6, clock=lambda: now[0]), now
+    await guard.aclose()
+
+
+async def test_token_buckets_refill_evenly(six_a_minute: tuple[RateLimit, list[float]]) -> None:
+    buckets, now = six_a_minute  # one token every 10 s, a burst of 6
+    assert [await buckets.take("a") for _ in range(6)] == [0.0] * 6
+    assert await buckets.take("a") == pytest.approx(10.0)
+    assert await buckets.take("b") == 0.0, "per client"
+    now[0] += 5.0
+    assert await buckets.take("a") == pytest.approx(5.0)
+    now[0] += 5.0
+    assert await buckets.take("a") == 0.0 and await buckets.take("a") > 0
 
 
 def test_the_peer_identity_drops_the_port() -> None:

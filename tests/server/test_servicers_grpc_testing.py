@@ -34,7 +34,7 @@ import inspect
 import queue
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -145,7 +145,7 @@ class AioAdapter:
 
     def _unary(self, handler: Any, request: Any, context: grpc.ServicerContext) -> Any:
         aio = AioContext(context)
-        future = self._start(handler(request, aio), context)
+        future = self._start(handler(_as_async(request), aio), context)
         try:
             return future.result(TIMEOUT_S)
         except grpc.aio.AbortError:
@@ -175,6 +175,20 @@ class AioAdapter:
             aio.deliver()
         except concurrent.futures.CancelledError:
             pass
+
+
+def _as_async(request: Any) -> Any:
+    """A message as it is; a client-streaming call's requests (grpc_testing's blocking iterator) as the async
+    iterator a grpc.aio handler reads, each taken on a worker thread so the loop never blocks."""
+    if not isinstance(request, Iterator):
+        return request
+    end = object()
+
+    async def requests() -> Any:
+        while (message := await asyncio.to_thread(next, request, end)) is not end:
+            yield message
+
+    return requests()
 
 
 # --- decoding what a client sees -----------------------------------------------------------------------------
@@ -273,6 +287,15 @@ class InProcess:
                 break
         trailing, code, details = call.termination()
         return responses, outcome(trailing, code, details)
+
+    def stream_unary(self, method: str, requests: Sequence[Any]) -> tuple[Any, Outcome]:
+        [service] = [service for service in SERVICES if method in service.methods_by_name]
+        call = self.server.invoke_stream_unary(service.methods_by_name[method], (), TIMEOUT_S)
+        for request in requests:
+            call.send_request(request)
+        call.requests_closed()
+        response, trailing, code, details = call.termination()
+        return response, outcome(trailing, code, details)
 
     def unary(self, method: str, request: Any, metadata: Any = ()) -> tuple[Any, Outcome]:
         [service] = [service for service in SERVICES if method in service.methods_by_name]
@@ -514,6 +537,56 @@ def test_delete_on_a_closed_engine_is_unavailable(broken: InProcess) -> None:
     assert ended.code == grpc.StatusCode.UNAVAILABLE and ended.reason == "RETRIEVAL_UNAVAILABLE"
 
 
+def test_documents_are_listed_described_and_counted(served: InProcess) -> None:
+    served.unary("IngestDocuments", index_pb.IngestDocumentsRequest(tenant_id="listed", documents=[handbook()]))
+    listed, ended = served.unary("ListDocuments", index_pb.ListDocumentsRequest(tenant_id="listed", page_size=10))
+    assert ended.code == grpc.StatusCode.OK and [d.document_id for d in listed.documents] == ["handbook"]
+    [document] = listed.documents
+    assert (document.chunk_count, document.size_bytes) == (2, len(HANDBOOK.encode()))
+    assert len(document.content_sha256) == 64 and document.ingest_time.seconds > 0
+
+    got, ended = served.unary("GetDocument", index_pb.GetDocumentRequest(tenant_id="listed", document_id="handbook"))
+    assert ended.code == grpc.StatusCode.OK and got.document == document
+    stats, ended = served.unary("GetIndexStats", index_pb.GetIndexStatsRequest(tenant_id="listed"))
+    assert ended.code == grpc.StatusCode.OK
+    assert (stats.document_count, stats.chunk_count, stats.content_bytes) == (1, 2, len(HANDBOOK.encode()))
+
+
+def test_listing_errors_are_typed(served: InProcess, broken: InProcess) -> None:
+    _, ended = served.unary("ListDocuments", index_pb.ListDocumentsRequest(page_size=-1))
+    assert ended.code == grpc.StatusCode.INVALID_ARGUMENT and ended.fields == ["page_size"]
+    _, ended = served.unary("GetDocument", index_pb.GetDocumentRequest(document_id="never-ingested"))
+    assert ended.code == grpc.StatusCode.NOT_FOUND and ended.reason == "NOT_FOUND"
+    _, ended = broken.unary("GetIndexStats", index_pb.GetIndexStatsRequest())
+    assert ended.code == grpc.StatusCode.UNAVAILABLE and ended.reason == "RETRIEVAL_UNAVAILABLE"
+
+
+def test_an_upload_in_pieces_is_held_then_ingested(served: InProcess) -> None:
+    content = HANDBOOK.encode()
+    first = index_pb.UploadDocumentRequest(
+        tenant_id="uploads", document=handbook(content=b"", document_id="uploaded"), data=content[:50]
+    )
+    held, ended = served.stream_unary("UploadDocument", [first])
+    assert ended.code == grpc.StatusCode.OK and held.committed_size == 50 and not held.HasField("result")
+    status, _ = served.unary(
+        "GetUploadStatus", index_pb.GetUploadStatusRequest(tenant_id="uploads", document_id="uploaded")
+    )
+    assert status.committed_size == 50
+
+    rest = index_pb.UploadDocumentRequest(
+        tenant_id="uploads", document=first.document, write_offset=50, data=content[50:], finish_write=True
+    )
+    done, ended = served.stream_unary("UploadDocument", [rest])
+    assert ended.code == grpc.StatusCode.OK and done.committed_size == len(content)
+    assert done.result.document_id == "uploaded" and done.result.chunks_indexed == 2 and not done.result.error
+
+
+def test_an_upload_from_the_wrong_offset_is_invalid_argument(served: InProcess) -> None:
+    request = index_pb.UploadDocumentRequest(document=handbook(content=b""), write_offset=7, data=b"x")
+    _, ended = served.stream_unary("UploadDocument", [request])
+    assert ended.code == grpc.StatusCode.INVALID_ARGUMENT and ended.fields == ["write_offset"]
+
+
 # --- AdminService --------------------------------------------------------------------------------------------
 
 TERSE = "Question: {query}\n\nSources:\n{context}\n\nAnswer in one sentence."
@@ -678,7 +751,10 @@ def test_simulate_ask_refusals(served: InProcess, broken: InProcess) -> None:
 
 COVERED = {
     "ragsvc.v1.RagService": {"Ask", "AskStream"},
-    "ragsvc.v1.IndexService": {"IngestDocuments", "DeleteDocument"},
+    "ragsvc.v1.IndexService": {
+        "IngestDocuments", "DeleteDocument", "ListDocuments", "GetDocument", "GetIndexStats", "UploadDocument",
+        "GetUploadStatus",
+    },
     "ragsvc.v1.AdminService": {
         "CreatePromptTemplate", "GetPromptTemplate", "ListPromptTemplates", "UpdatePromptTemplate",
         "DeletePromptTemplate", "GetRankingWeights", "UpdateRankingWeights", "SimulateAsk",

@@ -1,51 +1,24 @@
 from __future__ import annotations
 
-from ragsvc.domain import (
-    Action,
-    Answer,
-    Chunk,
-    Citation,
-    Confidence,
-    Explanation,
-    Flags,
-    Question,
-    RefusalReason,
-    ScoredChunk,
-    Timings,
-)
-from ragsvc.errors import FieldViolation, InvalidRequest, LLMUnavailable
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ragsvc.domain import Action, Answer, Event, RefusalReason, TextDelta
+from ragsvc.errors import DatabaseUnavailable, FieldViolation, InvalidRequest, LLMUnavailable
 from ragsvc.storage.answers import AnswerLog
-from ragsvc.storage.database import Database
-
-CHUNK = Chunk("guide", 2, "Hotels up to 180 euros.", tenant_id="acme")
-PACKED = (ScoredChunk(CHUNK, 0.7),)
+from ragsvc.storage.backend import Backend
+from tests.storage.samples import CHUNK, answer, consumed, events, question
 
 
-def question(**fields: object) -> Question:
-    return Question(**{"query": "hotel limit?", "tenant_id": "acme", "request_id": "r1", **fields})  # type: ignore[arg-type]
-
-
-def answer(**fields: object) -> Answer:
-    base = {
-        "text": "Up to 180 euros [#1].",
-        "citations": (Citation(1, CHUNK, 0.7),),
-        "confidence": Confidence(overall=81.0, retrieval=0.7, coverage=1.0, llm=50.0),
-        "grounded": True,
-        "flags": Flags(hallucination_detected=False),
-        "model": "extractive",
-        "template_version": "rag-v1",
-        "timings": Timings(total_ms=12.5),
-        "explanation": Explanation((), PACKED, 40),
-    }
-    return Answer(**{**base, **fields})  # type: ignore[arg-type]
-
-
-async def test_every_outcome_is_recorded(database: Database) -> None:
+async def test_every_outcome_is_recorded(database: Backend) -> None:
     log = AnswerLog(database)
-    log.record_answer(question(), answer())
-    log.record_answer(question(), answer(action=Action.ROUTE))
-    log.record_answer(question(), answer(grounded=False, refusal=RefusalReason.SCORE_GATE, action=Action.ROUTE))
-    log.record_answer(question(dry_run=True), answer(text=""))
+    await log.record_answer(question(), answer())
+    await log.record_answer(question(), answer(action=Action.ROUTE))
+    await log.record_answer(question(), answer(grounded=False, refusal=RefusalReason.SCORE_GATE, action=Action.ROUTE))
+    await log.record_answer(question(dry_run=True), answer(text=""))
     log.record_failure(question(), LLMUnavailable("down"))
     log.record_failure(question(query=""), InvalidRequest([FieldViolation("query", "empty")]))
     log.record_failure(question(), KeyError("boom"))
@@ -65,34 +38,100 @@ async def test_every_outcome_is_recorded(database: Database) -> None:
     assert rows[-3]["refusal_reason"] == "score_gate"
 
 
-async def test_packed_chunks_are_kept_only_when_explaining(database: Database) -> None:
+async def test_packed_chunks_are_kept_only_when_explaining(database: Backend) -> None:
     log = AnswerLog(database)
-    log.record_answer(question(), answer())
-    log.record_answer(question(explain=True), answer())
+    await log.record_answer(question(), answer())
+    await log.record_answer(question(explain=True), answer())
     explained, plain = await log.recent("acme")
     assert plain["packed_chunks"] is None
     assert explained["packed_chunks"][0]["marker"] == 1
     assert explained["packed_chunks"][0]["text"] == CHUNK.text
 
 
-async def test_rows_are_per_tenant(database: Database) -> None:
+async def test_rows_are_per_tenant(database: Backend) -> None:
     log = AnswerLog(database)
-    log.record_answer(question(tenant_id="other"), answer())
+    await log.record_answer(question(tenant_id="other"), answer())
     assert await log.recent("acme") == []
 
 
-async def test_rows_queued_together_are_committed_in_one_transaction(database: Database) -> None:
+async def test_the_answer_is_passed_on_only_once_its_row_is_committed(database: Backend) -> None:
     log = AnswerLog(database)
-    for n in range(50):
-        log.record_answer(question(request_id=f"r{n}"), answer())
-    await log.drain()
-    rows = await database.fetch_all("SELECT request_id FROM answers ORDER BY id")
-    assert [r["request_id"] for r in rows] == [f"r{n}" for n in range(50)]
+    seen = []
+    async for event in log.recorded(question(request_id="r-final"), events(answer())):
+        if isinstance(event, Answer):
+            # Read straight from the database (no drain): the row is there before the caller gets the answer.
+            rows = await database.fetch_all("SELECT request_id, outcome FROM answers")
+            assert rows == [{"request_id": "r-final", "outcome": "answered"}]
+        seen.append(event)
+    assert isinstance(seen[-1], Answer) and len(seen) == 2
 
 
-async def test_a_failed_write_is_logged_and_never_raised(database: Database, caplog) -> None:
+async def test_concurrent_answers_share_transactions(database: Backend) -> None:
     log = AnswerLog(database)
-    database.close()  # every write now fails with DatabaseUnavailable
-    log.record_answer(question(), answer())
+
+    async def ask(n: int) -> None:
+        async for event in log.recorded(question(request_id=f"r{n}"), events(answer())):
+            if isinstance(event, Answer):
+                rows = await database.fetch_all("SELECT 1 FROM answers WHERE request_id = ?", (f"r{n}",))
+                assert len(rows) == 1, "committed before it was passed on"
+
+    await asyncio.gather(*(ask(n) for n in range(32)))
+    rows = await database.fetch_all("SELECT request_id FROM answers")
+    assert sorted(r["request_id"] for r in rows) == sorted(f"r{n}" for n in range(32))
+    assert 1 <= log.transactions <= 2, f"32 rows in {log.transactions} transactions"
+
+
+async def test_rows_arriving_during_a_transaction_go_in_the_next_one(database: Backend) -> None:
+    log = AnswerLog(database)
+    first = asyncio.ensure_future(log.record_answer(question(request_id="first"), answer()))
+    await asyncio.sleep(0)  # the first transaction is in flight
+    rest = [asyncio.ensure_future(log.record_answer(question(request_id=f"r{n}"), answer())) for n in range(10)]
+    await asyncio.gather(first, *rest)
+    assert log.transactions == 2
+
+
+async def test_a_row_that_cannot_be_committed_fails_the_answer(database: Backend, caplog) -> None:
+    log = AnswerLog(database)
+    await database.aclose()  # every write now fails with DatabaseUnavailable
+    seen: list[Event] = []
+    with pytest.raises(DatabaseUnavailable):
+        await consumed(log.recorded(question(), events(answer())), seen)
+    assert seen and not any(isinstance(event, Answer) for event in seen), "the answer never went out"
     await log.drain()
     assert "the audit log lost 1 rows" in caplog.text
+
+
+async def test_failures_and_cancellations_are_recorded_without_waiting(database: Backend) -> None:
+    log = AnswerLog(database)
+
+    async def failing() -> AsyncIterator[Event]:
+        yield TextDelta("partial ")
+        raise LLMUnavailable("down")
+
+    with pytest.raises(LLMUnavailable):
+        async for _ in log.recorded(question(request_id="failed"), failing()):
+            pass
+    stream = log.recorded(question(request_id="cancelled"), events(answer(), before=3))
+    await anext(stream)
+    await stream.aclose()  # the caller went away mid-stream
+    rows = await log.recent("acme")
+    assert [(r["request_id"], r["outcome"], r["error_reason"]) for r in rows] == [
+        ("cancelled", "cancelled", "CANCELLED"), ("failed", "failed", "LLM_UNAVAILABLE"),
+    ]  # fmt: skip
+
+
+async def test_audit_rows_past_retention_are_purged(database: Backend) -> None:
+    log = AnswerLog(database)
+    await log.record_answer(question(), answer())
+    assert await log.purge(retention_days=1) == 0
+    assert await log.purge(retention_days=1, now=datetime.now(UTC) + timedelta(days=2)) == 1
+    assert await log.recent("acme") == []
+
+
+async def test_created_at_reads_back_as_an_aware_datetime(database: Backend) -> None:
+    log = AnswerLog(database)
+    before = datetime.now(UTC) - timedelta(seconds=1)
+    await log.record_answer(question(), answer())
+    [row] = await log.recent("acme")
+    assert isinstance(row["created_at"], datetime) and row["created_at"].tzinfo is not None
+    assert before <= row["created_at"] <= datetime.now(UTC)

@@ -5,12 +5,12 @@ import json
 import pytest
 
 from ragsvc.config.documents import parse_owners
-from ragsvc.storage.database import Database
+from ragsvc.storage.backend import Backend
 from ragsvc.storage.owners import OwnerDirectory
 
 
 @pytest.fixture
-async def directory(database: Database) -> OwnerDirectory:
+async def directory(database: Backend) -> OwnerDirectory:
     owners = OwnerDirectory(database, admin_email="admin@example.com")
     await owners.set_user("u1", "finance-lead@example.com")
     await owners.set_tag_owner("finance", "u1")
@@ -36,7 +36,7 @@ async def test_admin_fallback(directory: OwnerDirectory, tag: str, why: str) -> 
     assert why in route.reason
 
 
-async def test_owners_load_from_the_owners_document(database: Database) -> None:
+async def test_owners_load_from_the_owners_document(database: Backend) -> None:
     text = json.dumps({"users": [{"id": "u2", "email": "hr@example.com"}],
                        "tags": [{"name": "hr", "owner_user_id": "u2"}]})
     owners = OwnerDirectory(database, admin_email="admin@example.com")

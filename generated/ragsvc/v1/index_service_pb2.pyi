@@ -1,6 +1,7 @@
 import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -48,18 +49,20 @@ class IngestDocumentsResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[DocumentResult, _Mapping]]] = ...) -> None: ...
 
 class DocumentResult(_message.Message):
-    __slots__ = ("document_id", "chunks_created", "chunks_indexed", "elapsed", "error")
+    __slots__ = ("document_id", "chunks_created", "chunks_indexed", "elapsed", "error", "unchanged")
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_CREATED_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_INDEXED_FIELD_NUMBER: _ClassVar[int]
     ELAPSED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_FIELD_NUMBER: _ClassVar[int]
     document_id: str
     chunks_created: int
     chunks_indexed: int
     elapsed: _duration_pb2.Duration
     error: str
-    def __init__(self, document_id: _Optional[str] = ..., chunks_created: _Optional[int] = ..., chunks_indexed: _Optional[int] = ..., elapsed: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., error: _Optional[str] = ...) -> None: ...
+    unchanged: bool
+    def __init__(self, document_id: _Optional[str] = ..., chunks_created: _Optional[int] = ..., chunks_indexed: _Optional[int] = ..., elapsed: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., error: _Optional[str] = ..., unchanged: _Optional[bool] = ...) -> None: ...
 
 class DeleteDocumentRequest(_message.Message):
     __slots__ = ("tenant_id", "document_id")
@@ -74,3 +77,117 @@ class DeleteDocumentResponse(_message.Message):
     CHUNKS_DELETED_FIELD_NUMBER: _ClassVar[int]
     chunks_deleted: int
     def __init__(self, chunks_deleted: _Optional[int] = ...) -> None: ...
+
+class ListDocumentsRequest(_message.Message):
+    __slots__ = ("tenant_id", "page_size", "page_token")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, tenant_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListDocumentsResponse(_message.Message):
+    __slots__ = ("documents", "next_page_token")
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    documents: _containers.RepeatedCompositeFieldContainer[IndexedDocument]
+    next_page_token: str
+    def __init__(self, documents: _Optional[_Iterable[_Union[IndexedDocument, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class IndexedDocument(_message.Message):
+    __slots__ = ("document_id", "name", "title", "media_type", "tags", "source_url", "confidential", "chunk_count", "size_bytes", "content_sha256", "ingest_time")
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_URL_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_SHA256_FIELD_NUMBER: _ClassVar[int]
+    INGEST_TIME_FIELD_NUMBER: _ClassVar[int]
+    document_id: str
+    name: str
+    title: str
+    media_type: str
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    source_url: str
+    confidential: bool
+    chunk_count: int
+    size_bytes: int
+    content_sha256: str
+    ingest_time: _timestamp_pb2.Timestamp
+    def __init__(self, document_id: _Optional[str] = ..., name: _Optional[str] = ..., title: _Optional[str] = ..., media_type: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., source_url: _Optional[str] = ..., confidential: _Optional[bool] = ..., chunk_count: _Optional[int] = ..., size_bytes: _Optional[int] = ..., content_sha256: _Optional[str] = ..., ingest_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class GetDocumentRequest(_message.Message):
+    __slots__ = ("tenant_id", "document_id")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    document_id: str
+    def __init__(self, tenant_id: _Optional[str] = ..., document_id: _Optional[str] = ...) -> None: ...
+
+class GetDocumentResponse(_message.Message):
+    __slots__ = ("document",)
+    DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    document: IndexedDocument
+    def __init__(self, document: _Optional[_Union[IndexedDocument, _Mapping]] = ...) -> None: ...
+
+class GetIndexStatsRequest(_message.Message):
+    __slots__ = ("tenant_id",)
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    def __init__(self, tenant_id: _Optional[str] = ...) -> None: ...
+
+class GetIndexStatsResponse(_message.Message):
+    __slots__ = ("document_count", "chunk_count", "content_bytes", "engine")
+    DOCUMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    document_count: int
+    chunk_count: int
+    content_bytes: int
+    engine: str
+    def __init__(self, document_count: _Optional[int] = ..., chunk_count: _Optional[int] = ..., content_bytes: _Optional[int] = ..., engine: _Optional[str] = ...) -> None: ...
+
+class UploadDocumentRequest(_message.Message):
+    __slots__ = ("tenant_id", "document", "write_offset", "data", "finish_write", "content_sha256")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    WRITE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    FINISH_WRITE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_SHA256_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    document: Document
+    write_offset: int
+    data: bytes
+    finish_write: bool
+    content_sha256: str
+    def __init__(self, tenant_id: _Optional[str] = ..., document: _Optional[_Union[Document, _Mapping]] = ..., write_offset: _Optional[int] = ..., data: _Optional[bytes] = ..., finish_write: _Optional[bool] = ..., content_sha256: _Optional[str] = ...) -> None: ...
+
+class UploadDocumentResponse(_message.Message):
+    __slots__ = ("committed_size", "result")
+    COMMITTED_SIZE_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    committed_size: int
+    result: DocumentResult
+    def __init__(self, committed_size: _Optional[int] = ..., result: _Optional[_Union[DocumentResult, _Mapping]] = ...) -> None: ...
+
+class GetUploadStatusRequest(_message.Message):
+    __slots__ = ("tenant_id", "document_id")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    document_id: str
+    def __init__(self, tenant_id: _Optional[str] = ..., document_id: _Optional[str] = ...) -> None: ...
+
+class GetUploadStatusResponse(_message.Message):
+    __slots__ = ("committed_size",)
+    COMMITTED_SIZE_FIELD_NUMBER: _ClassVar[int]
+    committed_size: int
+    def __init__(self, committed_size: _Optional[int] = ...) -> None: ...

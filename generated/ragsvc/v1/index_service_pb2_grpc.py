@@ -26,7 +26,7 @@ if _version_not_supported:
 
 
 class IndexServiceStub:
-    """IndexService adds documents to the index and removes them.
+    """IndexService adds documents to the index, removes them, and tells what it holds.
     """
 
     def __init__(self, channel):
@@ -45,10 +45,35 @@ class IndexServiceStub:
                 request_serializer=ragsvc_dot_v1_dot_index__service__pb2.DeleteDocumentRequest.SerializeToString,
                 response_deserializer=ragsvc_dot_v1_dot_index__service__pb2.DeleteDocumentResponse.FromString,
                 _registered_method=True)
+        self.ListDocuments = channel.unary_unary(
+                '/ragsvc.v1.IndexService/ListDocuments',
+                request_serializer=ragsvc_dot_v1_dot_index__service__pb2.ListDocumentsRequest.SerializeToString,
+                response_deserializer=ragsvc_dot_v1_dot_index__service__pb2.ListDocumentsResponse.FromString,
+                _registered_method=True)
+        self.GetDocument = channel.unary_unary(
+                '/ragsvc.v1.IndexService/GetDocument',
+                request_serializer=ragsvc_dot_v1_dot_index__service__pb2.GetDocumentRequest.SerializeToString,
+                response_deserializer=ragsvc_dot_v1_dot_index__service__pb2.GetDocumentResponse.FromString,
+                _registered_method=True)
+        self.GetIndexStats = channel.unary_unary(
+                '/ragsvc.v1.IndexService/GetIndexStats',
+                request_serializer=ragsvc_dot_v1_dot_index__service__pb2.GetIndexStatsRequest.SerializeToString,
+                response_deserializer=ragsvc_dot_v1_dot_index__service__pb2.GetIndexStatsResponse.FromString,
+                _registered_method=True)
+        self.UploadDocument = channel.stream_unary(
+                '/ragsvc.v1.IndexService/UploadDocument',
+                request_serializer=ragsvc_dot_v1_dot_index__service__pb2.UploadDocumentRequest.SerializeToString,
+                response_deserializer=ragsvc_dot_v1_dot_index__service__pb2.UploadDocumentResponse.FromString,
+                _registered_method=True)
+        self.GetUploadStatus = channel.unary_unary(
+                '/ragsvc.v1.IndexService/GetUploadStatus',
+                request_serializer=ragsvc_dot_v1_dot_index__service__pb2.GetUploadStatusRequest.SerializeToString,
+                response_deserializer=ragsvc_dot_v1_dot_index__service__pb2.GetUploadStatusResponse.FromString,
+                _registered_method=True)
 
 
 class IndexServiceServicer:
-    """IndexService adds documents to the index and removes them.
+    """IndexService adds documents to the index, removes them, and tells what it holds.
     """
 
     def IngestDocuments(self, request, context):
@@ -68,6 +93,49 @@ class IndexServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDocuments(self, request, context):
+        """ListDocuments lists a tenant's documents in document id order, one page at a time (AIP-158), each
+        with its chunk count, size, content hash and ingest time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetDocument(self, request, context):
+        """GetDocument returns one document as indexed; NOT_FOUND when the tenant has no chunk of it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetIndexStats(self, request, context):
+        """GetIndexStats counts a tenant's documents, chunks and content bytes, and names the engine.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UploadDocument(self, request_iterator, context):
+        """UploadDocument ingests one document sent in pieces, for documents larger than one message may be
+        (RAG_MAX_RECEIVE_MESSAGE_BYTES). The first message carries the document's metadata; each message
+        carries the next piece of its content at `write_offset`; the message with `finish_write` ends the
+        content, which is then ingested as IngestDocuments would (a document that cannot be read is reported
+        in `result.error`). The server keeps what it received of an upload that did not finish, by tenant and
+        document id: a later stream resumes it from GetUploadStatus's `committed_size`. A document over
+        RAG_MAX_DOCUMENT_BYTES, a write_offset other than the size received, or a content_sha256 that does
+        not match is INVALID_ARGUMENT; a second upload of a document while one streams is ALREADY_EXISTS.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetUploadStatus(self, request, context):
+        """GetUploadStatus tells how much of an unfinished upload the server holds (0 when none).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IndexServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -81,6 +149,31 @@ def add_IndexServiceServicer_to_server(servicer, server):
                     request_deserializer=ragsvc_dot_v1_dot_index__service__pb2.DeleteDocumentRequest.FromString,
                     response_serializer=ragsvc_dot_v1_dot_index__service__pb2.DeleteDocumentResponse.SerializeToString,
             ),
+            'ListDocuments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDocuments,
+                    request_deserializer=ragsvc_dot_v1_dot_index__service__pb2.ListDocumentsRequest.FromString,
+                    response_serializer=ragsvc_dot_v1_dot_index__service__pb2.ListDocumentsResponse.SerializeToString,
+            ),
+            'GetDocument': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetDocument,
+                    request_deserializer=ragsvc_dot_v1_dot_index__service__pb2.GetDocumentRequest.FromString,
+                    response_serializer=ragsvc_dot_v1_dot_index__service__pb2.GetDocumentResponse.SerializeToString,
+            ),
+            'GetIndexStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetIndexStats,
+                    request_deserializer=ragsvc_dot_v1_dot_index__service__pb2.GetIndexStatsRequest.FromString,
+                    response_serializer=ragsvc_dot_v1_dot_index__service__pb2.GetIndexStatsResponse.SerializeToString,
+            ),
+            'UploadDocument': grpc.stream_unary_rpc_method_handler(
+                    servicer.UploadDocument,
+                    request_deserializer=ragsvc_dot_v1_dot_index__service__pb2.UploadDocumentRequest.FromString,
+                    response_serializer=ragsvc_dot_v1_dot_index__service__pb2.UploadDocumentResponse.SerializeToString,
+            ),
+            'GetUploadStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetUploadStatus,
+                    request_deserializer=ragsvc_dot_v1_dot_index__service__pb2.GetUploadStatusRequest.FromString,
+                    response_serializer=ragsvc_dot_v1_dot_index__service__pb2.GetUploadStatusResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'ragsvc.v1.IndexService', rpc_method_handlers)
@@ -90,7 +183,7 @@ def add_IndexServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class IndexService:
-    """IndexService adds documents to the index and removes them.
+    """IndexService adds documents to the index, removes them, and tells what it holds.
     """
 
     @staticmethod
@@ -137,6 +230,141 @@ class IndexService:
             '/ragsvc.v1.IndexService/DeleteDocument',
             ragsvc_dot_v1_dot_index__service__pb2.DeleteDocumentRequest.SerializeToString,
             ragsvc_dot_v1_dot_index__service__pb2.DeleteDocumentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDocuments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragsvc.v1.IndexService/ListDocuments',
+            ragsvc_dot_v1_dot_index__service__pb2.ListDocumentsRequest.SerializeToString,
+            ragsvc_dot_v1_dot_index__service__pb2.ListDocumentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetDocument(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragsvc.v1.IndexService/GetDocument',
+            ragsvc_dot_v1_dot_index__service__pb2.GetDocumentRequest.SerializeToString,
+            ragsvc_dot_v1_dot_index__service__pb2.GetDocumentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetIndexStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragsvc.v1.IndexService/GetIndexStats',
+            ragsvc_dot_v1_dot_index__service__pb2.GetIndexStatsRequest.SerializeToString,
+            ragsvc_dot_v1_dot_index__service__pb2.GetIndexStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UploadDocument(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/ragsvc.v1.IndexService/UploadDocument',
+            ragsvc_dot_v1_dot_index__service__pb2.UploadDocumentRequest.SerializeToString,
+            ragsvc_dot_v1_dot_index__service__pb2.UploadDocumentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetUploadStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragsvc.v1.IndexService/GetUploadStatus',
+            ragsvc_dot_v1_dot_index__service__pb2.GetUploadStatusRequest.SerializeToString,
+            ragsvc_dot_v1_dot_index__service__pb2.GetUploadStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

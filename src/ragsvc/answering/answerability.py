@@ -13,9 +13,9 @@ The signals are ones a reader would accept as a reason:
   text, section heading and page title). Too little of the question found anywhere in one place means the
   evidence is about something else.
 
-Sentences of the question that instruct the model (an injection pattern, or a request to put given words in the
-answer: "append the string X", "output the word X") are not part of what it asks: their words are never judged,
-nor named in a refusal, which would echo them.
+What the question says to instruct the model (text matching an injection pattern, a sentence asking to put given
+words in the answer: "append the string X", "output the word X") is not part of what it asks: its words are never
+judged, nor named in a refusal, which would echo them.
 
 `score` is that coverage (0-1), reported with the decision; the answer's confidence is judged later, on the
 answer itself (validation.answer_support).
@@ -32,7 +32,7 @@ from ragsvc.domain import Question, RetrievalQuery, ScoredChunk
 from ragsvc.lexical import QuestionTerm, idf, index_terms, question_terms
 from ragsvc.retrieval.base import Retriever, TermCounts
 from ragsvc.retrieval.layout import indexed_text
-from ragsvc.sanitize import injection_patterns
+from ragsvc.sanitize import without_injections
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")  # not inside "9.2" or "pg_hba.conf"
 # A request to put given words into the answer: "append the string X to your answer", "output the word X",
@@ -72,7 +72,8 @@ class AnswerabilityGate:
 
     async def assess(self, question: Question, search: str, evidence: Sequence[ScoredChunk]) -> Assessment:
         """Whether `evidence` can answer `search` (the question, or for a follow-up the question with the turn it
-        follows), with corpus statistics over what the question's caller can see."""
+        follows), with corpus statistics over what the question's caller can see. What instructs the model is
+        not part of what is asked and is left out (see `without_instructions`)."""
         asked = without_instructions(search)
         terms = question_terms(asked)
         if not terms and question_terms(search):  # nothing asked but instructions
@@ -87,10 +88,10 @@ class AnswerabilityGate:
 
 
 def without_instructions(question: str) -> str:
-    """`question` without its sentences that instruct the model (see the module's docstring)."""
-    sentences = _SENTENCE_END.split(question)
-    kept = (s for s in sentences if not injection_patterns(s) and not _ECHO_REQUEST.search(s))
-    return " ".join(sentence.strip() for sentence in kept)
+    """`question` without what instructs the model: the spans that match an injection pattern
+    (`sanitize.without_injections`) and the sentences that ask for given words in the answer."""
+    kept = (" ".join(without_injections(s).split()) for s in _SENTENCE_END.split(question) if not _ECHO_REQUEST.search(s))
+    return " ".join(sentence for sentence in kept if re.search(r"\w", sentence))
 
 
 def assess(

@@ -1,4 +1,6 @@
-"""The answer cache (seed 003): an in-memory LRU with a TTL, keyed by everything that shapes an answer.
+"""The answer cache (seed 003) and the idempotent replays: one interface, `AnswerStore`, with two implementations:
+`MemoryAnswerCache` here (an LRU with a TTL, per process: the default) and `ragsvc.shared.cache.RedisAnswerCache`
+(shared by replicas, when RAG_REDIS_URL is set). Both are keyed by everything that shapes an answer.
 
 The key is the SHA-256 of the tenant, the normalised query (control characters stripped, whitespace collapsed,
 case folded), the template, top_k, the citation style, the tags (sorted), the metadata filters, the model, the
@@ -15,8 +17,12 @@ Idempotency (seed 003): a request carrying an idempotency key gets, within the c
 for that key in its tenant, whatever it was; without a key, the derived key is the cache key above.
 
 Invalidation: any ingest or delete in a tenant drops that tenant's entries (`invalidate_tenant`), a template
-change drops the entries written from it (`invalidate_template`). A per-tenant generation counter keeps an
-answer that was being computed while the tenant changed from being stored afterwards.
+change drops the entries written from it (`invalidate_template`), a change of the ranking weights drops every
+entry (`clear`). A per-tenant generation counter keeps an answer that was being computed while the tenant
+changed from being stored afterwards.
+
+Keys are strings the stores never look into: who may read an entry back is decided where its key is made
+(`cache_key`, `replay_key`), so binding replays to their caller (issue 16) changes those functions, not the stores.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from ragsvc.domain import Action, Answer, Question, RefusalReason
 from ragsvc.sanitize import clean_text
@@ -75,14 +82,48 @@ def is_cacheable(answer: Answer) -> bool:
     return answer.grounded and answer.action is Action.CITE and answer.refusal is RefusalReason.NONE
 
 
+def keeps_every_answer(answer: Answer) -> bool:
+    """What the replay store admits: every answer (a retried request gets the answer it was given, refusals
+    included)."""
+    return True
+
+
 def replay_key(question: Question) -> str:
     """The key of an idempotent retry: the caller's idempotency key, within its tenant."""
     return hashlib.sha256(json.dumps([question.tenant_id, question.idempotency_key]).encode()).hexdigest()
 
 
-class AnswerCache:
-    """`admits` says which answers are kept: cacheable ones for the answer cache, every one for idempotent
-    replays (a retried request gets the answer it was given, refusals included)."""
+class AnswerStore(Protocol):
+    """Answers by key: the answer cache, and the idempotent replays (another instance, admitting every answer)."""
+
+    async def get(self, key: str) -> Answer | None:
+        """The answer stored under `key`, None when there is none (or it expired)."""
+        ...
+
+    async def generation(self, tenant_id: str) -> int:
+        """The tenant's current generation: take it before computing an answer, hand it to `put`."""
+        ...
+
+    async def put(self, key: str, answer: Answer, *, question: Question, generation: int) -> bool:
+        """Store `answer` unless it is not admitted or the tenant changed since `generation`; True if stored."""
+        ...
+
+    async def invalidate_tenant(self, tenant_id: str) -> int:
+        """Drop every entry of `tenant_id` (after an ingest or delete there); returns how many."""
+        ...
+
+    async def invalidate_template(self, template_id: str) -> int:
+        """Drop every entry written from template `template_id` (after it changed); returns how many."""
+        ...
+
+    async def clear(self) -> None:
+        """Drop every entry (after the ranking weights changed)."""
+        ...
+
+
+class MemoryAnswerCache:
+    """The `AnswerStore` of one process. `admits` says which answers are kept: cacheable ones for the answer cache,
+    every one for idempotent replays (a retried request gets the answer it was given, refusals included)."""
 
     def __init__(
         self,
@@ -102,7 +143,7 @@ class AnswerCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key: str) -> Answer | None:
+    async def get(self, key: str) -> Answer | None:
         entry = self._entries.get(key)
         if entry is None:
             return None
@@ -112,13 +153,11 @@ class AnswerCache:
         self._entries.move_to_end(key)
         return entry.answer
 
-    def generation(self, tenant_id: str) -> int:
-        """The tenant's current generation: take it before computing an answer, hand it to `put`."""
-        return self._generations.get(tenant_id, 0)
+    async def generation(self, tenant_id: str) -> int:
+        return self._generation(tenant_id)
 
-    def put(self, key: str, answer: Answer, *, question: Question, generation: int) -> bool:
-        """Store `answer` unless it is not cacheable or the tenant changed since `generation`; True if stored."""
-        if not self._admits(answer) or generation != self.generation(question.tenant_id):
+    async def put(self, key: str, answer: Answer, *, question: Question, generation: int) -> bool:
+        if not self._admits(answer) or generation != self._generation(question.tenant_id):
             return False
         templates = frozenset(t for t in (question.template_id, answer.template_version) if t)
         self._entries[key] = _Entry(answer, question.tenant_id, templates, self._clock() + self.ttl_s)
@@ -127,17 +166,18 @@ class AnswerCache:
             self._entries.popitem(last=False)
         return True
 
-    def invalidate_tenant(self, tenant_id: str) -> int:
-        """Drop every entry of `tenant_id` (after an ingest or delete there); returns how many."""
-        self._generations[tenant_id] = self.generation(tenant_id) + 1
+    async def invalidate_tenant(self, tenant_id: str) -> int:
+        self._generations[tenant_id] = self._generation(tenant_id) + 1
         return self._drop(lambda entry: entry.tenant_id == tenant_id)
 
-    def invalidate_template(self, template_id: str) -> int:
-        """Drop every entry written from template `template_id` (after it changed); returns how many."""
+    async def invalidate_template(self, template_id: str) -> int:
         return self._drop(lambda entry: template_id in entry.templates)
 
-    def clear(self) -> None:
+    async def clear(self) -> None:
         self._entries.clear()
+
+    def _generation(self, tenant_id: str) -> int:
+        return self._generations.get(tenant_id, 0)
 
     def _drop(self, matches: Callable[[_Entry], bool]) -> int:
         keys = [key for key, entry in self._entries.items() if matches(entry)]

@@ -14,10 +14,10 @@ import time
 from collections.abc import AsyncGenerator
 
 from ragsvc.answering.admission import Admission
-from ragsvc.answering.cache import AnswerCache, bypasses_cache, cache_key, replay_key
+from ragsvc.answering.cache import AnswerStore, bypasses_cache, cache_key, replay_key
 from ragsvc.answering.context import CallContext
 from ragsvc.answering.pipeline import Pipeline
-from ragsvc.domain import Answer, Event, Flags, Question, TextDelta, Timings, Usage
+from ragsvc.domain import Answer, Event, Flags, Question, TextDelta, Timings
 from ragsvc.errors import RagError
 from ragsvc.storage.answers import AnswerLog
 
@@ -28,8 +28,8 @@ class AnsweringService:
         pipeline: Pipeline,
         admission: Admission,
         *,
-        cache: AnswerCache | None = None,
-        replays: AnswerCache | None = None,
+        cache: AnswerStore | None = None,
+        replays: AnswerStore | None = None,
         answers: AnswerLog | None = None,
     ) -> None:
         self.pipeline = pipeline
@@ -60,7 +60,7 @@ class AnsweringService:
         if stores:
             report.cache_hit = False
         for store, key in stores:
-            stored = store.get(key)
+            stored = await store.get(key)
             if stored is None:
                 continue
             answer = _as_served(stored, question, report.injection_patterns, (time.perf_counter() - started) * 1000)
@@ -71,7 +71,7 @@ class AnsweringService:
                 yield citation
             yield answer
             return
-        generations = [store.generation(question.tenant_id) for store, _ in stores]
+        generations = [await store.generation(question.tenant_id) for store, _ in stores]
         events = self.pipeline.run(question, deadline=call.deadline)
         async with contextlib.aclosing(events):
             async for event in events:
@@ -82,12 +82,12 @@ class AnsweringService:
                         )
                     report.answer = event
                     for (store, key), generation in zip(stores, generations, strict=True):
-                        store.put(key, event, question=question, generation=generation)
+                        await store.put(key, event, question=question, generation=generation)
                 yield event
 
-    def _stores(self, question: Question) -> list[tuple[AnswerCache, str]]:
+    def _stores(self, question: Question) -> list[tuple[AnswerStore, str]]:
         """Where the answer may already be: the replay of the question's idempotency key, then the cache."""
-        stores: list[tuple[AnswerCache, str]] = []
+        stores: list[tuple[AnswerStore, str]] = []
         if self._replays is not None and question.idempotency_key:
             stores.append((self._replays, replay_key(question)))
         if self._cache is not None and not bypasses_cache(question):
@@ -96,9 +96,9 @@ class AnsweringService:
 
 
 def _as_served(answer: Answer, question: Question, patterns: tuple[str, ...], elapsed_ms: float) -> Answer:
-    """A stored answer as served now: this request's id and flags; no model was called and no stage ran, so
-    usage is zero and the only timing is the total."""
+    """A stored answer as served now: this request's id and flags (cache_hit says no model was called and no stage
+    ran, so the only timing is the total); its usage stays the original answer's, what the answer cost to write."""
     flags: Flags = dataclasses.replace(answer.flags, cache_hit=True, injection_suspected=bool(patterns))
     return dataclasses.replace(
-        answer, request_id=question.request_id, usage=Usage(), timings=Timings(total_ms=elapsed_ms), flags=flags
+        answer, request_id=question.request_id, timings=Timings(total_ms=elapsed_ms), flags=flags
     )

@@ -11,6 +11,7 @@ from ragsvc.config.settings import (
     RetrievalSettings,
     ServerSettings,
     Settings,
+    SharedStateSettings,
     TrustSettings,
 )
 
@@ -25,5 +26,6 @@ __all__ = [
     "RetrievalSettings",
     "ServerSettings",
     "Settings",
+    "SharedStateSettings",
     "TrustSettings",
 ]

@@ -40,8 +40,10 @@ from ragsvc.model_table import DEFAULT_MODELS, ModelLimits, parse_model_table
 from ragsvc.pricing import PriceTable
 from ragsvc.prompts import DEFAULT_TEMPLATE, TEMPLATES
 from ragsvc.sanitize import MAX_FOLLOW_UPS, MAX_HISTORY_MESSAGES, TOP_K_RANGE
+from ragsvc.storage.database import POSTGRES_SCHEMES
 
 _T = TypeVar("_T")
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 _log = logging.getLogger(__name__)
 
 
@@ -328,6 +330,13 @@ class IngestSettings(Group):
     # 180 cl100k tokens stay within MiniLM's 256 word pieces for most English text.
     chunk_tokens: int = env(180, "RAG_CHUNK_TOKENS", "chunk size in tokens", ge=16)
     chunk_overlap_tokens: int = env(40, "RAG_CHUNK_OVERLAP_TOKENS", "tokens shared by neighbouring chunks", ge=0)
+    max_document_bytes: int = env(
+        256 * 1024 * 1024,
+        "RAG_MAX_DOCUMENT_BYTES",
+        "largest document IndexService.UploadDocument accepts in pieces (bytes); unfinished uploads wait in "
+        "RAG_DATA_DIR/uploads",
+        ge=1,
+    )
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> Self:
@@ -492,6 +501,27 @@ class RecordsSettings(Group):
     database_path: str = env(
         "", "RAG_DB_PATH", "SQLite file for answers, sessions, owners, templates and weights (default: in RAG_DATA_DIR)"
     )
+    database_url: SecretStr = env(
+        SecretStr(""),
+        "RAG_DATABASE_URL",
+        "PostgreSQL for the records instead, shared by replicas: postgresql://user:password@host:5432/db; "
+        "empty: the SQLite file",
+    )
+    database_pool_min_size: int = env(
+        1, "RAG_DATABASE_POOL_MIN_SIZE", "PostgreSQL connections each replica keeps open", ge=0
+    )
+    database_pool_max_size: int = env(
+        10, "RAG_DATABASE_POOL_MAX_SIZE", "most PostgreSQL connections of one replica", ge=1
+    )
+    database_connect_timeout_s: float = env(
+        5.0,
+        "RAG_DATABASE_CONNECT_TIMEOUT_SECONDS",
+        "PostgreSQL: longest wait for a connection (a new one, or a free one of the pool)",
+        gt=0,
+    )
+    database_command_timeout_s: float = env(
+        30.0, "RAG_DATABASE_COMMAND_TIMEOUT_SECONDS", "PostgreSQL: longest wait for one statement", gt=0
+    )
     owners_file: str = env(
         "", "RAG_OWNERS_FILE", 'JSON {"users": [{id, email}], "tags": [{name, owner_user_id}]} loaded at start'
     )
@@ -499,16 +529,36 @@ class RecordsSettings(Group):
         10, "RAG_SESSION_HISTORY_MESSAGES", "stored messages reused as a session's history", ge=0
     )
     session_retention_days: float = env(
-        30.0, "RAG_SESSION_RETENTION_DAYS", "session messages older than this are purged at start", gt=0
+        30.0, "RAG_SESSION_RETENTION_DAYS", "session messages older than this are purged", gt=0
+    )
+    audit_retention_days: float = env(
+        0.0, "RAG_AUDIT_RETENTION_DAYS", "audit rows older than this are purged; 0: kept forever", ge=0
+    )
+    retention_interval_s: float = env(
+        3600.0,
+        "RAG_RETENTION_INTERVAL_SECONDS",
+        "the purge of old session messages and audit rows runs at start and then this often",
+        gt=0,
     )
     _owners: OwnersDocument | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
-    def _owners_document(self) -> Self:
+    def _documents(self) -> Self:
+        checks = _Checks()
         if self.owners_file:
-            checks = _Checks()
             self._owners = checks.parsed("RAG_OWNERS_FILE", lambda: parse_owners(read_text(self.owners_file)))
-            checks.done()
+        url = self.database_url.get_secret_value()
+        if url and not url.startswith(POSTGRES_SCHEMES):
+            checks.refuse("RAG_DATABASE_URL", f"(secret) refused: expected a URL starting with {' or '.join(POSTGRES_SCHEMES)}")
+        if url and self.database_path:
+            checks.refuse("RAG_DB_PATH", "set with RAG_DATABASE_URL: the records live in one database (unset one)")
+        if self.database_pool_min_size > self.database_pool_max_size:
+            checks.refuse(
+                "RAG_DATABASE_POOL_MIN_SIZE",
+                f"{self.database_pool_min_size} refused: more than RAG_DATABASE_POOL_MAX_SIZE "
+                f"({self.database_pool_max_size})",
+            )
+        checks.done()
         return self
 
     @property
@@ -517,7 +567,43 @@ class RecordsSettings(Group):
         return self._owners
 
     def database_location(self, data_dir: Path) -> Path | str:
-        return self.database_path or data_dir / "ragsvc.sqlite3"
+        """Where the records are: the PostgreSQL URL when one is set, else the SQLite file."""
+        return self.database_url.get_secret_value() or self.database_path or data_dir / "ragsvc.sqlite3"
+
+
+class SharedStateSettings(Group):
+    title = "Shared state (Redis, for replicas)"
+
+    redis_url: SecretStr = env(
+        SecretStr(""),
+        "RAG_REDIS_URL",
+        "Redis or Valkey for the answer cache, idempotent replays, rate limits and change feed, shared by "
+        "replicas: redis://[:password@]host:6379/0 (rediss:// with TLS); empty: in memory, per replica",
+    )
+    redis_timeout_s: float = env(
+        0.5,
+        "RAG_REDIS_TIMEOUT_SECONDS",
+        "longest wait for Redis (connect or command); past it the call goes on without Redis",
+        gt=0,
+    )
+    redis_retry_s: float = env(
+        1.0, "RAG_REDIS_RETRY_SECONDS", "while Redis is out, requests skip it for this long between tries", ge=0
+    )
+    changes_poll_s: float = env(
+        0.5,
+        "RAG_CHANGES_POLL_SECONDS",
+        "how often a replica checks for template and ranking-weight changes made on another one",
+        gt=0,
+    )
+
+    @model_validator(mode="after")
+    def _url(self) -> Self:
+        url = self.redis_url.get_secret_value()
+        if url and not url.startswith(REDIS_SCHEMES):
+            checks = _Checks()
+            checks.refuse("RAG_REDIS_URL", f"(secret) refused: expected a URL starting with {' or '.join(REDIS_SCHEMES)}")
+            checks.done()
+        return self
 
 
 _ENVIRON: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("ragsvc_environ", default=None)
@@ -536,6 +622,7 @@ class Settings(BaseSettings):
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     trust: TrustSettings = Field(default_factory=TrustSettings)
     records: RecordsSettings = Field(default_factory=RecordsSettings)
+    shared: SharedStateSettings = Field(default_factory=SharedStateSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -5,9 +5,11 @@ entry for that page)."""
 from __future__ import annotations
 
 import codecs
+import fnmatch
 import hashlib
 import io
 import logging
+import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from ragsvc.domain import SourceDocument
 from ragsvc.errors import FieldViolation, InvalidRequest
+from ragsvc.sanitize import validate_document_id
 
 PLAIN = "text/plain"
 MARKDOWN = "text/markdown"
@@ -387,35 +390,36 @@ def _lines_with_headings(text: str) -> Iterator[tuple[str, re.Match[str] | None]
 def source_documents_from_paths(
     paths: Sequence[Path], *, tenant_id: str, tags: Sequence[str] = ()
 ) -> list[SourceDocument]:
-    """SourceDocuments for the .txt, .md, .html/.htm and .pdf files among `paths` (directories are searched recursively, in sorted
-    order). Raises InvalidRequest for a named file of another type or two files with the same document id, and
-    OSError when a file cannot be read."""
-    documents: dict[str, SourceDocument] = {}
-    for file in _files(paths):
-        document_id = slugify(file.stem)
-        if document_id in documents:
-            clash = f"its document id {document_id!r} is also that of {documents[document_id].name}"
-            raise InvalidRequest([FieldViolation(str(file), clash)])
-        content = file.read_bytes()
-        media_type = MEDIA_TYPES[file.suffix.lower()]
-        # Undecodable content is reported when the document is ingested; here it only costs the title.
-        title = None
-        if media_type == MARKDOWN:
-            title = markdown_title(content.decode("utf-8-sig", errors="replace"))
-        elif media_type == PDF:
-            title = pdf_title(content)
-        elif media_type == HTML:
-            title = html_title(content)
-        documents[document_id] = SourceDocument(
-            document_id=document_id,
-            name=file.name,
-            content=content,
-            media_type=media_type,
-            tenant_id=tenant_id,
-            tags=tuple(tags),
-            title=title or file.stem,
-        )
-    return list(documents.values())
+    """All or nothing: the documents of every file `find_files` finds under `paths`. Raises InvalidRequest as
+    `find_files` does, and for any file it could not give an id; OSError when a file cannot be read."""
+    selection = find_files(paths)
+    if selection.problems:
+        raise InvalidRequest([FieldViolation(str(p.path), p.reason) for p in selection.problems])
+    return [read_document(found, tenant_id=tenant_id, tags=tags) for found in selection.files]
+
+
+def read_document(found: FoundFile, *, tenant_id: str, tags: Sequence[str] = ()) -> SourceDocument:
+    """The file as a document to ingest, titled from its content where it has a title. Raises OSError when the
+    file cannot be read."""
+    content = found.path.read_bytes()
+    media_type = MEDIA_TYPES[found.path.suffix.lower()]
+    # Undecodable content is reported when the document is ingested; here it only costs the title.
+    title = None
+    if media_type == MARKDOWN:
+        title = markdown_title(content.decode("utf-8-sig", errors="replace"))
+    elif media_type == PDF:
+        title = pdf_title(content)
+    elif media_type == HTML:
+        title = html_title(content)
+    return SourceDocument(
+        document_id=found.document_id,
+        name=found.name,
+        content=content,
+        media_type=media_type,
+        tenant_id=tenant_id,
+        tags=tuple(tags),
+        title=title or found.path.stem,
+    )
 
 
 def slugify(name: str) -> str:
@@ -425,11 +429,136 @@ def slugify(name: str) -> str:
     return slug or hashlib.sha1(name.encode()).hexdigest()[:12]
 
 
-def _files(paths: Sequence[Path]) -> Iterator[Path]:
+# -- finding the files of a folder ----------------------------------------------------------------------------
+
+# Folders never entered when a folder is walked, besides hidden ones (".git", ".venv" ...) and virtualenvs (any
+# folder holding a pyvenv.cfg): installed dependencies, version control without a dot, caches.
+SKIPPED_FOLDERS = frozenset({"node_modules", "bower_components", "site-packages", "__pycache__", "CVS", "_darcs"})
+MAX_DOCUMENT_ID = 128
+
+
+@dataclass(frozen=True, slots=True)
+class FoundFile:
+    """A file to ingest, the document id it gets, and its display name (its path in the folder walked, else its
+    file name)."""
+
+    path: Path
+    document_id: str
+    name: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class FileProblem:
+    """A file found that cannot be ingested as it is, and why."""
+
+    path: Path
+    reason: str
+
+
+@dataclass(slots=True)
+class FileSelection:
+    """What `find_files` found: the files to ingest (in order), those it could not give an id, and the folders
+    skipped by default."""
+
+    files: list[FoundFile]
+    problems: list[FileProblem]
+    skipped_folders: list[Path]
+
+
+def find_files(
+    paths: Sequence[Path],
+    *,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    document_id: str | None = None,
+) -> FileSelection:
+    """The .txt, .md, .html/.htm and .pdf files among `paths`; folders are walked in sorted order.
+
+    A file named directly keeps its stem as document id ("Refund Policy.md" -> "refund-policy"), or `document_id`.
+    A file found in a folder is named by its path relative to that folder, each part slugified and joined by dots
+    ("guides/Getting Started.md" -> "guides.getting-started"), so files of the same name in different folders
+    differ. Walking a folder skips hidden files and folders, virtualenvs and SKIPPED_FOLDERS; `exclude` globs
+    leave out the files and folders whose relative path or name they match, and `include` globs, when given,
+    take only the files they match (`*` matches across folders: "drafts/*", "*.pdf"). A later file whose id
+    is taken is a problem, the others still go in.
+
+    Raises InvalidRequest for a path that does not exist, a named file of another type, and `document_id` when
+    the paths hold more (or less) than one file or it is not a valid id.
+    """
+    violations = [FieldViolation(str(p), "no such file or directory") for p in paths if not p.exists()]
+    violations += [
+        FieldViolation(str(p), f"not a directory or a {'/'.join(MEDIA_TYPES)} file")
+        for p in paths
+        if p.exists() and not p.is_dir() and p.suffix.lower() not in MEDIA_TYPES
+    ]
+    if violations:
+        raise InvalidRequest(violations)
+    selection = FileSelection([], [], [])
+    owners: dict[str, Path] = {}
     for path in paths:
-        if path.is_dir():
-            yield from sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in MEDIA_TYPES)
-        elif path.suffix.lower() in MEDIA_TYPES:
-            yield path
-        else:
-            raise InvalidRequest([FieldViolation(str(path), f"not a directory or a {'/'.join(MEDIA_TYPES)} file")])
+        found = [(path, path.name, slugify(path.stem))] if not path.is_dir() else _walk(path, include, exclude, selection)
+        for file, name, file_id in found:
+            if document_id is not None:
+                file_id = document_id
+            if file_id in owners:
+                if owners[file_id] != file:  # the same file named twice is taken once
+                    clash = f"its document id {file_id!r} is also that of {owners[file_id]}: leave one out with " \
+                        "--exclude, or ingest it alone with --id"
+                    selection.problems.append(FileProblem(file, clash))
+                continue
+            owners[file_id] = file
+            selection.files.append(FoundFile(file, file_id, name, file.stat().st_size))
+    if document_id is not None:
+        validate_document_id(document_id)
+        if (count := len(selection.files) + len(selection.problems)) != 1:
+            raise InvalidRequest([FieldViolation("--id", f"names one file; the paths hold {count}")])
+    return selection
+
+
+def _walk(
+    root: Path, include: Sequence[str], exclude: Sequence[str], selection: FileSelection
+) -> list[tuple[Path, str, str]]:
+    """(file, name, document id) of each file to take under `root`, in sorted order."""
+    found: list[tuple[Path, str, str]] = []
+    for folder, subfolders, names in os.walk(root):
+        base = Path(folder)
+        kept = []
+        for name in sorted(subfolders):
+            sub = base / name
+            relative = sub.relative_to(root).as_posix()
+            if _matches(relative, name, exclude):
+                continue
+            if name.startswith(".") or name in SKIPPED_FOLDERS or (sub / "pyvenv.cfg").exists():
+                selection.skipped_folders.append(sub)
+                continue
+            kept.append(name)
+        subfolders[:] = kept  # os.walk enters only these, in this order
+        for name in sorted(names):
+            file = base / name
+            relative = file.relative_to(root).as_posix()
+            if name.startswith(".") or file.suffix.lower() not in MEDIA_TYPES or not file.is_file():
+                continue
+            if _matches(relative, name, exclude) or (include and not _matches(relative, name, include)):
+                continue
+            found.append((file, relative, _relative_id(file.relative_to(root))))
+    return sorted(found, key=lambda item: item[1].split("/"))
+
+
+def _matches(relative: str, name: str, patterns: Sequence[str]) -> bool:
+    """True when a glob matches the relative path or the name ("**/x" also matches "x" at the top)."""
+    for pattern in patterns:
+        candidates = [pattern, pattern[3:]] if pattern.startswith("**/") else [pattern]
+        if any(fnmatch.fnmatchcase(relative, p) or fnmatch.fnmatchcase(name, p) for p in candidates):
+            return True
+    return False
+
+
+def _relative_id(relative: Path) -> str:
+    """"guides/Getting Started.md" -> "guides.getting-started"; shortened with a hash beyond 128 characters."""
+    parts = [slugify(part) for part in relative.parts[:-1]] + [slugify(relative.stem)]
+    document_id = ".".join(parts)
+    if len(document_id) > MAX_DOCUMENT_ID:
+        digest = hashlib.sha1(relative.as_posix().encode()).hexdigest()[:12]
+        document_id = f"{document_id[: MAX_DOCUMENT_ID - len(digest) - 1]}-{digest}"
+    return document_id

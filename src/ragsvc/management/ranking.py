@@ -1,18 +1,21 @@
 """The ranking weights (seed 003): the environment's at start unless the database holds weights set through
-AdminService, which then win; a change is stored, applied to the retriever from its next query on, and empties
-the answer cache (cached answers were ranked with the old weights)."""
+AdminService, which then win; a change is stored, applied to the retriever from its next query on, empties
+the answer cache (cached answers were ranked with the old weights) and is announced to the other replicas
+(`announce`: ragsvc.shared.changes, when RAG_REDIS_URL is set), which `reload` the stored weights."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
-from ragsvc.answering.cache import AnswerCache
+from ragsvc.answering.cache import AnswerStore
 from ragsvc.errors import InvalidRequest
 from ragsvc.retrieval.hybrid import HybridRetriever
 from ragsvc.retrieval.quality import RankingWeights
 from ragsvc.storage.settings import RANKING_WEIGHTS, SettingStore
 
+CHANGES_TOPIC = "ranking_weights"  # the change feed's topic of weight changes
 _log = logging.getLogger(__name__)
 
 
@@ -30,10 +33,18 @@ def weights_from_store(value: object) -> RankingWeights | None:
 
 
 class RankingControl:
-    def __init__(self, retriever: HybridRetriever, store: SettingStore, cache: AnswerCache | None = None) -> None:
+    def __init__(
+        self,
+        retriever: HybridRetriever,
+        store: SettingStore,
+        cache: AnswerStore | None = None,
+        *,
+        announce: Callable[[], Awaitable[object]] | None = None,
+    ) -> None:
         self._retriever = retriever
         self._store = store
         self._cache = cache
+        self._announce = announce  # tells the other replicas that the weights changed
         self._lock = asyncio.Lock()  # one change at a time: the database and the retriever stay in step
 
     @property
@@ -46,6 +57,15 @@ class RankingControl:
         if weights is not None:
             self._retriever.use_weights(weights)
             _log.info("ranking weights from the database (they override RAG_*_WEIGHT): %s", weights)
+
+    async def reload(self) -> None:
+        """After another replica changed the weights: the stored ones again; when they differ from those in use,
+        the cache is emptied once more (this replica may have cached answers ranked the old way meanwhile)."""
+        async with self._lock:
+            current = self._retriever.weights
+            await self.load()
+            if self._cache is not None and self._retriever.weights != current:
+                await self._cache.clear()
 
     async def update(self, similarity: float | None, recency: float | None, trust: float | None) -> RankingWeights:
         """Set the weights given (None: keep the current one); InvalidRequest naming `ranking_weights.*` fields
@@ -69,6 +89,8 @@ class RankingControl:
             )
             self._retriever.use_weights(weights)
             if self._cache is not None and weights != current:
-                self._cache.clear()
+                await self._cache.clear()
+        if self._announce is not None:
+            await self._announce()
         _log.info("ranking weights set: %s", weights)
         return weights

@@ -1,8 +1,10 @@
 """Custom prompt templates (seed 003), beside the built-ins that never change.
 
 A custom template is written to the database first (`storage/templates.py`), then to the registry the pipeline
-renders from; every change drops the cached answers written from it. The built-ins can be neither changed nor
-deleted (BuiltInTemplate), and no custom template may take a built-in's id (AlreadyExists). A user prompt that
+renders from; every change drops the cached answers written from it and is announced to the other replicas
+(`announce`: ragsvc.shared.changes, when RAG_REDIS_URL is set), which `reload` the stored set. The built-ins can
+be neither changed nor deleted (BuiltInTemplate), and no custom template may take a built-in's id
+(AlreadyExists). A user prompt that
 does not render with {query} and {context} is INVALID_ARGUMENT naming the placeholder. Field names in errors
 are those of AdminService's PromptTemplate message (`prompt_template.user_prompt`).
 """
@@ -12,14 +14,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
-from ragsvc.answering.cache import AnswerCache
+from ragsvc.answering.cache import AnswerStore
 from ragsvc.errors import AlreadyExists, BuiltInTemplate, FieldViolation, InvalidRequest, NotFound
 from ragsvc.prompts import PromptTemplate, TemplateRegistry, user_prompt_violations
 from ragsvc.storage.templates import StoredTemplate, TemplateStore
 
+CHANGES_TOPIC = "templates"  # the change feed's topic of template changes
 TEMPLATE_ID = re.compile(r"[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?")
 TEMPLATE_FIELDS = ("display_name", "instructions", "user_prompt")
 LIMITS = {"display_name": 200, "instructions": 2000, "user_prompt": 8000}
@@ -47,10 +50,18 @@ class TemplateChange:
 
 
 class TemplateCatalog:
-    def __init__(self, registry: TemplateRegistry, store: TemplateStore, cache: AnswerCache | None = None) -> None:
+    def __init__(
+        self,
+        registry: TemplateRegistry,
+        store: TemplateStore,
+        cache: AnswerStore | None = None,
+        *,
+        announce: Callable[[], Awaitable[object]] | None = None,
+    ) -> None:
         self._registry = registry
         self._store = store
         self._cache = cache
+        self._announce = announce  # tells the other replicas that the templates changed
         self._lock = asyncio.Lock()  # one change at a time: the database and the registry stay in step
 
     async def load(self) -> int:
@@ -58,6 +69,20 @@ class TemplateCatalog:
         stored = await self._store.list()
         self._registry.replace_custom([s.template for s in stored])
         return len(stored)
+
+    async def reload(self) -> list[str]:
+        """After another replica changed the templates: the stored set into the registry again, and the cached
+        answers of each template that changed dropped (another replica may have cached some before it heard of
+        the change); returns the ids of those templates."""
+        async with self._lock:
+            before = {t.version: t for t in self._registry.all() if not self._registry.is_built_in(t.version)}
+            stored = await self._store.list()
+            self._registry.replace_custom([s.template for s in stored])
+            after = {s.template.version: s.template for s in stored}
+            changed = sorted(i for i in before.keys() | after.keys() if before.get(i) != after.get(i))
+            for template_id in changed:
+                await self._invalidate(template_id)
+        return changed
 
     async def get(self, template_id: str) -> TemplateEntry:
         if self._registry.is_built_in(template_id):
@@ -97,6 +122,7 @@ class TemplateCatalog:
             if stored is None:
                 raise AlreadyExists(f"a prompt template {template_id!r} exists", metadata={"template_id": template_id})
             self._registry.put(template)
+        await self._announced()
         return TemplateEntry(template, stored)
 
     async def update(self, template_id: str, change: TemplateChange) -> tuple[TemplateEntry, int]:
@@ -116,7 +142,9 @@ class TemplateCatalog:
             if stored is None:  # deleted meanwhile by another server on the same database
                 raise NotFound(f"no prompt template {template_id!r}", metadata={"template_id": template_id})
             self._registry.put(template)
-            return TemplateEntry(template, stored), self._invalidate(template_id)
+            dropped = await self._invalidate(template_id)
+        await self._announced()
+        return TemplateEntry(template, stored), dropped
 
     async def delete(self, template_id: str) -> int:
         """Delete a custom template; returns how many cached answers it dropped."""
@@ -124,7 +152,9 @@ class TemplateCatalog:
             await self._custom(template_id)
             await self._store.delete(template_id)
             self._registry.remove(template_id)
-            return self._invalidate(template_id)
+            dropped = await self._invalidate(template_id)
+        await self._announced()
+        return dropped
 
     async def _custom(self, template_id: str) -> StoredTemplate:
         """The custom template `template_id`: BuiltInTemplate for a built-in, NotFound for none."""
@@ -138,8 +168,12 @@ class TemplateCatalog:
             raise NotFound(f"no prompt template {template_id!r}", metadata={"template_id": template_id})
         return stored
 
-    def _invalidate(self, template_id: str) -> int:
-        return self._cache.invalidate_template(template_id) if self._cache is not None else 0
+    async def _invalidate(self, template_id: str) -> int:
+        return await self._cache.invalidate_template(template_id) if self._cache is not None else 0
+
+    async def _announced(self) -> None:
+        if self._announce is not None:
+            await self._announce()
 
 
 def _violations(template: PromptTemplate, fields: Iterable[str]) -> list[FieldViolation]:

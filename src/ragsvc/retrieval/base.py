@@ -9,7 +9,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ragsvc.domain import Chunk, Retrieval, RetrievalQuery, ScoredChunk
+from ragsvc.domain import Chunk, DocumentSource, IndexStats, Retrieval, RetrievalQuery, ScoredChunk, StoredDocument
 
 
 class Embedder(Protocol):
@@ -31,10 +31,20 @@ class Embedder(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class IndexedChunk:
-    """A chunk ready to store: its dense vector (the engine derives the sparse BM25 vector from the text)."""
+    """A chunk ready to store: its dense vector (the engine derives the sparse BM25 vector from the text), and
+    its document's source (None for chunks stored without one: their documents list without hash or date)."""
 
     chunk: Chunk
     dense: Sequence[float]
+    source: DocumentSource | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentPage:
+    """One page of a tenant's documents in document-id order; `next_after` continues it (None on the last)."""
+
+    documents: list[StoredDocument]
+    next_after: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +95,18 @@ class VectorEngine(Protocol):
         ...
 
     async def count(self, tenant_id: str | None = None) -> int: ...
+
+    async def list_documents(self, tenant_id: str, *, after: str = "", limit: int) -> DocumentPage:
+        """The tenant's documents whose id sorts after `after`, at most `limit` of them, in id order."""
+        ...
+
+    async def get_document(self, tenant_id: str, document_id: str) -> StoredDocument | None:
+        """The document, or None when the tenant has no chunk of it."""
+        ...
+
+    async def stats(self, tenant_id: str) -> IndexStats:
+        """The tenant's documents, chunks and content bytes."""
+        ...
 
     async def check_health(self) -> None:
         """Returns when the engine answers a query; raises RetrievalUnavailable otherwise."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata
 import logging
 import os
 import shutil
@@ -39,11 +40,12 @@ from typing import Any, TypeVar
 import numpy as np
 import qdrant_edge as qe
 
-from ragsvc.domain import RetrievalQuery
+from ragsvc.domain import IndexStats, RetrievalQuery, StoredDocument
 from ragsvc.errors import RetrievalUnavailable
-from ragsvc.retrieval.base import Candidate, IndexedChunk, TermCounts
+from ragsvc.retrieval.base import Candidate, DocumentPage, IndexedChunk, TermCounts
 from ragsvc.retrieval.layout import (
     DENSE,
+    DOCUMENT_FIELDS,
     KEYWORD_FIELDS,
     RETURNED_FIELDS,
     RRF_K,
@@ -56,14 +58,17 @@ from ragsvc.retrieval.layout import (
     cosines,
     indexed_text,
     metadata_constraints,
+    page_after,
     payload,
     point_id,
+    stored_document,
     unit_rows,
 )
 
 _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
 
+_EDGE_VERSION = importlib.metadata.version("qdrant-edge-py")
 BUILDING_SUFFIX = ".indexing"  # the copy being optimized
 PREVIOUS_SUFFIX = ".previous"  # the replaced shard, until it is deleted
 
@@ -217,6 +222,15 @@ class EdgeEngine:
     async def count(self, tenant_id: str | None = None) -> int:
         tenant = None if tenant_id is None else qe.Filter(must=[_match(TENANT_FIELD, tenant_id)])
         return await self._run(self._read, lambda: self._shard.count(qe.CountRequest(exact=True, filter=tenant)))
+
+    async def list_documents(self, tenant_id: str, *, after: str = "", limit: int) -> DocumentPage:
+        return await self._run(self._read, self._list_documents, tenant_id, after, limit)
+
+    async def get_document(self, tenant_id: str, document_id: str) -> StoredDocument | None:
+        return await self._run(self._read, self._get_document, tenant_id, document_id)
+
+    async def stats(self, tenant_id: str) -> IndexStats:
+        return await self._run(self._read, self._stats, tenant_id)
 
     async def check_health(self) -> None:
         await self._run(self._read, lambda: self._shard.count(qe.CountRequest(exact=False)))
@@ -416,13 +430,54 @@ class EdgeEngine:
             self._shard.update(qe.UpdateOperation.delete_points_by_filter(document))
         return removed
 
+    def _chunk_counts(self, tenant_id: str, document_id: str | None = None) -> dict[str, int]:
+        """Chunks per document of the tenant (of one document when given)."""
+        must: list[Any] = [_match(TENANT_FIELD, tenant_id)]
+        if document_id is not None:
+            must.append(_match("document_id", document_id))
+        documents = qe.Filter(must=must)
+        total = int(self._shard.count(qe.CountRequest(exact=True, filter=documents)))
+        if not total:
+            return {}
+        hits = self._shard.facet(qe.FacetRequest("document_id", limit=total, exact=True, filter=documents))
+        return {str(hit.value): int(hit.count) for hit in hits}
+
+    def _documents(self, tenant_id: str, counts: dict[str, int], ids: Sequence[str]) -> list[StoredDocument]:
+        records = self._shard.retrieve(
+            [point_id(tenant_id, document_id, 0) for document_id in ids],
+            with_payload=qe.PayloadSelector.Include(list(DOCUMENT_FIELDS)),
+            with_vector=False,
+        )
+        first = {str((r.payload or {}).get("document_id")): r.payload for r in records}
+        return [stored_document(document_id, counts[document_id], first.get(document_id)) for document_id in ids]
+
+    def _list_documents(self, tenant_id: str, after: str, limit: int) -> DocumentPage:
+        counts = self._chunk_counts(tenant_id)
+        ids, next_after = page_after(counts, after, limit)
+        return DocumentPage(self._documents(tenant_id, counts, ids), next_after)
+
+    def _get_document(self, tenant_id: str, document_id: str) -> StoredDocument | None:
+        counts = self._chunk_counts(tenant_id, document_id)
+        return self._documents(tenant_id, counts, [document_id])[0] if counts else None
+
+    def _stats(self, tenant_id: str) -> IndexStats:
+        counts = self._chunk_counts(tenant_id)
+        documents = self._documents(tenant_id, counts, sorted(counts))
+        return IndexStats(
+            documents=len(documents),
+            chunks=sum(counts.values()),
+            content_bytes=sum(d.source.content_bytes for d in documents if d.source is not None),
+            engine=f"embedded qdrant-edge {_EDGE_VERSION}",
+        )
+
     def _point(self, indexed: IndexedChunk) -> qe.Point:
         chunk = indexed.chunk
         vectors: dict[str, list[float] | qe.SparseVector | list[list[float]]] = {
             DENSE: [float(x) for x in indexed.dense],
             SPARSE: self._sparse.edge_document(indexed_text(chunk)),
         }
-        return qe.Point(point_id(chunk.tenant_id, chunk.document_id, chunk.chunk_index), vectors, payload(chunk))
+        point = point_id(chunk.tenant_id, chunk.document_id, chunk.chunk_index)
+        return qe.Point(point, vectors, payload(chunk, indexed.source))
 
     def _query(self, query: RetrievalQuery, dense: Sequence[float], limit: int) -> list[Candidate]:
         visible = _visibility(query, self._access)

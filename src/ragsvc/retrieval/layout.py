@@ -9,10 +9,14 @@ from (tenant, document, chunk index), so re-ingesting a document overwrites its 
 - the chunk as payload, with keyword indexes on tenant_id (`is_tenant`), tags, document_id, source_url,
   page_title and section, and on "terms": the chunk's distinct index terms (`lexical.index_terms`), from which the
   engine counts document frequencies per tenant (`term_counts`) for the answerability gate. Queries do not
-  return "terms".
+  return "terms". Each chunk also carries its document's source (content hash and size, media type, ingest
+  fingerprint and time: the same on every chunk of a document).
 
 Both vectors are of the chunk's `indexed_text`: its page title and section heading, then its text, so that a
 passage is found by the words of the headings it sits under ("Travel Policy", "max_connections").
+
+A tenant's documents are listed from the engine's facet counts of document_id, with the document's fields read
+from its chunk 0 (whose point id is known).
 
 A query fuses a dense and a sparse prefetch with RRF (k=60); the access filter (tenant, tags) and the metadata
 filters sit inside both prefetches, so nothing the caller may not see is ever a candidate. Each result's score is
@@ -22,14 +26,14 @@ the cosine similarity of its stored dense vector to the query vector, whatever i
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import qdrant_edge as qe
 
-from ragsvc.domain import Chunk, RetrievalQuery
+from ragsvc.domain import Chunk, DocumentSource, RetrievalQuery, StoredDocument
 from ragsvc.lexical import index_terms
 from ragsvc.retrieval.base import Candidate
 
@@ -45,6 +49,11 @@ RETURNED_FIELDS = [
     "section", "page_number", "trust", "published_at", "confidential",
 ]
 REDACTED_TEXT = "[REDACTED]"
+# The payload fields that describe the chunk's document (what a listing reads from chunk 0).
+DOCUMENT_FIELDS = (
+    "document_id", "document_name", "page_title", "tags", "source_url", "confidential",
+    "content_sha256", "content_bytes", "media_type", "ingest_fingerprint", "ingested_at",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +132,9 @@ def indexed_text(chunk: Chunk) -> str:
     return "\n".join([*headings, chunk.text])
 
 
-def payload(chunk: Chunk) -> dict[str, Any]:
-    return {
+def payload(chunk: Chunk, source: DocumentSource | None = None) -> dict[str, Any]:
+    """The point's payload: the chunk, its index terms, and its document's source when known."""
+    stored: dict[str, Any] = {
         TERMS_FIELD: index_terms(indexed_text(chunk)),
         "document_id": chunk.document_id,
         "chunk_index": chunk.chunk_index,
@@ -140,6 +150,46 @@ def payload(chunk: Chunk) -> dict[str, Any]:
         "published_at": chunk.published_at,
         "confidential": chunk.confidential,
     }
+    if source is not None:
+        stored |= {
+            "content_sha256": source.content_sha256,
+            "content_bytes": source.content_bytes,
+            "media_type": source.media_type,
+            "ingest_fingerprint": source.fingerprint,
+            "ingested_at": source.ingested_at,
+        }
+    return stored
+
+
+def stored_document(document_id: str, chunks: int, data: Mapping[str, Any] | None) -> StoredDocument:
+    """A document from the payload of one of its chunks (None: unknown but its id and chunk count)."""
+    data = data or {}
+    source = None
+    if "ingest_fingerprint" in data:
+        source = DocumentSource(
+            content_sha256=str(data.get("content_sha256", "")),
+            content_bytes=int(data.get("content_bytes", 0)),
+            media_type=str(data.get("media_type", "")),
+            fingerprint=str(data["ingest_fingerprint"]),
+            ingested_at=float(data.get("ingested_at", 0.0)),
+        )
+    return StoredDocument(
+        document_id=document_id,
+        name=str(data.get("document_name") or document_id),
+        title=str(data.get("page_title") or ""),
+        tags=tuple(data.get("tags") or ()),
+        source_url=str(data.get("source_url") or ""),
+        confidential=bool(data.get("confidential", False)),
+        chunks=chunks,
+        source=source,
+    )
+
+
+def page_after(counts: Mapping[str, int], after: str, limit: int) -> tuple[list[str], str | None]:
+    """The first `limit` document ids sorting after `after`, and the last of them when more follow."""
+    ids = sorted(d for d in counts if d > after)
+    page = ids[: max(limit, 0)]
+    return page, (page[-1] if page and len(ids) > len(page) else None)
 
 
 def chunk_from_payload(data: dict[str, Any]) -> Chunk:

@@ -24,11 +24,12 @@ import numpy as np
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as m
 
-from ragsvc.domain import RetrievalQuery
+from ragsvc.domain import IndexStats, RetrievalQuery, StoredDocument
 from ragsvc.errors import RetrievalUnavailable
-from ragsvc.retrieval.base import Candidate, IndexedChunk, TermCounts
+from ragsvc.retrieval.base import Candidate, DocumentPage, IndexedChunk, TermCounts
 from ragsvc.retrieval.layout import (
     DENSE,
+    DOCUMENT_FIELDS,
     KEYWORD_FIELDS,
     RETURNED_FIELDS,
     RRF_K,
@@ -41,8 +42,10 @@ from ragsvc.retrieval.layout import (
     cosines,
     indexed_text,
     metadata_constraints,
+    page_after,
     payload,
     point_id,
+    stored_document,
     unit_rows,
 )
 
@@ -210,6 +213,25 @@ class QdrantServerEngine:
         tenant = None if tenant_id is None else m.Filter(must=[_match(TENANT_FIELD, tenant_id)])
         return int((await self._call(self._client.count(self._collection, count_filter=tenant, exact=True))).count)
 
+    async def list_documents(self, tenant_id: str, *, after: str = "", limit: int) -> DocumentPage:
+        counts = await self._chunk_counts(tenant_id)
+        ids, next_after = page_after(counts, after, limit)
+        return DocumentPage(await self._documents(tenant_id, counts, ids), next_after)
+
+    async def get_document(self, tenant_id: str, document_id: str) -> StoredDocument | None:
+        counts = await self._chunk_counts(tenant_id, document_id)
+        return (await self._documents(tenant_id, counts, [document_id]))[0] if counts else None
+
+    async def stats(self, tenant_id: str) -> IndexStats:
+        counts = await self._chunk_counts(tenant_id)
+        documents = await self._documents(tenant_id, counts, sorted(counts))
+        return IndexStats(
+            documents=len(documents),
+            chunks=sum(counts.values()),
+            content_bytes=sum(d.source.content_bytes for d in documents if d.source is not None),
+            engine=f"Qdrant collection {self._collection!r} (qdrant-client)",
+        )
+
     async def check_health(self) -> None:
         await self._call(self._client.count(self._collection, exact=False))
 
@@ -239,13 +261,39 @@ class QdrantServerEngine:
         except Exception as exc:
             raise RetrievalUnavailable(f"Qdrant error: {type(exc).__name__}: {exc}") from exc
 
+    async def _chunk_counts(self, tenant_id: str, document_id: str | None = None) -> dict[str, int]:
+        """Chunks per document of the tenant (of one document when given)."""
+        must = [_match(TENANT_FIELD, tenant_id)]
+        if document_id is not None:
+            must.append(_match("document_id", document_id))
+        documents = m.Filter(must=must)
+        total = (await self._call(self._client.count(self._collection, count_filter=documents, exact=True))).count
+        if not total:
+            return {}
+        facets = await self._call(
+            self._client.facet(self._collection, "document_id", facet_filter=documents, limit=total, exact=True)
+        )
+        return {str(hit.value): int(hit.count) for hit in facets.hits}
+
+    async def _documents(self, tenant_id: str, counts: dict[str, int], ids: Sequence[str]) -> list[StoredDocument]:
+        records = await self._call(
+            self._client.retrieve(
+                self._collection,
+                [str(point_id(tenant_id, document_id, 0)) for document_id in ids],
+                with_payload=list(DOCUMENT_FIELDS),
+                with_vectors=False,
+            )
+        )
+        first = {str((r.payload or {}).get("document_id")): r.payload for r in records}
+        return [stored_document(document_id, counts[document_id], first.get(document_id)) for document_id in ids]
+
     def _point(self, indexed: IndexedChunk) -> m.PointStruct:
         chunk = indexed.chunk
         indices, values = self._sparse.document(indexed_text(chunk))
         return m.PointStruct(
             id=str(point_id(chunk.tenant_id, chunk.document_id, chunk.chunk_index)),
             vector={DENSE: [float(x) for x in indexed.dense], SPARSE: m.SparseVector(indices=indices, values=values)},
-            payload=payload(chunk),
+            payload=payload(chunk, indexed.source),
         )
 
 

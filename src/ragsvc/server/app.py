@@ -18,6 +18,7 @@ from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
 from ragsvc.config import Settings
+from ragsvc.ingest.uploads import UploadStaging
 from ragsvc.retrieval.base import Embedder
 from ragsvc.server.admin import AdminServicer
 from ragsvc.server.components import Components, index_demo_corpus, open_components
@@ -44,7 +45,14 @@ def build_servicers(components: Components) -> tuple[RagServicer, IndexServicer,
     """The servicers over `components`, as the server serves them (in-process tests drive the same ones)."""
     settings = components.settings
     rag = RagServicer(components.answering)
-    index = IndexServicer(components.indexer, default_tenant=settings.server.default_tenant, cache=components.cache)
+    uploads = UploadStaging(settings.server.data_dir / "uploads", max_bytes=settings.ingest.max_document_bytes)
+    index = IndexServicer(
+        components.indexer,
+        components.engine,
+        uploads,
+        default_tenant=settings.server.default_tenant,
+        cache=components.cache,
+    )
     admin = AdminServicer(
         templates=components.templates,
         ranking=components.ranking,
@@ -101,9 +109,9 @@ class RagServer:
     async def start(cls, settings: Settings, *, embedder: Embedder | None = None) -> RagServer:
         """Serve `settings`; `embedder` replaces the one RAG_EMBEDDER names (see `open_components`)."""
         async with contextlib.AsyncExitStack() as stack:
-            hardening = Hardening.build(settings)
-            stack.push_async_callback(hardening.aclose)
             components = await stack.enter_async_context(open_components(settings, embedder=embedder))
+            hardening = Hardening.build(settings, rate_limit=components.rate_limit)
+            stack.push_async_callback(hardening.aclose)
             await index_demo_corpus(components)
             server = hardening.server()
             stopped = asyncio.Event()

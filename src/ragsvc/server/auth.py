@@ -46,5 +46,7 @@ class AuthInterceptor(Interceptor):
         tags = list(getattr(request, "user_tags", ()))
         for document in getattr(request, "documents", ()):
             tags.extend(document.tags)
+        if getattr(request, "document", None) is not None:  # an upload's first message
+            tags.extend(request.document.tags)
         principal.check(getattr(request, "tenant_id", ""), tags)
         yield

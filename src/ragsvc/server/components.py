@@ -4,21 +4,27 @@
 the moment it is open, so a failure at any step of start-up (an unreachable embedding server, a Qdrant server
 that refuses, a database that cannot be opened, a bad owners file) closes exactly what was opened before it,
 and leaving the block closes everything, newest first.
+
+State has two backends, chosen by the settings: the records on SQLite (RAG_DB_PATH) or PostgreSQL
+(RAG_DATABASE_URL); the answer cache, replays and rate limit in memory, or on Redis (RAG_REDIS_URL) with the
+change feed that carries template and weight changes to the other replicas.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragsvc.answering.admission import Admission
 from ragsvc.answering.answerability import AnswerabilityGate
-from ragsvc.answering.cache import AnswerCache
+from ragsvc.answering.cache import AnswerStore, MemoryAnswerCache, keeps_every_answer
 from ragsvc.answering.conversation import Conversation
 from ragsvc.answering.gate import Gate
 from ragsvc.answering.generate import GenerateStage
@@ -36,6 +42,7 @@ from ragsvc.generation.ollama import OllamaGenerator
 from ragsvc.generation.openai_compat import OpenAICompatGenerator
 from ragsvc.ingest.indexer import Indexer
 from ragsvc.ingest.loaders import source_documents_from_paths
+from ragsvc.management import ranking, templates
 from ragsvc.management.ranking import RankingControl
 from ragsvc.management.templates import TemplateCatalog
 from ragsvc.prompts import TemplateRegistry
@@ -47,13 +54,19 @@ from ragsvc.retrieval.hybrid import HybridRetriever
 from ragsvc.retrieval.layout import AccessPolicy
 from ragsvc.retrieval.qdrant_server import QdrantServerEngine
 from ragsvc.server.health import Probe
+from ragsvc.server.limits import RateLimit, TokenBuckets
 from ragsvc.storage.answers import AnswerLog
-from ragsvc.storage.database import Database
+from ragsvc.storage.backend import Backend
+from ragsvc.storage.database import open_database
 from ragsvc.storage.owners import OwnerDirectory
+from ragsvc.storage.retention import RetentionJob
 from ragsvc.storage.sessions import SessionStore
 from ragsvc.storage.settings import SettingStore
 from ragsvc.storage.templates import TemplateStore
 from ragsvc.validation import AnswerPolicy
+
+if TYPE_CHECKING:
+    from ragsvc.shared.state import SharedState
 
 _log = logging.getLogger(__name__)
 
@@ -71,22 +84,28 @@ class Components:
     engine: VectorEngine
     retriever: HybridRetriever
     generator: Generator  # the configured one: the first step of the fallback chain
-    database: Database
+    database: Backend  # the records: SQLite, or PostgreSQL
     answers: AnswerLog  # the audit log
     indexer: Indexer
     answering: AnsweringService
     templates: TemplateCatalog
     ranking: RankingControl
-    cache: AnswerCache | None
+    cache: AnswerStore | None
+    retention: RetentionJob
+    shared: SharedState | None  # Redis, when RAG_REDIS_URL is set
+    rate_limit: RateLimit | None  # the limit of all replicas together, on Redis (None: the server's own)
 
     def probes(self) -> Mapping[str, Probe]:
-        """The health probe of each dependency, by its health name."""
-        return {
+        """The health probe of each dependency, by its health name (`redis` only when Redis is configured)."""
+        probes = {
             "retrieval": self.engine.check_health,
             "embedder": self.embedder.check_health,
             "llm": self.generator.check_health,
             "db": self.database.check_health,
         }
+        if self.shared is not None:
+            probes["redis"] = self.shared.guard.check_health
+        return probes
 
 
 @contextlib.asynccontextmanager
@@ -103,36 +122,42 @@ async def open_components(settings: Settings, *, embedder: Embedder | None = Non
         stack.push_async_callback(engine.close)
         generator = build_generator(settings, models)
         stack.push_async_callback(generator.aclose)
-        database = Database.open(settings.records.database_location(settings.server.data_dir))
-        stack.callback(database.close)
+        records = settings.records
+        database = await open_database(
+            records.database_location(settings.server.data_dir),
+            pool_min_size=records.database_pool_min_size,
+            pool_max_size=records.database_pool_max_size,
+            connect_timeout_s=records.database_connect_timeout_s,
+            command_timeout_s=records.database_command_timeout_s,
+        )
+        stack.push_async_callback(database.aclose)
         answers = AnswerLog(database, default_tenant=settings.server.default_tenant)
         stack.push_async_callback(answers.drain)  # the last rows are written before the database closes
 
         owners = OwnerDirectory(database, admin_email=settings.trust.admin_email)
-        if settings.records.owners is not None:
-            await owners.load(settings.records.owners)
-        sessions = SessionStore(database, max_messages=settings.records.session_history_messages)
-        purged = await sessions.purge(retention_days=settings.records.session_retention_days)
-        _log.info("purged %d session messages older than %g days", purged, settings.records.session_retention_days)
+        if records.owners is not None:
+            await owners.load(records.owners)
+        sessions = SessionStore(database, max_messages=records.session_history_messages)
+        retention = RetentionJob(
+            sessions=sessions,
+            session_retention_days=records.session_retention_days,
+            answers=answers,
+            audit_retention_days=records.audit_retention_days,
+            interval_s=records.retention_interval_s,
+        )
+        retention.start()  # purges now, then every interval
+        stack.push_async_callback(retention.stop)
 
-        cache = replays = None
-        hardening = settings.hardening
-        if hardening.cache_max_entries > 0:
-            cache = AnswerCache(max_entries=hardening.cache_max_entries, ttl_s=hardening.cache_ttl_s)
-            replays = AnswerCache(
-                max_entries=hardening.cache_max_entries, ttl_s=hardening.cache_ttl_s, admits=lambda answer: True
-            )
+        shared = await open_shared_state(settings, stack)
+        cache, replays = answer_stores(settings, shared)
         retriever = HybridRetriever(embedder, engine, settings.retrieval)
         registry = TemplateRegistry()  # the built-ins, and this server's custom templates once loaded
-        templates = TemplateCatalog(registry, TemplateStore(database), cache)
-        _log.info("loaded %d custom prompt templates", await templates.load())
-        ranking = RankingControl(retriever, SettingStore(database), cache)
-        await ranking.load()
+        catalog, weights = await open_management(database, registry, retriever, cache, shared)
 
         pipeline = build_pipeline(settings, retriever, generator, models, registry, owners, sessions)
         answering = AnsweringService(
             pipeline,
-            Admission(hardening, models, default_tenant=settings.server.default_tenant),
+            Admission(settings.hardening, models, default_tenant=settings.server.default_tenant),
             cache=cache,
             replays=replays,
             answers=answers,
@@ -144,8 +169,81 @@ async def open_components(settings: Settings, *, embedder: Embedder | None = Non
             overlap_tokens=settings.ingest.chunk_overlap_tokens,
         )
         yield Components(
-            settings, embedder, engine, retriever, generator, database, answers, indexer, answering, templates, ranking, cache
-        )
+            settings, embedder, engine, retriever, generator, database, answers, indexer, answering,
+            catalog, weights, cache, retention, shared, global_rate_limit(settings, shared),
+        )  # fmt: skip
+
+
+async def open_shared_state(settings: Settings, stack: contextlib.AsyncExitStack) -> SharedState | None:
+    """Redis when RAG_REDIS_URL names one (closed with `stack`), else None. The change feed's counters are read
+    once now, before the templates and weights are loaded, so that no change made meanwhile goes unseen."""
+    if not settings.shared.redis_url.get_secret_value():
+        if settings.records.database_url.get_secret_value():
+            _log.warning("RAG_DATABASE_URL without RAG_REDIS_URL: replicas share the records, but each keeps its own "
+                         "answer cache and rate limit, and sees template and weight changes only after a restart")  # fmt: skip
+        return None
+    from ragsvc.shared.state import SharedState  # redis is imported only when Redis is used
+
+    shared = SharedState.connect(settings.shared)
+    stack.push_async_callback(shared.aclose)
+    await shared.changes.poll_once()
+    return shared
+
+
+async def open_management(
+    database: Backend,
+    registry: TemplateRegistry,
+    retriever: HybridRetriever,
+    cache: AnswerStore | None,
+    shared: SharedState | None,
+) -> tuple[TemplateCatalog, RankingControl]:
+    """The custom templates and the ranking weights, loaded from the database. With Redis, each announces its
+    changes on the change feed and reloads on the other replicas' (the feed starts polling here)."""
+    changes = shared.changes if shared is not None else None
+    catalog = TemplateCatalog(
+        registry,
+        TemplateStore(database),
+        cache,
+        announce=functools.partial(changes.announce, templates.CHANGES_TOPIC) if changes else None,
+    )
+    _log.info("loaded %d custom prompt templates", await catalog.load())
+    weights = RankingControl(
+        retriever,
+        SettingStore(database),
+        cache,
+        announce=functools.partial(changes.announce, ranking.CHANGES_TOPIC) if changes else None,
+    )
+    await weights.load()
+    if changes is not None:
+        changes.on_change(templates.CHANGES_TOPIC, catalog.reload)
+        changes.on_change(ranking.CHANGES_TOPIC, weights.reload)
+        changes.start()
+    return catalog, weights
+
+
+def answer_stores(settings: Settings, shared: SharedState | None) -> tuple[AnswerStore | None, AnswerStore | None]:
+    """The answer cache and the replay store: on Redis when it is configured, else in memory; none when
+    RAG_CACHE_MAX_ENTRIES is 0."""
+    hardening = settings.hardening
+    if hardening.cache_max_entries == 0:
+        return None, None
+    if shared is not None:
+        return shared.answer_stores(ttl_s=hardening.cache_ttl_s)
+    return (
+        MemoryAnswerCache(max_entries=hardening.cache_max_entries, ttl_s=hardening.cache_ttl_s),
+        MemoryAnswerCache(
+            max_entries=hardening.cache_max_entries, ttl_s=hardening.cache_ttl_s, admits=keeps_every_answer
+        ),
+    )
+
+
+def global_rate_limit(settings: Settings, shared: SharedState | None) -> RateLimit | None:
+    """RAG_API_RATE_LIMIT for all replicas together when Redis is configured (this replica's own buckets while it
+    is out); None otherwise (the server counts its own calls)."""
+    per_minute = settings.hardening.rate_limit_per_minute
+    if shared is None or per_minute == 0:
+        return None
+    return shared.rate_limit(per_minute, fallback=TokenBuckets(per_minute).take)
 
 
 def build_pipeline(

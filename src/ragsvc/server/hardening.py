@@ -14,7 +14,13 @@ from ragsvc.config import Settings
 from ragsvc.errors import FieldViolation, InvalidRequest
 from ragsvc.server.auth import AuthInterceptor
 from ragsvc.server.interceptors import Interceptor, ServerInterceptor
-from ragsvc.server.limits import ConcurrencyLimitInterceptor, RateLimitInterceptor, server_options
+from ragsvc.server.limits import (
+    ConcurrencyLimitInterceptor,
+    RateLimit,
+    RateLimitInterceptor,
+    TokenBuckets,
+    server_options,
+)
 from ragsvc.server.metrics import Metrics, MetricsEndpoint, MetricsInterceptor
 from ragsvc.server.request_log import REQUEST_LOGGER, RequestIdInterceptor, RequestLogInterceptor
 from ragsvc.server.tls import server_credentials
@@ -32,7 +38,8 @@ class Hardening:
     endpoint: MetricsEndpoint | None = field(default=None, init=False)
 
     @classmethod
-    def build(cls, settings: Settings) -> Hardening:
+    def build(cls, settings: Settings, *, rate_limit: RateLimit | None = None) -> Hardening:
+        """`rate_limit` counts the calls of RAG_API_RATE_LIMIT (default: this process's own `TokenBuckets`)."""
         hardening = settings.hardening
         metrics = Metrics(provider=settings.generation.generator.value)
         concurrency = ConcurrencyLimitInterceptor(hardening.max_concurrent_requests)
@@ -46,7 +53,7 @@ class Hardening:
         if hardening.keys is not None:
             interceptors.append(AuthInterceptor(hardening.keys))
         if hardening.rate_limit_per_minute > 0:
-            interceptors.append(RateLimitInterceptor(hardening.rate_limit_per_minute))
+            interceptors.append(RateLimitInterceptor(rate_limit or TokenBuckets(hardening.rate_limit_per_minute)))
         interceptors.append(concurrency)
         return cls(settings, interceptors, metrics, concurrency, server_credentials(hardening), tracing)
 

@@ -1,8 +1,9 @@
 """grpc.health.v1 for a service mesh: each name says what a caller of it needs to know.
 
 Every dependency is probed in the background and reported under its own name (`retrieval`: the vector engine,
-`embedder`, `llm`, `db`: the records database). Each service name is SERVING while the dependencies its RPCs need
-are, and `""` means "this replica can answer":
+`embedder`, `llm`, `db`: the records database, SQLite or PostgreSQL alike; `redis`: the state replicas share, only
+when RAG_REDIS_URL is set). Each service name is SERVING while the dependencies its RPCs need are, and `""` means
+"this replica can answer":
 
 - `""` and `ragsvc.v1.RagService`: retrieval, embedder, db, and the llm; with RAG_FALLBACK_EXTRACTIVE the
   extractive fallback answers when the llm cannot, so an llm outage degrades answers (`llm` NOT_SERVING,
@@ -10,7 +11,12 @@ are, and `""` means "this replica can answer":
 - `ragsvc.v1.IndexService`: retrieval, embedder, db (never the llm);
 - `ragsvc.v1.AdminService`: db (templates and weights live there; SimulateAsk reports a retrieval outage as
   UNAVAILABLE);
-- `retrieval`, `embedder`, `llm`, `db`: that dependency answers its probe;
+- `retrieval`, `embedder`, `llm`, `db`, `redis`: that dependency answers its probe;
+- no service name needs `redis`: while Redis is out, answers go on without the shared cache, the rate limit falls
+  back to each replica's own, and template and weight changes reach the other replicas once it is back. So a
+  Redis outage degrades (`redis` NOT_SERVING, rag_dependency_up{dependency="redis"} 0) and never takes a replica
+  out of rotation. PostgreSQL is another matter: it holds the audit log, and an answer without its audit row is
+  never sent, so `db` is needed by `""` whichever database it is;
 - `liveness`: SERVING from start until shutdown begins, whatever the dependencies do. It is the name for a
   liveness probe: a dependency outage must take a replica out of rotation (readiness, on `""`), not restart it;
   a wedged process does not answer at all, which is what a liveness probe detects.

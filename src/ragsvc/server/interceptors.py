@@ -8,8 +8,9 @@ the call's status, with its google.rpc details), code after it runs once the cal
 
     server = grpc.aio.server(interceptors=[ServerInterceptor([RequestIdInterceptor(), AuthInterceptor(keys)])])
 
-`ServerInterceptor` adapts the units to grpc.aio: it wraps unary-unary and unary-stream handlers (every
-ragsvc RPC), leaves health and reflection untouched (never authenticated, rate limited or counted), sends the
+`ServerInterceptor` adapts the units to grpc.aio: it wraps unary-unary, unary-stream and stream-unary handlers
+(every ragsvc RPC; a client stream's first message is the request the units see), leaves health and reflection
+untouched (never authenticated, rate limited or counted), sends the
 units' response metadata as initial metadata, and exposes the call's state to the servicer through a
 contextvar (`current_call()`), read once by the servicers' boundary (server/boundary.py): that is how the
 servicer learns the authenticated principal and the request id, hands them on explicitly, and records the
@@ -144,7 +145,15 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(handler_call_details)
         method = handler_call_details.method
-        if handler is None or method.startswith(self._exempt) or handler.request_streaming:
+        if handler is None or method.startswith(self._exempt):
+            return handler
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(
+                self._client_stream(method, handler.stream_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.request_streaming:
             return handler
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
@@ -194,6 +203,24 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
                 await _refuse(call.state, context, exc)
             finally:
                 _reset(token)
+
+        return handle
+
+    def _client_stream(self, method: str, behavior: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        """A client-streaming handler: the units see its first message as the call's request (None when the
+        stream is empty); the handler gets every message, that one first."""
+
+        async def handle(requests: AsyncIterator[Any], context: Context) -> Any:
+            rest = aiter(requests)
+            first = await anext(rest, None)
+
+            async def replay() -> AsyncIterator[Any]:
+                if first is not None:
+                    yield first
+                async for message in rest:
+                    yield message
+
+            return await self._unary(method, lambda _, context: behavior(replay(), context))(first, context)
 
         return handle
 

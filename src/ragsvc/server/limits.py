@@ -2,6 +2,11 @@
 
 Both limits refuse at once with RESOURCE_EXHAUSTED and RetryInfo (the rate limit adds QuotaFailure): nothing
 waits in a queue, so a flood costs the server one cheap refusal per call and never a growing backlog.
+
+The rate limit is a `RateLimit`: `TokenBuckets` here counts one process's calls (the default), and
+`ragsvc.shared.limits.RedisTokenBuckets` counts all replicas' together when RAG_REDIS_URL is set (falling back
+to this process's own buckets while Redis is out). The cap on calls in flight is always per process: it protects
+the process it runs in.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import hashlib
 import math
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Protocol
 
 from ragsvc.config import HardeningSettings
 from ragsvc.errors import Overloaded, RateLimited
@@ -39,9 +45,19 @@ def peer_host(peer: str) -> str:
     return peer
 
 
+class RateLimit(Protocol):
+    """A token per call per client: `per_minute` tokens, refilled evenly over a minute (so a client may spend a
+    whole minute's quota at once, then one call per 60/per_minute seconds)."""
+
+    per_minute: int
+
+    async def take(self, client: str) -> float:
+        """Take a token for `client`: 0.0 when granted, else the seconds until one will be there."""
+        ...
+
+
 class TokenBuckets:
-    """One token bucket per client: `per_minute` tokens, refilled evenly over a minute (so a client may spend
-    a whole minute's quota at once, then one call per 60/per_minute seconds)."""
+    """The `RateLimit` of one process: one token bucket per client, in memory."""
 
     def __init__(self, per_minute: int, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.per_minute = per_minute
@@ -52,8 +68,7 @@ class TokenBuckets:
     def __len__(self) -> int:
         return len(self._buckets)
 
-    def take(self, client: str) -> float:
-        """Take a token for `client`: 0.0 when granted, else the seconds until one will be there."""
+    async def take(self, client: str) -> float:
         now = self._clock()
         tokens, at = self._buckets.get(client, (float(self.per_minute), now))
         tokens = min(float(self.per_minute), tokens + (now - at) * self._rate)
@@ -75,15 +90,15 @@ class TokenBuckets:
 class RateLimitInterceptor(Interceptor):
     """RAG_API_RATE_LIMIT calls per minute per client identity -> RESOURCE_EXHAUSTED RATE_LIMITED."""
 
-    def __init__(self, per_minute: int, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.buckets = TokenBuckets(per_minute, clock=clock)
+    def __init__(self, limit: RateLimit) -> None:
+        self.limit = limit
 
     @contextlib.asynccontextmanager
     async def intercept(self, call: CallInput) -> AsyncIterator[None]:
         client = client_identity(call)
-        wait_s = self.buckets.take(client)
+        wait_s = await self.limit.take(client)
         if wait_s > 0:
-            quota = f"{self.buckets.per_minute} requests per minute"
+            quota = f"{self.limit.per_minute} requests per minute"
             raise RateLimited(
                 f"rate limit of {quota} reached; retry in {math.ceil(wait_s)} s",
                 retry_after_s=round(wait_s, 3),

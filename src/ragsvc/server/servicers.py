@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import dataclasses
+import hashlib
+import json
 from collections.abc import AsyncIterator
 
 from ragsvc import domain
-from ragsvc.answering.cache import AnswerCache
+from ragsvc.answering.cache import AnswerStore
 from ragsvc.answering.service import AnsweringService
-from ragsvc.errors import NotFound
+from ragsvc.errors import FieldViolation, InvalidRequest, NotFound
 from ragsvc.ingest.indexer import Indexer
+from ragsvc.ingest.uploads import UploadStaging
+from ragsvc.retrieval.base import VectorEngine
 from ragsvc.sanitize import validate_document_id, validate_documents
+from ragsvc.server.admin import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from ragsvc.server.boundary import call_context, call_state, stream_boundary, unary_boundary
 from ragsvc.server.interceptors import Context
 from ragsvc.v1 import index_service_pb2 as index_pb
@@ -47,31 +54,45 @@ class RagServicer(rag_grpc.RagServiceServicer):
 
 
 class IndexServicer(index_grpc.IndexServiceServicer):
-    def __init__(self, indexer: Indexer, *, default_tenant: str, cache: AnswerCache | None = None) -> None:
+    def __init__(
+        self,
+        indexer: Indexer,
+        engine: VectorEngine,
+        uploads: UploadStaging,
+        *,
+        default_tenant: str,
+        cache: AnswerStore | None = None,
+    ) -> None:
         self._indexer = indexer
+        self._engine = engine
+        self._uploads = uploads
         self._default_tenant = default_tenant
         self._cache = cache  # answers of a tenant are dropped when its documents change
 
-    def _tenant_default(self, context: Context) -> str:
-        """The tenant of a request that names none: the caller's key's, else the server's default."""
+    def _tenant(self, requested: str, context: Context) -> str:
+        """The request's tenant; when it names none, the caller's key's, else the server's default."""
+        if requested.strip():
+            return requested.strip()
         principal = call_state(context).principal
         return principal.tenant_id if principal is not None else self._default_tenant
 
-    def _invalidate(self, tenant: str) -> None:
+    async def _invalidate(self, tenant: str) -> None:
         if self._cache is not None:
-            self._cache.invalidate_tenant(tenant)
+            await self._cache.invalidate_tenant(tenant)
+
+    async def _ingest(self, documents: list[domain.SourceDocument]) -> list[domain.IngestResult]:
+        validate_documents(documents)
+        try:
+            return [await self._indexer.ingest(document) for document in documents]
+        finally:
+            for tenant in {document.tenant_id for document in documents}:
+                await self._invalidate(tenant)
 
     @unary_boundary
     async def IngestDocuments(
         self, request: index_pb.IngestDocumentsRequest, context: Context
     ) -> index_pb.IngestDocumentsResponse:
-        documents = convert.documents_from_proto(request, self._tenant_default(context))
-        validate_documents(documents)
-        try:
-            results = [await self._indexer.ingest(document) for document in documents]
-        finally:
-            for tenant in {document.tenant_id for document in documents}:
-                self._invalidate(tenant)
+        results = await self._ingest(convert.documents_from_proto(request, self._tenant(request.tenant_id, context)))
         return index_pb.IngestDocumentsResponse(results=[convert.ingest_result_to_proto(r) for r in results])
 
     @unary_boundary
@@ -79,11 +100,121 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         self, request: index_pb.DeleteDocumentRequest, context: Context
     ) -> index_pb.DeleteDocumentResponse:
         validate_document_id(request.document_id)
-        tenant = request.tenant_id.strip() or self._tenant_default(context)
+        tenant = self._tenant(request.tenant_id, context)
         try:
             deleted = await self._indexer.delete(tenant, request.document_id)
         finally:
-            self._invalidate(tenant)
+            await self._invalidate(tenant)
         if not deleted:
             raise NotFound(f"no document {request.document_id!r} in tenant {tenant!r}")
         return index_pb.DeleteDocumentResponse(chunks_deleted=deleted)
+
+    @unary_boundary
+    async def ListDocuments(
+        self, request: index_pb.ListDocumentsRequest, context: Context
+    ) -> index_pb.ListDocumentsResponse:
+        tenant = self._tenant(request.tenant_id, context)
+        if not 0 <= request.page_size <= MAX_PAGE_SIZE:
+            raise InvalidRequest([FieldViolation("page_size", f"must be 0 to {MAX_PAGE_SIZE}")])
+        after = _page_after(request.page_token, tenant)
+        page = await self._engine.list_documents(tenant, after=after, limit=request.page_size or DEFAULT_PAGE_SIZE)
+        token = "" if page.next_after is None else _page_token(tenant, page.next_after)
+        return index_pb.ListDocumentsResponse(
+            documents=[convert.stored_document_to_proto(d) for d in page.documents], next_page_token=token
+        )
+
+    @unary_boundary
+    async def GetDocument(self, request: index_pb.GetDocumentRequest, context: Context) -> index_pb.GetDocumentResponse:
+        validate_document_id(request.document_id)
+        tenant = self._tenant(request.tenant_id, context)
+        document = await self._engine.get_document(tenant, request.document_id)
+        if document is None:
+            raise NotFound(f"no document {request.document_id!r} in tenant {tenant!r}")
+        return index_pb.GetDocumentResponse(document=convert.stored_document_to_proto(document))
+
+    @unary_boundary
+    async def GetIndexStats(
+        self, request: index_pb.GetIndexStatsRequest, context: Context
+    ) -> index_pb.GetIndexStatsResponse:
+        return convert.index_stats_to_proto(await self._engine.stats(self._tenant(request.tenant_id, context)))
+
+    @unary_boundary
+    async def GetUploadStatus(
+        self, request: index_pb.GetUploadStatusRequest, context: Context
+    ) -> index_pb.GetUploadStatusResponse:
+        validate_document_id(request.document_id)
+        tenant = self._tenant(request.tenant_id, context)
+        return index_pb.GetUploadStatusResponse(committed_size=self._uploads.committed(tenant, request.document_id))
+
+    @unary_boundary
+    async def UploadDocument(
+        self, request_iterator: AsyncIterator[index_pb.UploadDocumentRequest], context: Context
+    ) -> index_pb.UploadDocumentResponse:
+        requests = aiter(request_iterator)
+        first = await anext(requests, None)
+        if first is None or not first.HasField("document"):
+            raise InvalidRequest([FieldViolation("document", "the first message must carry the document")])
+        if first.document.content:
+            raise InvalidRequest([FieldViolation("document.content", "must be empty: send the content in data")])
+        tenant = self._tenant(first.tenant_id, context)
+        [document] = convert.documents_from_proto(
+            index_pb.IngestDocumentsRequest(tenant_id=tenant, documents=[first.document]), tenant
+        )
+        try:
+            validate_documents([document])
+        except InvalidRequest as exc:  # named as this request names them
+            raise InvalidRequest(
+                [FieldViolation(v.field.replace("documents[0]", "document"), v.description) for v in exc.violations]
+            ) from exc
+        async with self._uploads.writing(tenant, document.document_id) as upload:
+            message: index_pb.UploadDocumentRequest | None = first
+            while message is not None:
+                _check_piece(message, first, tenant, upload.size)
+                if message is first and message.write_offset == 0:
+                    upload.discard()  # a new upload, or one started over
+                await upload.append(message.data)
+                if message.finish_write:
+                    content = await upload.content()
+                    if message.content_sha256 and hashlib.sha256(content).hexdigest() != message.content_sha256.lower():
+                        upload.discard()
+                        violation = "does not match the content received; the upload was dropped: start it over"
+                        raise InvalidRequest([FieldViolation("content_sha256", violation)])
+                    [result] = await self._ingest([dataclasses.replace(document, content=content)])
+                    upload.discard()
+                    return index_pb.UploadDocumentResponse(
+                        committed_size=len(content), result=convert.ingest_result_to_proto(result)
+                    )
+                message = await anext(requests, None)
+            return index_pb.UploadDocumentResponse(committed_size=upload.size)
+
+
+def _check_piece(
+    message: index_pb.UploadDocumentRequest, first: index_pb.UploadDocumentRequest, tenant: str, received: int
+) -> None:
+    """Raise InvalidRequest for a message that does not continue the upload."""
+    if message is not first and message.HasField("document"):
+        raise InvalidRequest([FieldViolation("document", "only the first message may carry the document")])
+    if message is not first and message.tenant_id.strip() not in ("", tenant):
+        raise InvalidRequest([FieldViolation("tenant_id", "must be the first message's or empty")])
+    if message.write_offset != received and not (message is first and message.write_offset == 0):
+        violation = f"is {message.write_offset}, but the server holds {received} bytes of this upload"
+        raise InvalidRequest([FieldViolation("write_offset", violation)])
+
+
+def _page_token(tenant: str, after: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"tenant": tenant, "after": after}).encode()).decode()
+
+
+def _page_after(token: str, tenant: str) -> str:
+    """The document id a page token continues after ("" without a token). Raises InvalidRequest for a token this
+    server did not give for this tenant's listing."""
+    if not token:
+        return ""
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
+        after, token_tenant = decoded["after"], decoded["tenant"]
+    except (ValueError, TypeError, KeyError):
+        after = token_tenant = None
+    if not isinstance(after, str) or token_tenant != tenant:
+        raise InvalidRequest([FieldViolation("page_token", "not a token this server returned for this tenant")])
+    return after

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from ragsvc.config.documents import OwnersDocument
 from ragsvc.domain import RouteTarget
-from ragsvc.storage.database import Database
+from ragsvc.storage.backend import Backend
 
 ADMIN_TAG = "system"
 
 
 class OwnerDirectory:
-    def __init__(self, database: Database, *, admin_email: str) -> None:
+    def __init__(self, database: Backend, *, admin_email: str) -> None:
         self._db = database
         self._admin_email = admin_email
 

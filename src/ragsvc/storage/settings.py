@@ -6,17 +6,16 @@ survives restarts; today that is the ranking weights (`ranking_weights`).
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from typing import Any
 
-from ragsvc.storage.database import Database
+from ragsvc.storage.backend import Backend, utc_now
 
 RANKING_WEIGHTS = "ranking_weights"
 
 
 class SettingStore:
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Backend) -> None:
         self._db = database
 
     async def get(self, name: str) -> Any | None:
@@ -28,5 +27,5 @@ class SettingStore:
         await self._db.execute(
             "INSERT INTO settings (name, value, updated_at) VALUES (?, ?, ?) "
             "ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-            (name, json.dumps(value), dt.datetime.now(dt.UTC).isoformat()),
+            (name, json.dumps(value), utc_now()),
         )

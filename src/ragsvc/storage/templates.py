@@ -7,11 +7,10 @@ admin servicer writes here first and then updates the in-memory `TemplateRegistr
 from __future__ import annotations
 
 import datetime as dt
-import sqlite3
 from dataclasses import dataclass
 
 from ragsvc.prompts import PromptTemplate
-from ragsvc.storage.database import Database
+from ragsvc.storage.backend import Backend, Row, utc_now
 
 _COLUMNS = "id, display_name, instructions, user_prompt, created_at, updated_at"
 
@@ -25,21 +24,15 @@ class StoredTemplate:
     updated_at: dt.datetime
 
 
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def _stored(row: sqlite3.Row) -> StoredTemplate:
+def _stored(row: Row) -> StoredTemplate:
     template = PromptTemplate(
         version=row["id"], length_rule=row["instructions"], user=row["user_prompt"], display_name=row["display_name"]
     )
-    return StoredTemplate(
-        template, dt.datetime.fromisoformat(row["created_at"]), dt.datetime.fromisoformat(row["updated_at"])
-    )
+    return StoredTemplate(template, row["created_at"], row["updated_at"])
 
 
 class TemplateStore:
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Backend) -> None:
         self._db = database
 
     async def list(self) -> list[StoredTemplate]:
@@ -53,12 +46,11 @@ class TemplateStore:
 
     async def create(self, template: PromptTemplate) -> StoredTemplate | None:
         """Store a new template; None when one with its id exists."""
-        now = _now()
+        now = utc_now()
         changed = await self._db.execute(
             "INSERT INTO prompt_templates (id, display_name, instructions, user_prompt, created_at, updated_at) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-            (template.version, template.display_name, template.length_rule, template.user, now.isoformat(),
-             now.isoformat()),
+            (template.version, template.display_name, template.length_rule, template.user, now, now),
         )
         return StoredTemplate(template, now, now) if changed else None
 
@@ -67,7 +59,7 @@ class TemplateStore:
         changed = await self._db.execute(
             "UPDATE prompt_templates SET display_name = ?, instructions = ?, user_prompt = ?, updated_at = ? "
             "WHERE id = ?",
-            (template.display_name, template.length_rule, template.user, _now().isoformat(), template.version),
+            (template.display_name, template.length_rule, template.user, utc_now(), template.version),
         )
         return await self.get(template.version) if changed else None
 

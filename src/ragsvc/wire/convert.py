@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from google.protobuf import duration_pb2
+from google.protobuf import duration_pb2, timestamp_pb2
 
 from ragsvc import domain
 from ragsvc.errors import FieldViolation, InvalidRequest
@@ -239,4 +239,32 @@ def ingest_result_to_proto(result: domain.IngestResult) -> index_pb.DocumentResu
         chunks_indexed=result.chunks_indexed,
         elapsed=_duration(result.elapsed_ms),
         error=result.error,
+        unchanged=result.unchanged,
+    )
+
+
+def stored_document_to_proto(document: domain.StoredDocument) -> index_pb.IndexedDocument:
+    message = index_pb.IndexedDocument(
+        document_id=document.document_id,
+        name=document.name,
+        title=document.title,
+        tags=document.tags,
+        source_url=document.source_url,
+        confidential=document.confidential,
+        chunk_count=document.chunks,
+    )
+    source = document.source
+    if source is not None:
+        message.media_type = source.media_type
+        message.size_bytes = source.content_bytes
+        message.content_sha256 = source.content_sha256
+        ingested = timestamp_pb2.Timestamp()
+        ingested.FromNanoseconds(round(source.ingested_at * 1e9))
+        message.ingest_time.CopyFrom(ingested)
+    return message
+
+
+def index_stats_to_proto(stats: domain.IndexStats) -> index_pb.GetIndexStatsResponse:
+    return index_pb.GetIndexStatsResponse(
+        document_count=stats.documents, chunk_count=stats.chunks, content_bytes=stats.content_bytes, engine=stats.engine
     )

@@ -24,6 +24,24 @@ type IndexServiceClient interface {
 	IngestDocuments(ctx context.Context, in *IngestDocumentsRequest, opts ...grpc.CallOption) (*IngestDocumentsResponse, error)
 	// DeleteDocument removes every chunk of a document.
 	DeleteDocument(ctx context.Context, in *DeleteDocumentRequest, opts ...grpc.CallOption) (*DeleteDocumentResponse, error)
+	// ListDocuments lists a tenant's documents in document id order, one page at a time (AIP-158), each
+	// with its chunk count, size, content hash and ingest time.
+	ListDocuments(ctx context.Context, in *ListDocumentsRequest, opts ...grpc.CallOption) (*ListDocumentsResponse, error)
+	// GetDocument returns one document as indexed; NOT_FOUND when the tenant has no chunk of it.
+	GetDocument(ctx context.Context, in *GetDocumentRequest, opts ...grpc.CallOption) (*GetDocumentResponse, error)
+	// GetIndexStats counts a tenant's documents, chunks and content bytes, and names the engine.
+	GetIndexStats(ctx context.Context, in *GetIndexStatsRequest, opts ...grpc.CallOption) (*GetIndexStatsResponse, error)
+	// UploadDocument ingests one document sent in pieces, for documents larger than one message may be
+	// (RAG_MAX_RECEIVE_MESSAGE_BYTES). The first message carries the document's metadata; each message
+	// carries the next piece of its content at `write_offset`; the message with `finish_write` ends the
+	// content, which is then ingested as IngestDocuments would (a document that cannot be read is reported
+	// in `result.error`). The server keeps what it received of an upload that did not finish, by tenant and
+	// document id: a later stream resumes it from GetUploadStatus's `committed_size`. A document over
+	// RAG_MAX_DOCUMENT_BYTES, a write_offset other than the size received, or a content_sha256 that does
+	// not match is INVALID_ARGUMENT; a second upload of a document while one streams is ALREADY_EXISTS.
+	UploadDocument(ctx context.Context, opts ...grpc.CallOption) (IndexService_UploadDocumentClient, error)
+	// GetUploadStatus tells how much of an unfinished upload the server holds (0 when none).
+	GetUploadStatus(ctx context.Context, in *GetUploadStatusRequest, opts ...grpc.CallOption) (*GetUploadStatusResponse, error)
 }
 
 type indexServiceClient struct {
@@ -52,6 +70,76 @@ func (c *indexServiceClient) DeleteDocument(ctx context.Context, in *DeleteDocum
 	return out, nil
 }
 
+func (c *indexServiceClient) ListDocuments(ctx context.Context, in *ListDocumentsRequest, opts ...grpc.CallOption) (*ListDocumentsResponse, error) {
+	out := new(ListDocumentsResponse)
+	err := c.cc.Invoke(ctx, "/ragsvc.v1.IndexService/ListDocuments", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *indexServiceClient) GetDocument(ctx context.Context, in *GetDocumentRequest, opts ...grpc.CallOption) (*GetDocumentResponse, error) {
+	out := new(GetDocumentResponse)
+	err := c.cc.Invoke(ctx, "/ragsvc.v1.IndexService/GetDocument", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *indexServiceClient) GetIndexStats(ctx context.Context, in *GetIndexStatsRequest, opts ...grpc.CallOption) (*GetIndexStatsResponse, error) {
+	out := new(GetIndexStatsResponse)
+	err := c.cc.Invoke(ctx, "/ragsvc.v1.IndexService/GetIndexStats", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *indexServiceClient) UploadDocument(ctx context.Context, opts ...grpc.CallOption) (IndexService_UploadDocumentClient, error) {
+	stream, err := c.cc.NewStream(ctx, &_IndexService_serviceDesc.Streams[0], "/ragsvc.v1.IndexService/UploadDocument", opts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &indexServiceUploadDocumentClient{stream}
+	return x, nil
+}
+
+type IndexService_UploadDocumentClient interface {
+	Send(*UploadDocumentRequest) error
+	CloseAndRecv() (*UploadDocumentResponse, error)
+	grpc.ClientStream
+}
+
+type indexServiceUploadDocumentClient struct {
+	grpc.ClientStream
+}
+
+func (x *indexServiceUploadDocumentClient) Send(m *UploadDocumentRequest) error {
+	return x.ClientStream.SendMsg(m)
+}
+
+func (x *indexServiceUploadDocumentClient) CloseAndRecv() (*UploadDocumentResponse, error) {
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	m := new(UploadDocumentResponse)
+	if err := x.ClientStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (c *indexServiceClient) GetUploadStatus(ctx context.Context, in *GetUploadStatusRequest, opts ...grpc.CallOption) (*GetUploadStatusResponse, error) {
+	out := new(GetUploadStatusResponse)
+	err := c.cc.Invoke(ctx, "/ragsvc.v1.IndexService/GetUploadStatus", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IndexServiceServer is the server API for IndexService service.
 // All implementations must embed UnimplementedIndexServiceServer
 // for forward compatibility
@@ -63,6 +151,24 @@ type IndexServiceServer interface {
 	IngestDocuments(context.Context, *IngestDocumentsRequest) (*IngestDocumentsResponse, error)
 	// DeleteDocument removes every chunk of a document.
 	DeleteDocument(context.Context, *DeleteDocumentRequest) (*DeleteDocumentResponse, error)
+	// ListDocuments lists a tenant's documents in document id order, one page at a time (AIP-158), each
+	// with its chunk count, size, content hash and ingest time.
+	ListDocuments(context.Context, *ListDocumentsRequest) (*ListDocumentsResponse, error)
+	// GetDocument returns one document as indexed; NOT_FOUND when the tenant has no chunk of it.
+	GetDocument(context.Context, *GetDocumentRequest) (*GetDocumentResponse, error)
+	// GetIndexStats counts a tenant's documents, chunks and content bytes, and names the engine.
+	GetIndexStats(context.Context, *GetIndexStatsRequest) (*GetIndexStatsResponse, error)
+	// UploadDocument ingests one document sent in pieces, for documents larger than one message may be
+	// (RAG_MAX_RECEIVE_MESSAGE_BYTES). The first message carries the document's metadata; each message
+	// carries the next piece of its content at `write_offset`; the message with `finish_write` ends the
+	// content, which is then ingested as IngestDocuments would (a document that cannot be read is reported
+	// in `result.error`). The server keeps what it received of an upload that did not finish, by tenant and
+	// document id: a later stream resumes it from GetUploadStatus's `committed_size`. A document over
+	// RAG_MAX_DOCUMENT_BYTES, a write_offset other than the size received, or a content_sha256 that does
+	// not match is INVALID_ARGUMENT; a second upload of a document while one streams is ALREADY_EXISTS.
+	UploadDocument(IndexService_UploadDocumentServer) error
+	// GetUploadStatus tells how much of an unfinished upload the server holds (0 when none).
+	GetUploadStatus(context.Context, *GetUploadStatusRequest) (*GetUploadStatusResponse, error)
 	mustEmbedUnimplementedIndexServiceServer()
 }
 
@@ -75,6 +181,21 @@ func (UnimplementedIndexServiceServer) IngestDocuments(context.Context, *IngestD
 }
 func (UnimplementedIndexServiceServer) DeleteDocument(context.Context, *DeleteDocumentRequest) (*DeleteDocumentResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteDocument not implemented")
+}
+func (UnimplementedIndexServiceServer) ListDocuments(context.Context, *ListDocumentsRequest) (*ListDocumentsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListDocuments not implemented")
+}
+func (UnimplementedIndexServiceServer) GetDocument(context.Context, *GetDocumentRequest) (*GetDocumentResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetDocument not implemented")
+}
+func (UnimplementedIndexServiceServer) GetIndexStats(context.Context, *GetIndexStatsRequest) (*GetIndexStatsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetIndexStats not implemented")
+}
+func (UnimplementedIndexServiceServer) UploadDocument(IndexService_UploadDocumentServer) error {
+	return status.Errorf(codes.Unimplemented, "method UploadDocument not implemented")
+}
+func (UnimplementedIndexServiceServer) GetUploadStatus(context.Context, *GetUploadStatusRequest) (*GetUploadStatusResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetUploadStatus not implemented")
 }
 func (UnimplementedIndexServiceServer) mustEmbedUnimplementedIndexServiceServer() {}
 
@@ -125,6 +246,104 @@ func _IndexService_DeleteDocument_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IndexService_ListDocuments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDocumentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexServiceServer).ListDocuments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ragsvc.v1.IndexService/ListDocuments",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexServiceServer).ListDocuments(ctx, req.(*ListDocumentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IndexService_GetDocument_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDocumentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexServiceServer).GetDocument(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ragsvc.v1.IndexService/GetDocument",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexServiceServer).GetDocument(ctx, req.(*GetDocumentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IndexService_GetIndexStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetIndexStatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexServiceServer).GetIndexStats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ragsvc.v1.IndexService/GetIndexStats",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexServiceServer).GetIndexStats(ctx, req.(*GetIndexStatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IndexService_UploadDocument_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(IndexServiceServer).UploadDocument(&indexServiceUploadDocumentServer{stream})
+}
+
+type IndexService_UploadDocumentServer interface {
+	SendAndClose(*UploadDocumentResponse) error
+	Recv() (*UploadDocumentRequest, error)
+	grpc.ServerStream
+}
+
+type indexServiceUploadDocumentServer struct {
+	grpc.ServerStream
+}
+
+func (x *indexServiceUploadDocumentServer) SendAndClose(m *UploadDocumentResponse) error {
+	return x.ServerStream.SendMsg(m)
+}
+
+func (x *indexServiceUploadDocumentServer) Recv() (*UploadDocumentRequest, error) {
+	m := new(UploadDocumentRequest)
+	if err := x.ServerStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func _IndexService_GetUploadStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetUploadStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexServiceServer).GetUploadStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ragsvc.v1.IndexService/GetUploadStatus",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexServiceServer).GetUploadStatus(ctx, req.(*GetUploadStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _IndexService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "ragsvc.v1.IndexService",
 	HandlerType: (*IndexServiceServer)(nil),
@@ -137,7 +356,29 @@ var _IndexService_serviceDesc = grpc.ServiceDesc{
 			MethodName: "DeleteDocument",
 			Handler:    _IndexService_DeleteDocument_Handler,
 		},
+		{
+			MethodName: "ListDocuments",
+			Handler:    _IndexService_ListDocuments_Handler,
+		},
+		{
+			MethodName: "GetDocument",
+			Handler:    _IndexService_GetDocument_Handler,
+		},
+		{
+			MethodName: "GetIndexStats",
+			Handler:    _IndexService_GetIndexStats_Handler,
+		},
+		{
+			MethodName: "GetUploadStatus",
+			Handler:    _IndexService_GetUploadStatus_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "UploadDocument",
+			Handler:       _IndexService_UploadDocument_Handler,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "ragsvc/v1/index_service.proto",
 }

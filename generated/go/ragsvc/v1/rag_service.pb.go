@@ -1216,9 +1216,10 @@ type Answer struct {
 	Candidates []*Citation `protobuf:"bytes,8,rep,name=candidates,proto3" json:"candidates,omitempty"`
 	// The model (or generator) that wrote the answer.
 	Model string `protobuf:"bytes,9,opt,name=model,proto3" json:"model,omitempty"`
-	// Tokens used by the generation.
+	// Tokens used by the generation (for an answer from the cache, those of the generation that wrote it:
+	// no model was called again).
 	Usage *Usage `protobuf:"bytes,10,opt,name=usage,proto3" json:"usage,omitempty"`
-	// Time spent per stage.
+	// Time spent per stage (for an answer from the cache, only the total: no stage ran).
 	Timings *Timings `protobuf:"bytes,11,opt,name=timings,proto3" json:"timings,omitempty"`
 	// How many chunks were packed into the prompt.
 	ContextChunksUsed int32 `protobuf:"varint,12,opt,name=context_chunks_used,json=contextChunksUsed,proto3" json:"context_chunks_used,omitempty"`

@@ -4,15 +4,15 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Duration } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file ragsvc/v1/index_service.proto.
  */
 export const file_ragsvc_v1_index_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1yYWdzdmMvdjEvaW5kZXhfc2VydmljZS5wcm90bxIJcmFnc3ZjLnYxIlMKFkluZ2VzdERvY3VtZW50c1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEiYKCWRvY3VtZW50cxgCIAMoCzITLnJhZ3N2Yy52MS5Eb2N1bWVudCLPAQoIRG9jdW1lbnQSEwoLZG9jdW1lbnRfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdjb250ZW50GAMgASgMEhIKCm1lZGlhX3R5cGUYBCABKAkSDAoEdGFncxgFIAMoCRISCgpzb3VyY2VfdXJsGAYgASgJEg0KBXRpdGxlGAcgASgJEhIKBXRydXN0GAggASgCSACIAQESFgoOcHVibGlzaGVkX2RhdGUYCSABKAkSFAoMY29uZmlkZW50aWFsGAogASgIQggKBl90cnVzdCJFChdJbmdlc3REb2N1bWVudHNSZXNwb25zZRIqCgdyZXN1bHRzGAEgAygLMhkucmFnc3ZjLnYxLkRvY3VtZW50UmVzdWx0IpABCg5Eb2N1bWVudFJlc3VsdBITCgtkb2N1bWVudF9pZBgBIAEoCRIWCg5jaHVua3NfY3JlYXRlZBgCIAEoBRIWCg5jaHVua3NfaW5kZXhlZBgDIAEoBRIqCgdlbGFwc2VkGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBWVycm9yGAUgASgJIj8KFURlbGV0ZURvY3VtZW50UmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEwoLZG9jdW1lbnRfaWQYAiABKAkiMAoWRGVsZXRlRG9jdW1lbnRSZXNwb25zZRIWCg5jaHVua3NfZGVsZXRlZBgBIAEoBTK/AQoMSW5kZXhTZXJ2aWNlElgKD0luZ2VzdERvY3VtZW50cxIhLnJhZ3N2Yy52MS5Jbmdlc3REb2N1bWVudHNSZXF1ZXN0GiIucmFnc3ZjLnYxLkluZ2VzdERvY3VtZW50c1Jlc3BvbnNlElUKDkRlbGV0ZURvY3VtZW50EiAucmFnc3ZjLnYxLkRlbGV0ZURvY3VtZW50UmVxdWVzdBohLnJhZ3N2Yy52MS5EZWxldGVEb2N1bWVudFJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_duration]);
+  fileDesc("Ch1yYWdzdmMvdjEvaW5kZXhfc2VydmljZS5wcm90bxIJcmFnc3ZjLnYxIlMKFkluZ2VzdERvY3VtZW50c1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEiYKCWRvY3VtZW50cxgCIAMoCzITLnJhZ3N2Yy52MS5Eb2N1bWVudCLPAQoIRG9jdW1lbnQSEwoLZG9jdW1lbnRfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdjb250ZW50GAMgASgMEhIKCm1lZGlhX3R5cGUYBCABKAkSDAoEdGFncxgFIAMoCRISCgpzb3VyY2VfdXJsGAYgASgJEg0KBXRpdGxlGAcgASgJEhIKBXRydXN0GAggASgCSACIAQESFgoOcHVibGlzaGVkX2RhdGUYCSABKAkSFAoMY29uZmlkZW50aWFsGAogASgIQggKBl90cnVzdCJFChdJbmdlc3REb2N1bWVudHNSZXNwb25zZRIqCgdyZXN1bHRzGAEgAygLMhkucmFnc3ZjLnYxLkRvY3VtZW50UmVzdWx0IqMBCg5Eb2N1bWVudFJlc3VsdBITCgtkb2N1bWVudF9pZBgBIAEoCRIWCg5jaHVua3NfY3JlYXRlZBgCIAEoBRIWCg5jaHVua3NfaW5kZXhlZBgDIAEoBRIqCgdlbGFwc2VkGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBWVycm9yGAUgASgJEhEKCXVuY2hhbmdlZBgGIAEoCCI/ChVEZWxldGVEb2N1bWVudFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhMKC2RvY3VtZW50X2lkGAIgASgJIjAKFkRlbGV0ZURvY3VtZW50UmVzcG9uc2USFgoOY2h1bmtzX2RlbGV0ZWQYASABKAUiUAoUTGlzdERvY3VtZW50c1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl8KFUxpc3REb2N1bWVudHNSZXNwb25zZRItCglkb2N1bWVudHMYASADKAsyGi5yYWdzdmMudjEuSW5kZXhlZERvY3VtZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKBAgoPSW5kZXhlZERvY3VtZW50EhMKC2RvY3VtZW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSDQoFdGl0bGUYAyABKAkSEgoKbWVkaWFfdHlwZRgEIAEoCRIMCgR0YWdzGAUgAygJEhIKCnNvdXJjZV91cmwYBiABKAkSFAoMY29uZmlkZW50aWFsGAcgASgIEhMKC2NodW5rX2NvdW50GAggASgFEhIKCnNpemVfYnl0ZXMYCSABKAMSFgoOY29udGVudF9zaGEyNTYYCiABKAkSLwoLaW5nZXN0X3RpbWUYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjwKEkdldERvY3VtZW50UmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEwoLZG9jdW1lbnRfaWQYAiABKAkiQwoTR2V0RG9jdW1lbnRSZXNwb25zZRIsCghkb2N1bWVudBgBIAEoCzIaLnJhZ3N2Yy52MS5JbmRleGVkRG9jdW1lbnQiKQoUR2V0SW5kZXhTdGF0c1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJImsKFUdldEluZGV4U3RhdHNSZXNwb25zZRIWCg5kb2N1bWVudF9jb3VudBgBIAEoBRITCgtjaHVua19jb3VudBgCIAEoAxIVCg1jb250ZW50X2J5dGVzGAMgASgDEg4KBmVuZ2luZRgEIAEoCSKjAQoVVXBsb2FkRG9jdW1lbnRSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIlCghkb2N1bWVudBgCIAEoCzITLnJhZ3N2Yy52MS5Eb2N1bWVudBIUCgx3cml0ZV9vZmZzZXQYAyABKAMSDAoEZGF0YRgEIAEoDBIUCgxmaW5pc2hfd3JpdGUYBSABKAgSFgoOY29udGVudF9zaGEyNTYYBiABKAkiWwoWVXBsb2FkRG9jdW1lbnRSZXNwb25zZRIWCg5jb21taXR0ZWRfc2l6ZRgBIAEoAxIpCgZyZXN1bHQYAiABKAsyGS5yYWdzdmMudjEuRG9jdW1lbnRSZXN1bHQiQAoWR2V0VXBsb2FkU3RhdHVzUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEwoLZG9jdW1lbnRfaWQYAiABKAkiMQoXR2V0VXBsb2FkU3RhdHVzUmVzcG9uc2USFgoOY29tbWl0dGVkX3NpemUYASABKAMy6AQKDEluZGV4U2VydmljZRJYCg9Jbmdlc3REb2N1bWVudHMSIS5yYWdzdmMudjEuSW5nZXN0RG9jdW1lbnRzUmVxdWVzdBoiLnJhZ3N2Yy52MS5Jbmdlc3REb2N1bWVudHNSZXNwb25zZRJVCg5EZWxldGVEb2N1bWVudBIgLnJhZ3N2Yy52MS5EZWxldGVEb2N1bWVudFJlcXVlc3QaIS5yYWdzdmMudjEuRGVsZXRlRG9jdW1lbnRSZXNwb25zZRJSCg1MaXN0RG9jdW1lbnRzEh8ucmFnc3ZjLnYxLkxpc3REb2N1bWVudHNSZXF1ZXN0GiAucmFnc3ZjLnYxLkxpc3REb2N1bWVudHNSZXNwb25zZRJMCgtHZXREb2N1bWVudBIdLnJhZ3N2Yy52MS5HZXREb2N1bWVudFJlcXVlc3QaHi5yYWdzdmMudjEuR2V0RG9jdW1lbnRSZXNwb25zZRJSCg1HZXRJbmRleFN0YXRzEh8ucmFnc3ZjLnYxLkdldEluZGV4U3RhdHNSZXF1ZXN0GiAucmFnc3ZjLnYxLkdldEluZGV4U3RhdHNSZXNwb25zZRJXCg5VcGxvYWREb2N1bWVudBIgLnJhZ3N2Yy52MS5VcGxvYWREb2N1bWVudFJlcXVlc3QaIS5yYWdzdmMudjEuVXBsb2FkRG9jdW1lbnRSZXNwb25zZSgBElgKD0dldFVwbG9hZFN0YXR1cxIhLnJhZ3N2Yy52MS5HZXRVcGxvYWRTdGF0dXNSZXF1ZXN0GiIucmFnc3ZjLnYxLkdldFVwbG9hZFN0YXR1c1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * IngestDocumentsRequest is a batch of documents for one tenant.
@@ -188,6 +188,14 @@ export type DocumentResult = Message<"ragsvc.v1.DocumentResult"> & {
    * @generated from field: string error = 5;
    */
   error: string;
+
+  /**
+   * The document was indexed already from the same content and metadata (and chunk settings), so
+   * nothing was written: chunks_created and chunks_indexed are 0.
+   *
+   * @generated from field: bool unchanged = 6;
+   */
+  unchanged: boolean;
 };
 
 /**
@@ -247,7 +255,410 @@ export const DeleteDocumentResponseSchema: GenMessage<DeleteDocumentResponse> = 
   messageDesc(file_ragsvc_v1_index_service, 5);
 
 /**
- * IndexService adds documents to the index and removes them.
+ * ListDocumentsRequest asks for a page of a tenant's documents.
+ *
+ * @generated from message ragsvc.v1.ListDocumentsRequest
+ */
+export type ListDocumentsRequest = Message<"ragsvc.v1.ListDocumentsRequest"> & {
+  /**
+   * The tenant. Empty means the caller's key's tenant, else the server's default tenant.
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * The most documents to return, 0 to 1000; 0 means 100.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * The `next_page_token` of a previous response for the same tenant; empty for the first page.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message ragsvc.v1.ListDocumentsRequest.
+ * Use `create(ListDocumentsRequestSchema)` to create a new message.
+ */
+export const ListDocumentsRequestSchema: GenMessage<ListDocumentsRequest> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_index_service, 6);
+
+/**
+ * ListDocumentsResponse is one page of documents, in document id order.
+ *
+ * @generated from message ragsvc.v1.ListDocumentsResponse
+ */
+export type ListDocumentsResponse = Message<"ragsvc.v1.ListDocumentsResponse"> & {
+  /**
+   * The documents of this page.
+   *
+   * @generated from field: repeated ragsvc.v1.IndexedDocument documents = 1;
+   */
+  documents: IndexedDocument[];
+
+  /**
+   * The token of the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message ragsvc.v1.ListDocumentsResponse.
+ * Use `create(ListDocumentsResponseSchema)` to create a new message.
+ */
+export const ListDocumentsResponseSchema: GenMessage<ListDocumentsResponse> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_index_service, 7);
+
+/**
+ * IndexedDocument is a document as the index holds it.
+ *
+ * @generated from message ragsvc.v1.IndexedDocument
+ */
+export type IndexedDocument = Message<"ragsvc.v1.IndexedDocument"> & {
+  /**
+   * The document's id.
+   *
+   * @generated from field: string document_id = 1;
+   */
+  documentId: string;
+
+  /**
+   * The display name it was ingested with (its id when it had none).
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * Its title.
+   *
+   * @generated from field: string title = 3;
+   */
+  title: string;
+
+  /**
+   * The media type it was ingested as; empty for documents indexed before this was recorded.
+   *
+   * @generated from field: string media_type = 4;
+   */
+  mediaType: string;
+
+  /**
+   * Its access tags.
+   *
+   * @generated from field: repeated string tags = 5;
+   */
+  tags: string[];
+
+  /**
+   * Where it can be read.
+   *
+   * @generated from field: string source_url = 6;
+   */
+  sourceUrl: string;
+
+  /**
+   * Whether its chunks are confidential.
+   *
+   * @generated from field: bool confidential = 7;
+   */
+  confidential: boolean;
+
+  /**
+   * How many chunks it has in the index.
+   *
+   * @generated from field: int32 chunk_count = 8;
+   */
+  chunkCount: number;
+
+  /**
+   * The size of the content it was ingested from, in bytes (0 when not recorded).
+   *
+   * @generated from field: int64 size_bytes = 9;
+   */
+  sizeBytes: bigint;
+
+  /**
+   * Hex SHA-256 of that content; empty when not recorded.
+   *
+   * @generated from field: string content_sha256 = 10;
+   */
+  contentSha256: string;
+
+  /**
+   * When it was last (re)indexed; unset when not recorded.
+   *
+   * @generated from field: google.protobuf.Timestamp ingest_time = 11;
+   */
+  ingestTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message ragsvc.v1.IndexedDocument.
+ * Use `create(IndexedDocumentSchema)` to create a new message.
+ */
+export const IndexedDocumentSchema: GenMessage<IndexedDocument> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_index_service, 8);
+
+/**
+ * GetDocumentRequest names a document.
+ *
+ * @generated from message ragsvc.v1.GetDocumentRequest
+ */
+export type GetDocumentRequest = Message<"ragsvc.v1.GetDocumentRequest"> & {
+  /**
+   * The tenant that owns the document. Empty means the caller's key's tenant, else the server's default.
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * The document.
+   *
+   * @generated from field: string document_id = 2;
+   */
+  documentId: string;
+};
+
+/**
+ * Describes the message ragsvc.v1.GetDocumentRequest.
+ * Use `create(GetDocumentRequestSchema)` to create a new message.
+ */
+export const GetDocumentRequestSchema: GenMessage<GetDocumentRequest> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_index_service, 9);
+
+/**
+ * GetDocumentResponse is the document.
+ *
+ * @generated from message ragsvc.v1.GetDocumentResponse
+ */
+export type GetDocumentResponse = Message<"ragsvc.v1.GetDocumentResponse"> & {
+  /**
+   * The document as indexed.
+   *
+   * @generated from field: ragsvc.v1.IndexedDocument document = 1;
+   */
+  document?: IndexedDocument | undefined;
+};
+
+/**
+ * Describes the message ragsvc.v1.GetDocumentResponse.
+ * Use `create(GetDocumentResponseSchema)` to create a new message.
+ */
+export const GetDocumentResponseSchema: GenMessage<GetDocumentResponse> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_index_service, 10);
+
+/**
+ * GetIndexStatsRequest names the tenant to count.
+ *
+ * @generated from message ragsvc.v1.GetIndexStatsRequest
+ */
+export type GetIndexStatsRequest = Message<"ragsvc.v1.GetIndexStatsRequest"> & {
+  /**
+   * The tenant. Empty means the caller's key's tenant, else the server's default tenant.
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+};
+
+/**
+ * Describes the message ragsvc.v1.GetIndexStatsRequest.
+ * Use `create(GetIndexStatsRequestSchema)` to create a new message.
+ */
+export const GetIndexStatsRequestSchema: GenMessage<GetIndexStatsRequest> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_index_service, 11);
+
+/**
+ * GetIndexStatsResponse is a tenant's share of the index.
+ *
+ * @generated from message ragsvc.v1.GetIndexStatsResponse
+ */
+export type GetIndexStatsResponse = Message<"ragsvc.v1.GetIndexStatsResponse"> & {
+  /**
+   * Documents of the tenant.
+   *
+   * @generated from field: int32 document_count = 1;
+   */
+  documentCount: number;
+
+  /**
+   * Chunks of the tenant.
+   *
+   * @generated from field: int64 chunk_count = 2;
+   */
+  chunkCount: bigint;
+
+  /**
+   * Total size of the content its documents were ingested from (documents indexed before sizes were
+   * recorded count 0).
+   *
+   * @generated from field: int64 content_bytes = 3;
+   */
+  contentBytes: bigint;
+
+  /**
+   * The vector engine holding the index, e.g. "embedded qdrant-edge 0.9.0".
+   *
+   * @generated from field: string engine = 4;
+   */
+  engine: string;
+};
+
+/**
+ * Describes the message ragsvc.v1.GetIndexStatsResponse.
+ * Use `create(GetIndexStatsResponseSchema)` to create a new message.
+ */
+export const GetIndexStatsResponseSchema: GenMessage<GetIndexStatsResponse> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_index_service, 12);
+
+/**
+ * UploadDocumentRequest is one message of an upload: the first carries the document, every one a piece.
+ *
+ * @generated from message ragsvc.v1.UploadDocumentRequest
+ */
+export type UploadDocumentRequest = Message<"ragsvc.v1.UploadDocumentRequest"> & {
+  /**
+   * The tenant that owns the document, in the first message (later ones leave it empty or repeat it).
+   * Empty means the caller's key's tenant, else the server's default tenant.
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * The document's metadata, in the first message only, with `content` empty (the content comes in
+   * `data`). A resumed upload sends it again.
+   *
+   * @generated from field: ragsvc.v1.Document document = 2;
+   */
+  document?: Document | undefined;
+
+  /**
+   * Where `data` starts in the content: the size received so far (0 for a new upload; GetUploadStatus's
+   * committed_size to resume one). A first message with 0 starts the upload over.
+   *
+   * @generated from field: int64 write_offset = 3;
+   */
+  writeOffset: bigint;
+
+  /**
+   * The next piece of the content (may be empty).
+   *
+   * @generated from field: bytes data = 4;
+   */
+  data: Uint8Array;
+
+  /**
+   * Set on the last message: the content is complete and is ingested.
+   *
+   * @generated from field: bool finish_write = 5;
+   */
+  finishWrite: boolean;
+
+  /**
+   * Hex SHA-256 of the whole content, optional, with finish_write: checked before ingesting.
+   *
+   * @generated from field: string content_sha256 = 6;
+   */
+  contentSha256: string;
+};
+
+/**
+ * Describes the message ragsvc.v1.UploadDocumentRequest.
+ * Use `create(UploadDocumentRequestSchema)` to create a new message.
+ */
+export const UploadDocumentRequestSchema: GenMessage<UploadDocumentRequest> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_index_service, 13);
+
+/**
+ * UploadDocumentResponse reports an upload when its stream ends.
+ *
+ * @generated from message ragsvc.v1.UploadDocumentResponse
+ */
+export type UploadDocumentResponse = Message<"ragsvc.v1.UploadDocumentResponse"> & {
+  /**
+   * The bytes of content the server holds for this upload.
+   *
+   * @generated from field: int64 committed_size = 1;
+   */
+  committedSize: bigint;
+
+  /**
+   * What happened to the document; set when the stream sent finish_write.
+   *
+   * @generated from field: ragsvc.v1.DocumentResult result = 2;
+   */
+  result?: DocumentResult | undefined;
+};
+
+/**
+ * Describes the message ragsvc.v1.UploadDocumentResponse.
+ * Use `create(UploadDocumentResponseSchema)` to create a new message.
+ */
+export const UploadDocumentResponseSchema: GenMessage<UploadDocumentResponse> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_index_service, 14);
+
+/**
+ * GetUploadStatusRequest names an upload by its document.
+ *
+ * @generated from message ragsvc.v1.GetUploadStatusRequest
+ */
+export type GetUploadStatusRequest = Message<"ragsvc.v1.GetUploadStatusRequest"> & {
+  /**
+   * The tenant that owns the document. Empty means the caller's key's tenant, else the server's default.
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * The document being uploaded.
+   *
+   * @generated from field: string document_id = 2;
+   */
+  documentId: string;
+};
+
+/**
+ * Describes the message ragsvc.v1.GetUploadStatusRequest.
+ * Use `create(GetUploadStatusRequestSchema)` to create a new message.
+ */
+export const GetUploadStatusRequestSchema: GenMessage<GetUploadStatusRequest> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_index_service, 15);
+
+/**
+ * GetUploadStatusResponse tells how far an upload got.
+ *
+ * @generated from message ragsvc.v1.GetUploadStatusResponse
+ */
+export type GetUploadStatusResponse = Message<"ragsvc.v1.GetUploadStatusResponse"> & {
+  /**
+   * The bytes of content the server holds for an unfinished upload of the document; 0 when none.
+   *
+   * @generated from field: int64 committed_size = 1;
+   */
+  committedSize: bigint;
+};
+
+/**
+ * Describes the message ragsvc.v1.GetUploadStatusResponse.
+ * Use `create(GetUploadStatusResponseSchema)` to create a new message.
+ */
+export const GetUploadStatusResponseSchema: GenMessage<GetUploadStatusResponse> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_index_service, 16);
+
+/**
+ * IndexService adds documents to the index, removes them, and tells what it holds.
  *
  * @generated from service ragsvc.v1.IndexService
  */
@@ -274,6 +685,64 @@ export const IndexService: GenService<{
     methodKind: "unary";
     input: typeof DeleteDocumentRequestSchema;
     output: typeof DeleteDocumentResponseSchema;
+  },
+  /**
+   * ListDocuments lists a tenant's documents in document id order, one page at a time (AIP-158), each
+   * with its chunk count, size, content hash and ingest time.
+   *
+   * @generated from rpc ragsvc.v1.IndexService.ListDocuments
+   */
+  listDocuments: {
+    methodKind: "unary";
+    input: typeof ListDocumentsRequestSchema;
+    output: typeof ListDocumentsResponseSchema;
+  },
+  /**
+   * GetDocument returns one document as indexed; NOT_FOUND when the tenant has no chunk of it.
+   *
+   * @generated from rpc ragsvc.v1.IndexService.GetDocument
+   */
+  getDocument: {
+    methodKind: "unary";
+    input: typeof GetDocumentRequestSchema;
+    output: typeof GetDocumentResponseSchema;
+  },
+  /**
+   * GetIndexStats counts a tenant's documents, chunks and content bytes, and names the engine.
+   *
+   * @generated from rpc ragsvc.v1.IndexService.GetIndexStats
+   */
+  getIndexStats: {
+    methodKind: "unary";
+    input: typeof GetIndexStatsRequestSchema;
+    output: typeof GetIndexStatsResponseSchema;
+  },
+  /**
+   * UploadDocument ingests one document sent in pieces, for documents larger than one message may be
+   * (RAG_MAX_RECEIVE_MESSAGE_BYTES). The first message carries the document's metadata; each message
+   * carries the next piece of its content at `write_offset`; the message with `finish_write` ends the
+   * content, which is then ingested as IngestDocuments would (a document that cannot be read is reported
+   * in `result.error`). The server keeps what it received of an upload that did not finish, by tenant and
+   * document id: a later stream resumes it from GetUploadStatus's `committed_size`. A document over
+   * RAG_MAX_DOCUMENT_BYTES, a write_offset other than the size received, or a content_sha256 that does
+   * not match is INVALID_ARGUMENT; a second upload of a document while one streams is ALREADY_EXISTS.
+   *
+   * @generated from rpc ragsvc.v1.IndexService.UploadDocument
+   */
+  uploadDocument: {
+    methodKind: "client_streaming";
+    input: typeof UploadDocumentRequestSchema;
+    output: typeof UploadDocumentResponseSchema;
+  },
+  /**
+   * GetUploadStatus tells how much of an unfinished upload the server holds (0 when none).
+   *
+   * @generated from rpc ragsvc.v1.IndexService.GetUploadStatus
+   */
+  getUploadStatus: {
+    methodKind: "unary";
+    input: typeof GetUploadStatusRequestSchema;
+    output: typeof GetUploadStatusResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_ragsvc_v1_index_service, 0);

@@ -525,14 +525,15 @@ export type Answer = Message<"ragsvc.v1.Answer"> & {
   model: string;
 
   /**
-   * Tokens used by the generation.
+   * Tokens used by the generation (for an answer from the cache, those of the generation that wrote it:
+   * no model was called again).
    *
    * @generated from field: ragsvc.v1.Usage usage = 10;
    */
   usage?: Usage | undefined;
 
   /**
-   * Time spent per stage.
+   * Time spent per stage (for an answer from the cache, only the total: no stage ran).
    *
    * @generated from field: ragsvc.v1.Timings timings = 11;
    */

@@ -1,0 +1,81 @@
+"""The records schema: migrations applied in order at open, written once for both dialects.
+
+A migration names the two column kinds whose type differs by dialect as `{id}` (an auto-numbered primary key)
+and `{timestamp}`; ragsvc.storage.dialect renders them. Every other column type reads the same in SQLite and
+PostgreSQL. Never edit a migration that has shipped: add one.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE answers (
+        id {id},
+        created_at {timestamp} NOT NULL,
+        request_id TEXT NOT NULL,
+        tenant_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        query TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        answer TEXT NOT NULL,
+        grounded INTEGER NOT NULL,
+        refusal_reason TEXT NOT NULL,
+        action TEXT NOT NULL,
+        confidence TEXT NOT NULL,
+        citations TEXT NOT NULL,
+        flags TEXT NOT NULL,
+        model TEXT NOT NULL,
+        template_version TEXT NOT NULL,
+        timings TEXT NOT NULL,
+        error_reason TEXT NOT NULL,
+        error_message TEXT NOT NULL,
+        packed_chunks TEXT
+    );
+    CREATE INDEX answers_by_tenant ON answers (tenant_id, created_at);
+    CREATE INDEX answers_by_request ON answers (request_id);
+    """,
+    """
+    CREATE TABLE session_messages (
+        tenant_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        created_at {timestamp} NOT NULL,
+        PRIMARY KEY (tenant_id, session_id, seq)
+    );
+    CREATE INDEX session_messages_by_age ON session_messages (created_at);
+    """,
+    """
+    CREATE TABLE users (
+        id TEXT PRIMARY KEY,
+        email TEXT NOT NULL
+    );
+    CREATE TABLE tags (
+        name TEXT PRIMARY KEY,
+        owner_user_id TEXT
+    );
+    """,
+    """
+    CREATE TABLE prompt_templates (
+        id TEXT PRIMARY KEY,
+        display_name TEXT NOT NULL,
+        instructions TEXT NOT NULL,
+        user_prompt TEXT NOT NULL,
+        created_at {timestamp} NOT NULL,
+        updated_at {timestamp} NOT NULL
+    );
+    CREATE TABLE settings (
+        name TEXT PRIMARY KEY,
+        value TEXT NOT NULL,
+        updated_at {timestamp} NOT NULL
+    );
+    """,
+    """
+    CREATE INDEX answers_by_age ON answers (created_at);
+    """,
+)
+
+# The columns declared {timestamp} above: SQLite keeps them as ISO 8601 text, which the SQLite backend turns
+# back into datetimes on the way out (a test checks this set against PostgreSQL's catalogue).
+TIMESTAMP_COLUMNS = frozenset({"created_at", "updated_at"})

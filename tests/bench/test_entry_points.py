@@ -1,0 +1,109 @@
+"""Every benchmark's entry point, run as `make bench`, `make bench-peers` and `make eval` run it but on a tiny
+setting, so that a broken benchmark cannot land unseen. Each writes its results file into a temporary directory
+(BENCH_RESULTS_DIR), never over bench/results/, and the file says what was measured: counts that add up, the
+answer cache's hits and misses apart, as each benchmark set it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = Path(__file__).parent / "data" / "pgdocs"
+
+
+def run(module: str, *args: str, results: Path, timeout_s: float = 240) -> subprocess.CompletedProcess[str]:
+    completed = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env={**os.environ, "BENCH_RESULTS_DIR": str(results)},
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    return completed
+
+
+def result(results: Path, name: str) -> dict[str, Any]:
+    [path] = results.glob(f"{name}*.json")
+    return json.loads(path.read_text())
+
+
+@pytest.mark.timeout(300)
+def test_ask_latency_measures_the_pipeline_and_the_cache_apart(tmp_path: Path) -> None:
+    run("bench.ask_latency", "--rounds", "1", "--calls", "70", "--warmup", "2", results=tmp_path)
+    phases = result(tmp_path, "ask_latency")["phases"]
+    # 70 calls and more: past the default rate limit of 60 a minute, which the benchmark lifts.
+    assert phases["pipeline"]["cache"] == {"setting": "RAG_CACHE_MAX_ENTRIES=0", "hits": 0, "misses": 70}
+    assert phases["cache"]["cache"] == {"setting": "RAG_CACHE_MAX_ENTRIES=1000", "hits": 70, "misses": 0}
+    pipeline, cache = phases["pipeline"], phases["cache"]
+    assert pipeline["server_stage_p50_ms"]["retrieval"] > 0 and cache["server_stage_p50_ms"]["retrieval"] == 0
+    assert pipeline["rounds"][0]["ask"]["n"] == pipeline["rounds"][0]["floor_unary"]["n"] == 70
+    assert pipeline["ask_p50_ms_median_of_rounds"] > pipeline["floor_p50_ms_median_of_rounds"] > 0
+
+
+@pytest.mark.timeout(300)
+def test_generation_counts_its_calls_none_from_the_cache(tmp_path: Path) -> None:
+    run("bench.generation", "--calls", "6", "--warmup", "1", "--first-token-ms", "20", "--token-ms", "1",
+        "--tokens", "5", "--pack-repeat", "50", results=tmp_path)
+    measured = result(tmp_path, "generation")
+    ttft = measured["time_to_first_token"]
+    assert ttft["cache"] == {"setting": "RAG_CACHE_MAX_ENTRIES=0", "hits": 0, "misses": 7}, "warm-up included"
+    assert ttft["ragsvc_minus_raw_call_by_call"]["n"] == 6
+    assert measured["token_counting"]["request"]["chunks"] == 5
+
+
+@pytest.mark.timeout(300)
+def test_retrieval_measures_both_engines(tmp_path: Path) -> None:
+    run("bench.retrieval", "--sizes", "300", "--queries", "5", "--index-from", "300", "--recall-chunks", "60",
+        "--local-max-chunks", "300", results=tmp_path)
+    measured = result(tmp_path, "retrieval")
+    [size] = measured["sizes"]
+    assert size["chunks"] == 300
+    assert measured["real_embedding_recall"]["chunks"] == 60
+
+
+@pytest.mark.timeout(300)
+def test_soak_sheds_what_exceeds_the_limits_with_no_unexpected_error(tmp_path: Path) -> None:
+    run("bench.soak", "--clients", "14", "--seconds", "2", "--profiles", "shed", results=tmp_path)
+    [profile] = result(tmp_path, "soak")["profiles"]
+    assert profile["limits"] == {"RAG_MAX_CONCURRENT_REQUESTS": "10", "RAG_API_RATE_LIMIT": "60"}
+    assert profile["unexpected_errors"] == {} and profile["server_exit_code_after_sigterm"] == 0
+    assert profile["cache"]["hits"] == 0 and profile["cache"]["misses"] == profile["calls_by_outcome"]["OK"] > 0
+
+
+@pytest.mark.timeout(300)
+def test_peers_runs_ragsvc_through_the_whole_job(tmp_path: Path) -> None:
+    """The frameworks need venvs of their own (make bench-peers); ragsvc runs the whole job here."""
+    run("bench.peers.run", "--variants", "ragsvc", "--sizes", "60", "--rounds", "1", "--queries", "3", "--warmup", "1",
+        "--delayed-queries", "2", "--seconds", "0.3", "--no-docs", results=tmp_path)
+    measured = result(tmp_path, "peers")["sizes"]["60"]
+    ragsvc = measured["rounds"][0]["variants"]["ragsvc"]
+    assert ragsvc["n"] == 3 and ragsvc["prompts_as_exact_top5"] == 3
+    assert ragsvc["cache"] == {"setting": "RAG_CACHE_MAX_ENTRIES=0", "hits": 0, "misses": 3}
+    assert measured["checks"]["ragsvc"]["same_top5_as_exact"] == measured["checks"]["ragsvc"]["of"]
+    assert "throughput" in measured
+
+
+@pytest.mark.timeout(300)
+def test_eval_asks_and_scores_on_a_few_committed_pages(tmp_path: Path) -> None:
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    for name in ("server-shutdown.html", "auth-trust.html"):
+        shutil.copy(PAGES / name, pages / name)
+    completed = run("bench.quality.run", "--pages", str(pages), "--ids", "a061,a062,u001", "--no-write",
+                    results=tmp_path / "results")
+    assert "asking 3 questions" in completed.stdout
+    kept = json.loads((ROOT / ".bench" / "quality-last.json").read_text())
+    assert kept["selection"]["questions"] == 3 and len(kept["outcomes"]) == 3
+    assert kept["cache"] == {"setting": "RAG_CACHE_MAX_ENTRIES=0", "hits": 0, "misses": 3}
+    assert kept["corpus"]["pages"] == 2
