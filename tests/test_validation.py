@@ -156,35 +156,10 @@ def test_strict_refuses_any_uncited_sentence() -> None:
     assert not verdict.grounded and verdict.refusal is RefusalReason.UNSUPPORTED_ANSWER
 
 
-SETTINGS = (
-    ScoredChunk(
-        Chunk(
-            "config",
-            0,
-            "max_connections (integer)\n\nDetermines the maximum number of concurrent connections. "
-            "The default is typically 100 connections.\n\nport (integer)\n\nThe TCP port the server listens on; "
-            "5432 by default.",
-            section="Connection Settings",
-        ),
-        0.7,
-    ),
-)
 
-
-def test_a_quoted_passage_that_answers_supports_more_than_one_that_does_not() -> None:
-    question = "What is the default max_connections?"
-    right = answer_support(question, "The default is typically 100 connections. [#1]", (), SETTINGS)
-    near = answer_support(question, "The TCP port the server listens on; 5432 by default. [#1]", (), SETTINGS)
-
-    assert near < 0.1 < 0.9 < right <= 1, "under its label, stating the value asked for; another entry's value"
-    assert POLICY.judge("The default is typically 100 connections. [#1]", SETTINGS, question=question).confidence.llm == (
-        pytest.approx(100 * right)
-    )
-
-
-def test_an_answer_in_its_own_words_is_judged_by_the_question_terms_it_holds() -> None:
+def test_an_answer_stating_no_value_where_one_is_asked_supports_half() -> None:
     question = "How many connections are allowed by default?"
-    own_words = answer_support(question, "By default 100 connections are allowed. [#1]", (), SETTINGS)
-    no_value = answer_support(question, "Connections are allowed by default. [#1]", (), SETTINGS)
+    stated = answer_support(question, "By default 100 connections are allowed. [#1]", ())
+    no_value = answer_support(question, "Connections are allowed by default. [#1]", ())
 
-    assert own_words > 0.5 and no_value == pytest.approx(own_words / 2), "no value stated where one is asked"
+    assert stated > 0.5 and no_value == pytest.approx(stated / 2)

@@ -7,14 +7,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ragsvc import relevance
 from ragsvc.domain import Action, Citation, Confidence, RefusalReason, ScoredChunk
 from ragsvc.lexical import content_terms, index_terms, key_phrases, question_terms
 from ragsvc.values import answers_value, asked_values, stated_values
-
-# A quoted passage's relevance score (relevance.scored) that counts as no support, and as full support (on dev).
-SUPPORT_FLOOR = 1.2
-SUPPORT_FULL = 3.0
 
 # Strict on purpose: "[1]", "[ #1 ]", "[#1a]" and "vec![1]" are not markers.
 MARKER = re.compile(r"\[#(\d{1,3})\]")
@@ -160,30 +155,17 @@ class AnswerPolicy:
         retrieval = _clamp(sum(c.relevance_score for c in citations) / len(citations)) if citations else 0.0
         coverage = coverage_of(MARKER.sub(" ", text), context)
         if llm_score is None:
-            llm_score = 100 * answer_support(question, text, citations, context) if question else self.default_llm_score
+            llm_score = 100 * answer_support(question, text, citations) if question else self.default_llm_score
         llm = max(0.0, min(100.0, llm_score))
         overall = max(0.0, min(100.0, 30 * retrieval + 40 * coverage + 30 * llm / 100))
         return Confidence(overall=overall, retrieval=retrieval, coverage=coverage, llm=llm)
 
 
-def answer_support(question: str, answer: str, citations: Sequence[Citation], context: Sequence[ScoredChunk]) -> float:
-    """How well `answer` answers `question`, 0-1. An answer quoting passages of the evidence (the extractive one)
-    is worth its best quoted passage's relevance to the question (`relevance.scored`: its words with its label and
-    headings, the value asked for, its chunk's retrieval score), from none at SUPPORT_FLOOR to full at SUPPORT_FULL.
-    Otherwise, from the words alone: the share of the question's terms (names such as "max_connections" or
-    "PgBouncer" count double) that its best sentence holds, that sentence read with the section headings and page
-    titles of the chunks the answer cites; halved when the question asks for a value ("how many", "default" ...)
-    and that sentence states none of its kind."""
-    quoted = {part.strip() for part in MARKER.split(answer)}
-    scores = [
-        score for score, passage in relevance.scored(question, list(relevance.candidates(context))) if passage.text in quoted
-    ]
-    if scores:
-        return max(0.0, min(1.0, (max(scores) - SUPPORT_FLOOR) / (SUPPORT_FULL - SUPPORT_FLOOR)))
-    return _term_support(question, answer, citations)
-
-
-def _term_support(question: str, answer: str, citations: Sequence[Citation]) -> float:
+def answer_support(question: str, answer: str, citations: Sequence[Citation]) -> float:
+    """How well `answer` answers `question`, 0-1, from the words alone: the share of the question's terms (names
+    such as "max_connections" or "PgBouncer" count double) that its best sentence holds, that sentence read with
+    the section headings and page titles of the chunks the answer cites; halved when the question asks for a value
+    ("how many", "how long", "default" ...) and that sentence states none of its kind (ragsvc.values)."""
     terms = question_terms(question)
     if not terms:
         return 0.0

@@ -350,13 +350,12 @@ async def test_the_extractive_generator_gives_the_same_answer_to_the_same_questi
     assert [(c.marker, c.chunk.source_id) for c in answer.citations] == [(1, "travel:0"), (3, "expenses:4")]
     assert (answer.grounded, answer.model, answer.template_version) == (True, "extractive", "rag-v1")
     # Confidence: the cited chunks' mean score, the coverage of the answer by the evidence, and, since the
-    # extractive generator never rates its own answer, the answer's support for the question: the relevance of
-    # its best quoted passage (validation.answer_support), here the first, which holds every term of the question
-    # and the amount it asks for.
+    # extractive generator never rates its own answer, the answer's support for the question: its first sentence
+    # holds every term of the question and the amount it asks for.
     c = answer.confidence
-    assert c.retrieval == pytest.approx((0.82 + 0.51) / 2) and 50 < c.llm <= 100
+    assert c.retrieval == pytest.approx((0.82 + 0.51) / 2) and c.llm == 100.0
     assert c.coverage == pytest.approx(1.0), "every sentence is quoted from the evidence"
-    assert c.overall == pytest.approx(30 * c.retrieval + 40 * c.coverage + 30 * c.llm / 100)
+    assert c.overall == pytest.approx(30 * c.retrieval + 40 * c.coverage + 30 * 100 / 100)
 
 
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
