@@ -1,5 +1,4 @@
-"""How well each passage of the evidence answers a question: what the extractive generator quotes, and what
-answer validation reads as an answer's support.
+"""How well each passage of the evidence answers a question: what the extractive generator quotes.
 
 A passage (a sentence, a sentence with the short code block it introduces, a table row: see ragsvc.passages) is
 judged with what it sits under: its chunk's page title and section heading, its label (a definition term such as
@@ -117,14 +116,9 @@ def _instructs_a_model(block: str) -> bool:
 
 
 def ranked(query: str, found: Sequence[Candidate]) -> list[Candidate]:
-    """The candidates worth quoting for `query`, best first (see `scored`)."""
-    return [candidate for _, candidate in scored(query, found)]
-
-
-def scored(query: str, found: Sequence[Candidate]) -> list[tuple[float, Candidate]]:
-    """The candidates worth quoting for `query` with their scores, best first (see the module's docstring); a
-    candidate is worth quoting when a query term is in it or its label, or when it states the value asked for in
-    an entry or paragraph that holds a query term. Ties: marker, position."""
+    """The candidates worth quoting for `query`, best first (see the module's docstring); a candidate is worth
+    quoting when a query term is in it or its label, or when it states the value asked for in an entry or
+    paragraph that holds a query term. Ties: marker, position."""
     terms = query_terms(query)
     if not terms or not found:
         return []
@@ -152,7 +146,7 @@ def scored(query: str, found: Sequence[Candidate]) -> list[tuple[float, Candidat
             score = own + (CONTEXT_WEIGHT + VALUE_WEIGHT * value) * around
         result.append((score * (0.5 + candidate.relevance), candidate))
     result.sort(key=lambda pair: (-pair[0], pair[1].marker, pair[1].position))
-    return result
+    return [candidate for _, candidate in result]
 
 
 def _names(terms: Iterable[str]) -> set[str]:
