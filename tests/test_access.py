@@ -7,9 +7,10 @@ import re
 
 import pytest
 
-from ragsvc.access import ANY_TAG, KeyStore, Principal, token_digest
-from ragsvc.domain import Question
+from ragsvc.access import ANY_TAG, Evidence, KeyStore, Principal, token_digest
+from ragsvc.domain import Chunk, Question
 from ragsvc.errors import PermissionDenied
+from ragsvc.retrieval.layout import AccessPolicy
 
 KEYS = {
     "keys": [
@@ -70,3 +71,27 @@ def test_a_principal_narrows_a_question_and_never_widens_it() -> None:
     assert caught.value.metadata == {"tags": "hr", "key": "acme-finance"}
     anything = Principal("ops", "acme", None)
     assert anything.scope(Question("q", user_tags=("hr",))).user_tags == ("hr",)
+
+
+def test_entries_sharing_a_name_are_one_caller_and_must_agree_on_tenant_and_tags() -> None:
+    rotated = KeyStore.from_json(json.dumps({"keys": [
+        {"name": "svc", "token": "old", "tenant": "acme", "tags": ["finance"]},
+        {"name": "svc", "token": "new", "tenant": "acme", "tags": ["finance"]},
+    ]}))  # fmt: skip
+    assert rotated.lookup("old") == rotated.lookup("new"), "a token being rotated: the same caller"
+    for other in ({"tenant": "globex", "tags": ["finance"]}, {"tenant": "acme", "tags": ["hr"]}):
+        document = {"keys": [{"name": "svc", "token": "old", "tenant": "acme", "tags": ["finance"]},
+                             {"name": "svc", "token": "new", **other}]}  # fmt: skip
+        with pytest.raises(ValueError, match="repeats the name 'svc' with another tenant or tags"):
+            KeyStore.from_json(json.dumps(document))
+
+
+def test_evidence_is_covered_by_the_tags_that_could_read_each_of_its_chunks() -> None:
+    finance = Evidence.of([Chunk("budget", 0, "x", tags=("finance", "board")), Chunk("faq", 0, "y")])
+    policy = AccessPolicy()
+    assert policy.covers(finance, ["finance"]) and policy.covers(finance, ["board", "hr"])
+    assert not policy.covers(finance, []) and not policy.covers(finance, ["hr"])
+    assert not AccessPolicy(untagged_visible=False).covers(finance, ["finance"]), "the untagged chunk is hidden"
+    secret = finance.merged(Evidence.of([Chunk("memo", 0, "z", tags=("finance",), confidential=True)]))
+    assert not policy.covers(secret, ["finance"]) and policy.covers(secret, ["finance", "confidential"])
+    assert Evidence.from_json(secret.to_json()) == secret

@@ -19,7 +19,7 @@ from ragsvc.v1 import rag_service_pb2 as pb
 from tests.support.cli import run_cli
 from tests.support.openai_server import ScriptedOpenAIServer
 from tests.support.polling import eventually
-from tests.support.servers import running_server
+from tests.support.servers import connected, running_server
 
 
 def closed_port() -> str:
@@ -58,6 +58,17 @@ async def test_a_bad_setting_is_named_with_its_value_and_why() -> None:
         "error: invalid configuration\n"
         "  CHAT_MODEL: 'gpt-4o' is not in RAG_MODELS, which lists llama3.2, qwen3:8b, deepseek-r1:32b\n"
     )
+
+
+async def test_a_second_serve_on_a_data_dir_in_use_says_so(server: RagServer) -> None:
+    env = {"RAG_DATA_DIR": str(server.settings.server.data_dir), "RAG_GRPC_ADDRESS": closed_port()}
+    code, out, err = await run_cli("serve", env=env)
+    assert (code, out) == (1, "")
+    assert err.endswith(
+        f"error: cannot start: the vector store at {server.settings.server.data_dir / 'qdrant-edge'} is in use by "
+        "another process (another `ragsvc serve` on the same RAG_DATA_DIR?)\n"
+    ), err
+    assert "Traceback" not in err
 
 
 async def test_the_status_line_names_a_cache_hit_and_the_original_usage(server: RagServer) -> None:
@@ -134,3 +145,43 @@ def test_the_cli_module_is_importable_without_the_server() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=Path(__file__).resolve().parents[1])
     assert result.stdout.strip() == "[]"
+
+
+async def test_a_session_is_shown_then_forgotten(server: RagServer) -> None:
+    session = "7d3e1f20-5b4a-4c8d-9e6f-1a2b3c4d5e6f"
+    async with connected(server) as stubs:  # the same host as the commands below: the same caller
+        asked = await stubs.rag.Ask(pb.AskRequest(query="What happens on SIGTERM?", session_id=session), timeout=30)
+    code, out, err = await run_cli("session", "show", session, "--address", server.address)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith(f"session {session} (tenant default): 1 turns you may read, ")
+    assert lines[3:5] == ["Q: What happens on SIGTERM?", f"A: {asked.answer.text.splitlines()[0]}"]
+    cited = ", ".join(dict.fromkeys(c.document_id for c in asked.answer.citations))
+    assert f"sources: {cited}" in lines and cited
+
+    code, out, _ = await run_cli("session", "rm", session, "--address", server.address)
+    assert (code, out) == (0, f"{session}: deleted (1 turns)\n")
+    code, out, err = await run_cli("session", "show", session, "--address", server.address)
+    assert code == 1 and not out
+    assert err.strip() == f"error: NOT_FOUND NOT_FOUND: no session {session!r}"
+    code, _, err = await run_cli("session", "rm", "not-a-session", "--address", server.address)
+    assert code == 1 and "session_id: must be a UUID version 4" in err
+
+
+async def test_the_owner_directory_is_listed_set_and_removed(server: RagServer) -> None:
+    address = ("--address", server.address)
+    assert await run_cli("owners", "set", "travel", "u7", "travel-lead@example.com", *address) == (
+        0, "travel: owned by u7 <travel-lead@example.com>\n", "",
+    )  # fmt: skip
+    await run_cli("owners", "set", "finance", "u1", "cfo@example.com", *address)
+    code, out, _ = await run_cli("owners", "list", *address)
+    assert (code, out.splitlines()) == (0, [
+        "TAG      OWNER", "finance  u1 <cfo@example.com>", "travel   u7 <travel-lead@example.com>",
+    ])  # fmt: skip
+    for tag in ("travel", "finance"):
+        assert await run_cli("owners", "rm", tag, *address) == (0, f"{tag}: no owner now (routed to the admin)\n", "")
+    code, out, err = await run_cli("owners", "rm", "travel", *address)
+    assert code == 1 and err.strip() == "error: NOT_FOUND NOT_FOUND: no owner for the tag 'travel'"
+    code, _, err = await run_cli("owners", "set", "travel", "u7", "not-an-email", *address)
+    assert code == 1 and "tag_owner.owner_email: must be an email address" in err
+    assert (await run_cli("owners", "list", *address))[1] == "TAG  OWNER\n"

@@ -16,6 +16,12 @@ calls and `admin` AdminService calls (both default false: the key may only ask).
 A principal bounds every request: a request naming another tenant, or a tag the key does not hold, is
 PERMISSION_DENIED. A request that names no tenant gets the key's, one that names no tags gets every tag of the
 key: a caller can narrow what it reads, never widen it.
+
+A key's `name` is the caller's identity (with its tenant): replays and sessions are bound to it. Entries that
+share a name (a token being rotated) are one caller, so they must agree on the tenant and tags.
+
+`Evidence` is what an answer was drawn from, as access sees it: stored with a session's turn, it decides who may
+have that turn in a prompt again (`ragsvc.retrieval.layout.AccessPolicy.covers`).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ragsvc.domain import Question
+from ragsvc.domain import Chunk, Question
 from ragsvc.errors import PermissionDenied
 
 ANY_TAG = "*"
@@ -61,10 +67,42 @@ class Principal:
     def scope(self, question: Question) -> Question:
         """`question` bounded by this principal: its tenant, and the tags asked for (or all of the key's)."""
         self.check(question.tenant_id, question.user_tags)
-        tags = question.user_tags
-        if not tags and self.tags is not None:
-            tags = tuple(sorted(self.tags))
-        return dataclasses.replace(question, tenant_id=self.tenant_id, user_tags=tags)
+        return dataclasses.replace(question, tenant_id=self.tenant_id, user_tags=self.reading_tags(question.user_tags))
+
+    def reading_tags(self, requested: tuple[str, ...]) -> tuple[str, ...]:
+        """The tags a request reads with: those it names (checked), else every tag of the key."""
+        if not requested and self.tags is not None:
+            return tuple(sorted(self.tags))
+        return requested
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """The access an answer's sources need: the distinct tag sets of its chunks (an empty one: an untagged
+    chunk), and whether any chunk was confidential."""
+
+    tag_sets: tuple[tuple[str, ...], ...] = ()
+    confidential: bool = False
+
+    @classmethod
+    def of(cls, chunks: Iterable[Chunk]) -> Evidence:
+        chunks = list(chunks)
+        return cls(
+            tuple(sorted({tuple(sorted(set(chunk.tags))) for chunk in chunks})),
+            any(chunk.confidential for chunk in chunks),
+        )
+
+    def merged(self, other: Evidence) -> Evidence:
+        """The evidence of an answer drawn from both."""
+        return Evidence(tuple(sorted({*self.tag_sets, *other.tag_sets})), self.confidential or other.confidential)
+
+    def to_json(self) -> str:
+        return json.dumps({"tag_sets": self.tag_sets, "confidential": self.confidential}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> Evidence:
+        data = json.loads(text)
+        return cls(tuple(tuple(tags) for tags in data["tag_sets"]), bool(data["confidential"]))
 
 
 def token_digest(token: str) -> str:
@@ -104,10 +142,14 @@ class KeyStore:
         if not isinstance(entries, list):
             raise ValueError('expected {"keys": [...]}')
         principals: dict[str, Principal] = {}
+        by_name: dict[str, Principal] = {}
         for i, entry in enumerate(entries):
             digest, principal = _entry(entry, i)
             if digest in principals:
                 raise ValueError(f"keys[{i}] repeats the token of another key")
+            named = by_name.setdefault(principal.name, principal)
+            if (named.tenant_id, named.tags) != (principal.tenant_id, principal.tags):
+                raise ValueError(f"keys[{i}] repeats the name {principal.name!r} with another tenant or tags")
             principals[digest] = principal
         return cls(principals)
 

@@ -1,5 +1,5 @@
-"""`ragsvc serve | llm | ingest | docs | ask | chat`: the server, a local LLM for it, and clients that talk to it
-over gRPC.
+"""`ragsvc serve | llm | ingest | docs | ask | chat | session | owners`: the server, a local LLM for it, and
+clients that talk to it over gRPC.
 
 Clients send RAG_API_TOKEN, when set, as their bearer token (for a server with RAG_AUTH_ENABLED)."""
 
@@ -27,6 +27,8 @@ from ragsvc.config import ServerSettings, Settings
 from ragsvc.domain import SourceDocument
 from ragsvc.errors import InvalidRequest, RagError
 from ragsvc.ingest.loaders import FoundFile, find_files, read_document
+from ragsvc.v1 import admin_service_pb2 as admin_pb
+from ragsvc.v1 import admin_service_pb2_grpc as admin_grpc
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc as index_grpc
 from ragsvc.v1 import rag_service_pb2 as pb
@@ -93,6 +95,23 @@ def _parser() -> argparse.ArgumentParser:
     client("list", "list the tenant's documents, with the index's totals", docs_commands)
     client("show", "one document's details", docs_commands).add_argument("document_id")
     client("rm", "remove documents from the index", docs_commands).add_argument("document_ids", nargs="+")
+
+    session = commands.add_parser("session", help="a stored conversation: show its turns, or delete it")
+    session_commands = session.add_subparsers(dest="session_command", required=True)
+    show_session = client("show", "the session's turns, with the documents each answer cited", session_commands)
+    show_session.add_argument("session_id")
+    show_session.add_argument("--tag", action="append", default=[], dest="tags", help="read with this tag (repeatable)")
+    client("rm", "delete the session and its turns (the right to be forgotten)", session_commands).add_argument(
+        "session_id"
+    )
+
+    owners = commands.add_parser("owners", help="the tag-owner directory: who routed questions about a tag go to")
+    owners_commands = owners.add_subparsers(dest="owners_command", required=True)
+    client("list", "every tag with an owner", owners_commands)
+    set_owner = client("set", "make a user (with an email) the owner of a tag", owners_commands)
+    for name in ("tag", "user_id", "email"):
+        set_owner.add_argument(name)
+    client("rm", "remove a tag's owner (its questions go to the admin)", owners_commands).add_argument("tag")
 
     client("chat", "an interactive conversation: streamed answers, sources, follow-ups in one session").add_argument(
         "--tag", action="append", default=[], dest="tags", help="a user tag (repeatable)"
@@ -383,6 +402,69 @@ async def _docs(args: argparse.Namespace, address: str) -> int:
         return 1 if failed else 0
 
 
+# -- session and owners ---------------------------------------------------------------------------------------
+
+
+def _local_time(stamp: Any) -> str:
+    return datetime.fromtimestamp(stamp.ToNanoseconds() / 1e9).strftime("%Y-%m-%d %H:%M:%S")
+
+
+async def _session(args: argparse.Namespace, address: str) -> int:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = rag_grpc.RagServiceStub(channel)
+        call: dict[str, Any] = {"timeout": args.timeout, "metadata": call_metadata()}
+        if args.session_command == "rm":
+            delete = pb.DeleteSessionRequest(tenant_id=args.tenant, session_id=args.session_id)
+            deleted = await stub.DeleteSession(delete, **call)
+            print(f"{args.session_id}: deleted ({deleted.turns_deleted} turns)")
+            return 0
+        turns: list[pb.SessionTurn] = []
+        token = ""
+        while True:
+            request = pb.GetSessionRequest(tenant_id=args.tenant, session_id=args.session_id, user_tags=args.tags,
+                                           page_size=1000, page_token=token)  # fmt: skip
+            page = await stub.GetSession(request, **call)
+            turns += page.session.turns
+            if not (token := page.next_page_token):
+                break
+        session = page.session
+        print(f"session {session.session_id} (tenant {session.tenant_id}): {len(turns)} turns you may read, "
+              f"{_local_time(session.create_time)} to {_local_time(session.update_time)}")  # fmt: skip
+        for turn in turns:
+            print(f"\n[{turn.turn_number}] {_local_time(turn.create_time)}\nQ: {turn.query}\nA: {turn.answer}")
+            if turn.cited_document_ids:
+                print(f"sources: {', '.join(turn.cited_document_ids)}")
+        return 0
+
+
+async def _owners(args: argparse.Namespace, address: str) -> int:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = admin_grpc.AdminServiceStub(channel)
+        call: dict[str, Any] = {"timeout": args.timeout, "metadata": call_metadata()}
+        if args.owners_command == "set":
+            owner = admin_pb.TagOwner(name=f"tagOwners/{args.tag}", owner_user_id=args.user_id, owner_email=args.email)
+            await stub.SetTagOwner(admin_pb.SetTagOwnerRequest(tag_owner=owner), **call)
+            print(f"{args.tag}: owned by {args.user_id} <{args.email}>")
+            return 0
+        if args.owners_command == "rm":
+            await stub.DeleteTagOwner(admin_pb.DeleteTagOwnerRequest(name=f"tagOwners/{args.tag}"), **call)
+            print(f"{args.tag}: no owner now (routed to the admin)")
+            return 0
+        owners: list[admin_pb.TagOwner] = []
+        token = ""
+        while True:
+            page = await stub.ListTagOwners(admin_pb.ListTagOwnersRequest(page_size=1000, page_token=token), **call)
+            owners += page.tag_owners
+            if not (token := page.next_page_token):
+                break
+        tags = [owner.name.removeprefix("tagOwners/") for owner in owners]
+        width = max([len("TAG"), *map(len, tags)])
+        print(f"{'TAG':<{width}}  OWNER")
+        for tag, owner in zip(tags, owners, strict=True):
+            print(f"{tag:<{width}}  {owner.owner_user_id} <{owner.owner_email}>")
+        return 0
+
+
 # -- errors and main ------------------------------------------------------------------------------------------
 
 
@@ -451,6 +533,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_ingest(args, address))
         if args.command == "docs":
             return asyncio.run(_docs(args, address))
+        if args.command == "session":
+            return asyncio.run(_session(args, address))
+        if args.command == "owners":
+            return asyncio.run(_owners(args, address))
         if args.command == "chat":
             asyncio.run(_reachable(address, args.timeout))
             asyncio.run(chat.run(address, tenant=args.tenant, tags=args.tags, deadline_s=args.timeout))
@@ -463,6 +549,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InvalidRequest as exc:
         _print_error("", exc)
         return 2
+    except RagError as exc:  # a dependency that `serve` could not open
+        _print_error("cannot start", exc)
+        return 1
     except KeyboardInterrupt:
         return 130
 

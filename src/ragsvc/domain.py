@@ -159,7 +159,8 @@ class Question:
     dry_run: bool = False
     request_id: str = ""
     follow_up_count: int | None = None  # None: the server default
-    idempotency_key: str = ""  # a retry with the same key (per tenant) gets the recorded answer
+    idempotency_key: str = ""  # a retry with the same key (by the same caller) gets the recorded answer
+    caller: str = ""  # who asks (set at admission, never from the request): binds replays and sessions to it
 
 
 @dataclass(frozen=True, slots=True)

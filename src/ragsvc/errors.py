@@ -9,6 +9,7 @@ RagError
 ├── PermissionDenied .............. the key does not allow this tenant, tag or call (PERMISSION_DENIED)
 ├── NotFound ...................... an unknown document, template or session (NOT_FOUND)
 ├── ModelUnavailable .............. the model is allowed but not served by the LLM server (FAILED_PRECONDITION)
+├── IdempotencyKeyReused .......... an idempotency key sent again with another request (FAILED_PRECONDITION)
 ├── StageTimeout .................. a stage ran past its budget or the caller's deadline (DEADLINE_EXCEEDED)
 │   └── LLMTimeout ................ the LLM did not answer in time
 └── RetryableError ................ a retry after `retry_after_s` may succeed (sent as RetryInfo)
@@ -110,6 +111,12 @@ class ModelUnavailable(RagError):
     """The model is allowed but the LLM server does not serve it."""
 
     reason = "MODEL_UNAVAILABLE"
+
+
+class IdempotencyKeyReused(RagError):
+    """The caller sent an idempotency key again with a request other than the one the key recorded."""
+
+    reason = "IDEMPOTENCY_KEY_REUSED"
 
 
 class RetryableError(RagError):

@@ -173,6 +173,12 @@ def validate_documents(documents: Sequence[SourceDocument]) -> None:
         raise InvalidRequest(violations)
 
 
+def validate_session_id(session_id: str) -> None:
+    """Raise InvalidRequest unless `session_id` names a session (a UUID version 4, as AskRequest requires)."""
+    if not _is_uuid4(session_id):
+        raise InvalidRequest([FieldViolation("session_id", "must be a UUID version 4")])
+
+
 def validate_document_id(document_id: str) -> None:
     """Raise InvalidRequest when `document_id` cannot name a document."""
     if not _DOCUMENT_ID.fullmatch(document_id):

@@ -5,6 +5,7 @@ outages) in tests/shared/test_cache.py."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 
@@ -14,11 +15,13 @@ from ragsvc import domain
 from ragsvc.answering.cache import (
     AnswerStore,
     MemoryAnswerCache,
+    Recorded,
     bypasses_cache,
     cache_key,
     is_cacheable,
     keeps_every_answer,
     replay_key,
+    request_fingerprint,
 )
 from ragsvc.shared.cache import RedisAnswerCache
 from ragsvc.shared.guard import RedisGuard, connect
@@ -39,6 +42,12 @@ async def stores(request: pytest.FixtureRequest) -> AsyncIterator[tuple[AnswerSt
     yield (RedisAnswerCache(guard, ttl_s=60, admits=is_cacheable),
            RedisAnswerCache(guard, ttl_s=60, admits=keeps_every_answer, prefix="{test}:replays"))  # fmt: skip
     await guard.aclose()
+
+
+async def answer_of(store: AnswerStore, key: str) -> domain.Answer | None:
+    """The answer `store` holds under `key`, if any."""
+    recorded = await store.get(key)
+    return recorded.answer if recorded is not None else None
 
 
 class Clock:
@@ -79,30 +88,79 @@ def test_what_bypasses_the_cache() -> None:
         assert bypasses_cache(bypassing), bypassing
 
 
-def test_a_replay_key_is_the_idempotency_key_within_its_tenant() -> None:
-    keyed = dataclasses.replace(QUESTION, idempotency_key="retry-1")
+def test_a_replay_key_is_the_idempotency_key_of_its_caller_within_its_tenant() -> None:
+    keyed = dataclasses.replace(QUESTION, idempotency_key="retry-1", caller="key:acme/fin")
     assert replay_key(dataclasses.replace(keyed, query="something else entirely")) == replay_key(keyed)
     assert replay_key(dataclasses.replace(keyed, tenant_id="globex")) != replay_key(keyed)
     assert replay_key(dataclasses.replace(keyed, idempotency_key="retry-2")) != replay_key(keyed)
+    assert replay_key(dataclasses.replace(keyed, caller="key:acme/plain")) != replay_key(keyed)
+
+
+def test_the_request_fingerprint_is_everything_that_changes_the_answer_and_nothing_else() -> None:
+    fingerprint = request_fingerprint(QUESTION)
+    for same in (
+        dataclasses.replace(QUESTION, request_id="r-2"),
+        dataclasses.replace(QUESTION, idempotency_key="retry-9"),
+        dataclasses.replace(QUESTION, caller="key:acme/other"),
+        dataclasses.replace(QUESTION, user_tags=("b", "a")),
+        dataclasses.replace(QUESTION, query="  what IS the\tanswer? "),
+    ):
+        assert request_fingerprint(same) == fingerprint, same
+    history = (domain.ChatMessage(domain.Role.USER, "hello"),)
+    for other in (
+        dataclasses.replace(QUESTION, query="What is the question?"),
+        dataclasses.replace(QUESTION, user_tags=("a",)),
+        dataclasses.replace(QUESTION, chat_history=history),
+        dataclasses.replace(QUESTION, session_id="9f1c1d4e-8a7b-4c6d-9e2f-0a1b2c3d4e5f"),
+        dataclasses.replace(QUESTION, dry_run=True),
+        dataclasses.replace(QUESTION, explain=True),
+        dataclasses.replace(QUESTION, follow_up_count=2),
+        dataclasses.replace(QUESTION, top_k=3),
+        dataclasses.replace(QUESTION, model="other"),
+    ):
+        assert request_fingerprint(other) != fingerprint, other
+
+
+async def test_a_stored_answer_keeps_the_fingerprint_of_its_request(stores: tuple[AnswerStore, AnswerStore]) -> None:
+    _, replays = stores
+    assert await replays.put("r", REFUSAL, question=QUESTION, generation=0)
+    assert await replays.get("r") == Recorded(REFUSAL, request_fingerprint(QUESTION))
+
+
+async def test_the_replay_store_keeps_its_own_ttl(redis_url: str) -> None:
+    clock = Clock()
+    replays = MemoryAnswerCache(max_entries=10, ttl_s=86400, clock=clock, admits=keeps_every_answer)
+    await replays.put("r", REFUSAL, question=QUESTION, generation=0)
+    clock.now = 86399.0
+    assert await answer_of(replays, "r") == REFUSAL
+    clock.now = 86400.0
+    assert await answer_of(replays, "r") is None, "expired after its TTL"
+    guard = RedisGuard(connect(redis_url))
+    shared = RedisAnswerCache(guard, ttl_s=0.2, admits=keeps_every_answer, prefix="{test}:ttl")
+    await shared.put("r", REFUSAL, question=QUESTION, generation=0)
+    assert await answer_of(shared, "r") == REFUSAL
+    await asyncio.sleep(0.3)
+    assert await answer_of(shared, "r") is None, "Redis expired it after its TTL"
+    await guard.aclose()
 
 
 async def test_the_cache_keeps_cited_grounded_answers_only(stores: tuple[AnswerStore, AnswerStore]) -> None:
     cache, _ = stores
-    assert await cache.get("k") is None
+    assert await answer_of(cache, "k") is None
     assert await cache.put("k", GROUNDED, question=QUESTION, generation=await cache.generation("acme"))
-    assert await cache.get("k") == GROUNDED
+    assert await answer_of(cache, "k") == GROUNDED
     routed = dataclasses.replace(GROUNDED, action=domain.Action.ROUTE)
     for kept_out in (REFUSAL, routed):
         assert not await cache.put("r", kept_out, question=QUESTION, generation=0)
-    assert await cache.get("r") is None
+    assert await answer_of(cache, "r") is None
 
 
 async def test_the_replay_store_keeps_every_answer(stores: tuple[AnswerStore, AnswerStore]) -> None:
     cache, replays = stores
     assert await replays.put("r", REFUSAL, question=QUESTION, generation=0)
-    assert await replays.get("r") == REFUSAL
+    assert await answer_of(replays, "r") == REFUSAL
     await cache.clear()
-    assert await replays.get("r") == REFUSAL, "the cache and the replays are apart"
+    assert await answer_of(replays, "r") == REFUSAL, "the cache and the replays are apart"
 
 
 async def test_invalidation_by_tenant_and_template_and_the_generation_guard(
@@ -118,10 +176,10 @@ async def test_invalidation_by_tenant_and_template_and_the_generation_guard(
     assert await cache.invalidate_tenant("acme") == 1  # ... the tenant's documents change ...
     assert not await cache.put("acme", GROUNDED, question=QUESTION, generation=generation), "... it is not stored"
     assert await cache.generation("acme") == generation + 1
-    assert await cache.get("acme") is None and await cache.get("globex") is not None
+    assert await answer_of(cache, "acme") is None and await answer_of(cache, "globex") is not None
 
     assert await cache.invalidate_template("rag-v1-terse") == 1
-    assert await cache.get("globex") is None
+    assert await answer_of(cache, "globex") is None
 
 
 async def test_clear_drops_every_entry(stores: tuple[AnswerStore, AnswerStore]) -> None:
@@ -129,7 +187,7 @@ async def test_clear_drops_every_entry(stores: tuple[AnswerStore, AnswerStore]) 
     for key in ("a", "b", "c"):
         await cache.put(key, GROUNDED, question=QUESTION, generation=0)
     await cache.clear()
-    assert [await cache.get(key) for key in ("a", "b", "c")] == [None] * 3
+    assert [await answer_of(cache, key) for key in ("a", "b", "c")] == [None] * 3
 
 
 async def test_the_memory_cache_expires_and_evicts_the_least_recently_used() -> None:
@@ -137,11 +195,12 @@ async def test_the_memory_cache_expires_and_evicts_the_least_recently_used() -> 
     cache = MemoryAnswerCache(max_entries=2, ttl_s=10, clock=clock)
     assert await cache.put("k1", GROUNDED, question=QUESTION, generation=0)
     clock.now = 9.9
-    assert await cache.get("k1") == GROUNDED
+    assert await answer_of(cache, "k1") == GROUNDED
     clock.now = 10.0
-    assert await cache.get("k1") is None, "expired"
+    assert await answer_of(cache, "k1") is None, "expired"
 
     for key in ("a", "b", "c"):
         await cache.put(key, GROUNDED, question=QUESTION, generation=0)
-    assert await cache.get("a") is None and await cache.get("b") and await cache.get("c"), "least recently used evicted"
+    kept = [await answer_of(cache, key) for key in ("a", "b", "c")]
+    assert kept == [None, GROUNDED, GROUNDED], "least recently used evicted"
     assert len(cache) == 2

@@ -14,6 +14,7 @@ import pytest
 
 from ragsvc.answering.admission import Admission
 from ragsvc.answering.context import CallContext
+from ragsvc.answering.conversation import Conversation
 from ragsvc.answering.pipeline import Pipeline
 from ragsvc.budget import ModelCatalog
 from ragsvc.config import BudgetSettings, GenerationSettings, HardeningSettings, Settings
@@ -114,7 +115,7 @@ def make_pipeline(
     catalog = ModelCatalog(settings.generation.model_limits, settings.budget)
     owners = OwnerDirectory(SQLiteDatabase.open(":memory:"), admin_email="admin@example.com")
     return build_pipeline(
-        settings, retriever or FixedRetriever(hits), generator, catalog, TemplateRegistry(), owners, None,  # type: ignore[arg-type]
+        settings, retriever or FixedRetriever(hits), generator, catalog, TemplateRegistry(), owners, Conversation(None),  # type: ignore[arg-type]
     )
 
 

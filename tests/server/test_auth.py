@@ -47,17 +47,22 @@ async def auth_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
     async with running_server(
         tmp_path_factory.mktemp("auth-data"), auth_enabled=True, api_keys_file=str(keys_file)
     ) as server:
-        async with connected(server) as stubs:
-            documents = [
-                index_pb.Document(document_id="travel", name="travel.md", content=FINANCE_DOC,
-                                  media_type="text/markdown", tags=["finance"]),
-                index_pb.Document(document_id="salaries", name="salaries.md", content=HR_DOC,
-                                  media_type="text/markdown", tags=["hr"]),
-            ]
-            await stubs.index.IngestDocuments(
-                index_pb.IngestDocumentsRequest(documents=documents), metadata=bearer("tok-admin"), timeout=30
-            )
+        await ingest_finance_and_hr(server, "tok-admin")
         yield server
+
+
+async def ingest_finance_and_hr(server: RagServer, token: str) -> None:
+    """The finance document (tag `finance`) and the HR one (tag `hr`), ingested with the indexing key `token`."""
+    documents = [
+        index_pb.Document(document_id="travel", name="travel.md", content=FINANCE_DOC, media_type="text/markdown",
+                          tags=["finance"]),
+        index_pb.Document(document_id="salaries", name="salaries.md", content=HR_DOC, media_type="text/markdown",
+                          tags=["hr"]),
+    ]  # fmt: skip
+    async with connected(server) as stubs:
+        await stubs.index.IngestDocuments(
+            index_pb.IngestDocumentsRequest(documents=documents), metadata=bearer(token), timeout=60
+        )
 
 
 @pytest.fixture(scope="module")

@@ -99,6 +99,12 @@ class AioContext:
     def time_remaining(self) -> float | None:
         return self.context.time_remaining()
 
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:50000"  # grpc_testing's context has no peer (its peer() raises)
+
+    def peer_identities(self) -> None:
+        return None
+
     async def abort_with_status(self, status: grpc.Status) -> None:
         self.status = status
         raise grpc.aio.AbortError()
@@ -747,17 +753,140 @@ def test_simulate_ask_refusals(served: InProcess, broken: InProcess) -> None:
     assert ended.code == grpc.StatusCode.UNAVAILABLE and ended.reason == "RETRIEVAL_UNAVAILABLE"
 
 
+# --- RagService sessions -------------------------------------------------------------------------------------
+
+SESSION = "5b0f6a52-3c1e-4d7a-9b8e-2f4c6d8e0a1b"
+FINANCE_SESSION = "5b0f6a52-3c1e-4d7a-9b8e-2f4c6d8e0a1c"
+
+
+def test_a_session_is_read_back_a_page_at_a_time_then_deleted(served: InProcess) -> None:
+    questions = ["What happens on SIGTERM?", "How is the confidence score computed?"]
+    answers = [served.ask(pb.AskRequest(query=q, session_id=SESSION))[0].answer for q in questions]
+    first, ended = served.unary("GetSession", pb.GetSessionRequest(session_id=SESSION, page_size=1))
+    assert ended.code == grpc.StatusCode.OK and first.next_page_token
+    rest, ended = served.unary(
+        "GetSession", pb.GetSessionRequest(session_id=SESSION, page_size=1, page_token=first.next_page_token)
+    )
+    assert ended.code == grpc.StatusCode.OK and not rest.next_page_token
+    turns = [*first.session.turns, *rest.session.turns]
+    assert [(t.turn_number, t.query, t.answer) for t in turns] == [
+        (1, questions[0], answers[0].text), (2, questions[1], answers[1].text),
+    ]
+    assert [list(t.cited_document_ids) for t in turns] == [
+        list(dict.fromkeys(c.document_id for c in a.citations)) for a in answers
+    ] and turns[0].cited_document_ids, "each turn names the documents its answer cited"
+    whole, _ = served.unary("GetSession", pb.GetSessionRequest(session_id=SESSION))
+    session = whole.session
+    assert (session.session_id, session.tenant_id, len(session.turns)) == (SESSION, "default", 2)
+    assert session.create_time.ToDatetime() == turns[0].create_time.ToDatetime()
+    assert session.update_time.ToDatetime() == turns[1].create_time.ToDatetime() >= session.create_time.ToDatetime()
+
+    deleted, ended = served.unary("DeleteSession", pb.DeleteSessionRequest(session_id=SESSION))
+    assert ended.code == grpc.StatusCode.OK and deleted.turns_deleted == 2
+    for method, request in (("GetSession", pb.GetSessionRequest(session_id=SESSION)),
+                            ("DeleteSession", pb.DeleteSessionRequest(session_id=SESSION))):  # fmt: skip
+        _, ended = served.unary(method, request)
+        assert ended.code == grpc.StatusCode.NOT_FOUND and ended.reason == "NOT_FOUND", method
+
+
+def test_a_session_read_leaves_out_the_turns_the_callers_tags_do_not_cover(served: InProcess) -> None:
+    document = handbook(document_id="finance-handbook", tags=["finance"])
+    served.unary("IngestDocuments", index_pb.IngestDocumentsRequest(tenant_id=TENANT, documents=[document]))
+    try:
+        answered, _ = served.ask(pb.AskRequest(
+            query="How much are hotel expenses reimbursed per night?", tenant_id=TENANT, user_tags=["finance"],
+            session_id=FINANCE_SESSION,
+        ))  # fmt: skip
+        assert "180 euros" in answered.answer.text
+        with_tag, _ = served.unary(
+            "GetSession", pb.GetSessionRequest(tenant_id=TENANT, session_id=FINANCE_SESSION, user_tags=["finance"])
+        )
+        assert [t.answer for t in with_tag.session.turns] == [answered.answer.text]
+        without, ended = served.unary("GetSession", pb.GetSessionRequest(tenant_id=TENANT, session_id=FINANCE_SESSION))
+        assert ended.code == grpc.StatusCode.OK and not without.session.turns
+        assert "180" not in str(without), "nothing of the finance turn is returned without the tag"
+    finally:
+        served.unary("DeleteSession", pb.DeleteSessionRequest(tenant_id=TENANT, session_id=FINANCE_SESSION))
+        served.unary("DeleteDocument", index_pb.DeleteDocumentRequest(tenant_id=TENANT, document_id="finance-handbook"))
+
+
+def test_session_refusals(served: InProcess) -> None:
+    for method, request in (("GetSession", pb.GetSessionRequest(session_id="not-a-uuid")),
+                            ("DeleteSession", pb.DeleteSessionRequest())):  # fmt: skip
+        _, ended = served.unary(method, request)
+        assert ended.code == grpc.StatusCode.INVALID_ARGUMENT and ended.fields == ["session_id"], method
+    served.ask(pb.AskRequest(query="What happens on SIGTERM?", session_id=SESSION))
+    try:
+        for bad in (
+            pb.GetSessionRequest(session_id=SESSION, page_size=1001),
+            pb.GetSessionRequest(session_id=SESSION, page_token="bm90LWEtdG9rZW4="),
+        ):
+            _, ended = served.unary("GetSession", bad)
+            assert ended.code == grpc.StatusCode.INVALID_ARGUMENT and len(ended.fields) == 1
+    finally:
+        served.unary("DeleteSession", pb.DeleteSessionRequest(session_id=SESSION))
+
+
+# --- AdminService tag owners ---------------------------------------------------------------------------------
+
+
+def owner(tag: str, user_id: str = "u-fin", email: str = "fin-lead@example.com") -> admin_pb.TagOwner:
+    return admin_pb.TagOwner(name=f"tagOwners/{tag}", owner_user_id=user_id, owner_email=email)
+
+
+def test_tag_owners_set_list_and_delete(served: InProcess) -> None:
+    for tag in ("billing", "finance", "hr"):
+        stored, ended = served.unary("SetTagOwner", admin_pb.SetTagOwnerRequest(tag_owner=owner(tag)))
+        assert ended.code == grpc.StatusCode.OK and stored.tag_owner == owner(tag)
+    try:
+        changed, _ = served.unary(
+            "SetTagOwner", admin_pb.SetTagOwnerRequest(tag_owner=owner("hr", "u-hr", "hr@example.com"))
+        )
+        assert changed.tag_owner.owner_email == "hr@example.com", "setting an owned tag replaces its owner"
+        first, ended = served.unary("ListTagOwners", admin_pb.ListTagOwnersRequest(page_size=2))
+        assert ended.code == grpc.StatusCode.OK and first.next_page_token
+        rest, _ = served.unary(
+            "ListTagOwners", admin_pb.ListTagOwnersRequest(page_size=2, page_token=first.next_page_token)
+        )
+        assert [*first.tag_owners, *rest.tag_owners] == [
+            owner("billing"), owner("finance"), owner("hr", "u-hr", "hr@example.com"),
+        ] and not rest.next_page_token
+    finally:
+        for tag in ("billing", "finance", "hr"):
+            _, ended = served.unary("DeleteTagOwner", admin_pb.DeleteTagOwnerRequest(name=f"tagOwners/{tag}"))
+            assert ended.code == grpc.StatusCode.OK
+    listed, _ = served.unary("ListTagOwners", admin_pb.ListTagOwnersRequest())
+    assert not listed.tag_owners
+
+
+def test_tag_owner_refusals(served: InProcess) -> None:
+    bad = admin_pb.TagOwner(name="finance", owner_user_id=" ", owner_email="nobody")
+    _, ended = served.unary("SetTagOwner", admin_pb.SetTagOwnerRequest(tag_owner=bad))
+    assert ended.code == grpc.StatusCode.INVALID_ARGUMENT and ended.fields == ["tag_owner.name"]
+    bad.name = "tagOwners/finance"
+    _, ended = served.unary("SetTagOwner", admin_pb.SetTagOwnerRequest(tag_owner=bad))
+    assert ended.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert ended.fields == ["tag_owner.owner_user_id", "tag_owner.owner_email"]
+    _, ended = served.unary("DeleteTagOwner", admin_pb.DeleteTagOwnerRequest(name="tagOwners/unowned"))
+    assert ended.code == grpc.StatusCode.NOT_FOUND and ended.reason == "NOT_FOUND"
+    _, ended = served.unary("DeleteTagOwner", admin_pb.DeleteTagOwnerRequest(name="unowned"))
+    assert ended.code == grpc.StatusCode.INVALID_ARGUMENT and ended.fields == ["name"]
+    _, ended = served.unary("ListTagOwners", admin_pb.ListTagOwnersRequest(page_token="garbage"))
+    assert ended.code == grpc.StatusCode.INVALID_ARGUMENT and ended.fields == ["page_token"]
+
+
 # --- coverage ------------------------------------------------------------------------------------------------
 
 COVERED = {
-    "ragsvc.v1.RagService": {"Ask", "AskStream"},
+    "ragsvc.v1.RagService": {"Ask", "AskStream", "GetSession", "DeleteSession"},
     "ragsvc.v1.IndexService": {
         "IngestDocuments", "DeleteDocument", "ListDocuments", "GetDocument", "GetIndexStats", "UploadDocument",
         "GetUploadStatus",
     },
     "ragsvc.v1.AdminService": {
         "CreatePromptTemplate", "GetPromptTemplate", "ListPromptTemplates", "UpdatePromptTemplate",
-        "DeletePromptTemplate", "GetRankingWeights", "UpdateRankingWeights", "SimulateAsk",
+        "DeletePromptTemplate", "GetRankingWeights", "UpdateRankingWeights", "SimulateAsk", "ListTagOwners",
+        "SetTagOwner", "DeleteTagOwner",
     },
 }
 

@@ -29,6 +29,7 @@ from ragsvc.errors import DependencyUnavailable
 from ragsvc.shared.cache import RedisAnswerCache
 from ragsvc.shared.codec import decode, encode
 from ragsvc.shared.guard import RedisGuard, SharedStateUnavailable, connect
+from tests.answering.test_cache import answer_of
 from tests.support.redis_server import RedisServer
 
 CHUNK = Chunk("guide", 2, "Hotels up to 180 euros.", document_name="guide.md", tenant_id="acme", tags=("travel",),
@@ -74,9 +75,9 @@ def test_an_answer_survives_the_codec_unchanged() -> None:
 async def test_an_answer_cached_by_one_replica_is_served_by_the_other(replicas) -> None:
     a, b = replicas
     q = question()
-    assert await a.get(cache_key(q)) is None
+    assert await answer_of(a, cache_key(q)) is None
     assert await a.put(cache_key(q), ANSWER, question=q, generation=await a.generation("acme"))
-    assert await b.get(cache_key(q)) == ANSWER
+    assert await answer_of(b, cache_key(q)) == ANSWER
 
 
 async def test_an_ingest_on_one_replica_empties_the_tenant_on_all(replicas) -> None:
@@ -86,12 +87,12 @@ async def test_an_ingest_on_one_replica_empties_the_tenant_on_all(replicas) -> N
     for q in (first, second, other):
         assert await a.put(cache_key(q), ANSWER, question=q, generation=await a.generation(q.tenant_id))
     assert await b.invalidate_tenant("acme") == 2
-    assert await a.get(cache_key(first)) is None and await a.get(cache_key(second)) is None
-    assert await a.get(cache_key(other)) == ANSWER, "another tenant keeps its entries"
+    assert await answer_of(a, cache_key(first)) is None and await answer_of(a, cache_key(second)) is None
+    assert await answer_of(a, cache_key(other)) == ANSWER, "another tenant keeps its entries"
     # An answer computed before the ingest (with the old generation) is not stored after it.
     assert await a.generation("acme") == generation + 1
     assert not await a.put(cache_key(first), ANSWER, question=first, generation=generation)
-    assert await b.get(cache_key(first)) is None
+    assert await answer_of(b, cache_key(first)) is None
 
 
 async def test_a_template_change_drops_the_answers_written_from_it(replicas) -> None:
@@ -100,9 +101,9 @@ async def test_a_template_change_drops_the_answers_written_from_it(replicas) -> 
     await a.put(cache_key(named), ANSWER, question=named, generation=0)
     await a.put(cache_key(default), ANSWER, question=default, generation=0)  # written from rag-v1
     assert await b.invalidate_template("support-short") == 1
-    assert await a.get(cache_key(named)) is None and await a.get(cache_key(default)) == ANSWER
+    assert await answer_of(a, cache_key(named)) is None and await answer_of(a, cache_key(default)) == ANSWER
     assert await b.invalidate_template("rag-v1") == 1
-    assert await a.get(cache_key(default)) is None
+    assert await answer_of(a, cache_key(default)) is None
 
 
 async def test_clear_drops_everything_but_keeps_generations(replicas) -> None:
@@ -112,7 +113,7 @@ async def test_clear_drops_everything_but_keeps_generations(replicas) -> None:
         q = question(query=f"q{n}")
         await a.put(cache_key(q), ANSWER, question=q, generation=1)
     await b.clear()
-    assert [await a.get(cache_key(question(query=f"q{n}"))) for n in range(3)] == [None] * 3
+    assert [await answer_of(a, cache_key(question(query=f"q{n}"))) for n in range(3)] == [None] * 3
     assert await a.generation("acme") == 1
     assert [key async for key in a._guard.client.scan_iter("*") if b":gen:" not in key] == []
 
@@ -138,7 +139,7 @@ async def test_redis_down_is_a_miss_and_a_missed_invalidation_is_applied_on_retu
     await guard.client.save()  # the entry survives the restart below (loaded from the dump)
     redis_server.stop()
     try:
-        assert await cache.get(cache_key(q)) is None, "a miss, not an error"
+        assert await answer_of(cache, cache_key(q)) is None, "a miss, not an error"
         assert guard.degraded
         assert not await cache.put(cache_key(q), ANSWER, question=q, generation=0)
         assert await cache.invalidate_tenant("acme") == 0  # could not reach Redis: remembered
@@ -149,9 +150,9 @@ async def test_redis_down_is_a_miss_and_a_missed_invalidation_is_applied_on_retu
         redis_server.start()
     other_replica = RedisGuard(connect(redis_url))
     assert await other_replica.client.exists(f"{{ragsvc}}:answers:e:{cache_key(q)}") == 1, "the stale entry is back"
-    assert await cache.get(cache_key(q)) is None, "still inside the retry pause: Redis is not asked"
+    assert await answer_of(cache, cache_key(q)) is None, "still inside the retry pause: Redis is not asked"
     now[0] += 1.5
-    assert await cache.get(cache_key(q)) is None, "the missed invalidation ran first"
+    assert await answer_of(cache, cache_key(q)) is None, "the missed invalidation ran first"
     assert not guard.degraded
     assert await other_replica.client.exists(f"{{ragsvc}}:answers:e:{cache_key(q)}") == 0
     assert await cache.generation("acme") == 1

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from ragsvc.access import Evidence
 from ragsvc.domain import Answer, ChatMessage, Event, Role
 from ragsvc.errors import DatabaseUnavailable
 from ragsvc.storage.answers import AnswerLog
@@ -30,7 +31,8 @@ async def test_replicas_migrating_together_end_with_one_schema(postgres_url: str
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1"
         )
         assert [t["table_name"] for t in tables] == [
-            "answers", "prompt_templates", "schema_migrations", "session_messages", "settings", "tags", "users",
+            "answers", "prompt_templates", "schema_migrations", "session_messages", "sessions", "settings", "tags",
+            "users",
         ]  # fmt: skip
     finally:
         for replica in replicas:
@@ -80,10 +82,10 @@ async def test_two_replicas_appending_to_one_session_keep_every_message(postgres
 
     async def turn(n: int) -> None:
         messages = [ChatMessage(Role.USER, f"q{n}"), ChatMessage(Role.ASSISTANT, f"a{n}")]
-        await stores[n % 2].append(SessionKey("acme", "shared-session"), messages)
+        await stores[n % 2].append(SessionKey("acme", "shared-session"), messages, Evidence())
 
     await asyncio.gather(*(turn(n) for n in range(20)))
-    history = await stores[0].history(SessionKey("acme", "shared-session"))
+    history = [stored.message for stored in await stores[0].history(SessionKey("acme", "shared-session"))]
     assert len(history) == 40
     assert sorted(m.content for m in history if m.role is Role.USER) == sorted(f"q{n}" for n in range(20))
     for user, assistant in zip(history[::2], history[1::2], strict=True):

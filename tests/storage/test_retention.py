@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from ragsvc.access import Evidence
 from ragsvc.domain import ChatMessage, Role
 from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.backend import Backend, utc_now
@@ -44,7 +45,9 @@ async def test_the_job_purges_at_start_and_every_interval(database: Backend) -> 
     ticks = Ticks()
     job = RetentionJob(sessions=sessions, session_retention_days=30, answers=answers, audit_retention_days=90,
                        interval_s=600, clock=lambda: now[0], sleep=ticks.sleep)  # fmt: skip
-    await sessions.append(SessionKey("acme", "s1"), [ChatMessage(Role.USER, "q"), ChatMessage(Role.ASSISTANT, "a")])
+    await sessions.claim(SessionKey("acme", "s1"), "key:acme/a", ())
+    await sessions.append(SessionKey("acme", "s1"), [ChatMessage(Role.USER, "q"), ChatMessage(Role.ASSISTANT, "a")],
+                          Evidence())  # fmt: skip
     await answers.record_answer(question(), answer())
     job.start()
     await ticks.first()
@@ -53,6 +56,7 @@ async def test_the_job_purges_at_start_and_every_interval(database: Backend) -> 
     await ticks.tick()
     assert job.last == Purged(session_messages=2, audit_rows=0)
     assert await sessions.history(SessionKey("acme", "s1")) == ()
+    assert await sessions.owner(SessionKey("acme", "s1")) is None, "a session left without messages is gone too"
     now[0] += timedelta(days=60)
     await ticks.tick()
     assert job.last == Purged(session_messages=0, audit_rows=1) and job.runs == 3
@@ -64,7 +68,7 @@ async def test_the_job_purges_at_start_and_every_interval(database: Backend) -> 
 @pytest.mark.parametrize("days", [None, 0])
 async def test_no_retention_keeps_records_forever(database: Backend, days: float | None) -> None:
     sessions, answers = SessionStore(database), AnswerLog(database)
-    await sessions.append(SessionKey("acme", "s1"), [ChatMessage(Role.USER, "q")])
+    await sessions.append(SessionKey("acme", "s1"), [ChatMessage(Role.USER, "q")], Evidence())
     await answers.record_answer(question(), answer())
     far_future = utc_now() + timedelta(days=10_000)
     job = RetentionJob(sessions=sessions, session_retention_days=days, answers=answers, audit_retention_days=days,

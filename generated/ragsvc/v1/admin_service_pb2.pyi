@@ -11,6 +11,54 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class TagOwner(_message.Message):
+    __slots__ = ("name", "owner_user_id", "owner_email")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OWNER_USER_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_EMAIL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    owner_user_id: str
+    owner_email: str
+    def __init__(self, name: _Optional[str] = ..., owner_user_id: _Optional[str] = ..., owner_email: _Optional[str] = ...) -> None: ...
+
+class ListTagOwnersRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListTagOwnersResponse(_message.Message):
+    __slots__ = ("tag_owners", "next_page_token")
+    TAG_OWNERS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    tag_owners: _containers.RepeatedCompositeFieldContainer[TagOwner]
+    next_page_token: str
+    def __init__(self, tag_owners: _Optional[_Iterable[_Union[TagOwner, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class SetTagOwnerRequest(_message.Message):
+    __slots__ = ("tag_owner",)
+    TAG_OWNER_FIELD_NUMBER: _ClassVar[int]
+    tag_owner: TagOwner
+    def __init__(self, tag_owner: _Optional[_Union[TagOwner, _Mapping]] = ...) -> None: ...
+
+class SetTagOwnerResponse(_message.Message):
+    __slots__ = ("tag_owner",)
+    TAG_OWNER_FIELD_NUMBER: _ClassVar[int]
+    tag_owner: TagOwner
+    def __init__(self, tag_owner: _Optional[_Union[TagOwner, _Mapping]] = ...) -> None: ...
+
+class DeleteTagOwnerRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteTagOwnerResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class PromptTemplate(_message.Message):
     __slots__ = ("name", "display_name", "instructions", "user_prompt", "built_in", "create_time", "update_time")
     NAME_FIELD_NUMBER: _ClassVar[int]

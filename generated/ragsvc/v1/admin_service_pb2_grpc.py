@@ -82,6 +82,21 @@ class AdminServiceStub:
                 request_serializer=ragsvc_dot_v1_dot_admin__service__pb2.SimulateAskRequest.SerializeToString,
                 response_deserializer=ragsvc_dot_v1_dot_admin__service__pb2.SimulateAskResponse.FromString,
                 _registered_method=True)
+        self.ListTagOwners = channel.unary_unary(
+                '/ragsvc.v1.AdminService/ListTagOwners',
+                request_serializer=ragsvc_dot_v1_dot_admin__service__pb2.ListTagOwnersRequest.SerializeToString,
+                response_deserializer=ragsvc_dot_v1_dot_admin__service__pb2.ListTagOwnersResponse.FromString,
+                _registered_method=True)
+        self.SetTagOwner = channel.unary_unary(
+                '/ragsvc.v1.AdminService/SetTagOwner',
+                request_serializer=ragsvc_dot_v1_dot_admin__service__pb2.SetTagOwnerRequest.SerializeToString,
+                response_deserializer=ragsvc_dot_v1_dot_admin__service__pb2.SetTagOwnerResponse.FromString,
+                _registered_method=True)
+        self.DeleteTagOwner = channel.unary_unary(
+                '/ragsvc.v1.AdminService/DeleteTagOwner',
+                request_serializer=ragsvc_dot_v1_dot_admin__service__pb2.DeleteTagOwnerRequest.SerializeToString,
+                response_deserializer=ragsvc_dot_v1_dot_admin__service__pb2.DeleteTagOwnerResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -156,6 +171,31 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListTagOwners(self, request, context):
+        """ListTagOwners returns the tag-owner directory, by tag: who a question about a tag is routed
+        to when the answer needs a human (RouteTarget). The directory is global, like the templates:
+        one for every tenant. RAG_OWNERS_FILE adds to it at start.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetTagOwner(self, request, context):
+        """SetTagOwner makes a user the owner of a tag, creating the entry or replacing it, and records
+        the user's email. Routing uses the change at once, on every replica sharing the database.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteTagOwner(self, request, context):
+        """DeleteTagOwner removes a tag's owner: questions about the tag are routed to the admin
+        (RAG_ADMIN_EMAIL) from then on. NOT_FOUND when the tag has no owner.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -198,6 +238,21 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.SimulateAsk,
                     request_deserializer=ragsvc_dot_v1_dot_admin__service__pb2.SimulateAskRequest.FromString,
                     response_serializer=ragsvc_dot_v1_dot_admin__service__pb2.SimulateAskResponse.SerializeToString,
+            ),
+            'ListTagOwners': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTagOwners,
+                    request_deserializer=ragsvc_dot_v1_dot_admin__service__pb2.ListTagOwnersRequest.FromString,
+                    response_serializer=ragsvc_dot_v1_dot_admin__service__pb2.ListTagOwnersResponse.SerializeToString,
+            ),
+            'SetTagOwner': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetTagOwner,
+                    request_deserializer=ragsvc_dot_v1_dot_admin__service__pb2.SetTagOwnerRequest.FromString,
+                    response_serializer=ragsvc_dot_v1_dot_admin__service__pb2.SetTagOwnerResponse.SerializeToString,
+            ),
+            'DeleteTagOwner': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTagOwner,
+                    request_deserializer=ragsvc_dot_v1_dot_admin__service__pb2.DeleteTagOwnerRequest.FromString,
+                    response_serializer=ragsvc_dot_v1_dot_admin__service__pb2.DeleteTagOwnerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -424,6 +479,87 @@ class AdminService:
             '/ragsvc.v1.AdminService/SimulateAsk',
             ragsvc_dot_v1_dot_admin__service__pb2.SimulateAskRequest.SerializeToString,
             ragsvc_dot_v1_dot_admin__service__pb2.SimulateAskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTagOwners(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragsvc.v1.AdminService/ListTagOwners',
+            ragsvc_dot_v1_dot_admin__service__pb2.ListTagOwnersRequest.SerializeToString,
+            ragsvc_dot_v1_dot_admin__service__pb2.ListTagOwnersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetTagOwner(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragsvc.v1.AdminService/SetTagOwner',
+            ragsvc_dot_v1_dot_admin__service__pb2.SetTagOwnerRequest.SerializeToString,
+            ragsvc_dot_v1_dot_admin__service__pb2.SetTagOwnerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTagOwner(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragsvc.v1.AdminService/DeleteTagOwner',
+            ragsvc_dot_v1_dot_admin__service__pb2.DeleteTagOwnerRequest.SerializeToString,
+            ragsvc_dot_v1_dot_admin__service__pb2.DeleteTagOwnerResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -23,61 +23,74 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bragsvc/v1/rag_service.proto\x12\tragsvc.v1\x1a\x1egoogle/protobuf/duration.proto\"\x88\x03\n\nAskRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x11\n\ttenant_id\x18\x02 \x01(\t\x12\x11\n\tuser_tags\x18\x03 \x03(\t\x12,\n\x0c\x63hat_history\x18\x04 \x03(\x0b\x32\x16.ragsvc.v1.ChatMessage\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x1d\n\x04mode\x18\x06 \x01(\x0e\x32\x0f.ragsvc.v1.Mode\x12\x15\n\rselected_text\x18\x07 \x01(\t\x12.\n\tretrieval\x18\x08 \x01(\x0b\x32\x1b.ragsvc.v1.RetrievalOptions\x12\x30\n\ngeneration\x18\t \x01(\x0b\x32\x1c.ragsvc.v1.GenerationOptions\x12\x0f\n\x07\x65xplain\x18\n \x01(\x08\x12\x0f\n\x07\x64ry_run\x18\x0b \x01(\x08\x12\x17\n\x0fidempotency_key\x18\x0c \x01(\t\x12\x1c\n\x0f\x66ollow_up_count\x18\r \x01(\x05H\x00\x88\x01\x01\x42\x12\n\x10_follow_up_count\"0\n\x0b\x41skResponse\x12!\n\x06\x61nswer\x18\x01 \x01(\x0b\x32\x11.ragsvc.v1.Answer\"\x8e\x03\n\x10\x41skStreamRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x11\n\ttenant_id\x18\x02 \x01(\t\x12\x11\n\tuser_tags\x18\x03 \x03(\t\x12,\n\x0c\x63hat_history\x18\x04 \x03(\x0b\x32\x16.ragsvc.v1.ChatMessage\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x1d\n\x04mode\x18\x06 \x01(\x0e\x32\x0f.ragsvc.v1.Mode\x12\x15\n\rselected_text\x18\x07 \x01(\t\x12.\n\tretrieval\x18\x08 \x01(\x0b\x32\x1b.ragsvc.v1.RetrievalOptions\x12\x30\n\ngeneration\x18\t \x01(\x0b\x32\x1c.ragsvc.v1.GenerationOptions\x12\x0f\n\x07\x65xplain\x18\n \x01(\x08\x12\x0f\n\x07\x64ry_run\x18\x0b \x01(\x08\x12\x17\n\x0fidempotency_key\x18\x0c \x01(\t\x12\x1c\n\x0f\x66ollow_up_count\x18\r \x01(\x05H\x00\x88\x01\x01\x42\x12\n\x10_follow_up_count\"\x80\x01\n\x11\x41skStreamResponse\x12\x14\n\ntext_delta\x18\x01 \x01(\tH\x00\x12\'\n\x08\x63itation\x18\x02 \x01(\x0b\x32\x13.ragsvc.v1.CitationH\x00\x12#\n\x06\x61nswer\x18\x03 \x01(\x0b\x32\x11.ragsvc.v1.AnswerH\x00\x42\x07\n\x05\x65vent\"=\n\x0b\x43hatMessage\x12\x1d\n\x04role\x18\x01 \x01(\x0e\x32\x0f.ragsvc.v1.Role\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"\x8d\x01\n\x10RetrievalOptions\x12\x12\n\x05top_k\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x1c\n\x0fscore_threshold\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12)\n\x06\x66ilter\x18\x03 \x01(\x0b\x32\x19.ragsvc.v1.MetadataFilterB\x08\n\x06_top_kB\x12\n\x10_score_threshold\"T\n\x0eMetadataFilter\x12\x13\n\x0bsource_urls\x18\x01 \x03(\t\x12\x13\n\x0bpage_titles\x18\x02 \x03(\t\x12\x18\n\x10section_headings\x18\x03 \x03(\t\"\xda\x01\n\x11GenerationOptions\x12\r\n\x05model\x18\x01 \x01(\t\x12\x13\n\x0btemplate_id\x18\x02 \x01(\t\x12\x30\n\x0e\x63itation_style\x18\x03 \x01(\x0e\x32\x18.ragsvc.v1.CitationStyle\x12)\n\nstrictness\x18\x04 \x01(\x0e\x32\x15.ragsvc.v1.Strictness\x12\x18\n\x0btemperature\x18\x05 \x01(\x02H\x00\x88\x01\x01\x12\x11\n\x04seed\x18\x06 \x01(\x03H\x01\x88\x01\x01\x42\x0e\n\x0c_temperatureB\x07\n\x05_seed\"\x9c\x05\n\x06\x41nswer\x12\x0c\n\x04text\x18\x01 \x01(\t\x12&\n\tcitations\x18\x02 \x03(\x0b\x32\x13.ragsvc.v1.Citation\x12)\n\nconfidence\x18\x03 \x01(\x0b\x32\x15.ragsvc.v1.Confidence\x12!\n\x06\x61\x63tion\x18\x04 \x01(\x0e\x32\x11.ragsvc.v1.Action\x12%\n\x05route\x18\x05 \x01(\x0b\x32\x16.ragsvc.v1.RouteTarget\x12\x10\n\x08grounded\x18\x06 \x01(\x08\x12\x30\n\x0erefusal_reason\x18\x07 \x01(\x0e\x32\x18.ragsvc.v1.RefusalReason\x12\'\n\ncandidates\x18\x08 \x03(\x0b\x32\x13.ragsvc.v1.Citation\x12\r\n\x05model\x18\t \x01(\t\x12\x1f\n\x05usage\x18\n \x01(\x0b\x32\x10.ragsvc.v1.Usage\x12#\n\x07timings\x18\x0b \x01(\x0b\x32\x12.ragsvc.v1.Timings\x12\x1b\n\x13\x63ontext_chunks_used\x18\x0c \x01(\x05\x12\x1b\n\x13\x63ontext_tokens_used\x18\r \x01(\x05\x12\x1f\n\x17prompt_template_version\x18\x0e \x01(\t\x12\x1b\n\x13\x66ollow_up_questions\x18\x0f \x03(\t\x12%\n\x05\x66lags\x18\x10 \x01(\x0b\x32\x16.ragsvc.v1.AnswerFlags\x12\x12\n\nrequest_id\x18\x11 \x01(\t\x12+\n\x0b\x65xplanation\x18\x12 \x01(\x0b\x32\x16.ragsvc.v1.Explanation\x12*\n\x0bquery_class\x18\x13 \x01(\x0e\x32\x15.ragsvc.v1.QueryClass\x12\x19\n\x11\x63ost_estimate_usd\x18\x14 \x01(\x01\"\xb2\x03\n\x08\x43itation\x12\x0e\n\x06marker\x18\x01 \x01(\x05\x12\x11\n\tsource_id\x18\x02 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x03 \x01(\t\x12\x15\n\rdocument_name\x18\x04 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x05 \x01(\x05\x12\x18\n\x0bpage_number\x18\x06 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x07section\x18\x07 \x01(\tH\x01\x88\x01\x01\x12\x12\n\nsource_url\x18\x08 \x01(\t\x12\x17\n\x0frelevance_score\x18\t \x01(\x02\x12\x0f\n\x07snippet\x18\n \x01(\t\x12\x0c\n\x04text\x18\x0b \x01(\t\x12\x17\n\nchar_start\x18\x0c \x01(\x05H\x02\x88\x01\x01\x12\x15\n\x08\x63har_end\x18\r \x01(\x05H\x03\x88\x01\x01\x12\x17\n\nline_start\x18\x0e \x01(\x05H\x04\x88\x01\x01\x12\x15\n\x08line_end\x18\x0f \x01(\x05H\x05\x88\x01\x01\x12\x12\n\npage_title\x18\x10 \x01(\tB\x0e\n\x0c_page_numberB\n\n\x08_sectionB\r\n\x0b_char_startB\x0b\n\t_char_endB\r\n\x0b_line_startB\x0b\n\t_line_end\"O\n\nConfidence\x12\x0f\n\x07overall\x18\x01 \x01(\x02\x12\x11\n\tretrieval\x18\x02 \x01(\x02\x12\x10\n\x08\x63overage\x18\x03 \x01(\x02\x12\x0b\n\x03llm\x18\x04 \x01(\x02\"h\n\x0bRouteTarget\x12\x0b\n\x03tag\x18\x01 \x01(\t\x12\x15\n\rowner_user_id\x18\x02 \x01(\t\x12\x13\n\x0bowner_email\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x10\n\x08\x66\x61llback\x18\x05 \x01(\x08\"9\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\"\xd0\x02\n\x07Timings\x12,\n\tretrieval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12)\n\x06\x62udget\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\ngeneration\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x36\n\x13time_to_first_token\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12(\n\x05total\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12,\n\tembedding\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\nvalidation\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xa7\x01\n\x0b\x41nswerFlags\x12\x1e\n\x16hallucination_detected\x18\x01 \x01(\x08\x12\x1a\n\x12mitigation_applied\x18\x02 \x01(\x08\x12\x11\n\tcache_hit\x18\x03 \x01(\x08\x12\x10\n\x08\x64\x65graded\x18\x04 \x01(\x08\x12\x1b\n\x13injection_suspected\x18\x05 \x01(\x08\x12\x1a\n\x12redactions_applied\x18\x06 \x01(\x08\"x\n\x0b\x45xplanation\x12&\n\x06prompt\x18\x01 \x03(\x0b\x32\x16.ragsvc.v1.ChatMessage\x12*\n\rpacked_chunks\x18\x02 \x03(\x0b\x32\x13.ragsvc.v1.Citation\x12\x15\n\rprompt_tokens\x18\x03 \x01(\x05*F\n\x04Mode\x12\x14\n\x10MODE_UNSPECIFIED\x10\x00\x12\x10\n\x0cMODE_GENERAL\x10\x01\x12\x16\n\x12MODE_SELECTED_TEXT\x10\x02*P\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n\tROLE_USER\x10\x01\x12\x12\n\x0eROLE_ASSISTANT\x10\x02\x12\x0f\n\x0bROLE_SYSTEM\x10\x03*h\n\rCitationStyle\x12\x1e\n\x1a\x43ITATION_STYLE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x43ITATION_STYLE_MARKER\x10\x01\x12\x1c\n\x18\x43ITATION_STYLE_SOURCE_ID\x10\x02*n\n\nStrictness\x12\x1a\n\x16STRICTNESS_UNSPECIFIED\x10\x00\x12\x16\n\x12STRICTNESS_LENIENT\x10\x01\x12\x15\n\x11STRICTNESS_NORMAL\x10\x02\x12\x15\n\x11STRICTNESS_STRICT\x10\x03*\x97\x01\n\nQueryClass\x12\x1b\n\x17QUERY_CLASS_UNSPECIFIED\x10\x00\x12\x17\n\x13QUERY_CLASS_FACTUAL\x10\x01\x12\x1a\n\x16QUERY_CLASS_PROCEDURAL\x10\x02\x12\x1d\n\x19QUERY_CLASS_CLARIFICATION\x10\x03\x12\x18\n\x14QUERY_CLASS_GREETING\x10\x04*C\n\x06\x41\x63tion\x12\x16\n\x12\x41\x43TION_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x41\x43TION_CITE\x10\x01\x12\x10\n\x0c\x41\x43TION_ROUTE\x10\x02*\xa1\x02\n\rRefusalReason\x12\x1e\n\x1aREFUSAL_REASON_UNSPECIFIED\x10\x00\x12\x17\n\x13REFUSAL_REASON_NONE\x10\x01\x12\x1c\n\x18REFUSAL_REASON_NO_CHUNKS\x10\x02\x12\x1d\n\x19REFUSAL_REASON_SCORE_GATE\x10\x03\x12%\n!REFUSAL_REASON_UNSUPPORTED_ANSWER\x10\x04\x12$\n REFUSAL_REASON_INVALID_CITATIONS\x10\x05\x12#\n\x1fREFUSAL_REASON_NOT_IN_SELECTION\x10\x06\x12(\n$REFUSAL_REASON_INSUFFICIENT_EVIDENCE\x10\x07\x32\x8c\x01\n\nRagService\x12\x34\n\x03\x41sk\x12\x15.ragsvc.v1.AskRequest\x1a\x16.ragsvc.v1.AskResponse\x12H\n\tAskStream\x12\x1b.ragsvc.v1.AskStreamRequest\x1a\x1c.ragsvc.v1.AskStreamResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bragsvc/v1/rag_service.proto\x12\tragsvc.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"t\n\x11GetSessionRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x11\n\tuser_tags\x18\x03 \x03(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"R\n\x12GetSessionResponse\x12#\n\x07session\x18\x01 \x01(\x0b\x32\x12.ragsvc.v1.Session\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xb9\x01\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\ttenant_id\x18\x02 \x01(\t\x12/\n\x0b\x63reate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12%\n\x05turns\x18\x05 \x03(\x0b\x32\x16.ragsvc.v1.SessionTurn\"\x8e\x01\n\x0bSessionTurn\x12\x13\n\x0bturn_number\x18\x01 \x01(\x05\x12\r\n\x05query\x18\x02 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x03 \x01(\t\x12\x1a\n\x12\x63ited_document_ids\x18\x04 \x03(\t\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"=\n\x14\x44\x65leteSessionRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\".\n\x15\x44\x65leteSessionResponse\x12\x15\n\rturns_deleted\x18\x01 \x01(\x05\"\x88\x03\n\nAskRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x11\n\ttenant_id\x18\x02 \x01(\t\x12\x11\n\tuser_tags\x18\x03 \x03(\t\x12,\n\x0c\x63hat_history\x18\x04 \x03(\x0b\x32\x16.ragsvc.v1.ChatMessage\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x1d\n\x04mode\x18\x06 \x01(\x0e\x32\x0f.ragsvc.v1.Mode\x12\x15\n\rselected_text\x18\x07 \x01(\t\x12.\n\tretrieval\x18\x08 \x01(\x0b\x32\x1b.ragsvc.v1.RetrievalOptions\x12\x30\n\ngeneration\x18\t \x01(\x0b\x32\x1c.ragsvc.v1.GenerationOptions\x12\x0f\n\x07\x65xplain\x18\n \x01(\x08\x12\x0f\n\x07\x64ry_run\x18\x0b \x01(\x08\x12\x17\n\x0fidempotency_key\x18\x0c \x01(\t\x12\x1c\n\x0f\x66ollow_up_count\x18\r \x01(\x05H\x00\x88\x01\x01\x42\x12\n\x10_follow_up_count\"0\n\x0b\x41skResponse\x12!\n\x06\x61nswer\x18\x01 \x01(\x0b\x32\x11.ragsvc.v1.Answer\"\x8e\x03\n\x10\x41skStreamRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x11\n\ttenant_id\x18\x02 \x01(\t\x12\x11\n\tuser_tags\x18\x03 \x03(\t\x12,\n\x0c\x63hat_history\x18\x04 \x03(\x0b\x32\x16.ragsvc.v1.ChatMessage\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x1d\n\x04mode\x18\x06 \x01(\x0e\x32\x0f.ragsvc.v1.Mode\x12\x15\n\rselected_text\x18\x07 \x01(\t\x12.\n\tretrieval\x18\x08 \x01(\x0b\x32\x1b.ragsvc.v1.RetrievalOptions\x12\x30\n\ngeneration\x18\t \x01(\x0b\x32\x1c.ragsvc.v1.GenerationOptions\x12\x0f\n\x07\x65xplain\x18\n \x01(\x08\x12\x0f\n\x07\x64ry_run\x18\x0b \x01(\x08\x12\x17\n\x0fidempotency_key\x18\x0c \x01(\t\x12\x1c\n\x0f\x66ollow_up_count\x18\r \x01(\x05H\x00\x88\x01\x01\x42\x12\n\x10_follow_up_count\"\x80\x01\n\x11\x41skStreamResponse\x12\x14\n\ntext_delta\x18\x01 \x01(\tH\x00\x12\'\n\x08\x63itation\x18\x02 \x01(\x0b\x32\x13.ragsvc.v1.CitationH\x00\x12#\n\x06\x61nswer\x18\x03 \x01(\x0b\x32\x11.ragsvc.v1.AnswerH\x00\x42\x07\n\x05\x65vent\"=\n\x0b\x43hatMessage\x12\x1d\n\x04role\x18\x01 \x01(\x0e\x32\x0f.ragsvc.v1.Role\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"\x8d\x01\n\x10RetrievalOptions\x12\x12\n\x05top_k\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x1c\n\x0fscore_threshold\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12)\n\x06\x66ilter\x18\x03 \x01(\x0b\x32\x19.ragsvc.v1.MetadataFilterB\x08\n\x06_top_kB\x12\n\x10_score_threshold\"T\n\x0eMetadataFilter\x12\x13\n\x0bsource_urls\x18\x01 \x03(\t\x12\x13\n\x0bpage_titles\x18\x02 \x03(\t\x12\x18\n\x10section_headings\x18\x03 \x03(\t\"\xda\x01\n\x11GenerationOptions\x12\r\n\x05model\x18\x01 \x01(\t\x12\x13\n\x0btemplate_id\x18\x02 \x01(\t\x12\x30\n\x0e\x63itation_style\x18\x03 \x01(\x0e\x32\x18.ragsvc.v1.CitationStyle\x12)\n\nstrictness\x18\x04 \x01(\x0e\x32\x15.ragsvc.v1.Strictness\x12\x18\n\x0btemperature\x18\x05 \x01(\x02H\x00\x88\x01\x01\x12\x11\n\x04seed\x18\x06 \x01(\x03H\x01\x88\x01\x01\x42\x0e\n\x0c_temperatureB\x07\n\x05_seed\"\x9c\x05\n\x06\x41nswer\x12\x0c\n\x04text\x18\x01 \x01(\t\x12&\n\tcitations\x18\x02 \x03(\x0b\x32\x13.ragsvc.v1.Citation\x12)\n\nconfidence\x18\x03 \x01(\x0b\x32\x15.ragsvc.v1.Confidence\x12!\n\x06\x61\x63tion\x18\x04 \x01(\x0e\x32\x11.ragsvc.v1.Action\x12%\n\x05route\x18\x05 \x01(\x0b\x32\x16.ragsvc.v1.RouteTarget\x12\x10\n\x08grounded\x18\x06 \x01(\x08\x12\x30\n\x0erefusal_reason\x18\x07 \x01(\x0e\x32\x18.ragsvc.v1.RefusalReason\x12\'\n\ncandidates\x18\x08 \x03(\x0b\x32\x13.ragsvc.v1.Citation\x12\r\n\x05model\x18\t \x01(\t\x12\x1f\n\x05usage\x18\n \x01(\x0b\x32\x10.ragsvc.v1.Usage\x12#\n\x07timings\x18\x0b \x01(\x0b\x32\x12.ragsvc.v1.Timings\x12\x1b\n\x13\x63ontext_chunks_used\x18\x0c \x01(\x05\x12\x1b\n\x13\x63ontext_tokens_used\x18\r \x01(\x05\x12\x1f\n\x17prompt_template_version\x18\x0e \x01(\t\x12\x1b\n\x13\x66ollow_up_questions\x18\x0f \x03(\t\x12%\n\x05\x66lags\x18\x10 \x01(\x0b\x32\x16.ragsvc.v1.AnswerFlags\x12\x12\n\nrequest_id\x18\x11 \x01(\t\x12+\n\x0b\x65xplanation\x18\x12 \x01(\x0b\x32\x16.ragsvc.v1.Explanation\x12*\n\x0bquery_class\x18\x13 \x01(\x0e\x32\x15.ragsvc.v1.QueryClass\x12\x19\n\x11\x63ost_estimate_usd\x18\x14 \x01(\x01\"\xb2\x03\n\x08\x43itation\x12\x0e\n\x06marker\x18\x01 \x01(\x05\x12\x11\n\tsource_id\x18\x02 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x03 \x01(\t\x12\x15\n\rdocument_name\x18\x04 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x05 \x01(\x05\x12\x18\n\x0bpage_number\x18\x06 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x07section\x18\x07 \x01(\tH\x01\x88\x01\x01\x12\x12\n\nsource_url\x18\x08 \x01(\t\x12\x17\n\x0frelevance_score\x18\t \x01(\x02\x12\x0f\n\x07snippet\x18\n \x01(\t\x12\x0c\n\x04text\x18\x0b \x01(\t\x12\x17\n\nchar_start\x18\x0c \x01(\x05H\x02\x88\x01\x01\x12\x15\n\x08\x63har_end\x18\r \x01(\x05H\x03\x88\x01\x01\x12\x17\n\nline_start\x18\x0e \x01(\x05H\x04\x88\x01\x01\x12\x15\n\x08line_end\x18\x0f \x01(\x05H\x05\x88\x01\x01\x12\x12\n\npage_title\x18\x10 \x01(\tB\x0e\n\x0c_page_numberB\n\n\x08_sectionB\r\n\x0b_char_startB\x0b\n\t_char_endB\r\n\x0b_line_startB\x0b\n\t_line_end\"O\n\nConfidence\x12\x0f\n\x07overall\x18\x01 \x01(\x02\x12\x11\n\tretrieval\x18\x02 \x01(\x02\x12\x10\n\x08\x63overage\x18\x03 \x01(\x02\x12\x0b\n\x03llm\x18\x04 \x01(\x02\"h\n\x0bRouteTarget\x12\x0b\n\x03tag\x18\x01 \x01(\t\x12\x15\n\rowner_user_id\x18\x02 \x01(\t\x12\x13\n\x0bowner_email\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x10\n\x08\x66\x61llback\x18\x05 \x01(\x08\"9\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\"\xd0\x02\n\x07Timings\x12,\n\tretrieval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12)\n\x06\x62udget\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\ngeneration\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x36\n\x13time_to_first_token\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12(\n\x05total\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12,\n\tembedding\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\nvalidation\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xa7\x01\n\x0b\x41nswerFlags\x12\x1e\n\x16hallucination_detected\x18\x01 \x01(\x08\x12\x1a\n\x12mitigation_applied\x18\x02 \x01(\x08\x12\x11\n\tcache_hit\x18\x03 \x01(\x08\x12\x10\n\x08\x64\x65graded\x18\x04 \x01(\x08\x12\x1b\n\x13injection_suspected\x18\x05 \x01(\x08\x12\x1a\n\x12redactions_applied\x18\x06 \x01(\x08\"x\n\x0b\x45xplanation\x12&\n\x06prompt\x18\x01 \x03(\x0b\x32\x16.ragsvc.v1.ChatMessage\x12*\n\rpacked_chunks\x18\x02 \x03(\x0b\x32\x13.ragsvc.v1.Citation\x12\x15\n\rprompt_tokens\x18\x03 \x01(\x05*F\n\x04Mode\x12\x14\n\x10MODE_UNSPECIFIED\x10\x00\x12\x10\n\x0cMODE_GENERAL\x10\x01\x12\x16\n\x12MODE_SELECTED_TEXT\x10\x02*P\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n\tROLE_USER\x10\x01\x12\x12\n\x0eROLE_ASSISTANT\x10\x02\x12\x0f\n\x0bROLE_SYSTEM\x10\x03*h\n\rCitationStyle\x12\x1e\n\x1a\x43ITATION_STYLE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x43ITATION_STYLE_MARKER\x10\x01\x12\x1c\n\x18\x43ITATION_STYLE_SOURCE_ID\x10\x02*n\n\nStrictness\x12\x1a\n\x16STRICTNESS_UNSPECIFIED\x10\x00\x12\x16\n\x12STRICTNESS_LENIENT\x10\x01\x12\x15\n\x11STRICTNESS_NORMAL\x10\x02\x12\x15\n\x11STRICTNESS_STRICT\x10\x03*\x97\x01\n\nQueryClass\x12\x1b\n\x17QUERY_CLASS_UNSPECIFIED\x10\x00\x12\x17\n\x13QUERY_CLASS_FACTUAL\x10\x01\x12\x1a\n\x16QUERY_CLASS_PROCEDURAL\x10\x02\x12\x1d\n\x19QUERY_CLASS_CLARIFICATION\x10\x03\x12\x18\n\x14QUERY_CLASS_GREETING\x10\x04*C\n\x06\x41\x63tion\x12\x16\n\x12\x41\x43TION_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x41\x43TION_CITE\x10\x01\x12\x10\n\x0c\x41\x43TION_ROUTE\x10\x02*\xa1\x02\n\rRefusalReason\x12\x1e\n\x1aREFUSAL_REASON_UNSPECIFIED\x10\x00\x12\x17\n\x13REFUSAL_REASON_NONE\x10\x01\x12\x1c\n\x18REFUSAL_REASON_NO_CHUNKS\x10\x02\x12\x1d\n\x19REFUSAL_REASON_SCORE_GATE\x10\x03\x12%\n!REFUSAL_REASON_UNSUPPORTED_ANSWER\x10\x04\x12$\n REFUSAL_REASON_INVALID_CITATIONS\x10\x05\x12#\n\x1fREFUSAL_REASON_NOT_IN_SELECTION\x10\x06\x12(\n$REFUSAL_REASON_INSUFFICIENT_EVIDENCE\x10\x07\x32\xab\x02\n\nRagService\x12\x34\n\x03\x41sk\x12\x15.ragsvc.v1.AskRequest\x1a\x16.ragsvc.v1.AskResponse\x12H\n\tAskStream\x12\x1b.ragsvc.v1.AskStreamRequest\x1a\x1c.ragsvc.v1.AskStreamResponse0\x01\x12I\n\nGetSession\x12\x1c.ragsvc.v1.GetSessionRequest\x1a\x1d.ragsvc.v1.GetSessionResponse\x12R\n\rDeleteSession\x12\x1f.ragsvc.v1.DeleteSessionRequest\x1a .ragsvc.v1.DeleteSessionResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragsvc.v1.rag_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MODE']._serialized_start=3550
-  _globals['_MODE']._serialized_end=3620
-  _globals['_ROLE']._serialized_start=3622
-  _globals['_ROLE']._serialized_end=3702
-  _globals['_CITATIONSTYLE']._serialized_start=3704
-  _globals['_CITATIONSTYLE']._serialized_end=3808
-  _globals['_STRICTNESS']._serialized_start=3810
-  _globals['_STRICTNESS']._serialized_end=3920
-  _globals['_QUERYCLASS']._serialized_start=3923
-  _globals['_QUERYCLASS']._serialized_end=4074
-  _globals['_ACTION']._serialized_start=4076
-  _globals['_ACTION']._serialized_end=4143
-  _globals['_REFUSALREASON']._serialized_start=4146
-  _globals['_REFUSALREASON']._serialized_end=4435
-  _globals['_ASKREQUEST']._serialized_start=75
-  _globals['_ASKREQUEST']._serialized_end=467
-  _globals['_ASKRESPONSE']._serialized_start=469
-  _globals['_ASKRESPONSE']._serialized_end=517
-  _globals['_ASKSTREAMREQUEST']._serialized_start=520
-  _globals['_ASKSTREAMREQUEST']._serialized_end=918
-  _globals['_ASKSTREAMRESPONSE']._serialized_start=921
-  _globals['_ASKSTREAMRESPONSE']._serialized_end=1049
-  _globals['_CHATMESSAGE']._serialized_start=1051
-  _globals['_CHATMESSAGE']._serialized_end=1112
-  _globals['_RETRIEVALOPTIONS']._serialized_start=1115
-  _globals['_RETRIEVALOPTIONS']._serialized_end=1256
-  _globals['_METADATAFILTER']._serialized_start=1258
-  _globals['_METADATAFILTER']._serialized_end=1342
-  _globals['_GENERATIONOPTIONS']._serialized_start=1345
-  _globals['_GENERATIONOPTIONS']._serialized_end=1563
-  _globals['_ANSWER']._serialized_start=1566
-  _globals['_ANSWER']._serialized_end=2234
-  _globals['_CITATION']._serialized_start=2237
-  _globals['_CITATION']._serialized_end=2671
-  _globals['_CONFIDENCE']._serialized_start=2673
-  _globals['_CONFIDENCE']._serialized_end=2752
-  _globals['_ROUTETARGET']._serialized_start=2754
-  _globals['_ROUTETARGET']._serialized_end=2858
-  _globals['_USAGE']._serialized_start=2860
-  _globals['_USAGE']._serialized_end=2917
-  _globals['_TIMINGS']._serialized_start=2920
-  _globals['_TIMINGS']._serialized_end=3256
-  _globals['_ANSWERFLAGS']._serialized_start=3259
-  _globals['_ANSWERFLAGS']._serialized_end=3426
-  _globals['_EXPLANATION']._serialized_start=3428
-  _globals['_EXPLANATION']._serialized_end=3548
-  _globals['_RAGSERVICE']._serialized_start=4438
-  _globals['_RAGSERVICE']._serialized_end=4578
+  _globals['_MODE']._serialized_start=4229
+  _globals['_MODE']._serialized_end=4299
+  _globals['_ROLE']._serialized_start=4301
+  _globals['_ROLE']._serialized_end=4381
+  _globals['_CITATIONSTYLE']._serialized_start=4383
+  _globals['_CITATIONSTYLE']._serialized_end=4487
+  _globals['_STRICTNESS']._serialized_start=4489
+  _globals['_STRICTNESS']._serialized_end=4599
+  _globals['_QUERYCLASS']._serialized_start=4602
+  _globals['_QUERYCLASS']._serialized_end=4753
+  _globals['_ACTION']._serialized_start=4755
+  _globals['_ACTION']._serialized_end=4822
+  _globals['_REFUSALREASON']._serialized_start=4825
+  _globals['_REFUSALREASON']._serialized_end=5114
+  _globals['_GETSESSIONREQUEST']._serialized_start=107
+  _globals['_GETSESSIONREQUEST']._serialized_end=223
+  _globals['_GETSESSIONRESPONSE']._serialized_start=225
+  _globals['_GETSESSIONRESPONSE']._serialized_end=307
+  _globals['_SESSION']._serialized_start=310
+  _globals['_SESSION']._serialized_end=495
+  _globals['_SESSIONTURN']._serialized_start=498
+  _globals['_SESSIONTURN']._serialized_end=640
+  _globals['_DELETESESSIONREQUEST']._serialized_start=642
+  _globals['_DELETESESSIONREQUEST']._serialized_end=703
+  _globals['_DELETESESSIONRESPONSE']._serialized_start=705
+  _globals['_DELETESESSIONRESPONSE']._serialized_end=751
+  _globals['_ASKREQUEST']._serialized_start=754
+  _globals['_ASKREQUEST']._serialized_end=1146
+  _globals['_ASKRESPONSE']._serialized_start=1148
+  _globals['_ASKRESPONSE']._serialized_end=1196
+  _globals['_ASKSTREAMREQUEST']._serialized_start=1199
+  _globals['_ASKSTREAMREQUEST']._serialized_end=1597
+  _globals['_ASKSTREAMRESPONSE']._serialized_start=1600
+  _globals['_ASKSTREAMRESPONSE']._serialized_end=1728
+  _globals['_CHATMESSAGE']._serialized_start=1730
+  _globals['_CHATMESSAGE']._serialized_end=1791
+  _globals['_RETRIEVALOPTIONS']._serialized_start=1794
+  _globals['_RETRIEVALOPTIONS']._serialized_end=1935
+  _globals['_METADATAFILTER']._serialized_start=1937
+  _globals['_METADATAFILTER']._serialized_end=2021
+  _globals['_GENERATIONOPTIONS']._serialized_start=2024
+  _globals['_GENERATIONOPTIONS']._serialized_end=2242
+  _globals['_ANSWER']._serialized_start=2245
+  _globals['_ANSWER']._serialized_end=2913
+  _globals['_CITATION']._serialized_start=2916
+  _globals['_CITATION']._serialized_end=3350
+  _globals['_CONFIDENCE']._serialized_start=3352
+  _globals['_CONFIDENCE']._serialized_end=3431
+  _globals['_ROUTETARGET']._serialized_start=3433
+  _globals['_ROUTETARGET']._serialized_end=3537
+  _globals['_USAGE']._serialized_start=3539
+  _globals['_USAGE']._serialized_end=3596
+  _globals['_TIMINGS']._serialized_start=3599
+  _globals['_TIMINGS']._serialized_end=3935
+  _globals['_ANSWERFLAGS']._serialized_start=3938
+  _globals['_ANSWERFLAGS']._serialized_end=4105
+  _globals['_EXPLANATION']._serialized_start=4107
+  _globals['_EXPLANATION']._serialized_end=4227
+  _globals['_RAGSERVICE']._serialized_start=5117
+  _globals['_RAGSERVICE']._serialized_end=5416
 # @@protoc_insertion_point(module_scope)

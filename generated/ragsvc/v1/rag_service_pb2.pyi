@@ -1,6 +1,7 @@
 import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -90,6 +91,70 @@ REFUSAL_REASON_UNSUPPORTED_ANSWER: RefusalReason
 REFUSAL_REASON_INVALID_CITATIONS: RefusalReason
 REFUSAL_REASON_NOT_IN_SELECTION: RefusalReason
 REFUSAL_REASON_INSUFFICIENT_EVIDENCE: RefusalReason
+
+class GetSessionRequest(_message.Message):
+    __slots__ = ("tenant_id", "session_id", "user_tags", "page_size", "page_token")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_TAGS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    session_id: str
+    user_tags: _containers.RepeatedScalarFieldContainer[str]
+    page_size: int
+    page_token: str
+    def __init__(self, tenant_id: _Optional[str] = ..., session_id: _Optional[str] = ..., user_tags: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class GetSessionResponse(_message.Message):
+    __slots__ = ("session", "next_page_token")
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    session: Session
+    next_page_token: str
+    def __init__(self, session: _Optional[_Union[Session, _Mapping]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class Session(_message.Message):
+    __slots__ = ("session_id", "tenant_id", "create_time", "update_time", "turns")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    tenant_id: str
+    create_time: _timestamp_pb2.Timestamp
+    update_time: _timestamp_pb2.Timestamp
+    turns: _containers.RepeatedCompositeFieldContainer[SessionTurn]
+    def __init__(self, session_id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., turns: _Optional[_Iterable[_Union[SessionTurn, _Mapping]]] = ...) -> None: ...
+
+class SessionTurn(_message.Message):
+    __slots__ = ("turn_number", "query", "answer", "cited_document_ids", "create_time")
+    TURN_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    CITED_DOCUMENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    turn_number: int
+    query: str
+    answer: str
+    cited_document_ids: _containers.RepeatedScalarFieldContainer[str]
+    create_time: _timestamp_pb2.Timestamp
+    def __init__(self, turn_number: _Optional[int] = ..., query: _Optional[str] = ..., answer: _Optional[str] = ..., cited_document_ids: _Optional[_Iterable[str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class DeleteSessionRequest(_message.Message):
+    __slots__ = ("tenant_id", "session_id")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    session_id: str
+    def __init__(self, tenant_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class DeleteSessionResponse(_message.Message):
+    __slots__ = ("turns_deleted",)
+    TURNS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    turns_deleted: int
+    def __init__(self, turns_deleted: _Optional[int] = ...) -> None: ...
 
 class AskRequest(_message.Message):
     __slots__ = ("query", "tenant_id", "user_tags", "chat_history", "session_id", "mode", "selected_text", "retrieval", "generation", "explain", "dry_run", "idempotency_key", "follow_up_count")

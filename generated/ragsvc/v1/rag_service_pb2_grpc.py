@@ -31,7 +31,8 @@ class RagServiceStub:
     Errors are gRPC status codes with google.rpc details (ErrorInfo with a stable `reason`,
     BadRequest field violations for bad input, RetryInfo when a retry may succeed):
     INVALID_ARGUMENT (VALIDATION_ERROR, MODEL_NOT_ALLOWED, TOKEN_BUDGET_EXCEEDED),
-    FAILED_PRECONDITION (MODEL_UNAVAILABLE), UNAVAILABLE (LLM_UNAVAILABLE, EMBEDDING_FAILED,
+    FAILED_PRECONDITION (MODEL_UNAVAILABLE, IDEMPOTENCY_KEY_REUSED), NOT_FOUND (a session that
+    does not exist or belongs to another caller), UNAVAILABLE (LLM_UNAVAILABLE, EMBEDDING_FAILED,
     RETRIEVAL_UNAVAILABLE), DEADLINE_EXCEEDED (LLM_TIMEOUT, DEADLINE), RESOURCE_EXHAUSTED
     (RATE_LIMITED, OVERLOADED). A refusal is not an error: it is an OK answer with
     `grounded = false` and a `refusal_reason`.
@@ -53,6 +54,16 @@ class RagServiceStub:
                 request_serializer=ragsvc_dot_v1_dot_rag__service__pb2.AskStreamRequest.SerializeToString,
                 response_deserializer=ragsvc_dot_v1_dot_rag__service__pb2.AskStreamResponse.FromString,
                 _registered_method=True)
+        self.GetSession = channel.unary_unary(
+                '/ragsvc.v1.RagService/GetSession',
+                request_serializer=ragsvc_dot_v1_dot_rag__service__pb2.GetSessionRequest.SerializeToString,
+                response_deserializer=ragsvc_dot_v1_dot_rag__service__pb2.GetSessionResponse.FromString,
+                _registered_method=True)
+        self.DeleteSession = channel.unary_unary(
+                '/ragsvc.v1.RagService/DeleteSession',
+                request_serializer=ragsvc_dot_v1_dot_rag__service__pb2.DeleteSessionRequest.SerializeToString,
+                response_deserializer=ragsvc_dot_v1_dot_rag__service__pb2.DeleteSessionResponse.FromString,
+                _registered_method=True)
 
 
 class RagServiceServicer:
@@ -61,7 +72,8 @@ class RagServiceServicer:
     Errors are gRPC status codes with google.rpc details (ErrorInfo with a stable `reason`,
     BadRequest field violations for bad input, RetryInfo when a retry may succeed):
     INVALID_ARGUMENT (VALIDATION_ERROR, MODEL_NOT_ALLOWED, TOKEN_BUDGET_EXCEEDED),
-    FAILED_PRECONDITION (MODEL_UNAVAILABLE), UNAVAILABLE (LLM_UNAVAILABLE, EMBEDDING_FAILED,
+    FAILED_PRECONDITION (MODEL_UNAVAILABLE, IDEMPOTENCY_KEY_REUSED), NOT_FOUND (a session that
+    does not exist or belongs to another caller), UNAVAILABLE (LLM_UNAVAILABLE, EMBEDDING_FAILED,
     RETRIEVAL_UNAVAILABLE), DEADLINE_EXCEEDED (LLM_TIMEOUT, DEADLINE), RESOURCE_EXHAUSTED
     (RATE_LIMITED, OVERLOADED). A refusal is not an error: it is an OK answer with
     `grounded = false` and a `refusal_reason`.
@@ -86,6 +98,28 @@ class RagServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSession(self, request, context):
+        """GetSession returns a stored conversation: the turns of a `session_id`, oldest first, paged.
+        A session belongs to the caller that created it (the API key, or without authentication
+        the client's address or certificate identity): any other caller gets NOT_FOUND, the same
+        error as for a session that does not exist. A turn whose evidence the caller's tags
+        (`user_tags`, or all of the key's) no longer cover is left out, as it is left out of the
+        prompt, so a page may hold fewer turns than `page_size`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSession(self, request, context):
+        """DeleteSession removes a stored conversation and all its turns (a user's right to be
+        forgotten): the session's owner, or a key with the admin scope for any session of its own
+        tenant. Any other caller gets NOT_FOUND, as for a session that does not exist. The audit
+        log of the answers is not changed: its rows are deleted by RAG_AUDIT_RETENTION_DAYS.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RagServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -98,6 +132,16 @@ def add_RagServiceServicer_to_server(servicer, server):
                     servicer.AskStream,
                     request_deserializer=ragsvc_dot_v1_dot_rag__service__pb2.AskStreamRequest.FromString,
                     response_serializer=ragsvc_dot_v1_dot_rag__service__pb2.AskStreamResponse.SerializeToString,
+            ),
+            'GetSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSession,
+                    request_deserializer=ragsvc_dot_v1_dot_rag__service__pb2.GetSessionRequest.FromString,
+                    response_serializer=ragsvc_dot_v1_dot_rag__service__pb2.GetSessionResponse.SerializeToString,
+            ),
+            'DeleteSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSession,
+                    request_deserializer=ragsvc_dot_v1_dot_rag__service__pb2.DeleteSessionRequest.FromString,
+                    response_serializer=ragsvc_dot_v1_dot_rag__service__pb2.DeleteSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -113,7 +157,8 @@ class RagService:
     Errors are gRPC status codes with google.rpc details (ErrorInfo with a stable `reason`,
     BadRequest field violations for bad input, RetryInfo when a retry may succeed):
     INVALID_ARGUMENT (VALIDATION_ERROR, MODEL_NOT_ALLOWED, TOKEN_BUDGET_EXCEEDED),
-    FAILED_PRECONDITION (MODEL_UNAVAILABLE), UNAVAILABLE (LLM_UNAVAILABLE, EMBEDDING_FAILED,
+    FAILED_PRECONDITION (MODEL_UNAVAILABLE, IDEMPOTENCY_KEY_REUSED), NOT_FOUND (a session that
+    does not exist or belongs to another caller), UNAVAILABLE (LLM_UNAVAILABLE, EMBEDDING_FAILED,
     RETRIEVAL_UNAVAILABLE), DEADLINE_EXCEEDED (LLM_TIMEOUT, DEADLINE), RESOURCE_EXHAUSTED
     (RATE_LIMITED, OVERLOADED). A refusal is not an error: it is an OK answer with
     `grounded = false` and a `refusal_reason`.
@@ -163,6 +208,60 @@ class RagService:
             '/ragsvc.v1.RagService/AskStream',
             ragsvc_dot_v1_dot_rag__service__pb2.AskStreamRequest.SerializeToString,
             ragsvc_dot_v1_dot_rag__service__pb2.AskStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragsvc.v1.RagService/GetSession',
+            ragsvc_dot_v1_dot_rag__service__pb2.GetSessionRequest.SerializeToString,
+            ragsvc_dot_v1_dot_rag__service__pb2.GetSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragsvc.v1.RagService/DeleteSession',
+            ragsvc_dot_v1_dot_rag__service__pb2.DeleteSessionRequest.SerializeToString,
+            ragsvc_dot_v1_dot_rag__service__pb2.DeleteSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -21,13 +21,14 @@ class Admission:
         self._default_tenant = default_tenant
 
     def admit(self, question: Question, call: CallContext) -> Question:
-        """The admitted question (reported on `call.report` with the injection patterns it matched); raises
-        PermissionDenied, InvalidRequest (ModelNotAllowed among them) or InjectionSuspected."""
+        """The admitted question, bound to its caller (reported on `call.report` with the injection patterns it
+        matched); raises PermissionDenied, InvalidRequest (ModelNotAllowed among them) or InjectionSuspected."""
         if call.principal is not None:
             question = call.principal.scope(question)
         question = validate_question(
             question, default_tenant=self._default_tenant, max_history_messages=self._settings.max_history_messages
         )
+        question = dataclasses.replace(question, caller=call.caller)
         if question.model:
             self._models.check_allowed(question.model)
         patterns = question_injection_patterns(question) if self._settings.injection_detection else ()

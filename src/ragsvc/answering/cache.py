@@ -13,8 +13,12 @@ INVALID_CITATIONS) come from one unlucky generation that a new call may well get
 left for the human they are routed to. Questions with chat history or a session, dry runs and explain requests
 bypass the cache.
 
-Idempotency (seed 003): a request carrying an idempotency key gets, within the cache window, the answer recorded
-for that key in its tenant, whatever it was; without a key, the derived key is the cache key above.
+Idempotency (seed 003, with Stripe's and AIP-155's semantics): an answer recorded for an idempotency key is bound
+to the caller that sent it (`Question.caller`: its key, or its peer without authentication) in its tenant, and
+to the fingerprint of its request (`request_fingerprint`: every field that changes the answer, the effective tags
+included, never the request id). The same key from the same caller with the same request replays the answer,
+whatever it was, until the replay store's TTL; from another caller it is another key (its own fresh answer,
+recorded for it); from the same caller with another request it is refused (`IdempotencyKeyReused`).
 
 Invalidation: any ingest or delete in a tenant drops that tenant's entries (`invalidate_tenant`), a template
 change drops the entries written from it (`invalidate_template`), a change of the ranking weights drops every
@@ -22,7 +26,8 @@ entry (`clear`). A per-tenant generation counter keeps an answer that was being 
 changed from being stored afterwards.
 
 Keys are strings the stores never look into: who may read an entry back is decided where its key is made
-(`cache_key`, `replay_key`), so binding replays to their caller (issue 16) changes those functions, not the stores.
+(`cache_key`: tenant and effective tags, so callers that read the same evidence share entries; `replay_key`: the
+caller). Each entry keeps the fingerprint of the request that wrote it, which the service compares on a replay.
 """
 
 from __future__ import annotations
@@ -40,8 +45,16 @@ from ragsvc.sanitize import clean_text
 
 
 @dataclass(frozen=True, slots=True)
-class _Entry:
+class Recorded:
+    """A stored answer and the fingerprint of the request that it answered."""
+
     answer: Answer
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    recorded: Recorded
     tenant_id: str
     templates: frozenset[str]  # the template id the request named and the version the answer was written from
     expires_at: float
@@ -53,9 +66,21 @@ def normalise_query(query: str) -> str:
 
 def cache_key(question: Question) -> str:
     """The cache key of a validated question (tenant resolved, text cleaned)."""
+    return _digest([question.tenant_id, *_answer_shaping(question)])
+
+
+def request_fingerprint(question: Question) -> str:
+    """What a request asks, canonically: every field that changes its answer (the effective tags, history,
+    session and explain/dry-run included); not its request id, idempotency key, tenant or caller."""
+    history = [[message.role.value, message.content] for message in question.chat_history]
+    extra = [history, question.session_id, question.dry_run, question.explain, question.follow_up_count]
+    return _digest([*_answer_shaping(question), *extra])
+
+
+def _answer_shaping(question: Question) -> list[object]:
+    """The fields of a question that shape a cacheable answer (the tenant aside)."""
     filters = question.filters
-    parts = [
-        question.tenant_id,
+    return [
         normalise_query(question.query),
         question.template_id,
         question.top_k,
@@ -70,6 +95,9 @@ def cache_key(question: Question) -> str:
         question.temperature,
         question.seed,
     ]
+
+
+def _digest(parts: list[object]) -> str:
     return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -89,14 +117,14 @@ def keeps_every_answer(answer: Answer) -> bool:
 
 
 def replay_key(question: Question) -> str:
-    """The key of an idempotent retry: the caller's idempotency key, within its tenant."""
-    return hashlib.sha256(json.dumps([question.tenant_id, question.idempotency_key]).encode()).hexdigest()
+    """The key of an idempotent retry: the idempotency key of this caller, in its tenant."""
+    return _digest([question.tenant_id, question.caller, question.idempotency_key])
 
 
 class AnswerStore(Protocol):
     """Answers by key: the answer cache, and the idempotent replays (another instance, admitting every answer)."""
 
-    async def get(self, key: str) -> Answer | None:
+    async def get(self, key: str) -> Recorded | None:
         """The answer stored under `key`, None when there is none (or it expired)."""
         ...
 
@@ -143,7 +171,7 @@ class MemoryAnswerCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    async def get(self, key: str) -> Answer | None:
+    async def get(self, key: str) -> Recorded | None:
         entry = self._entries.get(key)
         if entry is None:
             return None
@@ -151,7 +179,7 @@ class MemoryAnswerCache:
             del self._entries[key]
             return None
         self._entries.move_to_end(key)
-        return entry.answer
+        return entry.recorded
 
     async def generation(self, tenant_id: str) -> int:
         return self._generation(tenant_id)
@@ -160,7 +188,8 @@ class MemoryAnswerCache:
         if not self._admits(answer) or generation != self._generation(question.tenant_id):
             return False
         templates = frozenset(t for t in (question.template_id, answer.template_version) if t)
-        self._entries[key] = _Entry(answer, question.tenant_id, templates, self._clock() + self.ttl_s)
+        recorded = Recorded(answer, request_fingerprint(question))
+        self._entries[key] = _Entry(recorded, question.tenant_id, templates, self._clock() + self.ttl_s)
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)

@@ -21,9 +21,18 @@ class AnswerReport:
 @dataclass(frozen=True, slots=True)
 class CallContext:
     """One call as the answering service sees it. `deadline` is the caller's, on the event loop's clock (None:
-    it set none); `principal` is the authenticated key (None: authentication is off)."""
+    it set none); `principal` is the authenticated key (None: authentication is off); `peer` is who the transport
+    says called (its client certificate's identity, else its address without the port)."""
 
     request_id: str
     principal: Principal | None = None
     deadline: float | None = None
     report: AnswerReport = field(default_factory=AnswerReport)
+    peer: str = ""
+
+    @property
+    def caller(self) -> str:
+        """Who made the call, as stored state (replays, sessions) is bound to it: the key, else the peer."""
+        if self.principal is not None:
+            return f"key:{self.principal.tenant_id}/{self.principal.name}"
+        return f"peer:{self.peer}"

@@ -96,7 +96,7 @@ class Pipeline:
             answer = assemble.gate_refusal(
                 question, retrieved, refusal, verdict, await self._route(verdict), prompt, timings, text=text
             )
-            await self._conversation.remember(question, answer)
+            await self._conversation.remember(question, answer, retrieval)
             yield answer
             return
 
@@ -138,7 +138,7 @@ class Pipeline:
         answer = assemble.answer(
             question, retrieved, generated, validated, route, prompt, timings, self._generation.prices
         )
-        await self._conversation.remember(question, answer)
+        await self._conversation.remember(question, answer, retrieval)
         yield answer
 
     async def _route(self, verdict: Verdict) -> RouteTarget | None:

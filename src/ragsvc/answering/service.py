@@ -3,7 +3,9 @@
     admit -> replay of its idempotency key | cached answer | the pipeline -> cache and replay store -> audit log
 
 A replayed or cached answer comes back as the pipeline's would: one text delta, its citations, then the Answer
-(with `flags.cache_hit`). The audit log gets a row for every outcome, refusals and failures included.
+(with `flags.cache_hit`). A replay is the caller's own (see `cache.replay_key`); its key sent again with another
+request is refused with IdempotencyKeyReused. The audit log gets a row for every outcome, refusals and failures
+included.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ import time
 from collections.abc import AsyncGenerator
 
 from ragsvc.answering.admission import Admission
-from ragsvc.answering.cache import AnswerStore, bypasses_cache, cache_key, replay_key
+from ragsvc.answering.cache import AnswerStore, bypasses_cache, cache_key, replay_key, request_fingerprint
 from ragsvc.answering.context import CallContext
 from ragsvc.answering.pipeline import Pipeline
 from ragsvc.domain import Answer, Event, Flags, Question, TextDelta, Timings
-from ragsvc.errors import RagError
+from ragsvc.errors import IdempotencyKeyReused, RagError
 from ragsvc.storage.answers import AnswerLog
 
 
@@ -63,7 +65,13 @@ class AnsweringService:
             stored = await store.get(key)
             if stored is None:
                 continue
-            answer = _as_served(stored, question, report.injection_patterns, (time.perf_counter() - started) * 1000)
+            if store is self._replays and stored.fingerprint != request_fingerprint(question):
+                raise IdempotencyKeyReused(
+                    "this idempotency key was used for another request: send a new key with a changed request",
+                    metadata={"idempotency_key": question.idempotency_key},
+                )
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            answer = _as_served(stored.answer, question, report.injection_patterns, elapsed_ms)
             report.cache_hit, report.answer = True, answer
             if answer.text:
                 yield TextDelta(answer.text)

@@ -1,6 +1,7 @@
 """Settings: typed, grouped per component, read from the environment and validated once (see `settings`)."""
 
 from ragsvc.config.settings import (
+    POSTGRES_SCHEMES,
     BudgetSettings,
     EmbedderKind,
     GenerationSettings,
@@ -16,6 +17,7 @@ from ragsvc.config.settings import (
 )
 
 __all__ = [
+    "POSTGRES_SCHEMES",
     "BudgetSettings",
     "EmbedderKind",
     "GenerationSettings",

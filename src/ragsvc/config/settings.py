@@ -40,9 +40,10 @@ from ragsvc.model_table import DEFAULT_MODELS, ModelLimits, parse_model_table
 from ragsvc.pricing import PriceTable
 from ragsvc.prompts import DEFAULT_TEMPLATE, TEMPLATES
 from ragsvc.sanitize import MAX_FOLLOW_UPS, MAX_HISTORY_MESSAGES, TOP_K_RANGE
-from ragsvc.storage.database import POSTGRES_SCHEMES
 
 _T = TypeVar("_T")
+# The URL schemes of RAG_DATABASE_URL that name a PostgreSQL server (storage.database opens them).
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 _log = logging.getLogger(__name__)
 
@@ -201,6 +202,9 @@ class HardeningSettings(Group):
         1000, "RAG_CACHE_MAX_ENTRIES", "answers kept in the in-memory cache; 0: no cache", ge=0
     )
     cache_ttl_s: float = env(3600.0, "RAG_CACHE_TTL_SECONDS", "how long a cached answer may be served", gt=0)
+    idempotency_ttl_s: float = env(
+        86400.0, "RAG_IDEMPOTENCY_TTL_SECONDS", "how long an idempotency key replays its caller's recorded answer", gt=0
+    )
     request_log: bool = env(True, "RAG_REQUEST_LOG", "log one JSON line per call (logger ragsvc.requests)")
     metrics_port: int = env(
         0, "RAG_METRICS_PORT", "serve Prometheus /metrics on this port (same host); 0: off", ge=0, le=65535

@@ -182,6 +182,11 @@ class EdgeEngine:
             exists = (path / "edge_config.json").exists()
             shard = qe.EdgeShard.load(str(path), config) if exists else qe.EdgeShard.create(str(path), config)
         except Exception as exc:
+            if "WouldBlock" in str(exc):  # the WAL's lock: another process has the shard open
+                raise RetrievalUnavailable(
+                    f"the vector store at {path} is in use by another process "
+                    "(another `ragsvc serve` on the same RAG_DATA_DIR?)"
+                ) from exc
             raise RetrievalUnavailable(f"cannot open the vector store at {path}: {exc}") from exc
         # Only now, owning the shard (its WAL lock), drop what an interrupted build or swap left behind.
         shutil.rmtree(previous, ignore_errors=True)

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
+from ragsvc.access import Evidence
 from ragsvc.domain import Chunk, DocumentSource, RetrievalQuery, StoredDocument
 from ragsvc.lexical import index_terms
 from ragsvc.retrieval.base import Candidate
@@ -71,6 +72,14 @@ class AccessPolicy:
 
     def may_read(self, chunk: Chunk, user_tags: Sequence[str]) -> bool:
         return not chunk.confidential or self.clearance_tag in user_tags
+
+    def covers(self, evidence: Evidence, user_tags: Sequence[str]) -> bool:
+        """Whether a caller holding `user_tags` could read every chunk `evidence` describes (the engines' filter
+        and the redaction above, applied to what an answer was drawn from)."""
+        tags = set(user_tags)
+        visible = all(tags.intersection(chunk_tags) if chunk_tags else self.untagged_visible
+                      for chunk_tags in evidence.tag_sets)  # fmt: skip
+        return visible and (not evidence.confidential or self.clearance_tag in tags)
 
 
 def redact(chunk: Chunk) -> Chunk:

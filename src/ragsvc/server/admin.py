@@ -1,7 +1,9 @@
-"""AdminService (seed 003 "Admin Controls") over gRPC: prompt templates, ranking weights and the dry run.
+"""AdminService (seed 003 "Admin Controls") over gRPC: prompt templates, ranking weights, the tag-owner directory
+and the dry run.
 
 Transport only: resource names, field masks and pages are read here (Google AIP style); what they ask is done
-by `management.templates.TemplateCatalog`, `management.ranking.RankingControl` and, for SimulateAsk, the
+by `management.templates.TemplateCatalog`, `management.ranking.RankingControl`,
+`management.owners.OwnerControl` and, for SimulateAsk, the
 answering service itself (the Ask's own path with `dry_run` and `explain`, recorded in the audit log like any
 dry run).
 
@@ -15,40 +17,47 @@ import contextlib
 import dataclasses
 from collections.abc import Sequence
 
-from google.protobuf import field_mask_pb2, timestamp_pb2
+from google.protobuf import field_mask_pb2
 
 from ragsvc import domain
 from ragsvc.answering.service import AnsweringService
 from ragsvc.errors import FieldViolation, InvalidRequest
+from ragsvc.management.owners import OwnerControl
 from ragsvc.management.ranking import RankingControl
 from ragsvc.management.templates import TEMPLATE_FIELDS, TemplateCatalog, TemplateChange, TemplateEntry
 from ragsvc.model_table import ModelLimits
 from ragsvc.retrieval.quality import RankingWeights
 from ragsvc.server.boundary import call_context, unary_boundary
 from ragsvc.server.interceptors import Context
+from ragsvc.server.pages import page_after, page_size_of, page_token
+from ragsvc.storage.owners import TagOwner
 from ragsvc.v1 import admin_service_pb2 as admin_pb
 from ragsvc.v1 import admin_service_pb2_grpc as admin_grpc
 from ragsvc.wire import convert
 
 TEMPLATE_COLLECTION = "promptTemplates/"
+TAG_OWNER_COLLECTION = "tagOwners/"
 WEIGHTS_NAME = "rankingWeights"
 WEIGHT_FIELDS = ("similarity_weight", "recency_weight", "trust_weight")
-DEFAULT_PAGE_SIZE = 100
-MAX_PAGE_SIZE = 1000
+
+
+def resource_id_of(name: str, collection: str, id_name: str, field: str = "name") -> str:
+    """The id in "{collection}{id}"; InvalidRequest naming `field` when `name` is not of that form."""
+    resource_id = name.removeprefix(collection)
+    if not name.startswith(collection) or not resource_id:
+        raise InvalidRequest([FieldViolation(field, f'must be "{collection}{{{id_name}}}"')])
+    return resource_id
 
 
 def template_id_of(name: str, field: str = "name") -> str:
     """The id in "promptTemplates/{id}"; InvalidRequest naming `field` when `name` is not of that form."""
-    template_id = name.removeprefix(TEMPLATE_COLLECTION)
-    if not name.startswith(TEMPLATE_COLLECTION) or not template_id:
-        raise InvalidRequest([FieldViolation(field, f'must be "{TEMPLATE_COLLECTION}{{prompt_template_id}}"')])
-    return template_id
+    return resource_id_of(name, TEMPLATE_COLLECTION, "prompt_template_id", field)
 
 
-def _timestamp(value: object) -> timestamp_pb2.Timestamp:
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(value)  # type: ignore[arg-type]
-    return stamp
+def _tag_owner_to_proto(owner: TagOwner) -> admin_pb.TagOwner:
+    return admin_pb.TagOwner(
+        name=TAG_OWNER_COLLECTION + owner.tag, owner_user_id=owner.owner_user_id, owner_email=owner.owner_email
+    )
 
 
 def _template_to_proto(entry: TemplateEntry) -> admin_pb.PromptTemplate:
@@ -61,8 +70,8 @@ def _template_to_proto(entry: TemplateEntry) -> admin_pb.PromptTemplate:
         built_in=entry.built_in,
     )
     if stored is not None:
-        message.create_time.CopyFrom(_timestamp(stored.created_at))
-        message.update_time.CopyFrom(_timestamp(stored.updated_at))
+        message.create_time.CopyFrom(convert.timestamp_of(stored.created_at))
+        message.update_time.CopyFrom(convert.timestamp_of(stored.updated_at))
     return message
 
 
@@ -97,12 +106,14 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
         *,
         templates: TemplateCatalog,
         ranking: RankingControl,
+        owners: OwnerControl,
         answering: AnsweringService,
         default_model: str,
         model_limits: dict[str, ModelLimits],
     ) -> None:
         self._templates = templates
         self._ranking = ranking
+        self._owners = owners
         self._answering = answering
         self._default_model = default_model
         self._model_limits = model_limits
@@ -128,9 +139,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
     async def ListPromptTemplates(
         self, request: admin_pb.ListPromptTemplatesRequest, context: Context
     ) -> admin_pb.ListPromptTemplatesResponse:
-        if not 0 <= request.page_size <= MAX_PAGE_SIZE:
-            raise InvalidRequest([FieldViolation("page_size", f"must be 0 to {MAX_PAGE_SIZE}")])
-        size = request.page_size or DEFAULT_PAGE_SIZE
+        size = page_size_of(request.page_size)
         start = 0
         if request.page_token:
             try:
@@ -216,3 +225,22 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
             reserve = limits.max_response_tokens if limits is not None else 0
             response.estimated_tokens = answer.explanation.prompt_tokens + reserve
         return response
+
+    @unary_boundary
+    async def ListTagOwners(self, request: admin_pb.ListTagOwnersRequest, context: Context) -> admin_pb.ListTagOwnersResponse:
+        size = page_size_of(request.page_size)
+        owners = await self._owners.list(after=page_after(request.page_token, TAG_OWNER_COLLECTION), limit=size)
+        token = page_token(TAG_OWNER_COLLECTION, owners[-1].tag) if len(owners) == size else ""
+        return admin_pb.ListTagOwnersResponse(tag_owners=[_tag_owner_to_proto(owner) for owner in owners], next_page_token=token)
+
+    @unary_boundary
+    async def SetTagOwner(self, request: admin_pb.SetTagOwnerRequest, context: Context) -> admin_pb.SetTagOwnerResponse:
+        given = request.tag_owner
+        tag = resource_id_of(given.name, TAG_OWNER_COLLECTION, "tag", "tag_owner.name")
+        owner = await self._owners.set(TagOwner(tag, given.owner_user_id, given.owner_email))
+        return admin_pb.SetTagOwnerResponse(tag_owner=_tag_owner_to_proto(owner))
+
+    @unary_boundary
+    async def DeleteTagOwner(self, request: admin_pb.DeleteTagOwnerRequest, context: Context) -> admin_pb.DeleteTagOwnerResponse:
+        await self._owners.delete(resource_id_of(request.name, TAG_OWNER_COLLECTION, "tag"))
+        return admin_pb.DeleteTagOwnerResponse()

@@ -44,7 +44,7 @@ _log = logging.getLogger(__name__)
 def build_servicers(components: Components) -> tuple[RagServicer, IndexServicer, AdminServicer]:
     """The servicers over `components`, as the server serves them (in-process tests drive the same ones)."""
     settings = components.settings
-    rag = RagServicer(components.answering)
+    rag = RagServicer(components.answering, components.conversation, default_tenant=settings.server.default_tenant)
     uploads = UploadStaging(settings.server.data_dir / "uploads", max_bytes=settings.ingest.max_document_bytes)
     index = IndexServicer(
         components.indexer,
@@ -56,6 +56,7 @@ def build_servicers(components: Components) -> tuple[RagServicer, IndexServicer,
     admin = AdminServicer(
         templates=components.templates,
         ranking=components.ranking,
+        owners=components.owners,
         answering=components.answering,
         default_model=settings.generation.chat_model,
         model_limits=settings.generation.model_limits,

@@ -34,11 +34,23 @@ def call_state(context: Context) -> CallState:
 
 
 def call_context(context: Context) -> CallContext:
-    """What the answering service needs of this call: its request id, principal, deadline and report."""
+    """What the answering service needs of this call: its request id, principal, deadline, report and peer."""
     state = call_state(context)
     remaining = context.time_remaining()
     deadline = None if remaining is None else asyncio.get_running_loop().time() + remaining
-    return CallContext(state.request_id, state.principal, deadline, state.report)
+    return CallContext(state.request_id, state.principal, deadline, state.report, peer_identity(context))
+
+
+def peer_identity(context: Context) -> str:
+    """Who called, as the transport knows it: the identity of its client certificate (mutual TLS), else its
+    address without the port (a client's next connection comes from another port)."""
+    identities = list(context.peer_identities() or ())
+    if identities:
+        return "tls:" + ",".join(identity.decode(errors="replace") for identity in identities)
+    peer = context.peer() or ""
+    if peer.startswith(("ipv4:", "ipv6:")):
+        return peer.rpartition(":")[0]
+    return peer
 
 
 async def _abort(context: Context, exc: Exception) -> None:

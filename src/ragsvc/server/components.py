@@ -43,6 +43,7 @@ from ragsvc.generation.openai_compat import OpenAICompatGenerator
 from ragsvc.ingest.indexer import Indexer
 from ragsvc.ingest.loaders import source_documents_from_paths
 from ragsvc.management import ranking, templates
+from ragsvc.management.owners import OwnerControl
 from ragsvc.management.ranking import RankingControl
 from ragsvc.management.templates import TemplateCatalog
 from ragsvc.prompts import TemplateRegistry
@@ -94,6 +95,8 @@ class Components:
     retention: RetentionJob
     shared: SharedState | None  # Redis, when RAG_REDIS_URL is set
     rate_limit: RateLimit | None  # the limit of all replicas together, on Redis (None: the server's own)
+    conversation: Conversation  # the stored sessions, as their callers may read and delete them
+    owners: OwnerControl  # the tag-owner directory
 
     def probes(self) -> Mapping[str, Probe]:
         """The health probe of each dependency, by its health name (`redis` only when Redis is configured)."""
@@ -154,7 +157,8 @@ async def open_components(settings: Settings, *, embedder: Embedder | None = Non
         registry = TemplateRegistry()  # the built-ins, and this server's custom templates once loaded
         catalog, weights = await open_management(database, registry, retriever, cache, shared)
 
-        pipeline = build_pipeline(settings, retriever, generator, models, registry, owners, sessions)
+        conversation = Conversation(sessions, retrieval_access(settings))
+        pipeline = build_pipeline(settings, retriever, generator, models, registry, owners, conversation)
         answering = AnsweringService(
             pipeline,
             Admission(settings.hardening, models, default_tenant=settings.server.default_tenant),
@@ -170,7 +174,8 @@ async def open_components(settings: Settings, *, embedder: Embedder | None = Non
         )
         yield Components(
             settings, embedder, engine, retriever, generator, database, answers, indexer, answering,
-            catalog, weights, cache, retention, shared, global_rate_limit(settings, shared),
+            catalog, weights, cache, retention, shared, global_rate_limit(settings, shared), conversation,
+            OwnerControl(owners),
         )  # fmt: skip
 
 
@@ -222,17 +227,17 @@ async def open_management(
 
 
 def answer_stores(settings: Settings, shared: SharedState | None) -> tuple[AnswerStore | None, AnswerStore | None]:
-    """The answer cache and the replay store: on Redis when it is configured, else in memory; none when
-    RAG_CACHE_MAX_ENTRIES is 0."""
+    """The answer cache and the replay store (kept RAG_IDEMPOTENCY_TTL_SECONDS): on Redis when it is configured,
+    else in memory; none when RAG_CACHE_MAX_ENTRIES is 0."""
     hardening = settings.hardening
     if hardening.cache_max_entries == 0:
         return None, None
     if shared is not None:
-        return shared.answer_stores(ttl_s=hardening.cache_ttl_s)
+        return shared.answer_stores(ttl_s=hardening.cache_ttl_s, replay_ttl_s=hardening.idempotency_ttl_s)
     return (
         MemoryAnswerCache(max_entries=hardening.cache_max_entries, ttl_s=hardening.cache_ttl_s),
         MemoryAnswerCache(
-            max_entries=hardening.cache_max_entries, ttl_s=hardening.cache_ttl_s, admits=keeps_every_answer
+            max_entries=hardening.cache_max_entries, ttl_s=hardening.idempotency_ttl_s, admits=keeps_every_answer
         ),
     )
 
@@ -253,7 +258,7 @@ def build_pipeline(
     models: ModelCatalog,
     templates: TemplateRegistry,
     owners: OwnerDirectory,
-    sessions: SessionStore | None,
+    conversation: Conversation,
 ) -> Pipeline:
     """The pipeline's stages over the given components."""
     generation = settings.generation
@@ -276,7 +281,7 @@ def build_pipeline(
         generate=generate,
         validate=ValidateStage(policy, generate, packer, templates, generation),
         policy=policy,
-        conversation=Conversation(sessions),
+        conversation=conversation,
         owners=owners,
         templates=templates,
         server=settings.server,
@@ -332,10 +337,16 @@ async def open_embedder(settings: Settings) -> Embedder:
     return served
 
 
+def retrieval_access(settings: Settings) -> AccessPolicy:
+    """Who sees and reads what within a tenant (RAG_UNTAGGED_VISIBLE, RAG_CLEARANCE_TAG)."""
+    retrieval = settings.retrieval
+    return AccessPolicy(untagged_visible=retrieval.untagged_visible, clearance_tag=retrieval.clearance_tag)
+
+
 async def open_engine(settings: Settings, embedder: Embedder, *, injected: bool) -> VectorEngine:
     """The Qdrant server engine when RAG_QDRANT_URL is set, else the embedded qdrant-edge shard."""
     retrieval = settings.retrieval
-    access = AccessPolicy(untagged_visible=retrieval.untagged_visible, clearance_tag=retrieval.clearance_tag)
+    access = retrieval_access(settings)
     if retrieval.qdrant_url:
         return await QdrantServerEngine.connect(
             retrieval.qdrant_url,

@@ -1,25 +1,29 @@
-"""RagService and IndexService: convert proto -> domain, call the domain, convert back. Transport only."""
+"""RagService and IndexService: convert proto -> domain, call the domain, convert back. Transport only.
+
+A session's turns are read and deleted by `answering.conversation.Conversation`, bound to the caller as the Asks
+that stored them were."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
 import hashlib
-import json
 from collections.abc import AsyncIterator
 
 from ragsvc import domain
 from ragsvc.answering.cache import AnswerStore
+from ragsvc.answering.context import CallContext
+from ragsvc.answering.conversation import Conversation
 from ragsvc.answering.service import AnsweringService
 from ragsvc.errors import FieldViolation, InvalidRequest, NotFound
 from ragsvc.ingest.indexer import Indexer
 from ragsvc.ingest.uploads import UploadStaging
 from ragsvc.retrieval.base import VectorEngine
-from ragsvc.sanitize import validate_document_id, validate_documents
-from ragsvc.server.admin import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from ragsvc.sanitize import validate_document_id, validate_documents, validate_session_id
 from ragsvc.server.boundary import call_context, call_state, stream_boundary, unary_boundary
 from ragsvc.server.interceptors import Context
+from ragsvc.server.pages import BAD_PAGE_TOKEN, page_after, page_size_of, page_token
+from ragsvc.storage.sessions import SessionKey
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc as index_grpc
 from ragsvc.v1 import rag_service_pb2 as pb
@@ -28,8 +32,10 @@ from ragsvc.wire import convert
 
 
 class RagServicer(rag_grpc.RagServiceServicer):
-    def __init__(self, answering: AnsweringService) -> None:
+    def __init__(self, answering: AnsweringService, conversation: Conversation, *, default_tenant: str) -> None:
         self._answering = answering
+        self._conversation = conversation  # stored sessions, read back and deleted
+        self._default_tenant = default_tenant
 
     @unary_boundary
     async def Ask(self, request: pb.AskRequest, context: Context) -> pb.AskResponse:
@@ -51,6 +57,36 @@ class RagServicer(rag_grpc.RagServiceServicer):
         async with contextlib.aclosing(self._answering.answer(question, call)) as events:
             async for event in events:
                 yield convert.event_to_proto(event)
+
+    def _session(self, tenant_id: str, session_id: str, call: CallContext) -> SessionKey:
+        """The session a request names: in the key's tenant (the interceptor refused another), else the one it
+        names or the server's default."""
+        validate_session_id(session_id)
+        tenant = call.principal.tenant_id if call.principal is not None else tenant_id.strip()
+        return SessionKey(tenant or self._default_tenant, session_id)
+
+    @unary_boundary
+    async def GetSession(self, request: pb.GetSessionRequest, context: Context) -> pb.GetSessionResponse:
+        call = call_context(context)
+        key = self._session(request.tenant_id, request.session_id, call)
+        tags = tuple(tag.strip() for tag in request.user_tags)
+        if call.principal is not None:
+            tags = call.principal.reading_tags(tags)
+        size = page_size_of(request.page_size)
+        scope = f"{key.tenant_id}/{key.session_id}"
+        after = page_after(request.page_token, scope)
+        if not after.isdigit() and after:
+            raise InvalidRequest([BAD_PAGE_TOKEN])
+        page = await self._conversation.read(key, call.caller, tags, after_seq=int(after or 0), limit=size)
+        token = "" if page.next_after is None else page_token(scope, str(page.next_after))
+        return pb.GetSessionResponse(session=convert.session_to_proto(page), next_page_token=token)
+
+    @unary_boundary
+    async def DeleteSession(self, request: pb.DeleteSessionRequest, context: Context) -> pb.DeleteSessionResponse:
+        call = call_context(context)
+        key = self._session(request.tenant_id, request.session_id, call)
+        admin = call.principal is not None and call.principal.can_admin
+        return pb.DeleteSessionResponse(turns_deleted=await self._conversation.forget(key, call.caller, tenant_admin=admin))
 
 
 class IndexServicer(index_grpc.IndexServiceServicer):
@@ -114,11 +150,10 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         self, request: index_pb.ListDocumentsRequest, context: Context
     ) -> index_pb.ListDocumentsResponse:
         tenant = self._tenant(request.tenant_id, context)
-        if not 0 <= request.page_size <= MAX_PAGE_SIZE:
-            raise InvalidRequest([FieldViolation("page_size", f"must be 0 to {MAX_PAGE_SIZE}")])
-        after = _page_after(request.page_token, tenant)
-        page = await self._engine.list_documents(tenant, after=after, limit=request.page_size or DEFAULT_PAGE_SIZE)
-        token = "" if page.next_after is None else _page_token(tenant, page.next_after)
+        size = page_size_of(request.page_size)
+        after = page_after(request.page_token, tenant)
+        page = await self._engine.list_documents(tenant, after=after, limit=size)
+        token = "" if page.next_after is None else page_token(tenant, page.next_after)
         return index_pb.ListDocumentsResponse(
             documents=[convert.stored_document_to_proto(d) for d in page.documents], next_page_token=token
         )
@@ -199,22 +234,3 @@ def _check_piece(
     if message.write_offset != received and not (message is first and message.write_offset == 0):
         violation = f"is {message.write_offset}, but the server holds {received} bytes of this upload"
         raise InvalidRequest([FieldViolation("write_offset", violation)])
-
-
-def _page_token(tenant: str, after: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"tenant": tenant, "after": after}).encode()).decode()
-
-
-def _page_after(token: str, tenant: str) -> str:
-    """The document id a page token continues after ("" without a token). Raises InvalidRequest for a token this
-    server did not give for this tenant's listing."""
-    if not token:
-        return ""
-    try:
-        decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
-        after, token_tenant = decoded["after"], decoded["tenant"]
-    except (ValueError, TypeError, KeyError):
-        after = token_tenant = None
-    if not isinstance(after, str) or token_tenant != tenant:
-        raise InvalidRequest([FieldViolation("page_token", "not a token this server returned for this tenant")])
-    return after

@@ -3,7 +3,8 @@ none serves any more. The `ragsvc.answering.cache.AnswerStore` that `MemoryAnswe
 what is admitted, the per-tenant generation that keeps an answer computed during an ingest from being stored).
 
 Layout under `prefix` (a hash tag, so every key of one cache lives in one cluster slot):
-- `{prefix}:e:<key>`: a cached answer (JSON, ragsvc.shared.codec), expiring after the TTL;
+- `{prefix}:e:<key>`: a cached answer with the fingerprint of its request (JSON, ragsvc.shared.codec: a
+  `Recorded`), expiring after the TTL;
 - `{prefix}:gen:<tenant>`: the tenant's generation, a counter raised by every invalidation of the tenant;
 - `{prefix}:t:<tenant>`, `{prefix}:tpl:<template>`: the entry keys written for a tenant and from a template.
 `put` (checking the generation), `invalidate_tenant` and `invalidate_template` are Lua scripts, atomic on the
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
 
+from ragsvc.answering.cache import Recorded, request_fingerprint
 from ragsvc.domain import Answer, Question
 from ragsvc.shared.codec import decode, encode
 from ragsvc.shared.guard import RedisGuard
@@ -85,14 +87,14 @@ class RedisAnswerCache:
         self._drop_script = guard.client.register_script(_DROP)
         self._missed = _Missed()
 
-    async def get(self, key: str) -> Answer | None:
+    async def get(self, key: str) -> Recorded | None:
         if not await self._caught_up():
             return None
         data = await self._guard.run(lambda r: r.get(self._entry(key)), None)
         if data is None:
             return None
         try:
-            return decode(data, Answer)
+            return decode(data, Recorded)
         except (ValueError, TypeError, KeyError) as exc:  # written by another release, or damaged: a miss
             _log.warning("dropping an unreadable cache entry: %s", exc)
             await self._guard.run(lambda r: r.delete(self._entry(key)), 0)
@@ -112,7 +114,8 @@ class RedisAnswerCache:
         templates = sorted({t for t in (question.template_id, answer.template_version) if t})
         keys = [self._entry(key), self._generation(question.tenant_id), self._tenant(question.tenant_id),
                 *(self._template(t) for t in templates)]  # fmt: skip
-        args: list[str | int | bytes] = [generation, max(1, round(self.ttl_s * 1000)), encode(answer)]
+        recorded = Recorded(answer, request_fingerprint(question))
+        args: list[str | int | bytes] = [generation, max(1, round(self.ttl_s * 1000)), encode(recorded)]
         stored = await self._guard.run(lambda r: self._put_script(keys=keys, args=args, client=r), 0)
         return bool(stored)
 

@@ -28,10 +28,10 @@ class SharedState:
         client = connect(settings.redis_url.get_secret_value(), timeout_s=settings.redis_timeout_s)
         return cls(RedisGuard(client, retry_after_s=settings.redis_retry_s), changes_poll_s=settings.changes_poll_s)
 
-    def answer_stores(self, *, ttl_s: float) -> tuple[RedisAnswerCache, RedisAnswerCache]:
-        """The answer cache and the replay store (every answer, under its own keys)."""
+    def answer_stores(self, *, ttl_s: float, replay_ttl_s: float) -> tuple[RedisAnswerCache, RedisAnswerCache]:
+        """The answer cache and the replay store (every answer, under its own keys, kept `replay_ttl_s`)."""
         cache = RedisAnswerCache(self.guard, ttl_s=ttl_s, admits=is_cacheable)
-        replays = RedisAnswerCache(self.guard, ttl_s=ttl_s, admits=keeps_every_answer, prefix=REPLAYS_PREFIX)
+        replays = RedisAnswerCache(self.guard, ttl_s=replay_ttl_s, admits=keeps_every_answer, prefix=REPLAYS_PREFIX)
         return cache, replays
 
     def rate_limit(self, per_minute: int, *, fallback: Callable[[str], Awaitable[float]]) -> RedisTokenBuckets:

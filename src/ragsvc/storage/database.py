@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ragsvc.config import POSTGRES_SCHEMES
 from ragsvc.storage.backend import Backend
 from ragsvc.storage.sqlite import SQLiteDatabase
-
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 def is_postgres_url(target: str | Path) -> bool:

@@ -1,12 +1,27 @@
-"""Who answers a routed question: the owner of a tag (tags.owner_user_id -> users.email), else the admin."""
+"""Who answers a routed question: the owner of a tag (tags.owner_user_id -> users.email), else the admin.
+
+Every route reads the directory from the database, so a change (AdminService SetTagOwner, DeleteTagOwner) is
+used at once by every replica sharing it: nothing is cached.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ragsvc.config.documents import OwnersDocument
 from ragsvc.domain import RouteTarget
 from ragsvc.storage.backend import Backend
 
 ADMIN_TAG = "system"
+
+
+@dataclass(frozen=True, slots=True)
+class TagOwner:
+    """A tag's owner, and the owner's email ("" when no such user is recorded)."""
+
+    tag: str
+    owner_user_id: str
+    owner_email: str
 
 
 class OwnerDirectory:
@@ -49,6 +64,20 @@ class OwnerDirectory:
             "ON CONFLICT (name) DO UPDATE SET owner_user_id = excluded.owner_user_id",
             (tag, owner_user_id),
         )
+
+    async def owners(self, *, after: str = "", limit: int) -> list[TagOwner]:
+        """Up to `limit` tags that have an owner, by name, after the tag `after`."""
+        rows = await self._db.fetch_all(
+            "SELECT tags.name AS tag, tags.owner_user_id AS user_id, users.email AS email FROM tags "
+            "LEFT JOIN users ON users.id = tags.owner_user_id "
+            "WHERE tags.owner_user_id IS NOT NULL AND tags.name > ? ORDER BY tags.name LIMIT ?",
+            (after, limit),
+        )
+        return [TagOwner(row["tag"], row["user_id"], row["email"] or "") for row in rows]
+
+    async def remove_tag_owner(self, tag: str) -> bool:
+        """Forget who owns `tag`; False when it had no owner."""
+        return await self._db.execute("DELETE FROM tags WHERE name = ? AND owner_user_id IS NOT NULL", (tag,)) > 0
 
     async def load(self, document: OwnersDocument) -> None:
         """Add (or update) the users and tag owners of RAG_OWNERS_FILE."""

@@ -74,6 +74,24 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX answers_by_age ON answers (created_at);
     """,
+    # Sessions bound to the caller that created them (with its tags then), and each message with the evidence of
+    # its turn (NULL for messages stored before: never put in a prompt again).
+    """
+    CREATE TABLE sessions (
+        tenant_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        owner_tags TEXT NOT NULL,
+        created_at {timestamp} NOT NULL,
+        PRIMARY KEY (tenant_id, session_id)
+    );
+    CREATE INDEX sessions_by_age ON sessions (created_at);
+    ALTER TABLE session_messages ADD COLUMN evidence TEXT;
+    """,
+    # The documents each turn's answer cited (a JSON list of ids, on both messages of the turn), for GetSession.
+    """
+    ALTER TABLE session_messages ADD COLUMN cited_document_ids TEXT;
+    """,
 )
 
 # The columns declared {timestamp} above: SQLite keeps them as ISO 8601 text, which the SQLite backend turns

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
@@ -11,6 +12,9 @@ from ragsvc import domain
 from ragsvc.errors import FieldViolation, InvalidRequest
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import rag_service_pb2 as pb
+
+if TYPE_CHECKING:  # the CLI imports this module: it stays free of the answering service's imports
+    from ragsvc.answering.conversation import SessionPage
 
 _V = TypeVar("_V")
 
@@ -268,3 +272,31 @@ def index_stats_to_proto(stats: domain.IndexStats) -> index_pb.GetIndexStatsResp
     return index_pb.GetIndexStatsResponse(
         document_count=stats.documents, chunk_count=stats.chunks, content_bytes=stats.content_bytes, engine=stats.engine
     )
+
+
+def timestamp_of(value: datetime) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(value)
+    return stamp
+
+
+def session_to_proto(page: SessionPage) -> pb.Session:
+    """A page of a session's turns as GetSession returns it."""
+    session = pb.Session(
+        session_id=page.key.session_id,
+        tenant_id=page.key.tenant_id,
+        turns=[
+            pb.SessionTurn(
+                turn_number=turn.number,
+                query=turn.query,
+                answer=turn.answer,
+                cited_document_ids=turn.cited_document_ids,
+                create_time=timestamp_of(turn.created_at),
+            )
+            for turn in page.turns
+        ],
+    )
+    if page.created_at is not None and page.updated_at is not None:
+        session.create_time.CopyFrom(timestamp_of(page.created_at))
+        session.update_time.CopyFrom(timestamp_of(page.updated_at))
+    return session

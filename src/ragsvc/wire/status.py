@@ -25,6 +25,7 @@ _CODES: tuple[tuple[type[errors.RagError], grpc.StatusCode], ...] = (
     (errors.NotFound, grpc.StatusCode.NOT_FOUND),
     (errors.ModelUnavailable, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.BuiltInTemplate, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.IdempotencyKeyReused, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
     (errors.DependencyUnavailable, grpc.StatusCode.UNAVAILABLE),
     (errors.StageTimeout, grpc.StatusCode.DEADLINE_EXCEEDED),
@@ -75,6 +76,11 @@ def to_status(exc: errors.RagError) -> grpc.Status:
         delay = duration_pb2.Duration()
         delay.FromNanoseconds(int(exc.retry_after_s * 1e9))
         details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
+    if isinstance(exc, errors.IdempotencyKeyReused):
+        violation = error_details_pb2.PreconditionFailure.Violation(
+            type=exc.reason, subject="idempotency_key", description=exc.message
+        )
+        details.append(_pack(error_details_pb2.PreconditionFailure(violations=[violation])))
     if isinstance(exc, errors.RateLimited):
         violation = error_details_pb2.QuotaFailure.Violation(
             subject=exc.metadata.get("client", ""), description=exc.metadata.get("quota", exc.message)

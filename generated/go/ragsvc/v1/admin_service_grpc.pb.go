@@ -38,6 +38,16 @@ type AdminServiceClient interface {
 	// SimulateAsk is a dry run of an Ask with any template: it retrieves, ranks and packs the
 	// context and renders the prompt, but does not call the model and caches nothing.
 	SimulateAsk(ctx context.Context, in *SimulateAskRequest, opts ...grpc.CallOption) (*SimulateAskResponse, error)
+	// ListTagOwners returns the tag-owner directory, by tag: who a question about a tag is routed
+	// to when the answer needs a human (RouteTarget). The directory is global, like the templates:
+	// one for every tenant. RAG_OWNERS_FILE adds to it at start.
+	ListTagOwners(ctx context.Context, in *ListTagOwnersRequest, opts ...grpc.CallOption) (*ListTagOwnersResponse, error)
+	// SetTagOwner makes a user the owner of a tag, creating the entry or replacing it, and records
+	// the user's email. Routing uses the change at once, on every replica sharing the database.
+	SetTagOwner(ctx context.Context, in *SetTagOwnerRequest, opts ...grpc.CallOption) (*SetTagOwnerResponse, error)
+	// DeleteTagOwner removes a tag's owner: questions about the tag are routed to the admin
+	// (RAG_ADMIN_EMAIL) from then on. NOT_FOUND when the tag has no owner.
+	DeleteTagOwner(ctx context.Context, in *DeleteTagOwnerRequest, opts ...grpc.CallOption) (*DeleteTagOwnerResponse, error)
 }
 
 type adminServiceClient struct {
@@ -120,6 +130,33 @@ func (c *adminServiceClient) SimulateAsk(ctx context.Context, in *SimulateAskReq
 	return out, nil
 }
 
+func (c *adminServiceClient) ListTagOwners(ctx context.Context, in *ListTagOwnersRequest, opts ...grpc.CallOption) (*ListTagOwnersResponse, error) {
+	out := new(ListTagOwnersResponse)
+	err := c.cc.Invoke(ctx, "/ragsvc.v1.AdminService/ListTagOwners", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) SetTagOwner(ctx context.Context, in *SetTagOwnerRequest, opts ...grpc.CallOption) (*SetTagOwnerResponse, error) {
+	out := new(SetTagOwnerResponse)
+	err := c.cc.Invoke(ctx, "/ragsvc.v1.AdminService/SetTagOwner", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) DeleteTagOwner(ctx context.Context, in *DeleteTagOwnerRequest, opts ...grpc.CallOption) (*DeleteTagOwnerResponse, error) {
+	out := new(DeleteTagOwnerResponse)
+	err := c.cc.Invoke(ctx, "/ragsvc.v1.AdminService/DeleteTagOwner", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility
@@ -145,6 +182,16 @@ type AdminServiceServer interface {
 	// SimulateAsk is a dry run of an Ask with any template: it retrieves, ranks and packs the
 	// context and renders the prompt, but does not call the model and caches nothing.
 	SimulateAsk(context.Context, *SimulateAskRequest) (*SimulateAskResponse, error)
+	// ListTagOwners returns the tag-owner directory, by tag: who a question about a tag is routed
+	// to when the answer needs a human (RouteTarget). The directory is global, like the templates:
+	// one for every tenant. RAG_OWNERS_FILE adds to it at start.
+	ListTagOwners(context.Context, *ListTagOwnersRequest) (*ListTagOwnersResponse, error)
+	// SetTagOwner makes a user the owner of a tag, creating the entry or replacing it, and records
+	// the user's email. Routing uses the change at once, on every replica sharing the database.
+	SetTagOwner(context.Context, *SetTagOwnerRequest) (*SetTagOwnerResponse, error)
+	// DeleteTagOwner removes a tag's owner: questions about the tag are routed to the admin
+	// (RAG_ADMIN_EMAIL) from then on. NOT_FOUND when the tag has no owner.
+	DeleteTagOwner(context.Context, *DeleteTagOwnerRequest) (*DeleteTagOwnerResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -175,6 +222,15 @@ func (UnimplementedAdminServiceServer) UpdateRankingWeights(context.Context, *Up
 }
 func (UnimplementedAdminServiceServer) SimulateAsk(context.Context, *SimulateAskRequest) (*SimulateAskResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SimulateAsk not implemented")
+}
+func (UnimplementedAdminServiceServer) ListTagOwners(context.Context, *ListTagOwnersRequest) (*ListTagOwnersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListTagOwners not implemented")
+}
+func (UnimplementedAdminServiceServer) SetTagOwner(context.Context, *SetTagOwnerRequest) (*SetTagOwnerResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetTagOwner not implemented")
+}
+func (UnimplementedAdminServiceServer) DeleteTagOwner(context.Context, *DeleteTagOwnerRequest) (*DeleteTagOwnerResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteTagOwner not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 
@@ -333,6 +389,60 @@ func _AdminService_SimulateAsk_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListTagOwners_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTagOwnersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListTagOwners(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ragsvc.v1.AdminService/ListTagOwners",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListTagOwners(ctx, req.(*ListTagOwnersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_SetTagOwner_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetTagOwnerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).SetTagOwner(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ragsvc.v1.AdminService/SetTagOwner",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).SetTagOwner(ctx, req.(*SetTagOwnerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_DeleteTagOwner_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteTagOwnerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DeleteTagOwner(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ragsvc.v1.AdminService/DeleteTagOwner",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DeleteTagOwner(ctx, req.(*DeleteTagOwnerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _AdminService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "ragsvc.v1.AdminService",
 	HandlerType: (*AdminServiceServer)(nil),
@@ -368,6 +478,18 @@ var _AdminService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SimulateAsk",
 			Handler:    _AdminService_SimulateAsk_Handler,
+		},
+		{
+			MethodName: "ListTagOwners",
+			Handler:    _AdminService_ListTagOwners_Handler,
+		},
+		{
+			MethodName: "SetTagOwner",
+			Handler:    _AdminService_SetTagOwner_Handler,
+		},
+		{
+			MethodName: "DeleteTagOwner",
+			Handler:    _AdminService_DeleteTagOwner_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

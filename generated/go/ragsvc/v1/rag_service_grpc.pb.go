@@ -26,6 +26,18 @@ type RagServiceClient interface {
 	// may strip invalid markers or add a disclaimer after the deltas were sent). Cancelling the
 	// call stops generation upstream at once.
 	AskStream(ctx context.Context, in *AskStreamRequest, opts ...grpc.CallOption) (RagService_AskStreamClient, error)
+	// GetSession returns a stored conversation: the turns of a `session_id`, oldest first, paged.
+	// A session belongs to the caller that created it (the API key, or without authentication
+	// the client's address or certificate identity): any other caller gets NOT_FOUND, the same
+	// error as for a session that does not exist. A turn whose evidence the caller's tags
+	// (`user_tags`, or all of the key's) no longer cover is left out, as it is left out of the
+	// prompt, so a page may hold fewer turns than `page_size`.
+	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
+	// DeleteSession removes a stored conversation and all its turns (a user's right to be
+	// forgotten): the session's owner, or a key with the admin scope for any session of its own
+	// tenant. Any other caller gets NOT_FOUND, as for a session that does not exist. The audit
+	// log of the answers is not changed: its rows are deleted by RAG_AUDIT_RETENTION_DAYS.
+	DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
 }
 
 type ragServiceClient struct {
@@ -77,6 +89,24 @@ func (x *ragServiceAskStreamClient) Recv() (*AskStreamResponse, error) {
 	return m, nil
 }
 
+func (c *ragServiceClient) GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error) {
+	out := new(GetSessionResponse)
+	err := c.cc.Invoke(ctx, "/ragsvc.v1.RagService/GetSession", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ragServiceClient) DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error) {
+	out := new(DeleteSessionResponse)
+	err := c.cc.Invoke(ctx, "/ragsvc.v1.RagService/DeleteSession", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RagServiceServer is the server API for RagService service.
 // All implementations must embed UnimplementedRagServiceServer
 // for forward compatibility
@@ -90,6 +120,18 @@ type RagServiceServer interface {
 	// may strip invalid markers or add a disclaimer after the deltas were sent). Cancelling the
 	// call stops generation upstream at once.
 	AskStream(*AskStreamRequest, RagService_AskStreamServer) error
+	// GetSession returns a stored conversation: the turns of a `session_id`, oldest first, paged.
+	// A session belongs to the caller that created it (the API key, or without authentication
+	// the client's address or certificate identity): any other caller gets NOT_FOUND, the same
+	// error as for a session that does not exist. A turn whose evidence the caller's tags
+	// (`user_tags`, or all of the key's) no longer cover is left out, as it is left out of the
+	// prompt, so a page may hold fewer turns than `page_size`.
+	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)
+	// DeleteSession removes a stored conversation and all its turns (a user's right to be
+	// forgotten): the session's owner, or a key with the admin scope for any session of its own
+	// tenant. Any other caller gets NOT_FOUND, as for a session that does not exist. The audit
+	// log of the answers is not changed: its rows are deleted by RAG_AUDIT_RETENTION_DAYS.
+	DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error)
 	mustEmbedUnimplementedRagServiceServer()
 }
 
@@ -102,6 +144,12 @@ func (UnimplementedRagServiceServer) Ask(context.Context, *AskRequest) (*AskResp
 }
 func (UnimplementedRagServiceServer) AskStream(*AskStreamRequest, RagService_AskStreamServer) error {
 	return status.Errorf(codes.Unimplemented, "method AskStream not implemented")
+}
+func (UnimplementedRagServiceServer) GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetSession not implemented")
+}
+func (UnimplementedRagServiceServer) DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteSession not implemented")
 }
 func (UnimplementedRagServiceServer) mustEmbedUnimplementedRagServiceServer() {}
 
@@ -155,6 +203,42 @@ func (x *ragServiceAskStreamServer) Send(m *AskStreamResponse) error {
 	return x.ServerStream.SendMsg(m)
 }
 
+func _RagService_GetSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RagServiceServer).GetSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ragsvc.v1.RagService/GetSession",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RagServiceServer).GetSession(ctx, req.(*GetSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RagService_DeleteSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RagServiceServer).DeleteSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ragsvc.v1.RagService/DeleteSession",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RagServiceServer).DeleteSession(ctx, req.(*DeleteSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _RagService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "ragsvc.v1.RagService",
 	HandlerType: (*RagServiceServer)(nil),
@@ -162,6 +246,14 @@ var _RagService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Ask",
 			Handler:    _RagService_Ask_Handler,
+		},
+		{
+			MethodName: "GetSession",
+			Handler:    _RagService_GetSession_Handler,
+		},
+		{
+			MethodName: "DeleteSession",
+			Handler:    _RagService_DeleteSession_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -14,7 +14,176 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ragsvc/v1/admin_service.proto.
  */
 export const file_ragsvc_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1yYWdzdmMvdjEvYWRtaW5fc2VydmljZS5wcm90bxIJcmFnc3ZjLnYxItMBCg5Qcm9tcHRUZW1wbGF0ZRIMCgRuYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRIUCgxpbnN0cnVjdGlvbnMYAyABKAkSEwoLdXNlcl9wcm9tcHQYBCABKAkSEAoIYnVpbHRfaW4YBSABKAgSLwoLY3JlYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJtChtDcmVhdGVQcm9tcHRUZW1wbGF0ZVJlcXVlc3QSMgoPcHJvbXB0X3RlbXBsYXRlGAEgASgLMhkucmFnc3ZjLnYxLlByb21wdFRlbXBsYXRlEhoKEnByb21wdF90ZW1wbGF0ZV9pZBgCIAEoCSIoChhHZXRQcm9tcHRUZW1wbGF0ZVJlcXVlc3QSDAoEbmFtZRgBIAEoCSJDChpMaXN0UHJvbXB0VGVtcGxhdGVzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJrChtMaXN0UHJvbXB0VGVtcGxhdGVzUmVzcG9uc2USMwoQcHJvbXB0X3RlbXBsYXRlcxgBIAMoCzIZLnJhZ3N2Yy52MS5Qcm9tcHRUZW1wbGF0ZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiggEKG1VwZGF0ZVByb21wdFRlbXBsYXRlUmVxdWVzdBIyCg9wcm9tcHRfdGVtcGxhdGUYASABKAsyGS5yYWdzdmMudjEuUHJvbXB0VGVtcGxhdGUSLwoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIisKG0RlbGV0ZVByb21wdFRlbXBsYXRlUmVxdWVzdBIMCgRuYW1lGAEgASgJIj4KHERlbGV0ZVByb21wdFRlbXBsYXRlUmVzcG9uc2USHgoWY2FjaGVkX2Fuc3dlcnNfZHJvcHBlZBgBIAEoBSJnCg5SYW5raW5nV2VpZ2h0cxIMCgRuYW1lGAEgASgJEhkKEXNpbWlsYXJpdHlfd2VpZ2h0GAIgASgBEhYKDnJlY2VuY3lfd2VpZ2h0GAMgASgBEhQKDHRydXN0X3dlaWdodBgEIAEoASIoChhHZXRSYW5raW5nV2VpZ2h0c1JlcXVlc3QSDAoEbmFtZRgBIAEoCSKCAQobVXBkYXRlUmFua2luZ1dlaWdodHNSZXF1ZXN0EjIKD3Jhbmtpbmdfd2VpZ2h0cxgBIAEoCzIZLnJhZ3N2Yy52MS5SYW5raW5nV2VpZ2h0cxIvCgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siPAoSU2ltdWxhdGVBc2tSZXF1ZXN0EiYKB3JlcXVlc3QYASABKAsyFS5yYWdzdmMudjEuQXNrUmVxdWVzdCJhChNTaW11bGF0ZUFza1Jlc3BvbnNlEiEKBmFuc3dlchgBIAEoCzIRLnJhZ3N2Yy52MS5BbnN3ZXISDQoFbW9kZWwYAiABKAkSGAoQZXN0aW1hdGVkX3Rva2VucxgDIAEoBSJSChxDcmVhdGVQcm9tcHRUZW1wbGF0ZVJlc3BvbnNlEjIKD3Byb21wdF90ZW1wbGF0ZRgBIAEoCzIZLnJhZ3N2Yy52MS5Qcm9tcHRUZW1wbGF0ZSJPChlHZXRQcm9tcHRUZW1wbGF0ZVJlc3BvbnNlEjIKD3Byb21wdF90ZW1wbGF0ZRgBIAEoCzIZLnJhZ3N2Yy52MS5Qcm9tcHRUZW1wbGF0ZSJyChxVcGRhdGVQcm9tcHRUZW1wbGF0ZVJlc3BvbnNlEjIKD3Byb21wdF90ZW1wbGF0ZRgBIAEoCzIZLnJhZ3N2Yy52MS5Qcm9tcHRUZW1wbGF0ZRIeChZjYWNoZWRfYW5zd2Vyc19kcm9wcGVkGAIgASgFIk8KGUdldFJhbmtpbmdXZWlnaHRzUmVzcG9uc2USMgoPcmFua2luZ193ZWlnaHRzGAEgASgLMhkucmFnc3ZjLnYxLlJhbmtpbmdXZWlnaHRzIlIKHFVwZGF0ZVJhbmtpbmdXZWlnaHRzUmVzcG9uc2USMgoPcmFua2luZ193ZWlnaHRzGAEgASgLMhkucmFnc3ZjLnYxLlJhbmtpbmdXZWlnaHRzMqYGCgxBZG1pblNlcnZpY2USZwoUQ3JlYXRlUHJvbXB0VGVtcGxhdGUSJi5yYWdzdmMudjEuQ3JlYXRlUHJvbXB0VGVtcGxhdGVSZXF1ZXN0GicucmFnc3ZjLnYxLkNyZWF0ZVByb21wdFRlbXBsYXRlUmVzcG9uc2USXgoRR2V0UHJvbXB0VGVtcGxhdGUSIy5yYWdzdmMudjEuR2V0UHJvbXB0VGVtcGxhdGVSZXF1ZXN0GiQucmFnc3ZjLnYxLkdldFByb21wdFRlbXBsYXRlUmVzcG9uc2USZAoTTGlzdFByb21wdFRlbXBsYXRlcxIlLnJhZ3N2Yy52MS5MaXN0UHJvbXB0VGVtcGxhdGVzUmVxdWVzdBomLnJhZ3N2Yy52MS5MaXN0UHJvbXB0VGVtcGxhdGVzUmVzcG9uc2USZwoUVXBkYXRlUHJvbXB0VGVtcGxhdGUSJi5yYWdzdmMudjEuVXBkYXRlUHJvbXB0VGVtcGxhdGVSZXF1ZXN0GicucmFnc3ZjLnYxLlVwZGF0ZVByb21wdFRlbXBsYXRlUmVzcG9uc2USZwoURGVsZXRlUHJvbXB0VGVtcGxhdGUSJi5yYWdzdmMudjEuRGVsZXRlUHJvbXB0VGVtcGxhdGVSZXF1ZXN0GicucmFnc3ZjLnYxLkRlbGV0ZVByb21wdFRlbXBsYXRlUmVzcG9uc2USXgoRR2V0UmFua2luZ1dlaWdodHMSIy5yYWdzdmMudjEuR2V0UmFua2luZ1dlaWdodHNSZXF1ZXN0GiQucmFnc3ZjLnYxLkdldFJhbmtpbmdXZWlnaHRzUmVzcG9uc2USZwoUVXBkYXRlUmFua2luZ1dlaWdodHMSJi5yYWdzdmMudjEuVXBkYXRlUmFua2luZ1dlaWdodHNSZXF1ZXN0GicucmFnc3ZjLnYxLlVwZGF0ZVJhbmtpbmdXZWlnaHRzUmVzcG9uc2USTAoLU2ltdWxhdGVBc2sSHS5yYWdzdmMudjEuU2ltdWxhdGVBc2tSZXF1ZXN0Gh4ucmFnc3ZjLnYxLlNpbXVsYXRlQXNrUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_ragsvc_v1_rag_service]);
+  fileDesc("Ch1yYWdzdmMvdjEvYWRtaW5fc2VydmljZS5wcm90bxIJcmFnc3ZjLnYxIkQKCFRhZ093bmVyEgwKBG5hbWUYASABKAkSFQoNb3duZXJfdXNlcl9pZBgCIAEoCRITCgtvd25lcl9lbWFpbBgDIAEoCSI9ChRMaXN0VGFnT3duZXJzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJZChVMaXN0VGFnT3duZXJzUmVzcG9uc2USJwoKdGFnX293bmVycxgBIAMoCzITLnJhZ3N2Yy52MS5UYWdPd25lchIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiPAoSU2V0VGFnT3duZXJSZXF1ZXN0EiYKCXRhZ19vd25lchgBIAEoCzITLnJhZ3N2Yy52MS5UYWdPd25lciI9ChNTZXRUYWdPd25lclJlc3BvbnNlEiYKCXRhZ19vd25lchgBIAEoCzITLnJhZ3N2Yy52MS5UYWdPd25lciIlChVEZWxldGVUYWdPd25lclJlcXVlc3QSDAoEbmFtZRgBIAEoCSIYChZEZWxldGVUYWdPd25lclJlc3BvbnNlItMBCg5Qcm9tcHRUZW1wbGF0ZRIMCgRuYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRIUCgxpbnN0cnVjdGlvbnMYAyABKAkSEwoLdXNlcl9wcm9tcHQYBCABKAkSEAoIYnVpbHRfaW4YBSABKAgSLwoLY3JlYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJtChtDcmVhdGVQcm9tcHRUZW1wbGF0ZVJlcXVlc3QSMgoPcHJvbXB0X3RlbXBsYXRlGAEgASgLMhkucmFnc3ZjLnYxLlByb21wdFRlbXBsYXRlEhoKEnByb21wdF90ZW1wbGF0ZV9pZBgCIAEoCSIoChhHZXRQcm9tcHRUZW1wbGF0ZVJlcXVlc3QSDAoEbmFtZRgBIAEoCSJDChpMaXN0UHJvbXB0VGVtcGxhdGVzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJrChtMaXN0UHJvbXB0VGVtcGxhdGVzUmVzcG9uc2USMwoQcHJvbXB0X3RlbXBsYXRlcxgBIAMoCzIZLnJhZ3N2Yy52MS5Qcm9tcHRUZW1wbGF0ZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiggEKG1VwZGF0ZVByb21wdFRlbXBsYXRlUmVxdWVzdBIyCg9wcm9tcHRfdGVtcGxhdGUYASABKAsyGS5yYWdzdmMudjEuUHJvbXB0VGVtcGxhdGUSLwoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIisKG0RlbGV0ZVByb21wdFRlbXBsYXRlUmVxdWVzdBIMCgRuYW1lGAEgASgJIj4KHERlbGV0ZVByb21wdFRlbXBsYXRlUmVzcG9uc2USHgoWY2FjaGVkX2Fuc3dlcnNfZHJvcHBlZBgBIAEoBSJnCg5SYW5raW5nV2VpZ2h0cxIMCgRuYW1lGAEgASgJEhkKEXNpbWlsYXJpdHlfd2VpZ2h0GAIgASgBEhYKDnJlY2VuY3lfd2VpZ2h0GAMgASgBEhQKDHRydXN0X3dlaWdodBgEIAEoASIoChhHZXRSYW5raW5nV2VpZ2h0c1JlcXVlc3QSDAoEbmFtZRgBIAEoCSKCAQobVXBkYXRlUmFua2luZ1dlaWdodHNSZXF1ZXN0EjIKD3Jhbmtpbmdfd2VpZ2h0cxgBIAEoCzIZLnJhZ3N2Yy52MS5SYW5raW5nV2VpZ2h0cxIvCgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siPAoSU2ltdWxhdGVBc2tSZXF1ZXN0EiYKB3JlcXVlc3QYASABKAsyFS5yYWdzdmMudjEuQXNrUmVxdWVzdCJhChNTaW11bGF0ZUFza1Jlc3BvbnNlEiEKBmFuc3dlchgBIAEoCzIRLnJhZ3N2Yy52MS5BbnN3ZXISDQoFbW9kZWwYAiABKAkSGAoQZXN0aW1hdGVkX3Rva2VucxgDIAEoBSJSChxDcmVhdGVQcm9tcHRUZW1wbGF0ZVJlc3BvbnNlEjIKD3Byb21wdF90ZW1wbGF0ZRgBIAEoCzIZLnJhZ3N2Yy52MS5Qcm9tcHRUZW1wbGF0ZSJPChlHZXRQcm9tcHRUZW1wbGF0ZVJlc3BvbnNlEjIKD3Byb21wdF90ZW1wbGF0ZRgBIAEoCzIZLnJhZ3N2Yy52MS5Qcm9tcHRUZW1wbGF0ZSJyChxVcGRhdGVQcm9tcHRUZW1wbGF0ZVJlc3BvbnNlEjIKD3Byb21wdF90ZW1wbGF0ZRgBIAEoCzIZLnJhZ3N2Yy52MS5Qcm9tcHRUZW1wbGF0ZRIeChZjYWNoZWRfYW5zd2Vyc19kcm9wcGVkGAIgASgFIk8KGUdldFJhbmtpbmdXZWlnaHRzUmVzcG9uc2USMgoPcmFua2luZ193ZWlnaHRzGAEgASgLMhkucmFnc3ZjLnYxLlJhbmtpbmdXZWlnaHRzIlIKHFVwZGF0ZVJhbmtpbmdXZWlnaHRzUmVzcG9uc2USMgoPcmFua2luZ193ZWlnaHRzGAEgASgLMhkucmFnc3ZjLnYxLlJhbmtpbmdXZWlnaHRzMp8ICgxBZG1pblNlcnZpY2USZwoUQ3JlYXRlUHJvbXB0VGVtcGxhdGUSJi5yYWdzdmMudjEuQ3JlYXRlUHJvbXB0VGVtcGxhdGVSZXF1ZXN0GicucmFnc3ZjLnYxLkNyZWF0ZVByb21wdFRlbXBsYXRlUmVzcG9uc2USXgoRR2V0UHJvbXB0VGVtcGxhdGUSIy5yYWdzdmMudjEuR2V0UHJvbXB0VGVtcGxhdGVSZXF1ZXN0GiQucmFnc3ZjLnYxLkdldFByb21wdFRlbXBsYXRlUmVzcG9uc2USZAoTTGlzdFByb21wdFRlbXBsYXRlcxIlLnJhZ3N2Yy52MS5MaXN0UHJvbXB0VGVtcGxhdGVzUmVxdWVzdBomLnJhZ3N2Yy52MS5MaXN0UHJvbXB0VGVtcGxhdGVzUmVzcG9uc2USZwoUVXBkYXRlUHJvbXB0VGVtcGxhdGUSJi5yYWdzdmMudjEuVXBkYXRlUHJvbXB0VGVtcGxhdGVSZXF1ZXN0GicucmFnc3ZjLnYxLlVwZGF0ZVByb21wdFRlbXBsYXRlUmVzcG9uc2USZwoURGVsZXRlUHJvbXB0VGVtcGxhdGUSJi5yYWdzdmMudjEuRGVsZXRlUHJvbXB0VGVtcGxhdGVSZXF1ZXN0GicucmFnc3ZjLnYxLkRlbGV0ZVByb21wdFRlbXBsYXRlUmVzcG9uc2USXgoRR2V0UmFua2luZ1dlaWdodHMSIy5yYWdzdmMudjEuR2V0UmFua2luZ1dlaWdodHNSZXF1ZXN0GiQucmFnc3ZjLnYxLkdldFJhbmtpbmdXZWlnaHRzUmVzcG9uc2USZwoUVXBkYXRlUmFua2luZ1dlaWdodHMSJi5yYWdzdmMudjEuVXBkYXRlUmFua2luZ1dlaWdodHNSZXF1ZXN0GicucmFnc3ZjLnYxLlVwZGF0ZVJhbmtpbmdXZWlnaHRzUmVzcG9uc2USTAoLU2ltdWxhdGVBc2sSHS5yYWdzdmMudjEuU2ltdWxhdGVBc2tSZXF1ZXN0Gh4ucmFnc3ZjLnYxLlNpbXVsYXRlQXNrUmVzcG9uc2USUgoNTGlzdFRhZ093bmVycxIfLnJhZ3N2Yy52MS5MaXN0VGFnT3duZXJzUmVxdWVzdBogLnJhZ3N2Yy52MS5MaXN0VGFnT3duZXJzUmVzcG9uc2USTAoLU2V0VGFnT3duZXISHS5yYWdzdmMudjEuU2V0VGFnT3duZXJSZXF1ZXN0Gh4ucmFnc3ZjLnYxLlNldFRhZ093bmVyUmVzcG9uc2USVQoORGVsZXRlVGFnT3duZXISIC5yYWdzdmMudjEuRGVsZXRlVGFnT3duZXJSZXF1ZXN0GiEucmFnc3ZjLnYxLkRlbGV0ZVRhZ093bmVyUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_ragsvc_v1_rag_service]);
+
+/**
+ * TagOwner is who answers for an access tag.
+ *
+ * @generated from message ragsvc.v1.TagOwner
+ */
+export type TagOwner = Message<"ragsvc.v1.TagOwner"> & {
+  /**
+   * "tagOwners/{tag}".
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The owner's user id.
+   *
+   * @generated from field: string owner_user_id = 2;
+   */
+  ownerUserId: string;
+
+  /**
+   * The owner's email, where routed questions go.
+   *
+   * @generated from field: string owner_email = 3;
+   */
+  ownerEmail: string;
+};
+
+/**
+ * Describes the message ragsvc.v1.TagOwner.
+ * Use `create(TagOwnerSchema)` to create a new message.
+ */
+export const TagOwnerSchema: GenMessage<TagOwner> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_admin_service, 0);
+
+/**
+ * ListTagOwnersRequest asks for a page of the directory.
+ *
+ * @generated from message ragsvc.v1.ListTagOwnersRequest
+ */
+export type ListTagOwnersRequest = Message<"ragsvc.v1.ListTagOwnersRequest"> & {
+  /**
+   * The most entries to return, 0 to 1000; 0 means 100.
+   *
+   * @generated from field: int32 page_size = 1;
+   */
+  pageSize: number;
+
+  /**
+   * The `next_page_token` of a previous response; empty for the first page.
+   *
+   * @generated from field: string page_token = 2;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message ragsvc.v1.ListTagOwnersRequest.
+ * Use `create(ListTagOwnersRequestSchema)` to create a new message.
+ */
+export const ListTagOwnersRequestSchema: GenMessage<ListTagOwnersRequest> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_admin_service, 1);
+
+/**
+ * ListTagOwnersResponse is one page of the directory, by tag.
+ *
+ * @generated from message ragsvc.v1.ListTagOwnersResponse
+ */
+export type ListTagOwnersResponse = Message<"ragsvc.v1.ListTagOwnersResponse"> & {
+  /**
+   * The entries of this page.
+   *
+   * @generated from field: repeated ragsvc.v1.TagOwner tag_owners = 1;
+   */
+  tagOwners: TagOwner[];
+
+  /**
+   * The token of the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message ragsvc.v1.ListTagOwnersResponse.
+ * Use `create(ListTagOwnersResponseSchema)` to create a new message.
+ */
+export const ListTagOwnersResponseSchema: GenMessage<ListTagOwnersResponse> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_admin_service, 2);
+
+/**
+ * SetTagOwnerRequest sets a tag's owner.
+ *
+ * @generated from message ragsvc.v1.SetTagOwnerRequest
+ */
+export type SetTagOwnerRequest = Message<"ragsvc.v1.SetTagOwnerRequest"> & {
+  /**
+   * The entry: `name` names the tag, `owner_user_id` and `owner_email` are required.
+   *
+   * @generated from field: ragsvc.v1.TagOwner tag_owner = 1;
+   */
+  tagOwner?: TagOwner | undefined;
+};
+
+/**
+ * Describes the message ragsvc.v1.SetTagOwnerRequest.
+ * Use `create(SetTagOwnerRequestSchema)` to create a new message.
+ */
+export const SetTagOwnerRequestSchema: GenMessage<SetTagOwnerRequest> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_admin_service, 3);
+
+/**
+ * SetTagOwnerResponse is the entry as stored.
+ *
+ * @generated from message ragsvc.v1.SetTagOwnerResponse
+ */
+export type SetTagOwnerResponse = Message<"ragsvc.v1.SetTagOwnerResponse"> & {
+  /**
+   * The entry.
+   *
+   * @generated from field: ragsvc.v1.TagOwner tag_owner = 1;
+   */
+  tagOwner?: TagOwner | undefined;
+};
+
+/**
+ * Describes the message ragsvc.v1.SetTagOwnerResponse.
+ * Use `create(SetTagOwnerResponseSchema)` to create a new message.
+ */
+export const SetTagOwnerResponseSchema: GenMessage<SetTagOwnerResponse> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_admin_service, 4);
+
+/**
+ * DeleteTagOwnerRequest names the entry to remove.
+ *
+ * @generated from message ragsvc.v1.DeleteTagOwnerRequest
+ */
+export type DeleteTagOwnerRequest = Message<"ragsvc.v1.DeleteTagOwnerRequest"> & {
+  /**
+   * "tagOwners/{tag}".
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message ragsvc.v1.DeleteTagOwnerRequest.
+ * Use `create(DeleteTagOwnerRequestSchema)` to create a new message.
+ */
+export const DeleteTagOwnerRequestSchema: GenMessage<DeleteTagOwnerRequest> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_admin_service, 5);
+
+/**
+ * DeleteTagOwnerResponse confirms a deletion.
+ *
+ * @generated from message ragsvc.v1.DeleteTagOwnerResponse
+ */
+export type DeleteTagOwnerResponse = Message<"ragsvc.v1.DeleteTagOwnerResponse"> & {
+};
+
+/**
+ * Describes the message ragsvc.v1.DeleteTagOwnerResponse.
+ * Use `create(DeleteTagOwnerResponseSchema)` to create a new message.
+ */
+export const DeleteTagOwnerResponseSchema: GenMessage<DeleteTagOwnerResponse> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_admin_service, 6);
 
 /**
  * PromptTemplate is one prompt template. The system prompt is built from the request's citation
@@ -83,7 +252,7 @@ export type PromptTemplate = Message<"ragsvc.v1.PromptTemplate"> & {
  * Use `create(PromptTemplateSchema)` to create a new message.
  */
 export const PromptTemplateSchema: GenMessage<PromptTemplate> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 0);
+  messageDesc(file_ragsvc_v1_admin_service, 7);
 
 /**
  * CreatePromptTemplateRequest adds a custom template.
@@ -112,7 +281,7 @@ export type CreatePromptTemplateRequest = Message<"ragsvc.v1.CreatePromptTemplat
  * Use `create(CreatePromptTemplateRequestSchema)` to create a new message.
  */
 export const CreatePromptTemplateRequestSchema: GenMessage<CreatePromptTemplateRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 1);
+  messageDesc(file_ragsvc_v1_admin_service, 8);
 
 /**
  * GetPromptTemplateRequest names the template to return.
@@ -133,7 +302,7 @@ export type GetPromptTemplateRequest = Message<"ragsvc.v1.GetPromptTemplateReque
  * Use `create(GetPromptTemplateRequestSchema)` to create a new message.
  */
 export const GetPromptTemplateRequestSchema: GenMessage<GetPromptTemplateRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 2);
+  messageDesc(file_ragsvc_v1_admin_service, 9);
 
 /**
  * ListPromptTemplatesRequest asks for a page of templates.
@@ -161,7 +330,7 @@ export type ListPromptTemplatesRequest = Message<"ragsvc.v1.ListPromptTemplatesR
  * Use `create(ListPromptTemplatesRequestSchema)` to create a new message.
  */
 export const ListPromptTemplatesRequestSchema: GenMessage<ListPromptTemplatesRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 3);
+  messageDesc(file_ragsvc_v1_admin_service, 10);
 
 /**
  * ListPromptTemplatesResponse is one page of templates.
@@ -189,7 +358,7 @@ export type ListPromptTemplatesResponse = Message<"ragsvc.v1.ListPromptTemplates
  * Use `create(ListPromptTemplatesResponseSchema)` to create a new message.
  */
 export const ListPromptTemplatesResponseSchema: GenMessage<ListPromptTemplatesResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 4);
+  messageDesc(file_ragsvc_v1_admin_service, 11);
 
 /**
  * UpdatePromptTemplateRequest changes a custom template.
@@ -217,7 +386,7 @@ export type UpdatePromptTemplateRequest = Message<"ragsvc.v1.UpdatePromptTemplat
  * Use `create(UpdatePromptTemplateRequestSchema)` to create a new message.
  */
 export const UpdatePromptTemplateRequestSchema: GenMessage<UpdatePromptTemplateRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 5);
+  messageDesc(file_ragsvc_v1_admin_service, 12);
 
 /**
  * DeletePromptTemplateRequest names the template to delete.
@@ -238,7 +407,7 @@ export type DeletePromptTemplateRequest = Message<"ragsvc.v1.DeletePromptTemplat
  * Use `create(DeletePromptTemplateRequestSchema)` to create a new message.
  */
 export const DeletePromptTemplateRequestSchema: GenMessage<DeletePromptTemplateRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 6);
+  messageDesc(file_ragsvc_v1_admin_service, 13);
 
 /**
  * DeletePromptTemplateResponse confirms a deletion.
@@ -259,7 +428,7 @@ export type DeletePromptTemplateResponse = Message<"ragsvc.v1.DeletePromptTempla
  * Use `create(DeletePromptTemplateResponseSchema)` to create a new message.
  */
 export const DeletePromptTemplateResponseSchema: GenMessage<DeletePromptTemplateResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 7);
+  messageDesc(file_ragsvc_v1_admin_service, 14);
 
 /**
  * RankingWeights weigh a chunk's rank: similarity * similarity_weight + recency boost (0 to 0.3 by
@@ -303,7 +472,7 @@ export type RankingWeights = Message<"ragsvc.v1.RankingWeights"> & {
  * Use `create(RankingWeightsSchema)` to create a new message.
  */
 export const RankingWeightsSchema: GenMessage<RankingWeights> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 8);
+  messageDesc(file_ragsvc_v1_admin_service, 15);
 
 /**
  * GetRankingWeightsRequest asks for the current ranking weights.
@@ -324,7 +493,7 @@ export type GetRankingWeightsRequest = Message<"ragsvc.v1.GetRankingWeightsReque
  * Use `create(GetRankingWeightsRequestSchema)` to create a new message.
  */
 export const GetRankingWeightsRequestSchema: GenMessage<GetRankingWeightsRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 9);
+  messageDesc(file_ragsvc_v1_admin_service, 16);
 
 /**
  * UpdateRankingWeightsRequest sets the ranking weights.
@@ -353,7 +522,7 @@ export type UpdateRankingWeightsRequest = Message<"ragsvc.v1.UpdateRankingWeight
  * Use `create(UpdateRankingWeightsRequestSchema)` to create a new message.
  */
 export const UpdateRankingWeightsRequestSchema: GenMessage<UpdateRankingWeightsRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 10);
+  messageDesc(file_ragsvc_v1_admin_service, 17);
 
 /**
  * SimulateAskRequest is the question to simulate.
@@ -375,7 +544,7 @@ export type SimulateAskRequest = Message<"ragsvc.v1.SimulateAskRequest"> & {
  * Use `create(SimulateAskRequestSchema)` to create a new message.
  */
 export const SimulateAskRequestSchema: GenMessage<SimulateAskRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 11);
+  messageDesc(file_ragsvc_v1_admin_service, 18);
 
 /**
  * SimulateAskResponse is what the Ask would do.
@@ -414,7 +583,7 @@ export type SimulateAskResponse = Message<"ragsvc.v1.SimulateAskResponse"> & {
  * Use `create(SimulateAskResponseSchema)` to create a new message.
  */
 export const SimulateAskResponseSchema: GenMessage<SimulateAskResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 12);
+  messageDesc(file_ragsvc_v1_admin_service, 19);
 
 /**
  * CreatePromptTemplateResponse returns the created template.
@@ -435,7 +604,7 @@ export type CreatePromptTemplateResponse = Message<"ragsvc.v1.CreatePromptTempla
  * Use `create(CreatePromptTemplateResponseSchema)` to create a new message.
  */
 export const CreatePromptTemplateResponseSchema: GenMessage<CreatePromptTemplateResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 13);
+  messageDesc(file_ragsvc_v1_admin_service, 20);
 
 /**
  * GetPromptTemplateResponse returns the template.
@@ -456,7 +625,7 @@ export type GetPromptTemplateResponse = Message<"ragsvc.v1.GetPromptTemplateResp
  * Use `create(GetPromptTemplateResponseSchema)` to create a new message.
  */
 export const GetPromptTemplateResponseSchema: GenMessage<GetPromptTemplateResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 14);
+  messageDesc(file_ragsvc_v1_admin_service, 21);
 
 /**
  * UpdatePromptTemplateResponse returns the changed template.
@@ -484,7 +653,7 @@ export type UpdatePromptTemplateResponse = Message<"ragsvc.v1.UpdatePromptTempla
  * Use `create(UpdatePromptTemplateResponseSchema)` to create a new message.
  */
 export const UpdatePromptTemplateResponseSchema: GenMessage<UpdatePromptTemplateResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 15);
+  messageDesc(file_ragsvc_v1_admin_service, 22);
 
 /**
  * GetRankingWeightsResponse returns the current weights.
@@ -505,7 +674,7 @@ export type GetRankingWeightsResponse = Message<"ragsvc.v1.GetRankingWeightsResp
  * Use `create(GetRankingWeightsResponseSchema)` to create a new message.
  */
 export const GetRankingWeightsResponseSchema: GenMessage<GetRankingWeightsResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 16);
+  messageDesc(file_ragsvc_v1_admin_service, 23);
 
 /**
  * UpdateRankingWeightsResponse returns the weights now in force.
@@ -526,7 +695,7 @@ export type UpdateRankingWeightsResponse = Message<"ragsvc.v1.UpdateRankingWeigh
  * Use `create(UpdateRankingWeightsResponseSchema)` to create a new message.
  */
 export const UpdateRankingWeightsResponseSchema: GenMessage<UpdateRankingWeightsResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 17);
+  messageDesc(file_ragsvc_v1_admin_service, 24);
 
 /**
  * AdminService manages how ragsvc answers: its prompt templates and ranking weights, and a dry
@@ -625,6 +794,40 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof SimulateAskRequestSchema;
     output: typeof SimulateAskResponseSchema;
+  },
+  /**
+   * ListTagOwners returns the tag-owner directory, by tag: who a question about a tag is routed
+   * to when the answer needs a human (RouteTarget). The directory is global, like the templates:
+   * one for every tenant. RAG_OWNERS_FILE adds to it at start.
+   *
+   * @generated from rpc ragsvc.v1.AdminService.ListTagOwners
+   */
+  listTagOwners: {
+    methodKind: "unary";
+    input: typeof ListTagOwnersRequestSchema;
+    output: typeof ListTagOwnersResponseSchema;
+  },
+  /**
+   * SetTagOwner makes a user the owner of a tag, creating the entry or replacing it, and records
+   * the user's email. Routing uses the change at once, on every replica sharing the database.
+   *
+   * @generated from rpc ragsvc.v1.AdminService.SetTagOwner
+   */
+  setTagOwner: {
+    methodKind: "unary";
+    input: typeof SetTagOwnerRequestSchema;
+    output: typeof SetTagOwnerResponseSchema;
+  },
+  /**
+   * DeleteTagOwner removes a tag's owner: questions about the tag are routed to the admin
+   * (RAG_ADMIN_EMAIL) from then on. NOT_FOUND when the tag has no owner.
+   *
+   * @generated from rpc ragsvc.v1.AdminService.DeleteTagOwner
+   */
+  deleteTagOwner: {
+    methodKind: "unary";
+    input: typeof DeleteTagOwnerRequestSchema;
+    output: typeof DeleteTagOwnerResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_ragsvc_v1_admin_service, 0);

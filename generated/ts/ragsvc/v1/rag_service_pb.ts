@@ -4,15 +4,239 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Duration } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file ragsvc/v1/rag_service.proto.
  */
 export const file_ragsvc_v1_rag_service: GenFile = /*@__PURE__*/
-  fileDesc("ChtyYWdzdmMvdjEvcmFnX3NlcnZpY2UucHJvdG8SCXJhZ3N2Yy52MSKIAwoKQXNrUmVxdWVzdBINCgVxdWVyeRgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSEQoJdXNlcl90YWdzGAMgAygJEiwKDGNoYXRfaGlzdG9yeRgEIAMoCzIWLnJhZ3N2Yy52MS5DaGF0TWVzc2FnZRISCgpzZXNzaW9uX2lkGAUgASgJEh0KBG1vZGUYBiABKA4yDy5yYWdzdmMudjEuTW9kZRIVCg1zZWxlY3RlZF90ZXh0GAcgASgJEi4KCXJldHJpZXZhbBgIIAEoCzIbLnJhZ3N2Yy52MS5SZXRyaWV2YWxPcHRpb25zEjAKCmdlbmVyYXRpb24YCSABKAsyHC5yYWdzdmMudjEuR2VuZXJhdGlvbk9wdGlvbnMSDwoHZXhwbGFpbhgKIAEoCBIPCgdkcnlfcnVuGAsgASgIEhcKD2lkZW1wb3RlbmN5X2tleRgMIAEoCRIcCg9mb2xsb3dfdXBfY291bnQYDSABKAVIAIgBAUISChBfZm9sbG93X3VwX2NvdW50IjAKC0Fza1Jlc3BvbnNlEiEKBmFuc3dlchgBIAEoCzIRLnJhZ3N2Yy52MS5BbnN3ZXIijgMKEEFza1N0cmVhbVJlcXVlc3QSDQoFcXVlcnkYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhEKCXVzZXJfdGFncxgDIAMoCRIsCgxjaGF0X2hpc3RvcnkYBCADKAsyFi5yYWdzdmMudjEuQ2hhdE1lc3NhZ2USEgoKc2Vzc2lvbl9pZBgFIAEoCRIdCgRtb2RlGAYgASgOMg8ucmFnc3ZjLnYxLk1vZGUSFQoNc2VsZWN0ZWRfdGV4dBgHIAEoCRIuCglyZXRyaWV2YWwYCCABKAsyGy5yYWdzdmMudjEuUmV0cmlldmFsT3B0aW9ucxIwCgpnZW5lcmF0aW9uGAkgASgLMhwucmFnc3ZjLnYxLkdlbmVyYXRpb25PcHRpb25zEg8KB2V4cGxhaW4YCiABKAgSDwoHZHJ5X3J1bhgLIAEoCBIXCg9pZGVtcG90ZW5jeV9rZXkYDCABKAkSHAoPZm9sbG93X3VwX2NvdW50GA0gASgFSACIAQFCEgoQX2ZvbGxvd191cF9jb3VudCKAAQoRQXNrU3RyZWFtUmVzcG9uc2USFAoKdGV4dF9kZWx0YRgBIAEoCUgAEicKCGNpdGF0aW9uGAIgASgLMhMucmFnc3ZjLnYxLkNpdGF0aW9uSAASIwoGYW5zd2VyGAMgASgLMhEucmFnc3ZjLnYxLkFuc3dlckgAQgcKBWV2ZW50Ij0KC0NoYXRNZXNzYWdlEh0KBHJvbGUYASABKA4yDy5yYWdzdmMudjEuUm9sZRIPCgdjb250ZW50GAIgASgJIo0BChBSZXRyaWV2YWxPcHRpb25zEhIKBXRvcF9rGAEgASgFSACIAQESHAoPc2NvcmVfdGhyZXNob2xkGAIgASgCSAGIAQESKQoGZmlsdGVyGAMgASgLMhkucmFnc3ZjLnYxLk1ldGFkYXRhRmlsdGVyQggKBl90b3Bfa0ISChBfc2NvcmVfdGhyZXNob2xkIlQKDk1ldGFkYXRhRmlsdGVyEhMKC3NvdXJjZV91cmxzGAEgAygJEhMKC3BhZ2VfdGl0bGVzGAIgAygJEhgKEHNlY3Rpb25faGVhZGluZ3MYAyADKAki2gEKEUdlbmVyYXRpb25PcHRpb25zEg0KBW1vZGVsGAEgASgJEhMKC3RlbXBsYXRlX2lkGAIgASgJEjAKDmNpdGF0aW9uX3N0eWxlGAMgASgOMhgucmFnc3ZjLnYxLkNpdGF0aW9uU3R5bGUSKQoKc3RyaWN0bmVzcxgEIAEoDjIVLnJhZ3N2Yy52MS5TdHJpY3RuZXNzEhgKC3RlbXBlcmF0dXJlGAUgASgCSACIAQESEQoEc2VlZBgGIAEoA0gBiAEBQg4KDF90ZW1wZXJhdHVyZUIHCgVfc2VlZCKcBQoGQW5zd2VyEgwKBHRleHQYASABKAkSJgoJY2l0YXRpb25zGAIgAygLMhMucmFnc3ZjLnYxLkNpdGF0aW9uEikKCmNvbmZpZGVuY2UYAyABKAsyFS5yYWdzdmMudjEuQ29uZmlkZW5jZRIhCgZhY3Rpb24YBCABKA4yES5yYWdzdmMudjEuQWN0aW9uEiUKBXJvdXRlGAUgASgLMhYucmFnc3ZjLnYxLlJvdXRlVGFyZ2V0EhAKCGdyb3VuZGVkGAYgASgIEjAKDnJlZnVzYWxfcmVhc29uGAcgASgOMhgucmFnc3ZjLnYxLlJlZnVzYWxSZWFzb24SJwoKY2FuZGlkYXRlcxgIIAMoCzITLnJhZ3N2Yy52MS5DaXRhdGlvbhINCgVtb2RlbBgJIAEoCRIfCgV1c2FnZRgKIAEoCzIQLnJhZ3N2Yy52MS5Vc2FnZRIjCgd0aW1pbmdzGAsgASgLMhIucmFnc3ZjLnYxLlRpbWluZ3MSGwoTY29udGV4dF9jaHVua3NfdXNlZBgMIAEoBRIbChNjb250ZXh0X3Rva2Vuc191c2VkGA0gASgFEh8KF3Byb21wdF90ZW1wbGF0ZV92ZXJzaW9uGA4gASgJEhsKE2ZvbGxvd191cF9xdWVzdGlvbnMYDyADKAkSJQoFZmxhZ3MYECABKAsyFi5yYWdzdmMudjEuQW5zd2VyRmxhZ3MSEgoKcmVxdWVzdF9pZBgRIAEoCRIrCgtleHBsYW5hdGlvbhgSIAEoCzIWLnJhZ3N2Yy52MS5FeHBsYW5hdGlvbhIqCgtxdWVyeV9jbGFzcxgTIAEoDjIVLnJhZ3N2Yy52MS5RdWVyeUNsYXNzEhkKEWNvc3RfZXN0aW1hdGVfdXNkGBQgASgBIrIDCghDaXRhdGlvbhIOCgZtYXJrZXIYASABKAUSEQoJc291cmNlX2lkGAIgASgJEhMKC2RvY3VtZW50X2lkGAMgASgJEhUKDWRvY3VtZW50X25hbWUYBCABKAkSEwoLY2h1bmtfaW5kZXgYBSABKAUSGAoLcGFnZV9udW1iZXIYBiABKAVIAIgBARIUCgdzZWN0aW9uGAcgASgJSAGIAQESEgoKc291cmNlX3VybBgIIAEoCRIXCg9yZWxldmFuY2Vfc2NvcmUYCSABKAISDwoHc25pcHBldBgKIAEoCRIMCgR0ZXh0GAsgASgJEhcKCmNoYXJfc3RhcnQYDCABKAVIAogBARIVCghjaGFyX2VuZBgNIAEoBUgDiAEBEhcKCmxpbmVfc3RhcnQYDiABKAVIBIgBARIVCghsaW5lX2VuZBgPIAEoBUgFiAEBEhIKCnBhZ2VfdGl0bGUYECABKAlCDgoMX3BhZ2VfbnVtYmVyQgoKCF9zZWN0aW9uQg0KC19jaGFyX3N0YXJ0QgsKCV9jaGFyX2VuZEINCgtfbGluZV9zdGFydEILCglfbGluZV9lbmQiTwoKQ29uZmlkZW5jZRIPCgdvdmVyYWxsGAEgASgCEhEKCXJldHJpZXZhbBgCIAEoAhIQCghjb3ZlcmFnZRgDIAEoAhILCgNsbG0YBCABKAIiaAoLUm91dGVUYXJnZXQSCwoDdGFnGAEgASgJEhUKDW93bmVyX3VzZXJfaWQYAiABKAkSEwoLb3duZXJfZW1haWwYAyABKAkSDgoGcmVhc29uGAQgASgJEhAKCGZhbGxiYWNrGAUgASgIIjkKBVVzYWdlEhUKDXByb21wdF90b2tlbnMYASABKAUSGQoRY29tcGxldGlvbl90b2tlbnMYAiABKAUi0AIKB1RpbWluZ3MSLAoJcmV0cmlldmFsGAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEikKBmJ1ZGdldBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgpnZW5lcmF0aW9uGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjYKE3RpbWVfdG9fZmlyc3RfdG9rZW4YBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKAoFdG90YWwYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLAoJZW1iZWRkaW5nGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi0KCnZhbGlkYXRpb24YByABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ipwEKC0Fuc3dlckZsYWdzEh4KFmhhbGx1Y2luYXRpb25fZGV0ZWN0ZWQYASABKAgSGgoSbWl0aWdhdGlvbl9hcHBsaWVkGAIgASgIEhEKCWNhY2hlX2hpdBgDIAEoCBIQCghkZWdyYWRlZBgEIAEoCBIbChNpbmplY3Rpb25fc3VzcGVjdGVkGAUgASgIEhoKEnJlZGFjdGlvbnNfYXBwbGllZBgGIAEoCCJ4CgtFeHBsYW5hdGlvbhImCgZwcm9tcHQYASADKAsyFi5yYWdzdmMudjEuQ2hhdE1lc3NhZ2USKgoNcGFja2VkX2NodW5rcxgCIAMoCzITLnJhZ3N2Yy52MS5DaXRhdGlvbhIVCg1wcm9tcHRfdG9rZW5zGAMgASgFKkYKBE1vZGUSFAoQTU9ERV9VTlNQRUNJRklFRBAAEhAKDE1PREVfR0VORVJBTBABEhYKEk1PREVfU0VMRUNURURfVEVYVBACKlAKBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg0KCVJPTEVfVVNFUhABEhIKDlJPTEVfQVNTSVNUQU5UEAISDwoLUk9MRV9TWVNURU0QAypoCg1DaXRhdGlvblN0eWxlEh4KGkNJVEFUSU9OX1NUWUxFX1VOU1BFQ0lGSUVEEAASGQoVQ0lUQVRJT05fU1RZTEVfTUFSS0VSEAESHAoYQ0lUQVRJT05fU1RZTEVfU09VUkNFX0lEEAIqbgoKU3RyaWN0bmVzcxIaChZTVFJJQ1RORVNTX1VOU1BFQ0lGSUVEEAASFgoSU1RSSUNUTkVTU19MRU5JRU5UEAESFQoRU1RSSUNUTkVTU19OT1JNQUwQAhIVChFTVFJJQ1RORVNTX1NUUklDVBADKpcBCgpRdWVyeUNsYXNzEhsKF1FVRVJZX0NMQVNTX1VOU1BFQ0lGSUVEEAASFwoTUVVFUllfQ0xBU1NfRkFDVFVBTBABEhoKFlFVRVJZX0NMQVNTX1BST0NFRFVSQUwQAhIdChlRVUVSWV9DTEFTU19DTEFSSUZJQ0FUSU9OEAMSGAoUUVVFUllfQ0xBU1NfR1JFRVRJTkcQBCpDCgZBY3Rpb24SFgoSQUNUSU9OX1VOU1BFQ0lGSUVEEAASDwoLQUNUSU9OX0NJVEUQARIQCgxBQ1RJT05fUk9VVEUQAiqhAgoNUmVmdXNhbFJlYXNvbhIeChpSRUZVU0FMX1JFQVNPTl9VTlNQRUNJRklFRBAAEhcKE1JFRlVTQUxfUkVBU09OX05PTkUQARIcChhSRUZVU0FMX1JFQVNPTl9OT19DSFVOS1MQAhIdChlSRUZVU0FMX1JFQVNPTl9TQ09SRV9HQVRFEAMSJQohUkVGVVNBTF9SRUFTT05fVU5TVVBQT1JURURfQU5TV0VSEAQSJAogUkVGVVNBTF9SRUFTT05fSU5WQUxJRF9DSVRBVElPTlMQBRIjCh9SRUZVU0FMX1JFQVNPTl9OT1RfSU5fU0VMRUNUSU9OEAYSKAokUkVGVVNBTF9SRUFTT05fSU5TVUZGSUNJRU5UX0VWSURFTkNFEAcyjAEKClJhZ1NlcnZpY2USNAoDQXNrEhUucmFnc3ZjLnYxLkFza1JlcXVlc3QaFi5yYWdzdmMudjEuQXNrUmVzcG9uc2USSAoJQXNrU3RyZWFtEhsucmFnc3ZjLnYxLkFza1N0cmVhbVJlcXVlc3QaHC5yYWdzdmMudjEuQXNrU3RyZWFtUmVzcG9uc2UwAWIGcHJvdG8z", [file_google_protobuf_duration]);
+  fileDesc("ChtyYWdzdmMvdjEvcmFnX3NlcnZpY2UucHJvdG8SCXJhZ3N2Yy52MSJ0ChFHZXRTZXNzaW9uUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIRCgl1c2VyX3RhZ3MYAyADKAkSEQoJcGFnZV9zaXplGAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkiUgoSR2V0U2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5yYWdzdmMudjEuU2Vzc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiuQEKB1Nlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSLwoLY3JlYXRlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgV0dXJucxgFIAMoCzIWLnJhZ3N2Yy52MS5TZXNzaW9uVHVybiKOAQoLU2Vzc2lvblR1cm4SEwoLdHVybl9udW1iZXIYASABKAUSDQoFcXVlcnkYAiABKAkSDgoGYW5zd2VyGAMgASgJEhoKEmNpdGVkX2RvY3VtZW50X2lkcxgEIAMoCRIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPQoURGVsZXRlU2Vzc2lvblJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkiLgoVRGVsZXRlU2Vzc2lvblJlc3BvbnNlEhUKDXR1cm5zX2RlbGV0ZWQYASABKAUiiAMKCkFza1JlcXVlc3QSDQoFcXVlcnkYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhEKCXVzZXJfdGFncxgDIAMoCRIsCgxjaGF0X2hpc3RvcnkYBCADKAsyFi5yYWdzdmMudjEuQ2hhdE1lc3NhZ2USEgoKc2Vzc2lvbl9pZBgFIAEoCRIdCgRtb2RlGAYgASgOMg8ucmFnc3ZjLnYxLk1vZGUSFQoNc2VsZWN0ZWRfdGV4dBgHIAEoCRIuCglyZXRyaWV2YWwYCCABKAsyGy5yYWdzdmMudjEuUmV0cmlldmFsT3B0aW9ucxIwCgpnZW5lcmF0aW9uGAkgASgLMhwucmFnc3ZjLnYxLkdlbmVyYXRpb25PcHRpb25zEg8KB2V4cGxhaW4YCiABKAgSDwoHZHJ5X3J1bhgLIAEoCBIXCg9pZGVtcG90ZW5jeV9rZXkYDCABKAkSHAoPZm9sbG93X3VwX2NvdW50GA0gASgFSACIAQFCEgoQX2ZvbGxvd191cF9jb3VudCIwCgtBc2tSZXNwb25zZRIhCgZhbnN3ZXIYASABKAsyES5yYWdzdmMudjEuQW5zd2VyIo4DChBBc2tTdHJlYW1SZXF1ZXN0Eg0KBXF1ZXJ5GAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIRCgl1c2VyX3RhZ3MYAyADKAkSLAoMY2hhdF9oaXN0b3J5GAQgAygLMhYucmFnc3ZjLnYxLkNoYXRNZXNzYWdlEhIKCnNlc3Npb25faWQYBSABKAkSHQoEbW9kZRgGIAEoDjIPLnJhZ3N2Yy52MS5Nb2RlEhUKDXNlbGVjdGVkX3RleHQYByABKAkSLgoJcmV0cmlldmFsGAggASgLMhsucmFnc3ZjLnYxLlJldHJpZXZhbE9wdGlvbnMSMAoKZ2VuZXJhdGlvbhgJIAEoCzIcLnJhZ3N2Yy52MS5HZW5lcmF0aW9uT3B0aW9ucxIPCgdleHBsYWluGAogASgIEg8KB2RyeV9ydW4YCyABKAgSFwoPaWRlbXBvdGVuY3lfa2V5GAwgASgJEhwKD2ZvbGxvd191cF9jb3VudBgNIAEoBUgAiAEBQhIKEF9mb2xsb3dfdXBfY291bnQigAEKEUFza1N0cmVhbVJlc3BvbnNlEhQKCnRleHRfZGVsdGEYASABKAlIABInCghjaXRhdGlvbhgCIAEoCzITLnJhZ3N2Yy52MS5DaXRhdGlvbkgAEiMKBmFuc3dlchgDIAEoCzIRLnJhZ3N2Yy52MS5BbnN3ZXJIAEIHCgVldmVudCI9CgtDaGF0TWVzc2FnZRIdCgRyb2xlGAEgASgOMg8ucmFnc3ZjLnYxLlJvbGUSDwoHY29udGVudBgCIAEoCSKNAQoQUmV0cmlldmFsT3B0aW9ucxISCgV0b3BfaxgBIAEoBUgAiAEBEhwKD3Njb3JlX3RocmVzaG9sZBgCIAEoAkgBiAEBEikKBmZpbHRlchgDIAEoCzIZLnJhZ3N2Yy52MS5NZXRhZGF0YUZpbHRlckIICgZfdG9wX2tCEgoQX3Njb3JlX3RocmVzaG9sZCJUCg5NZXRhZGF0YUZpbHRlchITCgtzb3VyY2VfdXJscxgBIAMoCRITCgtwYWdlX3RpdGxlcxgCIAMoCRIYChBzZWN0aW9uX2hlYWRpbmdzGAMgAygJItoBChFHZW5lcmF0aW9uT3B0aW9ucxINCgVtb2RlbBgBIAEoCRITCgt0ZW1wbGF0ZV9pZBgCIAEoCRIwCg5jaXRhdGlvbl9zdHlsZRgDIAEoDjIYLnJhZ3N2Yy52MS5DaXRhdGlvblN0eWxlEikKCnN0cmljdG5lc3MYBCABKA4yFS5yYWdzdmMudjEuU3RyaWN0bmVzcxIYCgt0ZW1wZXJhdHVyZRgFIAEoAkgAiAEBEhEKBHNlZWQYBiABKANIAYgBAUIOCgxfdGVtcGVyYXR1cmVCBwoFX3NlZWQinAUKBkFuc3dlchIMCgR0ZXh0GAEgASgJEiYKCWNpdGF0aW9ucxgCIAMoCzITLnJhZ3N2Yy52MS5DaXRhdGlvbhIpCgpjb25maWRlbmNlGAMgASgLMhUucmFnc3ZjLnYxLkNvbmZpZGVuY2USIQoGYWN0aW9uGAQgASgOMhEucmFnc3ZjLnYxLkFjdGlvbhIlCgVyb3V0ZRgFIAEoCzIWLnJhZ3N2Yy52MS5Sb3V0ZVRhcmdldBIQCghncm91bmRlZBgGIAEoCBIwCg5yZWZ1c2FsX3JlYXNvbhgHIAEoDjIYLnJhZ3N2Yy52MS5SZWZ1c2FsUmVhc29uEicKCmNhbmRpZGF0ZXMYCCADKAsyEy5yYWdzdmMudjEuQ2l0YXRpb24SDQoFbW9kZWwYCSABKAkSHwoFdXNhZ2UYCiABKAsyEC5yYWdzdmMudjEuVXNhZ2USIwoHdGltaW5ncxgLIAEoCzISLnJhZ3N2Yy52MS5UaW1pbmdzEhsKE2NvbnRleHRfY2h1bmtzX3VzZWQYDCABKAUSGwoTY29udGV4dF90b2tlbnNfdXNlZBgNIAEoBRIfChdwcm9tcHRfdGVtcGxhdGVfdmVyc2lvbhgOIAEoCRIbChNmb2xsb3dfdXBfcXVlc3Rpb25zGA8gAygJEiUKBWZsYWdzGBAgASgLMhYucmFnc3ZjLnYxLkFuc3dlckZsYWdzEhIKCnJlcXVlc3RfaWQYESABKAkSKwoLZXhwbGFuYXRpb24YEiABKAsyFi5yYWdzdmMudjEuRXhwbGFuYXRpb24SKgoLcXVlcnlfY2xhc3MYEyABKA4yFS5yYWdzdmMudjEuUXVlcnlDbGFzcxIZChFjb3N0X2VzdGltYXRlX3VzZBgUIAEoASKyAwoIQ2l0YXRpb24SDgoGbWFya2VyGAEgASgFEhEKCXNvdXJjZV9pZBgCIAEoCRITCgtkb2N1bWVudF9pZBgDIAEoCRIVCg1kb2N1bWVudF9uYW1lGAQgASgJEhMKC2NodW5rX2luZGV4GAUgASgFEhgKC3BhZ2VfbnVtYmVyGAYgASgFSACIAQESFAoHc2VjdGlvbhgHIAEoCUgBiAEBEhIKCnNvdXJjZV91cmwYCCABKAkSFwoPcmVsZXZhbmNlX3Njb3JlGAkgASgCEg8KB3NuaXBwZXQYCiABKAkSDAoEdGV4dBgLIAEoCRIXCgpjaGFyX3N0YXJ0GAwgASgFSAKIAQESFQoIY2hhcl9lbmQYDSABKAVIA4gBARIXCgpsaW5lX3N0YXJ0GA4gASgFSASIAQESFQoIbGluZV9lbmQYDyABKAVIBYgBARISCgpwYWdlX3RpdGxlGBAgASgJQg4KDF9wYWdlX251bWJlckIKCghfc2VjdGlvbkINCgtfY2hhcl9zdGFydEILCglfY2hhcl9lbmRCDQoLX2xpbmVfc3RhcnRCCwoJX2xpbmVfZW5kIk8KCkNvbmZpZGVuY2USDwoHb3ZlcmFsbBgBIAEoAhIRCglyZXRyaWV2YWwYAiABKAISEAoIY292ZXJhZ2UYAyABKAISCwoDbGxtGAQgASgCImgKC1JvdXRlVGFyZ2V0EgsKA3RhZxgBIAEoCRIVCg1vd25lcl91c2VyX2lkGAIgASgJEhMKC293bmVyX2VtYWlsGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIQCghmYWxsYmFjaxgFIAEoCCI5CgVVc2FnZRIVCg1wcm9tcHRfdG9rZW5zGAEgASgFEhkKEWNvbXBsZXRpb25fdG9rZW5zGAIgASgFItACCgdUaW1pbmdzEiwKCXJldHJpZXZhbBgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIpCgZidWRnZXQYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLQoKZ2VuZXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI2ChN0aW1lX3RvX2ZpcnN0X3Rva2VuGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEigKBXRvdGFsGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEiwKCWVtYmVkZGluZxgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgp2YWxpZGF0aW9uGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIqcBCgtBbnN3ZXJGbGFncxIeChZoYWxsdWNpbmF0aW9uX2RldGVjdGVkGAEgASgIEhoKEm1pdGlnYXRpb25fYXBwbGllZBgCIAEoCBIRCgljYWNoZV9oaXQYAyABKAgSEAoIZGVncmFkZWQYBCABKAgSGwoTaW5qZWN0aW9uX3N1c3BlY3RlZBgFIAEoCBIaChJyZWRhY3Rpb25zX2FwcGxpZWQYBiABKAgieAoLRXhwbGFuYXRpb24SJgoGcHJvbXB0GAEgAygLMhYucmFnc3ZjLnYxLkNoYXRNZXNzYWdlEioKDXBhY2tlZF9jaHVua3MYAiADKAsyEy5yYWdzdmMudjEuQ2l0YXRpb24SFQoNcHJvbXB0X3Rva2VucxgDIAEoBSpGCgRNb2RlEhQKEE1PREVfVU5TUEVDSUZJRUQQABIQCgxNT0RFX0dFTkVSQUwQARIWChJNT0RFX1NFTEVDVEVEX1RFWFQQAipQCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABINCglST0xFX1VTRVIQARISCg5ST0xFX0FTU0lTVEFOVBACEg8KC1JPTEVfU1lTVEVNEAMqaAoNQ2l0YXRpb25TdHlsZRIeChpDSVRBVElPTl9TVFlMRV9VTlNQRUNJRklFRBAAEhkKFUNJVEFUSU9OX1NUWUxFX01BUktFUhABEhwKGENJVEFUSU9OX1NUWUxFX1NPVVJDRV9JRBACKm4KClN0cmljdG5lc3MSGgoWU1RSSUNUTkVTU19VTlNQRUNJRklFRBAAEhYKElNUUklDVE5FU1NfTEVOSUVOVBABEhUKEVNUUklDVE5FU1NfTk9STUFMEAISFQoRU1RSSUNUTkVTU19TVFJJQ1QQAyqXAQoKUXVlcnlDbGFzcxIbChdRVUVSWV9DTEFTU19VTlNQRUNJRklFRBAAEhcKE1FVRVJZX0NMQVNTX0ZBQ1RVQUwQARIaChZRVUVSWV9DTEFTU19QUk9DRURVUkFMEAISHQoZUVVFUllfQ0xBU1NfQ0xBUklGSUNBVElPThADEhgKFFFVRVJZX0NMQVNTX0dSRUVUSU5HEAQqQwoGQWN0aW9uEhYKEkFDVElPTl9VTlNQRUNJRklFRBAAEg8KC0FDVElPTl9DSVRFEAESEAoMQUNUSU9OX1JPVVRFEAIqoQIKDVJlZnVzYWxSZWFzb24SHgoaUkVGVVNBTF9SRUFTT05fVU5TUEVDSUZJRUQQABIXChNSRUZVU0FMX1JFQVNPTl9OT05FEAESHAoYUkVGVVNBTF9SRUFTT05fTk9fQ0hVTktTEAISHQoZUkVGVVNBTF9SRUFTT05fU0NPUkVfR0FURRADEiUKIVJFRlVTQUxfUkVBU09OX1VOU1VQUE9SVEVEX0FOU1dFUhAEEiQKIFJFRlVTQUxfUkVBU09OX0lOVkFMSURfQ0lUQVRJT05TEAUSIwofUkVGVVNBTF9SRUFTT05fTk9UX0lOX1NFTEVDVElPThAGEigKJFJFRlVTQUxfUkVBU09OX0lOU1VGRklDSUVOVF9FVklERU5DRRAHMqsCCgpSYWdTZXJ2aWNlEjQKA0FzaxIVLnJhZ3N2Yy52MS5Bc2tSZXF1ZXN0GhYucmFnc3ZjLnYxLkFza1Jlc3BvbnNlEkgKCUFza1N0cmVhbRIbLnJhZ3N2Yy52MS5Bc2tTdHJlYW1SZXF1ZXN0GhwucmFnc3ZjLnYxLkFza1N0cmVhbVJlc3BvbnNlMAESSQoKR2V0U2Vzc2lvbhIcLnJhZ3N2Yy52MS5HZXRTZXNzaW9uUmVxdWVzdBodLnJhZ3N2Yy52MS5HZXRTZXNzaW9uUmVzcG9uc2USUgoNRGVsZXRlU2Vzc2lvbhIfLnJhZ3N2Yy52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBogLnJhZ3N2Yy52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+
+/**
+ * GetSessionRequest names a session and the page of its turns to return.
+ *
+ * @generated from message ragsvc.v1.GetSessionRequest
+ */
+export type GetSessionRequest = Message<"ragsvc.v1.GetSessionRequest"> & {
+  /**
+   * The tenant; empty means the key's tenant (with authentication) or the server's default.
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * The session, as AskRequest.session_id named it.
+   *
+   * @generated from field: string session_id = 2;
+   */
+  sessionId: string;
+
+  /**
+   * The access tags to read with, as in AskRequest; empty means every tag of the key.
+   *
+   * @generated from field: repeated string user_tags = 3;
+   */
+  userTags: string[];
+
+  /**
+   * The most turns to return, 0 to 1000; 0 means 100.
+   *
+   * @generated from field: int32 page_size = 4;
+   */
+  pageSize: number;
+
+  /**
+   * The `next_page_token` of a previous response; empty for the first page.
+   *
+   * @generated from field: string page_token = 5;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message ragsvc.v1.GetSessionRequest.
+ * Use `create(GetSessionRequestSchema)` to create a new message.
+ */
+export const GetSessionRequestSchema: GenMessage<GetSessionRequest> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_rag_service, 0);
+
+/**
+ * GetSessionResponse is one page of a session's turns.
+ *
+ * @generated from message ragsvc.v1.GetSessionResponse
+ */
+export type GetSessionResponse = Message<"ragsvc.v1.GetSessionResponse"> & {
+  /**
+   * The session, with the turns of this page.
+   *
+   * @generated from field: ragsvc.v1.Session session = 1;
+   */
+  session?: Session | undefined;
+
+  /**
+   * The token of the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message ragsvc.v1.GetSessionResponse.
+ * Use `create(GetSessionResponseSchema)` to create a new message.
+ */
+export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_rag_service, 1);
+
+/**
+ * Session is a stored conversation.
+ *
+ * @generated from message ragsvc.v1.Session
+ */
+export type Session = Message<"ragsvc.v1.Session"> & {
+  /**
+   * The session's id.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The session's tenant.
+   *
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+
+  /**
+   * When its first turn was stored.
+   *
+   * @generated from field: google.protobuf.Timestamp create_time = 3;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * When its last turn was stored.
+   *
+   * @generated from field: google.protobuf.Timestamp update_time = 4;
+   */
+  updateTime?: Timestamp | undefined;
+
+  /**
+   * The turns the caller may read, oldest first (one page of them).
+   *
+   * @generated from field: repeated ragsvc.v1.SessionTurn turns = 5;
+   */
+  turns: SessionTurn[];
+};
+
+/**
+ * Describes the message ragsvc.v1.Session.
+ * Use `create(SessionSchema)` to create a new message.
+ */
+export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_rag_service, 2);
+
+/**
+ * SessionTurn is one question of a session and the answer it got.
+ *
+ * @generated from message ragsvc.v1.SessionTurn
+ */
+export type SessionTurn = Message<"ragsvc.v1.SessionTurn"> & {
+  /**
+   * The turn's number within the session, from 1; turns left out leave gaps.
+   *
+   * @generated from field: int32 turn_number = 1;
+   */
+  turnNumber: number;
+
+  /**
+   * The question.
+   *
+   * @generated from field: string query = 2;
+   */
+  query: string;
+
+  /**
+   * The answer's text.
+   *
+   * @generated from field: string answer = 3;
+   */
+  answer: string;
+
+  /**
+   * The ids of the documents the answer cited, in citation order, without repeats.
+   *
+   * @generated from field: repeated string cited_document_ids = 4;
+   */
+  citedDocumentIds: string[];
+
+  /**
+   * When the turn was stored.
+   *
+   * @generated from field: google.protobuf.Timestamp create_time = 5;
+   */
+  createTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message ragsvc.v1.SessionTurn.
+ * Use `create(SessionTurnSchema)` to create a new message.
+ */
+export const SessionTurnSchema: GenMessage<SessionTurn> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_rag_service, 3);
+
+/**
+ * DeleteSessionRequest names the session to delete.
+ *
+ * @generated from message ragsvc.v1.DeleteSessionRequest
+ */
+export type DeleteSessionRequest = Message<"ragsvc.v1.DeleteSessionRequest"> & {
+  /**
+   * The tenant; empty means the key's tenant (with authentication) or the server's default.
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * The session, as AskRequest.session_id named it.
+   *
+   * @generated from field: string session_id = 2;
+   */
+  sessionId: string;
+};
+
+/**
+ * Describes the message ragsvc.v1.DeleteSessionRequest.
+ * Use `create(DeleteSessionRequestSchema)` to create a new message.
+ */
+export const DeleteSessionRequestSchema: GenMessage<DeleteSessionRequest> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_rag_service, 4);
+
+/**
+ * DeleteSessionResponse confirms a deletion.
+ *
+ * @generated from message ragsvc.v1.DeleteSessionResponse
+ */
+export type DeleteSessionResponse = Message<"ragsvc.v1.DeleteSessionResponse"> & {
+  /**
+   * How many turns were deleted.
+   *
+   * @generated from field: int32 turns_deleted = 1;
+   */
+  turnsDeleted: number;
+};
+
+/**
+ * Describes the message ragsvc.v1.DeleteSessionResponse.
+ * Use `create(DeleteSessionResponseSchema)` to create a new message.
+ */
+export const DeleteSessionResponseSchema: GenMessage<DeleteSessionResponse> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_rag_service, 5);
 
 /**
  * AskRequest is a question and how to answer it.
@@ -52,7 +276,10 @@ export type AskRequest = Message<"ragsvc.v1.AskRequest"> & {
   chatHistory: ChatMessage[];
 
   /**
-   * Groups the turns of one conversation. Empty, or a UUID version 4.
+   * Groups the turns of one conversation. Empty, or a UUID version 4. A session belongs to the
+   * caller that created it (its key, or its peer without authentication): another caller naming
+   * it gets NOT_FOUND. Earlier turns whose evidence the caller's tags no longer cover are left
+   * out of the history.
    *
    * @generated from field: string session_id = 5;
    */
@@ -103,8 +330,10 @@ export type AskRequest = Message<"ragsvc.v1.AskRequest"> & {
   dryRun: boolean;
 
   /**
-   * A key that makes retries safe: a repeated request with the same key returns the recorded
-   * answer instead of generating again. Empty means the server derives one.
+   * A key that makes retries safe: the same request from the same caller with the same key
+   * returns the recorded answer instead of generating again (for RAG_IDEMPOTENCY_TTL_SECONDS).
+   * The same key with another request is FAILED_PRECONDITION (IDEMPOTENCY_KEY_REUSED); another
+   * caller's key never replays. Empty means no replay.
    *
    * @generated from field: string idempotency_key = 12;
    */
@@ -124,7 +353,7 @@ export type AskRequest = Message<"ragsvc.v1.AskRequest"> & {
  * Use `create(AskRequestSchema)` to create a new message.
  */
 export const AskRequestSchema: GenMessage<AskRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_rag_service, 0);
+  messageDesc(file_ragsvc_v1_rag_service, 6);
 
 /**
  * AskResponse carries the complete answer.
@@ -145,7 +374,7 @@ export type AskResponse = Message<"ragsvc.v1.AskResponse"> & {
  * Use `create(AskResponseSchema)` to create a new message.
  */
 export const AskResponseSchema: GenMessage<AskResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_rag_service, 1);
+  messageDesc(file_ragsvc_v1_rag_service, 7);
 
 /**
  * AskStreamRequest is AskRequest for the streaming RPC; it mirrors AskRequest field for field
@@ -251,7 +480,7 @@ export type AskStreamRequest = Message<"ragsvc.v1.AskStreamRequest"> & {
  * Use `create(AskStreamRequestSchema)` to create a new message.
  */
 export const AskStreamRequestSchema: GenMessage<AskStreamRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_rag_service, 2);
+  messageDesc(file_ragsvc_v1_rag_service, 8);
 
 /**
  * AskStreamResponse is one event of an answer stream: any number of text deltas and
@@ -297,7 +526,7 @@ export type AskStreamResponse = Message<"ragsvc.v1.AskStreamResponse"> & {
  * Use `create(AskStreamResponseSchema)` to create a new message.
  */
 export const AskStreamResponseSchema: GenMessage<AskStreamResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_rag_service, 3);
+  messageDesc(file_ragsvc_v1_rag_service, 9);
 
 /**
  * ChatMessage is one turn of a conversation.
@@ -325,7 +554,7 @@ export type ChatMessage = Message<"ragsvc.v1.ChatMessage"> & {
  * Use `create(ChatMessageSchema)` to create a new message.
  */
 export const ChatMessageSchema: GenMessage<ChatMessage> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_rag_service, 4);
+  messageDesc(file_ragsvc_v1_rag_service, 10);
 
 /**
  * RetrievalOptions tune how evidence is found.
@@ -361,7 +590,7 @@ export type RetrievalOptions = Message<"ragsvc.v1.RetrievalOptions"> & {
  * Use `create(RetrievalOptionsSchema)` to create a new message.
  */
 export const RetrievalOptionsSchema: GenMessage<RetrievalOptions> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_rag_service, 5);
+  messageDesc(file_ragsvc_v1_rag_service, 11);
 
 /**
  * MetadataFilter restricts the search to chunks whose metadata matches. Each list means "any
@@ -397,7 +626,7 @@ export type MetadataFilter = Message<"ragsvc.v1.MetadataFilter"> & {
  * Use `create(MetadataFilterSchema)` to create a new message.
  */
 export const MetadataFilterSchema: GenMessage<MetadataFilter> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_rag_service, 6);
+  messageDesc(file_ragsvc_v1_rag_service, 12);
 
 /**
  * GenerationOptions tune how the answer is written.
@@ -453,7 +682,7 @@ export type GenerationOptions = Message<"ragsvc.v1.GenerationOptions"> & {
  * Use `create(GenerationOptionsSchema)` to create a new message.
  */
 export const GenerationOptionsSchema: GenMessage<GenerationOptions> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_rag_service, 7);
+  messageDesc(file_ragsvc_v1_rag_service, 13);
 
 /**
  * Answer is the complete, validated result of one question.
@@ -609,7 +838,7 @@ export type Answer = Message<"ragsvc.v1.Answer"> & {
  * Use `create(AnswerSchema)` to create a new message.
  */
 export const AnswerSchema: GenMessage<Answer> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_rag_service, 8);
+  messageDesc(file_ragsvc_v1_rag_service, 14);
 
 /**
  * Citation ties a marker in the answer to the chunk it cites.
@@ -735,7 +964,7 @@ export type Citation = Message<"ragsvc.v1.Citation"> & {
  * Use `create(CitationSchema)` to create a new message.
  */
 export const CitationSchema: GenMessage<Citation> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_rag_service, 9);
+  messageDesc(file_ragsvc_v1_rag_service, 15);
 
 /**
  * Confidence is the hybrid confidence score:
@@ -778,7 +1007,7 @@ export type Confidence = Message<"ragsvc.v1.Confidence"> & {
  * Use `create(ConfidenceSchema)` to create a new message.
  */
 export const ConfidenceSchema: GenMessage<Confidence> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_rag_service, 10);
+  messageDesc(file_ragsvc_v1_rag_service, 16);
 
 /**
  * RouteTarget is the human who should answer a routed question.
@@ -827,7 +1056,7 @@ export type RouteTarget = Message<"ragsvc.v1.RouteTarget"> & {
  * Use `create(RouteTargetSchema)` to create a new message.
  */
 export const RouteTargetSchema: GenMessage<RouteTarget> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_rag_service, 11);
+  messageDesc(file_ragsvc_v1_rag_service, 17);
 
 /**
  * Usage counts generation tokens.
@@ -855,7 +1084,7 @@ export type Usage = Message<"ragsvc.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_rag_service, 12);
+  messageDesc(file_ragsvc_v1_rag_service, 18);
 
 /**
  * Timings are the time spent per stage.
@@ -918,7 +1147,7 @@ export type Timings = Message<"ragsvc.v1.Timings"> & {
  * Use `create(TimingsSchema)` to create a new message.
  */
 export const TimingsSchema: GenMessage<Timings> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_rag_service, 13);
+  messageDesc(file_ragsvc_v1_rag_service, 19);
 
 /**
  * AnswerFlags report what happened while answering.
@@ -974,7 +1203,7 @@ export type AnswerFlags = Message<"ragsvc.v1.AnswerFlags"> & {
  * Use `create(AnswerFlagsSchema)` to create a new message.
  */
 export const AnswerFlagsSchema: GenMessage<AnswerFlags> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_rag_service, 14);
+  messageDesc(file_ragsvc_v1_rag_service, 20);
 
 /**
  * Explanation shows how an answer was built.
@@ -1009,7 +1238,7 @@ export type Explanation = Message<"ragsvc.v1.Explanation"> & {
  * Use `create(ExplanationSchema)` to create a new message.
  */
 export const ExplanationSchema: GenMessage<Explanation> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_rag_service, 15);
+  messageDesc(file_ragsvc_v1_rag_service, 21);
 
 /**
  * Mode says where the evidence comes from.
@@ -1321,7 +1550,8 @@ export const RefusalReasonSchema: GenEnum<RefusalReason> = /*@__PURE__*/
  * Errors are gRPC status codes with google.rpc details (ErrorInfo with a stable `reason`,
  * BadRequest field violations for bad input, RetryInfo when a retry may succeed):
  * INVALID_ARGUMENT (VALIDATION_ERROR, MODEL_NOT_ALLOWED, TOKEN_BUDGET_EXCEEDED),
- * FAILED_PRECONDITION (MODEL_UNAVAILABLE), UNAVAILABLE (LLM_UNAVAILABLE, EMBEDDING_FAILED,
+ * FAILED_PRECONDITION (MODEL_UNAVAILABLE, IDEMPOTENCY_KEY_REUSED), NOT_FOUND (a session that
+ * does not exist or belongs to another caller), UNAVAILABLE (LLM_UNAVAILABLE, EMBEDDING_FAILED,
  * RETRIEVAL_UNAVAILABLE), DEADLINE_EXCEEDED (LLM_TIMEOUT, DEADLINE), RESOURCE_EXHAUSTED
  * (RATE_LIMITED, OVERLOADED). A refusal is not an error: it is an OK answer with
  * `grounded = false` and a `refusal_reason`.
@@ -1353,6 +1583,34 @@ export const RagService: GenService<{
     methodKind: "server_streaming";
     input: typeof AskStreamRequestSchema;
     output: typeof AskStreamResponseSchema;
+  },
+  /**
+   * GetSession returns a stored conversation: the turns of a `session_id`, oldest first, paged.
+   * A session belongs to the caller that created it (the API key, or without authentication
+   * the client's address or certificate identity): any other caller gets NOT_FOUND, the same
+   * error as for a session that does not exist. A turn whose evidence the caller's tags
+   * (`user_tags`, or all of the key's) no longer cover is left out, as it is left out of the
+   * prompt, so a page may hold fewer turns than `page_size`.
+   *
+   * @generated from rpc ragsvc.v1.RagService.GetSession
+   */
+  getSession: {
+    methodKind: "unary";
+    input: typeof GetSessionRequestSchema;
+    output: typeof GetSessionResponseSchema;
+  },
+  /**
+   * DeleteSession removes a stored conversation and all its turns (a user's right to be
+   * forgotten): the session's owner, or a key with the admin scope for any session of its own
+   * tenant. Any other caller gets NOT_FOUND, as for a session that does not exist. The audit
+   * log of the answers is not changed: its rows are deleted by RAG_AUDIT_RETENTION_DAYS.
+   *
+   * @generated from rpc ragsvc.v1.RagService.DeleteSession
+   */
+  deleteSession: {
+    methodKind: "unary";
+    input: typeof DeleteSessionRequestSchema;
+    output: typeof DeleteSessionResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_ragsvc_v1_rag_service, 0);
