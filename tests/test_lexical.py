@@ -6,6 +6,8 @@ from ragsvc.lexical import content_terms, key_phrases, stem
 def test_stems_meet() -> None:
     assert {stem(w) for w in ("configures", "configured", "configuring", "configure")} == {"configur"}
     assert stem("running") == "run" and stem("policies") == "policy" and stem("180") == "180"
+    assert stem("connections") == stem("connect") and stem("authentication") == stem("authenticates")
+    assert stem("option") == "option", "too short to strip"
 
 
 def test_content_terms_drop_stopwords_and_keep_numbers() -> None:

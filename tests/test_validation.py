@@ -9,6 +9,7 @@ from ragsvc.validation import (
     SOURCE_ID_MARKER,
     AnswerPolicy,
     MarkerScanner,
+    answer_support,
     coverage_of,
     normalize_source_ids,
     primary_tag,
@@ -193,3 +194,12 @@ def test_strict_refuses_any_uncited_sentence() -> None:
     assert POLICY.judge(partly, CONTEXT).grounded, "normal strictness accepts an answer with a valid citation"
     verdict = POLICY.judge(partly, CONTEXT, strict=True)
     assert not verdict.grounded and verdict.refusal is RefusalReason.UNSUPPORTED_ANSWER
+
+
+
+def test_an_answer_stating_no_value_where_one_is_asked_supports_half() -> None:
+    question = "How many connections are allowed by default?"
+    stated = answer_support(question, "By default 100 connections are allowed. [#1]", ())
+    no_value = answer_support(question, "Connections are allowed by default. [#1]", ())
+
+    assert stated > 0.5 and no_value == pytest.approx(stated / 2)

@@ -13,6 +13,7 @@ from typing import Any
 from bench.quality.corpus import ROOT
 
 DOCS = ROOT / "docs"
+CHANGES = ROOT / "bench" / "quality" / "changes.md"  # what each change did, dev and held-out (hand-kept)
 TARGETS = {  # issue 13's acceptance targets, on held-out
     "hit@5": 0.95,
     "answered_and_right": 0.85,
@@ -179,7 +180,8 @@ nobody here wrote, through the real gRPC server with the extractive generator (n
 `python -m bench.quality.run` (results: [`{rel}`](../{rel}); run {result['date']}, commit
 `{result['git_commit'][:12]}`). The baseline, before the answerability gate, the label-aware extractive answer and
 title/heading-aware retrieval (issue 13), is kept in
-[`bench/results/quality-baseline-2026-11-24.json`](../bench/results/quality-baseline-2026-11-24.json). Tune on
+[`bench/results/quality-baseline-2026-11-24.json`](../bench/results/quality-baseline-2026-11-24.json), and round 1
+of that issue in [`bench/results/quality-round1-2026-11-24.json`](../bench/results/quality-round1-2026-11-24.json). Tune on
 **dev** only; **held-out** is never used to choose anything.
 
 ## The corpus
@@ -223,8 +225,8 @@ by kind).
   `RAG_CACHE_MAX_ENTRIES=0`, `RAG_MAX_CONCURRENT_REQUESTS=256`, `RAG_GENERATOR=extractive`, every other setting
   at its default. The corpus is ingested over `IndexService.IngestDocuments` (8 pages a call, tenant
   `{result['settings']['tenant']}`); the ingested index is cached under `.bench/quality-index/` keyed by the
-  corpus hash, the chunk settings and the source of ragsvc's ingestion and retrieval code, and copied into the
-  run's data dir.
+  corpus hash, the chunk settings and the source of the code that decides what the index holds (ingestion, the
+  engines' storage, lexical terms, passages; not query-time ranking), and copied into the run's data dir.
 - Every question is asked over `RagService.Ask` with `explain=true`, one at a time. Follow-ups: the earlier turn is
   asked first, then the follow-up is sent with that turn and its answer as `chat_history`
   (`--followups session` sends them in one `session_id` instead).
@@ -252,6 +254,7 @@ Refusal reasons:
 Answerable questions by phrasing:
 
 {style_table(result)}
+{CHANGES.read_text() if CHANGES.exists() else ""}
 ![confidence of right, wrong and refused answers; reliability](quality.png)
 
 The left panel shows where right answers, wrong answers and refusals fall on `confidence.overall`; the right panel

@@ -31,7 +31,16 @@ INDEX_CACHE = Path(os.environ.get("EVAL_INDEX_DIR", ROOT / ".bench" / "quality-i
 INGEST_BATCH = 8  # documents per IngestDocuments call
 # Settings that decide what the index holds (read by the server from the environment, defaults as in ragsvc).
 INDEX_SETTINGS = ("RAG_CHUNK_TOKENS", "RAG_CHUNK_OVERLAP_TOKENS", "RAG_EMBEDDER", "EMBEDDING_MODEL")
-INDEX_CODE = ("src/ragsvc/ingest", "src/ragsvc/retrieval", "src/ragsvc/lexical.py", "src/ragsvc/domain.py")
+# The code that decides what the index holds: ingestion and the engines' storage, not the query-time stages
+# (retrieval/hybrid.py, quality.py, selection.py: ranking, filters, selected text), whose changes need no new index.
+INDEX_CODE = (
+    "src/ragsvc/ingest",
+    *(f"src/ragsvc/retrieval/{name}" for name in ("__init__.py", "base.py", "edge.py", "edge_optimize.py", "embedders.py")),
+    *(f"src/ragsvc/retrieval/{name}" for name in ("http_embedders.py", "layout.py", "qdrant_server.py")),
+    "src/ragsvc/lexical.py",
+    "src/ragsvc/domain.py",
+    "src/ragsvc/passages.py",  # the chunker carries labels as passages finds them
+)
 
 
 def base_env(data_dir: Path, extra: Mapping[str, str] = {}) -> dict[str, str]:

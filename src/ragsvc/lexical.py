@@ -37,8 +37,9 @@ def _terms(text: str) -> Iterator[str]:
 
 @functools.lru_cache(maxsize=1 << 16)  # words repeat: stem each once
 def stem(word: str) -> str:
-    """A light suffix stripper: plurals, -ing and -ed, a final e, so "configures", "configured",
-    "configuring" and "configure" meet."""
+    """A light suffix stripper: plurals, -ing and -ed, -ion after t or s, a final e, so "configures",
+    "configured", "configuring" and "configure" meet, and so do "connect" and "connections", "authenticate" and
+    "authentication"."""
     if word.isdigit() or len(word) <= 3:
         return word
     if word.endswith("ies") and len(word) > 4:
@@ -53,6 +54,8 @@ def stem(word: str) -> str:
             if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lsz":
                 word = word[:-1]  # running -> run
             break
+    if word.endswith(("tion", "sion")) and len(word) > 6:
+        word = word[:-3]
     if word.endswith("e") and len(word) > 3:
         word = word[:-1]
     return word
@@ -142,26 +145,3 @@ def _written_as_name(word: str, *, first: bool) -> bool:
 def idf(frequency: int, chunks: int) -> float:
     """BM25's inverse document frequency of a term found in `frequency` of `chunks` chunks."""
     return math.log(1 + (chunks - frequency + 0.5) / (frequency + 0.5))
-
-
-# A question asking for an amount, a size, a duration or a setting's value.
-_ASKS_AMOUNT = re.compile(
-    r"\bhow (many|much|long|often|big|large|small|far|fast)\b|\bdefaults?\b|\b(size|limit|maximum|minimum|number)\b"
-    r"|\bwhat (port|value|percentage|fraction)\b",
-    re.IGNORECASE,
-)
-_AMOUNT = re.compile(
-    r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|hundred|thousand|million|"
-    r"billion|half|quarter|once|twice)\b",
-    re.IGNORECASE,
-)
-
-
-def asks_for_amount(question: str) -> bool:
-    """True for a question asking for an amount, a size, a duration or a setting's value ("how many", "default")."""
-    return bool(_ASKS_AMOUNT.search(question))
-
-
-def states_amount(text: str) -> bool:
-    """True for a text stating an amount: a digit or a number word."""
-    return bool(_AMOUNT.search(text))

@@ -8,7 +8,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from ragsvc.domain import Action, Citation, Confidence, RefusalReason, ScoredChunk
-from ragsvc.lexical import asks_for_amount, content_terms, index_terms, key_phrases, question_terms, states_amount
+from ragsvc.lexical import content_terms, index_terms, key_phrases, question_terms
+from ragsvc.values import answers_value, asked_values, stated_values
 
 # Strict on purpose: "[1]", "[ #1 ]", "[#1a]" and "vec![1]" are not markers.
 MARKER = re.compile(r"\[#(\d{1,3})\]")
@@ -190,21 +191,21 @@ class AnswerPolicy:
 def answer_support(question: str, answer: str, citations: Sequence[Citation]) -> float:
     """How well `answer` answers `question`, 0-1, from the words alone: the share of the question's terms (names
     such as "max_connections" or "PgBouncer" count double) that its best sentence holds, that sentence read with
-    the section headings and page titles of the chunks the answer cites; halved when the question asks for an
-    amount ("how many", "default" ...) and that sentence states none."""
+    the section headings and page titles of the chunks the answer cites; halved when the question asks for a value
+    ("how many", "how long", "default" ...) and that sentence states none of its kind (ragsvc.values)."""
     terms = question_terms(question)
     if not terms:
         return 0.0
     weights = {term.term: 2.0 if term.named else 1.0 for term in terms}
     total = sum(weights.values())
     headings = set(index_terms(" ".join(f"{c.chunk.page_title}\n{c.chunk.section or ''}" for c in citations)))
-    wants_amount = asks_for_amount(question)
+    asked = asked_values(question)
     best = 0.0
     for match in _SENTENCE.finditer(answer):
         sentence = MARKER.sub(" ", match.group(0))
         found = headings.union(index_terms(sentence))
         share = sum(weight for term, weight in weights.items() if term in found) / total
-        if wants_amount and not states_amount(sentence):
+        if asked and not answers_value(asked, stated_values(sentence)):
             share /= 2
         best = max(best, share)
     return best

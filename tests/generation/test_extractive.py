@@ -51,7 +51,7 @@ async def test_exact_answer_for_a_fixed_request() -> None:
     assert text == (
         "The gRPC server listens on port 50051 by default. [#2] "
         "Set RAG_GRPC_ADDRESS to listen on another address or port. [#2] "
-        "A request may set its own timeout; the server stops waiting for the LLM after RAG_TIMEOUT_SECONDS. [#3]"
+        "Health checks are served on the same port. [#2]"
     )
 
 

@@ -15,10 +15,11 @@ def tokens(text: str) -> int:
 
 
 def prose(words: int, seed: int = 7) -> str:
-    """Distinct, numbered words with varied whitespace and punctuation, so overlaps are unambiguous."""
+    """Distinct, numbered words with varied whitespace and punctuation, so overlaps are unambiguous. Paragraphs end
+    with a full stop: none is a label (a chunk starting under one would carry it, see the tests below)."""
     rng = random.Random(seed)
     stems = ["alpha", "Über", "café", "x-ray", "don’t"]
-    separators = [" "] * 12 + ["\n", "\n\n", ", ", ". ", "  "]
+    separators = [" "] * 12 + ["\n", ".\n\n", ", ", ". ", "  "]
     return "".join(f"{rng.choice(stems)}{i}{rng.choice(separators)}" for i in range(words))
 
 
@@ -118,3 +119,31 @@ def test_text_that_looks_like_special_tokens_is_plain_text() -> None:
 def test_the_overlap_must_be_smaller_than_the_chunk(size: int, overlap: int) -> None:
     with pytest.raises(ValueError, match="need chunk_tokens > overlap_tokens >= 0"):
         chunk_sections([Section("text")], chunk_tokens=size, overlap_tokens=overlap)
+
+
+def test_a_chunk_starting_inside_an_entry_carries_its_label() -> None:
+    entry = "max_connections (integer)\n\n" + " ".join(f"Sentence {i} about connections." for i in range(60))
+    text = f"{entry}\n\nshared_buffers (integer)\n\nSets the amount of memory. The default is 128MB."
+
+    chunks = chunk_sections([Section(text)], chunk_tokens=80, overlap_tokens=10)
+
+    assert chunks[0].text.startswith("max_connections (integer)\n\nSentence 0 ")
+    assert all(tokens(c.text) <= 80 for c in chunks)
+    inside = [c.text for c in chunks[1:] if "Sentence" in c.text.split("\n\n")[1]]
+    assert inside and all(t.startswith("max_connections (integer)\n\n") for t in inside)
+    assert chunks[-1].text.startswith("max_connections (integer)") or chunks[-1].text.startswith("shared_buffers")
+    assert chunks[-1].text.endswith("The default is 128MB.")
+
+
+def test_a_chunk_cut_inside_code_opens_and_closes_its_fence() -> None:
+    code = "\n".join(f"SELECT {i} FROM t{i};" for i in range(80))
+    text = f"Run these statements:\n\n```\n{code}\n```\n\nThen check the result."
+
+    chunks = chunk_sections([Section(text)], chunk_tokens=60, overlap_tokens=10)
+
+    assert len(chunks) > 3
+    for chunk in chunks:
+        assert tokens(chunk.text) <= 60
+        assert sum(1 for line in chunk.text.splitlines() if line.startswith("```")) % 2 == 0, chunk.text
+    assert all(c.text.startswith("```\n") for c in chunks[1:-1])
+    assert all(c.text.endswith("\n```") for c in chunks[:-1])

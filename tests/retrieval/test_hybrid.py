@@ -11,11 +11,12 @@ import pytest
 from ragsvc.config import RetrievalSettings
 from ragsvc.domain import Chunk, RetrievalQuery, ScoredChunk
 from ragsvc.errors import RetrievalUnavailable
+from ragsvc.lexical import index_terms
 from ragsvc.retrieval.base import Candidate, IndexedChunk, VectorEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
 from ragsvc.retrieval.hybrid import OVERFETCH, HybridRetriever
 from ragsvc.retrieval.layout import redact
-from ragsvc.retrieval.quality import RankingWeights, recency_boost
+from ragsvc.retrieval.quality import RankingWeights, label_match, recency_boost
 from tests.retrieval.conftest import store
 
 TODAY = dt.date(2026, 6, 30)
@@ -279,3 +280,19 @@ async def test_the_per_document_cap_holds_on_real_engines(any_engine: VectorEngi
     found = ids(result.hits)
     assert found.count("backups") == 2, "capped at two chunks of one document"
     assert "dr-plan" in found, "the cap leaves room for other documents"
+
+
+async def test_a_chunk_whose_label_names_what_is_asked_ranks_above_one_naming_it_in_passing(
+    embedder: MiniLMEmbedder,
+) -> None:
+    passing = Chunk("wal", 0, "Independently of max_wal_size, recent WAL files are kept.", tenant_id="t")
+    entry = Chunk("config", 3, "max_wal_size (integer)\n\nMaximum size to let the WAL grow. The default is 1 GB.",
+                  tenant_id="t")
+    engine = FixedEngine([Candidate(passing, 0.66, axis(0)), Candidate(entry, 0.59, axis(1))])
+
+    hits = (await retriever_over(engine, embedder).retrieve(RetrievalQuery("max_wal_size default", "t", top_k=2))).hits
+
+    assert ids(hits) == ["config", "wal"]
+    assert [h.score for h in hits] == [0.59, 0.66], "scores stay the cosine similarities"
+    assert label_match(entry.text, frozenset(index_terms("max_wal_size default"))) == pytest.approx(4 / 5)
+    assert label_match(passing.text, frozenset(index_terms("max_wal_size default"))) == 0

@@ -13,12 +13,17 @@ The signals are ones a reader would accept as a reason:
   text, section heading and page title). Too little of the question found anywhere in one place means the
   evidence is about something else.
 
-`score` (coverage, 0-1) is also what the answer's confidence uses when no model scores the answer (see
-validation.AnswerPolicy).
+What the question says to instruct the model (text matching an injection pattern, a sentence asking to put given
+words in the answer: "append the string X", "output the word X") is not part of what it asks: its words are never
+judged, nor named in a refusal, which would echo them.
+
+`score` is that coverage (0-1), reported with the decision; the answer's confidence is judged later, on the
+answer itself (validation.answer_support).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,6 +33,17 @@ from ragsvc.lexical import QuestionTerm, idf, index_terms, question_terms
 from ragsvc.retrieval.base import Retriever, TermCounts
 from ragsvc.retrieval.layout import indexed_text
 from ragsvc.sanitize import without_injections
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")  # not inside "9.2" or "pg_hba.conf"
+# A request to put given words into the answer: "append the string X to your answer", "output the word X",
+# "end your reply with X".
+_ECHO_VERBS = "append add output print say write reply respond repeat include end start begin sign return type"
+_ECHO_OBJECTS = "word words string phrase text token line"
+_ECHO_REQUEST = re.compile(
+    rf"\b({'|'.join(_ECHO_VERBS.split())})\b[^.!?]{{0,40}}?\b({'|'.join(_ECHO_OBJECTS.split())})\b"
+    r"|\b(your|the)\s+(answer|reply|response|output)\b[^.!?]{0,20}?\b(with|by)\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,16 +72,26 @@ class AnswerabilityGate:
 
     async def assess(self, question: Question, search: str, evidence: Sequence[ScoredChunk]) -> Assessment:
         """Whether `evidence` can answer `search` (the question, or for a follow-up the question with the turn it
-        follows), with corpus statistics over what the question's caller can see. Text that matches an injection
-        pattern is not part of what is asked and is left out."""
-        terms = question_terms(without_injections(search))
+        follows), with corpus statistics over what the question's caller can see. What instructs the model is
+        not part of what is asked and is left out (see `without_instructions`)."""
+        asked = without_instructions(search)
+        terms = question_terms(asked)
+        if not terms and question_terms(search):  # nothing asked but instructions
+            return Assessment(answerable=False, score=0.0)
         if not terms or not evidence:
             return Assessment(answerable=True, score=1.0)
         visible = RetrievalQuery(
-            text=search, tenant_id=question.tenant_id, user_tags=question.user_tags, filters=question.filters
+            text=asked, tenant_id=question.tenant_id, user_tags=question.user_tags, filters=question.filters
         )
         counts = await self._retriever.term_counts(visible, sorted({t.term for t in terms}))
         return assess(terms, counts, evidence, min_coverage=self._min_coverage, rare_share=self._rare_share)
+
+
+def without_instructions(question: str) -> str:
+    """`question` without what instructs the model: the spans that match an injection pattern
+    (`sanitize.without_injections`) and the sentences that ask for given words in the answer."""
+    kept = (" ".join(without_injections(s).split()) for s in _SENTENCE_END.split(question) if not _ECHO_REQUEST.search(s))
+    return " ".join(sentence for sentence in kept if re.search(r"\w", sentence))
 
 
 def assess(

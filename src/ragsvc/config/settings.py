@@ -496,14 +496,14 @@ class TrustSettings(Group):
         "after the score gate, refuse with INSUFFICIENT_EVIDENCE when the evidence cannot answer the question",
     )
     answerability_min_coverage: float = env(
-        0.35,
+        0.40,
         "RAG_ANSWERABILITY_MIN_COVERAGE",
         "least IDF-weighted share of the question's terms one piece of evidence must hold (0-1)",
         ge=0,
         le=1,
     )
     answerability_rare_share: float = env(
-        0.001,
+        0.002,
         "RAG_ANSWERABILITY_RARE_SHARE",
         "a name in the question that the evidence lacks and at most this share of the chunks mention is not covered",
         ge=0,

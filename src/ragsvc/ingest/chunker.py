@@ -1,7 +1,13 @@
-"""Split sections into overlapping chunks of at most N tokens (cl100k_base), cut between words."""
+"""Split sections into overlapping chunks of at most N tokens (cl100k_base), cut between words.
+
+A chunk carries what it needs to be read alone: when it starts inside a labelled entry (a definition term such as
+"max_connections (integer)" before the paragraphs that describe it, see ragsvc.passages) whose label is not in
+it, it starts with that label; when it starts or ends inside a fenced code block, the fence is opened or closed at
+its border, so that code never reads as prose. What it carries counts towards its tokens."""
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -10,8 +16,14 @@ import tiktoken
 
 from ragsvc.encodings import get_encoding
 from ragsvc.ingest.loaders import Section
+from ragsvc.passages import is_label
 
 _WORD = re.compile(r"\S+")
+_FENCE = re.compile(r"^[ \t]*(```|~~~)", re.MULTILINE)
+_PARAGRAPH = re.compile(r"(?:^|\n\n)([^\n]+)(?=\n\n|$)")  # a paragraph of one line
+_NOT_PROSE = re.compile(r"^\s*(?:[-*+]\s|\d{1,3}[.)]\s|\||#|```|~~~)")
+FENCE = "```"
+MAX_LABEL_SHARE = 4  # a label is carried when it takes at most 1/4 of a chunk's tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +40,7 @@ def chunk_sections(sections: Sequence[Section], *, chunk_tokens: int, overlap_to
     neighbours within a section share about `overlap_tokens` tokens.
 
     A chunk starts and ends on word boundaries, except that a word longer than a chunk is cut; chunks never span
-    two sections."""
+    two sections. Each carries its entry's label and closes its code fences (see the module's docstring)."""
     if not chunk_tokens > overlap_tokens >= 0:
         raise ValueError(f"need chunk_tokens > overlap_tokens >= 0, got {chunk_tokens} and {overlap_tokens}")
     encoding = get_encoding("cl100k_base")
@@ -39,21 +51,60 @@ def chunk_sections(sections: Sequence[Section], *, chunk_tokens: int, overlap_to
     ]
 
 
+class _Carried:
+    """What a chunk of `text` starting or ending at an offset carries: its entry's label, open code fences."""
+
+    def __init__(self, encoding: tiktoken.Encoding, text: str, limit: int) -> None:
+        self._fences = [match.start() for match in _FENCE.finditer(text)]
+        self._labels: list[tuple[int, int, str]] = []  # (start, end, text) of each label line outside code
+        for match in _PARAGRAPH.finditer(text):
+            line = match.group(1)
+            if is_label(line) and not _NOT_PROSE.match(line) and not self._in_code(match.start(1)):
+                self._labels.append((match.start(1), match.end(1), line.strip()))
+        self._encoding = encoding
+        self._limit = limit
+        self.end_tokens = _count(encoding, f"\n{FENCE}") if self._fences else 0
+
+    def before(self, start: int) -> str:
+        """The label of the entry `start` is in (unless the label starts there) and an opening fence when `start`
+        is inside code."""
+        prefix = ""
+        at = bisect.bisect_right(self._labels, start, key=lambda label: label[0]) - 1
+        if at >= 0 and self._labels[at][1] <= start:  # not when the chunk starts at (or in) the label itself
+            label = self._labels[at][2]
+            if _count(self._encoding, label) * MAX_LABEL_SHARE <= self._limit:
+                prefix = f"{label}\n\n"
+        return prefix + (f"{FENCE}\n" if self._in_code(start) else "")
+
+    def after(self, end: int) -> str:
+        """A closing fence when a chunk ending at `end` ends inside code."""
+        return f"\n{FENCE}" if self._in_code(end) else ""
+
+    def _in_code(self, offset: int) -> bool:
+        return bisect.bisect_left(self._fences, offset) % 2 == 1
+
+
 def _chunk_text(encoding: tiktoken.Encoding, text: str, limit: int, overlap: int) -> list[str]:
     units = _units(encoding, text, limit)
+    carried = _Carried(encoding, text, limit)
     chunks: list[str] = []
     first = 0
     while first < len(units):
+        prefix = carried.before(units[first].start)
+        budget = limit - carried.end_tokens - _count(encoding, prefix)
+        if budget <= overlap:  # too little room left to carry anything
+            prefix, budget = "", limit
         end = first
         total = 0
-        while end < len(units) and total + units[end].tokens <= limit:
+        while end < len(units) and total + units[end].tokens <= budget:
             total += units[end].tokens
             end += 1
         end = max(end, first + 1)  # only a single character of more than `limit` tokens fits nowhere
         # Unit counts add up to the chunk's count almost always; trim in the rare case they undercount.
-        while end > first + 1 and _count(encoding, text[units[first].start : units[end - 1].end]) > limit:
+        while end > first + 1 and _count(encoding, text[units[first].start : units[end - 1].end]) > budget:
             end -= 1
-        chunks.append(text[units[first].start : units[end - 1].end])
+        body = text[units[first].start : units[end - 1].end]
+        chunks.append(prefix + body + carried.after(units[end - 1].end))
         if end == len(units):
             break
         following = end

@@ -1,9 +1,10 @@
-"""The retrieval quality controls between the engine and the prompt: ranking (seed 003), near-duplicate removal
-and the per-document cap (seed 000)."""
+"""The retrieval quality controls between the engine and the prompt: ranking (seed 003) with a boost for chunks
+whose labels name what the query asks about, near-duplicate removal and the per-document cap (seed 000)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -13,10 +14,18 @@ import numpy as np
 
 from ragsvc.domain import Chunk
 from ragsvc.errors import FieldViolation
+from ragsvc.lexical import index_terms
+from ragsvc.passages import is_label
 from ragsvc.retrieval.base import Candidate
 
 # Seed 003's recency boost: documents up to 30 days old +0.3, up to 90 days +0.2, up to 365 days +0.1.
 RECENCY_STEPS = ((30, 0.3), (90, 0.2), (365, 0.1))
+
+# A chunk whose labels (paragraphs of one short line without closing punctuation: ragsvc.passages.is_label) hold
+# the query's terms is about them, not only near them: "max_wal_size default" ranks the entry under
+# "max_wal_size (integer)" above a sentence naming max_wal_size in passing. The boost is this times the share of
+# the query's index terms (a name and each of its parts) found in the chunk's labels, added to the rank.
+LABEL_BOOST = 0.3
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +71,32 @@ def rank_score(chunk: Chunk, similarity: float, weights: RankingWeights, today: 
     )
 
 
-def rank(candidates: Sequence[Candidate], weights: RankingWeights, today: dt.date) -> list[Candidate]:
-    """Best rank first; equal ranks keep the engine's fused order."""
-    scores = [rank_score(c.chunk, c.score, weights, today) for c in candidates]
+def rank(
+    candidates: Sequence[Candidate], weights: RankingWeights, today: dt.date, query_terms: Sequence[str] = ()
+) -> list[Candidate]:
+    """Best rank first: the weighted rank plus the label boost for `query_terms` (`lexical.index_terms` of the
+    query); equal ranks keep the engine's fused order."""
+    asked = frozenset(query_terms)
+    scores = [
+        rank_score(c.chunk, c.score, weights, today) + LABEL_BOOST * label_match(c.chunk.text, asked)
+        for c in candidates
+    ]
     order = sorted(range(len(candidates)), key=lambda i: -scores[i])
     return [candidates[i] for i in order]
+
+
+def label_match(text: str, query_terms: frozenset[str]) -> float:
+    """The share of `query_terms` found in the labels of a chunk's `text` (see LABEL_BOOST), 0-1."""
+    if not query_terms:
+        return 0.0
+    return len(query_terms & _label_terms(text)) / len(query_terms)
+
+
+@functools.lru_cache(maxsize=4096)  # the same chunks come back query after query
+def _label_terms(text: str) -> frozenset[str]:
+    paragraphs = (paragraph.strip() for paragraph in text.split("\n\n"))
+    labels = (paragraph for paragraph in paragraphs if "\n" not in paragraph and is_label(paragraph))
+    return frozenset(index_terms(" ".join(labels)))
 
 
 def drop_near_duplicates(candidates: Sequence[Candidate], threshold: float) -> list[Candidate]:

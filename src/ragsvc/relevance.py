@@ -1,0 +1,163 @@
+"""How well each passage of the evidence answers a question: what the extractive generator quotes.
+
+A passage (a sentence, a sentence with the short code block it introduces, a table row: see ragsvc.passages) is
+judged with what it sits under: its chunk's page title and section heading, its label (a definition term such as
+"max_connections (integer)") and the entry or paragraph around it. Its score adds
+
+- **its words**: each query term found counts its rarity among the candidate passages (IDF), fully in the
+  passage, more in its label (a passage under a label is about it), less in its heading or page title;
+- **its surroundings**: a share of the best word score in its entry (or paragraph), so that "The default is
+  three." under a label that matches the question counts;
+- **the value asked for**: when the question asks for an amount ("how many", "how long", "default" ...), a
+  passage stating one of that kind (a duration, a size, a number) gains in proportion to its surroundings;
+
+all weighted by its chunk's retrieval relevance. A passage under the label of another name than the one the
+question asks about ("wal_segment_size (integer)" for "max_wal_size default") keeps a small share of its word score
+only. Paragraphs that address instructions to the reader or to a model (prompt injection planted in a document)
+are never candidates."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from ragsvc.domain import ScoredChunk
+from ragsvc.lexical import compound_terms, content_terms
+from ragsvc.passages import Kind, Passage, passages
+from ragsvc.sanitize import injection_patterns
+from ragsvc.values import answers_value, asked_values, stated_values
+
+# How much a query term counts when found in the passage's label, or only in its section heading or page title.
+LABEL_WEIGHT = 1.2  # a passage under a label is about it: more than one naming it in passing
+HEADING_WEIGHT = 0.5
+CONTEXT_WEIGHT = 0.25  # share of the best word score of its entry or paragraph a passage inherits
+VALUE_WEIGHT = 1.0  # share of that best score a passage stating the asked-for kind of value gains
+OTHER_ENTRY_WEIGHT = 0.3  # of the word score of a passage under the label of another name than the one asked about
+_MIN_WORDS = 3  # shorter fragments (stray headings, "See below.") are never an answer
+
+# Words addressing a model or the reader with instructions about the answer (besides sanitize's patterns).
+_ADDRESSES_A_MODEL = re.compile(
+    r"\b(note|instructions?|message)\s+(for|to)\s+(the\s+|any\s+)?(ai|assistant|model|llm|chatbot|bot)\b"
+    r"|\b(ai|language model|llm|chatbot)\s+(assistant\s+)?(must|should|answering)\b|\bsystem prompt\b"
+    r"|\btell the user\b|\bevery answer\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A passage of the context that may be quoted, with what it is judged by."""
+
+    text: str
+    marker: int
+    position: int  # order within its chunk
+    relevance: float  # the chunk's retrieval score
+    terms: frozenset[str]  # stemmed content terms and compound names
+    label: frozenset[str]  # terms of the label it sits under
+    heading: frozenset[str]  # terms of its chunk's section heading and page title
+    scope: tuple[int, int, int]  # (marker, entry, paragraph): the passages it is read with
+    values: frozenset[str]  # the kinds of value it states (lexical.stated_values)
+
+
+def passage_terms(text: str) -> list[str]:
+    """Content terms and compound names ("max_connections" is a term besides its parts)."""
+    return [*content_terms(text), *compound_terms(text)]
+
+
+def query_terms(query: str) -> list[str]:
+    """The query's compound names, and its other content terms: a compound's parts do not count again."""
+    compounds = compound_terms(query)
+    rest = query.lower()
+    for compound in compounds:
+        rest = rest.replace(compound, " ")
+    return sorted({*compounds, *content_terms(rest)})
+
+
+def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:
+    """Every passage of the context that may be quoted: long enough to be an answer, holding a content term, not
+    cut by its chunk's border (overlapping chunks hold it whole), not in a paragraph that instructs a model."""
+    for marker, scored in enumerate(context, start=1):
+        chunk = scored.chunk
+        heading = frozenset(passage_terms(f"{chunk.page_title}\n{chunk.section or ''}"))
+        found = passages(chunk.text)
+        instructing = {p.block for p in found if _instructs_a_model(p.text)}
+        label: frozenset[str] = frozenset()
+        for position, passage in enumerate(found):
+            if passage.kind is Kind.LABEL:
+                label = frozenset(passage_terms(passage.text))
+                continue
+            terms = frozenset(passage_terms(passage.text))
+            if passage.cut or passage.block in instructing or not terms or len(passage.text.split()) < _MIN_WORDS:
+                continue
+            yield Candidate(
+                passage.text,
+                marker,
+                position,
+                max(scored.score, 0.0),
+                terms,
+                label,
+                heading,
+                _scope(marker, passage),
+                stated_values(passage.text),
+            )
+
+
+def _scope(marker: int, passage: Passage) -> tuple[int, int, int]:
+    """What a passage is read with: the entry of its label, or its paragraph when it sits under none."""
+    return (marker, passage.entry, 0 if passage.entry else passage.block)
+
+
+def _instructs_a_model(block: str) -> bool:
+    """True for a paragraph that gives instructions to a model or to whoever answers (a planted injection)."""
+    return bool(injection_patterns(block)) or bool(_ADDRESSES_A_MODEL.search(block))
+
+
+def ranked(query: str, found: Sequence[Candidate]) -> list[Candidate]:
+    """The candidates worth quoting for `query`, best first (see the module's docstring); a candidate is worth
+    quoting when a query term is in it or its label, or when it states the value asked for in an entry or
+    paragraph that holds a query term. Ties: marker, position."""
+    terms = query_terms(query)
+    if not terms or not found:
+        return []
+    count = len(found)
+    frequency = Counter(term for candidate in found for term in candidate.terms | candidate.label)
+    idf = {term: math.log(1 + (count - frequency[term] + 0.5) / (frequency[term] + 0.5)) for term in terms}
+    total = sum(idf.values())
+    words = {id(c): sum(idf[term] * _found(term, c) for term in terms) / total for c in found}
+    surroundings: dict[tuple[int, int, int], float] = {}
+    for candidate in found:
+        surroundings[candidate.scope] = max(surroundings.get(candidate.scope, 0.0), words[id(candidate)])
+    asked = asked_values(query)
+    named = _names(terms)
+    result: list[tuple[float, Candidate]] = []
+    for candidate in found:
+        own, around = words[id(candidate)], surroundings[candidate.scope]
+        value = answers_value(asked, candidate.values)
+        anchored = any(term in candidate.terms or term in candidate.label for term in terms)
+        if not anchored and not (value and around):
+            continue
+        labelled = _names(candidate.label)
+        if named and labelled and not named & labelled:  # the entry of another setting than the one asked about
+            score = OTHER_ENTRY_WEIGHT * own
+        else:
+            score = own + (CONTEXT_WEIGHT + VALUE_WEIGHT * value) * around
+        result.append((score * (0.5 + candidate.relevance), candidate))
+    result.sort(key=lambda pair: (-pair[0], pair[1].marker, pair[1].position))
+    return [candidate for _, candidate in result]
+
+
+def _names(terms: Iterable[str]) -> set[str]:
+    """The compound names among `terms` ("max_connections", "pg_hba.conf"; not section numbers such as "20.1")."""
+    return {term for term in terms if ("_" in term or "." in term) and any(c.isalpha() for c in term)}
+
+
+def _found(term: str, candidate: Candidate) -> float:
+    """How much a query term counts for a passage: found in it, in its label, in its headings, or not at all."""
+    if term in candidate.terms:
+        return 1.0
+    if term in candidate.label:
+        return LABEL_WEIGHT
+    return HEADING_WEIGHT if term in candidate.heading else 0.0

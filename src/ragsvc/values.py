@@ -1,0 +1,71 @@
+"""The kinds of value a question asks for ("how long" asks for a duration) and a text states ("after ten
+seconds" states one): the extractive answer prefers, and answer validation expects, a passage stating what was
+asked."""
+
+from __future__ import annotations
+
+import re
+
+# The kinds of value a question can ask for, and a text state. A question asking for an amount in general
+# ("default", "limit", "what value") accepts any; a sentence states an amount when it holds a number.
+DURATION = "duration"
+SIZE = "size"
+AMOUNT = "amount"
+
+# "one" and "several" are left out: mostly not amounts ("at any one time", "more than one", "several tables").
+_NUMBER = (
+    r"(?:\d[\d,.]*|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|"
+    r"fifty|sixty|hundred|thousand|million|billion|half)"
+)
+_ASKS = {
+    DURATION: re.compile(r"\bhow (long|often|frequently|soon)\b|\bwhen does\b|\bafter how\b", re.IGNORECASE),
+    SIZE: re.compile(r"\bhow (big|large|small)\b|\bhow much (memory|space|disk|ram|data)\b|\b(what )?size\b", re.IGNORECASE),
+    AMOUNT: re.compile(
+        r"\bhow (many|much|far|fast)\b|\bdefaults?\b|\b(limit|maximum|minimum|number)\b"
+        r"|\bwhat (port|value|percentage|fraction)\b",
+        re.IGNORECASE,
+    ),
+}
+_STATES = {
+    DURATION: re.compile(
+        rf"\b(?:{_NUMBER}|one)[\s-]*(ms|milliseconds?|s|secs?|seconds?|min|minutes?|h|hours?|days?|weeks?|months?|years?)\b"
+        r"|\b(once|twice) (a|an|per|every)\b|\bevery (second|minute|hour|day|week)\b",
+        re.IGNORECASE,
+    ),
+    SIZE: re.compile(
+        rf"\b(?:{_NUMBER}|one)\s*(bytes?|[kmgt]i?b|[kmgt]ilobytes?|megabytes?|gigabytes?|terabytes?|blocks?|pages?)\b",
+        re.IGNORECASE,
+    ),
+    AMOUNT: re.compile(rf"\b{_NUMBER}\b|\d", re.IGNORECASE),
+}
+_REFERENCE = re.compile(r"\b(section|chapter|table|figure|example|appendix|part)\s+[\dA-Z][\d.]*", re.IGNORECASE)
+_WHY = re.compile(r"^\s*why\b", re.IGNORECASE)
+
+
+def asked_values(question: str) -> frozenset[str]:
+    """The kinds of value `question` asks for: DURATION ("how long", "how often"), SIZE ("how big", "how much
+    memory"), AMOUNT (any amount: "how many", "default", "limit"); none for a "why" question, which asks for a
+    reason."""
+    if _WHY.search(question):
+        return frozenset()
+    return frozenset(kind for kind, pattern in _ASKS.items() if pattern.search(question))
+
+
+def stated_values(text: str) -> frozenset[str]:
+    """The kinds of value `text` states: a number with a time unit (DURATION), with a size unit (SIZE), any
+    number (AMOUNT); a reference such as "Section 25.1.5" or "Table 9.90" states none."""
+    text = _REFERENCE.sub(" ", text)
+    stated = {kind for kind, pattern in _STATES.items() if pattern.search(text)}
+    return frozenset(stated | {AMOUNT}) if stated else frozenset()  # "one minute" is an amount too
+
+
+def answers_value(asked: frozenset[str], stated: frozenset[str]) -> float:
+    """How well a text stating `stated` answers a question asking for `asked`: 1 when it states the specific kind
+    asked (a duration for "how long") or an amount when any is asked, 0.5 when it states an amount of another
+    kind, 0 when it states none (or nothing was asked)."""
+    if not asked or AMOUNT not in stated:
+        return 0.0
+    specific = asked - {AMOUNT}
+    if not specific or specific & stated:
+        return 1.0
+    return 0.5
