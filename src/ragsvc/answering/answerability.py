@@ -59,7 +59,7 @@ class Assessment:
         """What the refusal says: the names the documents do not cover, else that they do not answer it."""
         if not self.missing:
             return "The documents found do not answer this question."
-        names = [f"{name}" for name in self.missing]
+        names = self.missing
         listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
         return f"The documents do not cover {listed}."
 

@@ -461,10 +461,6 @@ class GenerationSettings(Group):
     def prices(self) -> PriceTable:
         return self._prices
 
-    @property
-    def uses_llm(self) -> bool:
-        return self.generator is not GeneratorKind.EXTRACTIVE
-
 
 class BudgetSettings(Group):
     title = "Token budget"
