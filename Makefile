@@ -25,7 +25,7 @@ DATA_DIR := .ragsvc-data
 PIP := PYTHONWARNINGS='ignore:Editable installation' $(BIN)/python -m pip
 
 .PHONY: help serve llm serve-llm test check generate docs lint-proto format-proto breaking release-contract \
-	go-tools ts-tools node-example go-example bench bench-peers eval clean clean-data
+	go-tools ts-tools node-example go-example bench bench-peers profile eval clean clean-data
 
 help:  ## this list
 	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:.*## / {printf "  make %-17s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -98,6 +98,12 @@ bench: $(VENV)/.dev  ## the speed benchmarks into bench/results/ (about 15 minut
 # Each peer gets its own venv under .bench/venvs/, from bench/peers/requirements/.
 bench-peers: $(VENV)/.bench  ## ragsvc against the frameworks, docs/benchmarks.md (about 14 minutes on 2 cores)
 	$(BIN)/python -m bench.peers.run
+
+# Where an answer's time goes, to the function: the bench-peers job at 10k passages under py-spy (bench/profile_ask.py).
+# Writes docs/profile/$(PROFILE_NAME).{svg,md,json}.
+PROFILE_NAME ?= latest
+profile: $(VENV)/.bench  ## flame graph and top ten of an Ask at 10k passages, docs/profile/ (PROFILE_NAME=..., ~3 min)
+	$(BIN)/python -m bench.profile_ask --name $(PROFILE_NAME)
 
 # Answer quality (bench/quality, docs/quality.md): the PostgreSQL 15 docs from Debian's postgresql-doc-15 package
 # (apt-get download, sha256 checked, cached in .bench/quality-corpus/), ingested over gRPC (index cached in
