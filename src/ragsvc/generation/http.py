@@ -107,6 +107,22 @@ def serves(served: Iterable[str], model: str) -> bool:
     return model.removesuffix(":latest") in names
 
 
+async def records(response: httpx.Response, separator: bytes) -> AsyncIterator[list[bytes]]:
+    """The body of a streamed `response` as the records `separator` ends (b"\n\n": server-sent events, b"\n":
+    NDJSON), a list per network read, parsed from bytes: no str per line. CRLF line ends count as LF. A last
+    record without its separator comes last; empty records are dropped."""
+    pending = b""
+    async for block in response.aiter_bytes():
+        pending += block
+        if b"\r" in pending:
+            pending = pending.replace(b"\r\n", b"\n")
+        *complete, pending = pending.split(separator)
+        if complete:
+            yield [record for record in complete if record]
+    if pending.strip():
+        yield [pending]
+
+
 class ModelList:
     """The models a server serves, fetched with `fetch` and kept for `ttl_s`. Concurrent callers share one
     fetch; a failed fetch is not kept, so the next caller tries again."""

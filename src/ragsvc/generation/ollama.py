@@ -20,6 +20,7 @@ from ragsvc.generation.http import (
     BadResponse,
     ErrorEvent,
     HttpGenerator,
+    records,
     upstream_errors,
 )
 
@@ -56,14 +57,15 @@ class OllamaGenerator(HttpGenerator):
         usage: Usage | None = None
         with upstream_errors(payload["model"]):
             async with self._post_stream("/api/chat", payload, accept="application/x-ndjson") as response:
-                async for line in response.aiter_lines():
-                    if not line.strip():
-                        continue
-                    if usage is not None:
-                        raise BadResponse(f"data after the final object: {line[:80]!r}")
-                    text, usage = _parse_line(line)
-                    if text:
-                        yield GenerationDelta(text=text)
+                async for lines in records(response, b"\n"):
+                    for line in lines:
+                        if not line.strip():
+                            continue
+                        if usage is not None:
+                            raise BadResponse(f"data after the final object: {line[:80]!r}")
+                        text, usage = _parse_line(line)
+                        if text:
+                            yield GenerationDelta(text=text)
                 if usage is None:
                     raise BadResponse("the stream ended before the model finished its answer")
         yield GenerationDelta(usage=usage)
@@ -105,7 +107,7 @@ def _keep_alive(value: str) -> str | float:
         return value
 
 
-def _parse_line(line: str) -> tuple[str, Usage | None]:
+def _parse_line(line: bytes) -> tuple[str, Usage | None]:
     """One NDJSON object of a chat stream: its content, and the usage when it is the final (`done`) one."""
     try:
         item = json.loads(line)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -16,6 +15,7 @@ from ragsvc.generation.http import (
     BadResponse,
     ErrorEvent,
     HttpGenerator,
+    records,
     upstream_errors,
 )
 
@@ -53,20 +53,22 @@ class OpenAICompatGenerator(HttpGenerator):
         finished = done = False
         with upstream_errors(payload["model"]):
             async with self._post_stream("/chat/completions", payload, accept="text/event-stream") as response:
-                # One JSON chunk per `data:` line; blank lines, comments and other SSE fields carry nothing.
-                # After [DONE] the body is read to its end, so the connection goes back to the pool.
-                async for line in response.aiter_lines():
-                    if done or not line.startswith("data:"):
-                        continue
-                    data = line.removeprefix("data:").strip()
-                    if data == "[DONE]":
-                        done = True
-                        continue
-                    chunk = _parse_chunk(data)
-                    if chunk.text:
-                        yield GenerationDelta(text=chunk.text)
-                    usage = chunk.usage or usage
-                    finished = finished or chunk.finished
+                # One JSON chunk per `data:` line; comments and other SSE fields carry nothing. After [DONE]
+                # the body is read to its end, so the connection goes back to the pool.
+                async for events in records(response, b"\n\n"):
+                    for event in events:
+                        for line in event.split(b"\n") if b"\n" in event else (event,):
+                            if done or not line.startswith(b"data:"):
+                                continue
+                            data = line[5:].strip()
+                            if data == b"[DONE]":
+                                done = True
+                                continue
+                            text, chunk_finished, chunk_usage = _parse_chunk(data)
+                            if text:
+                                yield GenerationDelta(text=text)
+                            usage = chunk_usage or usage
+                            finished = finished or chunk_finished
                 if not (done or finished):
                     raise BadResponse("the stream ended before the model finished its answer")
         if usage is not None:
@@ -97,15 +99,8 @@ class OpenAICompatGenerator(HttpGenerator):
         return payload
 
 
-@dataclass(frozen=True, slots=True)
-class _Chunk:
-    text: str
-    finished: bool
-    usage: Usage | None
-
-
-def _parse_chunk(data: str) -> _Chunk:
-    """Reads one chat.completion.chunk event."""
+def _parse_chunk(data: bytes) -> tuple[str, bool, Usage | None]:
+    """Reads one chat.completion.chunk event: its content delta, whether it finishes the answer, its usage."""
     try:
         chunk = json.loads(data)
     except ValueError as exc:
@@ -113,20 +108,19 @@ def _parse_chunk(data: str) -> _Chunk:
     if not isinstance(chunk, dict):
         raise BadResponse(f"an event is not a JSON object: {data[:80]!r}")
     if "error" in chunk or chunk.get("object") == "error":
-        raise ErrorEvent(f"error event: {data[:200]}")
+        raise ErrorEvent(f"error event: {data[:200].decode(errors='replace')}")
     try:
-        choices = chunk.get("choices") or [{}]
-        delta = choices[0].get("delta") or {}
-        text = delta.get("content") or ""
+        choice = (chunk.get("choices") or [{}])[0]
+        text = (choice.get("delta") or {}).get("content") or ""
         reported = chunk.get("usage")
         usage = (
             Usage(prompt_tokens=int(reported["prompt_tokens"]), completion_tokens=int(reported["completion_tokens"]))
             if reported
             else None
         )
-        finished = choices[0].get("finish_reason") is not None
+        finished = choice.get("finish_reason") is not None
     except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
         raise BadResponse(f"an event is not a chat.completion.chunk: {data[:80]!r}") from exc
     if not isinstance(text, str):
         raise BadResponse(f"delta content is not text: {data[:80]!r}")
-    return _Chunk(text=text, finished=finished, usage=usage)
+    return text, finished, usage
