@@ -23,8 +23,9 @@ from ragsvc.domain import (
 )
 from ragsvc.encodings import encoding_for_model, get_encoding
 from ragsvc.errors import ModelNotAllowed, TokenBudgetExceeded
+from ragsvc.ingest.chunker import fenced_token_counts
 from ragsvc.model_table import DEFAULT_MODELS, parse_model_table
-from ragsvc.prompts import Prompt, get_prompt
+from ragsvc.prompts import Prompt, fenced, get_prompt
 
 RAG_V1 = get_prompt("rag-v1")
 
@@ -171,6 +172,7 @@ words = st.text(alphabet=st.sampled_from("abcdefghij klmnop 0123456789 .,;:\n#[]
     style=st.sampled_from(CitationStyle),
     strictness=st.sampled_from(Strictness),
     template=st.sampled_from(["rag-v1", "rag-v1-terse", "rag-v1-detailed"]),
+    counted_at_ingest=st.booleans(),
 )
 def test_counted_prompt_plus_response_reserve_never_exceeds_the_window(
     window: int,
@@ -184,9 +186,10 @@ def test_counted_prompt_plus_response_reserve_never_exceeds_the_window(
     style: CitationStyle,
     strictness: Strictness,
     template: str,
+    counted_at_ingest: bool,
 ) -> None:
-    """Whatever the limits, history and evidence: the prompt fits beside the response reserve, or the question
-    alone is refused."""
+    """Whatever the limits, history and evidence, with the chunks' tokens counted at ingest or not: the prompt,
+    counted by tiktoken in full, fits beside the response reserve, or the question alone is refused."""
     b = budget(context_window=window, max_response_tokens=min(response, window - 1),
                system_prompt_tokens=system_reserve, max_context_tokens=max_context,
                max_history_tokens=max_history)
@@ -195,6 +198,10 @@ def test_counted_prompt_plus_response_reserve_never_exceeds_the_window(
     # A chunk's text repeated up to 40 times: from empty-ish to thousands of tokens.
     candidates = [ScoredChunk(Chunk(f"doc-{i}", i, (t + " ") * r, document_name=f"d{i}.md"), 1 - i / 10)
                   for i, (t, r) in enumerate(texts) if ((t + " ") * r).strip()]
+    if counted_at_ingest:
+        counts = fenced_token_counts([c.chunk.text for c in candidates])
+        candidates = [dataclasses.replace(c, chunk=dataclasses.replace(c.chunk, token_count=n))
+                      for c, n in zip(candidates, counts, strict=True)]
     try:
         packing = b.pack(prompt, query, messages, candidates)
     except TokenBudgetExceeded:
@@ -205,12 +212,40 @@ def test_counted_prompt_plus_response_reserve_never_exceeds_the_window(
         return
     assert counted(b, packing.messages) + b.max_response_tokens <= window
     assert packing.prompt_tokens == counted(b, packing.messages)
+    # The passages cost what each counts whole, though only headers were counted here.
+    whole = [b.count(prompt.passage(n, c)) + 1 for n, c in enumerate(packing.context, start=1)]
+    assert packing.context_tokens == sum(whole)
     assert packing.history == tuple(messages[len(messages) - len(packing.history):])
     if candidates:
         assert packing.context, "at least one chunk"
         for kept, original in zip(packing.context, candidates, strict=False):
             assert kept.chunk.source_id == original.chunk.source_id, "by rank, lowest dropped first"
             assert original.chunk.text.startswith(kept.chunk.text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=words,
+    name=words,
+    section=st.none() | words,
+    page=st.none() | st.integers(min_value=0, max_value=10_000),
+    marker=st.integers(min_value=1, max_value=50),
+    style=st.sampled_from(CitationStyle),
+    encoding=st.sampled_from(["cl100k_base", "o200k_base", "qwen3:8b"]),
+)
+def test_a_passage_counts_its_header_plus_its_fenced_text(
+    text: str, name: str, section: str | None, page: int | None, marker: int, style: CitationStyle, encoding: str
+) -> None:
+    """What lets ingest count a chunk's text once: the header's tokens and the fenced text's add up to the
+    passage's, in every encoding a budget may use (a newline, then "<": tiktoken always splits there)."""
+    tokens = get_encoding(encoding) if encoding.endswith("_base") else encoding_for_model(encoding)
+    scored = ScoredChunk(Chunk("doc", 0, text, document_name=name, section=section, page_number=page), 0.5)
+    prompt = get_prompt("rag-v1", style)
+
+    def count(s: str) -> int:
+        return len(tokens.encode(s, disallowed_special=()))
+
+    assert count(prompt.passage(marker, scored)) == count(prompt.passage_header(marker, scored)) + count(fenced(text))
 
 
 def test_catalog_gives_each_model_its_window_and_encoding() -> None:

@@ -7,6 +7,13 @@ model's tokenizer (`ragsvc.encodings.encoding_for_model`). Within that: the syst
 RAG_SYSTEM_PROMPT_TOKENS), the question is never cut, history is kept newest first up to
 RAG_MAX_HISTORY_TOKENS and at most a third of what is left, and context chunks go in by rank up to
 RAG_MAX_CONTEXT_TOKENS until the next one would not fit; at least one chunk is kept, cut to fit.
+
+What is counted per request: the system prompt and the question's template (remembered), the history, and each
+passage's header. A passage's text between its fences was counted at ingest (`Chunk.token_count`, in
+cl100k_base; a chunk without it, or a budget in another encoding, counts it here, remembered). The rendered user
+message is counted whole only when it could be over the limit: a token is at least one byte, so a message of
+no more UTF-8 bytes than the tokens left cannot be; the prompt's exact count (`Packing.prompt_tokens`) is then
+made only when asked for (an explanation, a dry run).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from ragsvc.domain import ChatMessage, ScoredChunk
 from ragsvc.encodings import encoding_for_model
 from ragsvc.errors import FieldViolation, ModelNotAllowed, TokenBudgetExceeded
 from ragsvc.model_table import ModelLimits
-from ragsvc.prompts import Prompt
+from ragsvc.prompts import Prompt, fenced
 
 # Chat templates wrap every message in special tokens: Llama 3 spends 5 (<|start_header_id|>, the role,
 # <|end_header_id|>, "\n\n", <|eot_id|>), ChatML (Qwen) 5 (<|im_start|>, the role, "\n", <|im_end|>, "\n").
@@ -32,6 +39,8 @@ MESSAGE_OVERHEAD_TOKENS = 5
 REPLY_PRIMER_TOKENS = 5
 # Passages are joined with "\n\n", one token.
 PASSAGE_SEPARATOR_TOKENS = 1
+# What the chunker counts in, chunk sizes and Chunk.token_count.
+COUNTED_ENCODING = "cl100k_base"
 
 @dataclass(frozen=True, slots=True)
 class Packing:
@@ -43,7 +52,15 @@ class Packing:
     context: tuple[ScoredChunk, ...]
     history: tuple[ChatMessage, ...]
     context_tokens: int
-    prompt_tokens: int
+    # The prompt's tokens but the user message's, and the user message's when it was counted.
+    tokens_before_user: int
+    encoding: tiktoken.Encoding
+    user_tokens: int | None = None
+
+    @property
+    def prompt_tokens(self) -> int:
+        user = _count(self.encoding, self.messages[-1].content) if self.user_tokens is None else self.user_tokens
+        return self.tokens_before_user + user + MESSAGE_OVERHEAD_TOKENS + REPLY_PRIMER_TOKENS
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,14 +136,18 @@ class TokenBudget:
             context.append(first)
             costs.append(self._passage_cost(prompt, 1, first))
 
-        # The passages were counted one by one; tokens can merge across their joins, so count the user message
-        # as sent (system and history messages were counted whole) and, should the prompt be over, give up the
-        # last passage (or cut the only one) until it fits.
+        # The passages were counted one by one; tokens can merge across their joins. Unless its bytes prove that
+        # the user message fits, count it as sent (system and history messages were counted whole) and, should the
+        # prompt be over, give up the last passage (or cut the only one) until it fits.
+        before_user = system_tokens + MESSAGE_OVERHEAD_TOKENS + history_tokens
+        room = self.prompt_limit - before_user - MESSAGE_OVERHEAD_TOKENS - REPLY_PRIMER_TOKENS
         while True:
             messages = prompt.render(query, context, kept)
-            user = self.count(messages[-1].content) + MESSAGE_OVERHEAD_TOKENS
-            prompt_tokens = system_tokens + MESSAGE_OVERHEAD_TOKENS + history_tokens + user + REPLY_PRIMER_TOKENS
-            excess = prompt_tokens - self.prompt_limit
+            if len(messages[-1].content.encode()) <= room:
+                user: int | None = None
+                break
+            user = self.count(messages[-1].content)
+            excess = user - room
             if excess <= 0:
                 break
             if len(context) > 1:
@@ -143,11 +164,18 @@ class TokenBudget:
             context=tuple(context),
             history=tuple(kept),
             context_tokens=sum(costs),
-            prompt_tokens=prompt_tokens,
+            tokens_before_user=before_user,
+            encoding=self.encoding,
+            user_tokens=user,
         )
 
     def _passage_cost(self, prompt: Prompt, marker: int, scored: ScoredChunk) -> int:
-        return self.count_recurring(prompt.passage(marker, scored)) + PASSAGE_SEPARATOR_TOKENS
+        """The passage's tokens counted alone (its header's and its fenced text's: see `prompts.fenced`), plus
+        its separator."""
+        chunk = scored.chunk
+        counted = chunk.token_count if self.encoding.name == COUNTED_ENCODING else None
+        text = self.count_recurring(fenced(chunk.text)) if counted is None else counted
+        return self.count_recurring(prompt.passage_header(marker, scored)) + text + PASSAGE_SEPARATOR_TOKENS
 
     def _cut_to_fit(self, prompt: Prompt, scored: ScoredChunk, limit: int) -> ScoredChunk | None:
         """The chunk with its text cut at a word boundary so that its passage costs at most `limit` tokens;
@@ -179,7 +207,7 @@ class TokenBudget:
 
 
 def _with_text(scored: ScoredChunk, text: str) -> ScoredChunk:
-    return dataclasses.replace(scored, chunk=dataclasses.replace(scored.chunk, text=text))
+    return dataclasses.replace(scored, chunk=dataclasses.replace(scored.chunk, text=text, token_count=None))
 
 
 class ModelCatalog:

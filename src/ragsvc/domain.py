@@ -114,6 +114,9 @@ class Chunk:
     published_at: str = ""  # ISO 8601 date of the document, empty when unknown
     # Readable only by callers holding the confidential clearance tag; redacted for the others (seed 003).
     confidential: bool = False
+    # Tokens of the text between its data fences (prompts.fenced) in cl100k_base, counted once at ingest (see
+    # budget.py); None when not counted (stored before counts were, or made from a caller's selection).
+    token_count: int | None = None
     # Offsets into the caller's selection (selected-text mode only).
     char_start: int | None = None
     char_end: int | None = None

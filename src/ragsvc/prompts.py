@@ -76,6 +76,10 @@ class Prompt:
         """Context passage number `marker` (from 1): header, then the chunk's text between data fences."""
         return format_chunk(marker, scored, self.citation_style)
 
+    def passage_header(self, marker: int, scored: ScoredChunk) -> str:
+        """The header of `passage`, which `prompts.fenced(chunk.text)` follows."""
+        return passage_header(marker, scored, self.citation_style)
+
     def user_message(self, query: str, passages: Sequence[str]) -> str:
         return self.template.user.format(query=query, context="\n\n".join(passages))
 
@@ -224,6 +228,18 @@ def _system(template: PromptTemplate, style: CitationStyle, strictness: Strictne
 def format_chunk(marker: int, scored: ScoredChunk, style: CitationStyle = CitationStyle.MARKER) -> str:
     """One context passage: a header naming its source, then its text between data fences. With markers the
     header starts with [#marker] and names the source id; with SourceIds it starts with [SourceId: doc:chunk]."""
+    return passage_header(marker, scored, style) + fenced(scored.chunk.text)
+
+
+def fenced(text: str) -> str:
+    """A chunk's text between its data fences, as its passage ends. The header before it ends with a newline
+    and this starts with "<", where tiktoken's encodings always split: a passage's tokens are its header's plus
+    these (which ingest counts once: Chunk.token_count)."""
+    return "<<<\n" + text + "\n>>>"
+
+
+def passage_header(marker: int, scored: ScoredChunk, style: CitationStyle = CitationStyle.MARKER) -> str:
+    """The header line of `format_chunk`'s passage, its newline included."""
     chunk = scored.chunk
     if style is CitationStyle.MARKER:
         header = [f"[#{marker}]", f"source={chunk.source_id}"]
@@ -234,7 +250,7 @@ def format_chunk(marker: int, scored: ScoredChunk, style: CitationStyle = Citati
         header.append(f"section={_quoted(chunk.section)}")
     if chunk.page_number is not None:
         header.append(f"page={chunk.page_number}")
-    return " ".join(header) + "\n<<<\n" + chunk.text + "\n>>>"
+    return " ".join(header) + "\n"
 
 
 def _quoted(value: str) -> str:

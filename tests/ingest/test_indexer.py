@@ -4,9 +4,12 @@ import hashlib
 
 import pytest
 
+from ragsvc.budget import COUNTED_ENCODING
 from ragsvc.domain import MetadataFilter, RetrievalQuery, SourceDocument
+from ragsvc.encodings import get_encoding
 from ragsvc.errors import RetrievalUnavailable
 from ragsvc.ingest.indexer import Indexer
+from ragsvc.prompts import fenced
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
 
@@ -93,6 +96,9 @@ async def test_chunks_carry_the_documents_metadata(
     assert (chunk.section, chunk.trust, chunk.published_at) == ("Restoring", 0.9, "2025-03-01")
     assert "restore" in chunk.text
     assert sorted(c.chunk.chunk_index for c in found) == list(range(1, result.chunks_created))
+    # Each chunk's text between its prompt fences, counted once at ingest in the encoding the budget reads.
+    encoding = get_encoding(COUNTED_ENCODING)
+    assert [c.chunk.token_count for c in found] == [len(encoding.encode(fenced(c.chunk.text))) for c in found]
 
 
 async def test_reingesting_a_shorter_version_removes_the_rest(indexer: Indexer, engine: EdgeEngine) -> None:

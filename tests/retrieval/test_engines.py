@@ -55,6 +55,7 @@ async def test_stored_chunks_come_back_with_their_metadata(any_engine: VectorEng
         page_number=3,
         trust=0.8,
         published_at="2025-01-31",
+        token_count=17,
     )
     await store(any_engine, embedder, [stored, chunk("backups")])
 
@@ -65,6 +66,7 @@ async def test_stored_chunks_come_back_with_their_metadata(any_engine: VectorEng
     )
 
     assert results[0].chunk == stored
+    assert [r.chunk.token_count for r in results] == [17, None]  # a chunk stored without a count has none
     assert not results[0].redacted
     assert results[0].dense.shape == (384,)
     assert float(np.linalg.norm(results[0].dense)) == pytest.approx(1.0, abs=1e-5)
@@ -480,5 +482,8 @@ async def test_term_counts_are_document_frequencies_over_what_the_caller_sees(
     }, "the page title counts; the hr chunk is not visible"
     assert hr.chunks == 3 and hr.frequencies["vacat"] == 1 and hr.frequencies["max_vacation_days"] == 1
     assert nobody.chunks == 0 and set(nobody.frequencies.values()) == {0}
+    # Counts asked again after a write are the write's (the embedded engine keeps counts between writes).
     await any_engine.delete_document("acme", "refunds")
     assert (await any_engine.term_counts(RetrievalQuery("x", "acme"), ["refund"])).frequencies == {"refund": 0}
+    await store(any_engine, embedder, [chunk("refunds")])
+    assert (await any_engine.term_counts(RetrievalQuery("x", "acme"), ["refund"])).frequencies == {"refund": 1}

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 
 import tiktoken
 
+from ragsvc.budget import COUNTED_ENCODING
 from ragsvc.encodings import get_encoding
 from ragsvc.ingest.loaders import Section
 from ragsvc.passages import is_label
+from ragsvc.prompts import fenced
 
 _WORD = re.compile(r"\S+")
 _FENCE = re.compile(r"^[ \t]*(```|~~~)", re.MULTILINE)
@@ -43,7 +45,7 @@ def chunk_sections(sections: Sequence[Section], *, chunk_tokens: int, overlap_to
     two sections. Each carries its entry's label and closes its code fences (see the module's docstring)."""
     if not chunk_tokens > overlap_tokens >= 0:
         raise ValueError(f"need chunk_tokens > overlap_tokens >= 0, got {chunk_tokens} and {overlap_tokens}")
-    encoding = get_encoding("cl100k_base")
+    encoding = get_encoding(COUNTED_ENCODING)
     return [
         Section(text, section.heading, section.page_number)
         for section in sections
@@ -114,6 +116,13 @@ def _chunk_text(encoding: tiktoken.Encoding, text: str, limit: int, overlap: int
             shared += units[following].tokens
         first = following
     return chunks
+
+
+def fenced_token_counts(texts: Sequence[str]) -> list[int]:
+    """Each chunk text's tokens between its data fences, as a prompt carries it (`prompts.fenced`), in
+    COUNTED_ENCODING: what a Chunk stores as its `token_count`, so that packing a prompt does not count it again."""
+    encoding = get_encoding(COUNTED_ENCODING)
+    return [len(tokens) for tokens in encoding.encode_ordinary_batch([fenced(text) for text in texts])]
 
 
 def _units(encoding: tiktoken.Encoding, text: str, limit: int) -> list[_Unit]:

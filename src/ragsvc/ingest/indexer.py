@@ -15,7 +15,7 @@ import time
 
 from ragsvc.domain import Chunk, DocumentSource, IngestResult, SourceDocument
 from ragsvc.errors import InvalidRequest
-from ragsvc.ingest.chunker import chunk_sections
+from ragsvc.ingest.chunker import chunk_sections, fenced_token_counts
 from ragsvc.ingest.loaders import load_sections
 from ragsvc.retrieval.base import Embedder, IndexedChunk, VectorEngine
 from ragsvc.retrieval.layout import indexed_text
@@ -87,6 +87,7 @@ class Indexer:
         drafts = chunk_sections(
             load_sections(document), chunk_tokens=self._chunk_tokens, overlap_tokens=self._overlap_tokens
         )
+        counts = fenced_token_counts([draft.text for draft in drafts])
         return [
             Chunk(
                 document_id=document.document_id,
@@ -102,8 +103,9 @@ class Indexer:
                 trust=document.trust,
                 published_at=document.published_at,
                 confidential=document.confidential,
+                token_count=count,
             )
-            for index, draft in enumerate(drafts)
+            for index, (draft, count) in enumerate(zip(drafts, counts, strict=True))
         ]
 
 

@@ -70,6 +70,7 @@ _log = logging.getLogger(__name__)
 
 _EDGE_VERSION = importlib.metadata.version("qdrant-edge-py")
 BUILDING_SUFFIX = ".indexing"  # the copy being optimized
+TERM_COUNTS_KEPT = 50_000  # document frequencies kept between writes (see _TermCounts)
 PREVIOUS_SUFFIX = ".previous"  # the replaced shard, until it is deleted
 
 
@@ -82,6 +83,28 @@ class IndexBuild:
     optimize_s: float
     swap_s: float
     replayed_writes: int
+
+
+class _TermCounts:
+    """Document frequencies already counted (the answerability gate asks for a question's terms every time),
+    per visibility (tenant, user tags, metadata filters) and term (None: the chunks with any term). An entry is
+    current while `version`, which every write bumps once it is done, is the one it was counted at. This process
+    is the shard's only writer (it holds the WAL lock), so no count can change without a bump."""
+
+    def __init__(self, capacity: int = TERM_COUNTS_KEPT) -> None:
+        self.version = 0
+        self._capacity = capacity
+        self._entries: dict[tuple[Any, str | None], tuple[int, int]] = {}
+
+    def get(self, seen: Any, term: str | None) -> int | None:
+        found = self._entries.get((seen, term))
+        return found[1] if found is not None and found[0] == self.version else None
+
+    def put(self, seen: Any, term: str | None, version: int, count: int) -> None:
+        """Keep `count`, made when the version was `version` (read before counting)."""
+        if len(self._entries) >= self._capacity:
+            self._entries.clear()
+        self._entries[(seen, term)] = (version, count)
 
 
 class _Gate:
@@ -156,6 +179,7 @@ class EdgeEngine:
         self._gate = _Gate()
         self._closed = False
         self._journal: list[tuple[Callable[..., Any], tuple[Any, ...]]] | None = None
+        self._counted = _TermCounts()
         self._unindexed = 0
         self._due = 0.0
         self._scheduler: asyncio.Task[None] | None = None
@@ -414,6 +438,7 @@ class EdgeEngine:
             if self._closed:
                 raise RetrievalUnavailable("the vector store is closed")
             result = call(*args)
+            self._counted.version += 1  # after the write: a count made before it is never kept as current
             if self._journal is not None:  # a background build copied the shard: replay this after its swap
                 self._journal.append((call, args))
             return result
@@ -502,20 +527,28 @@ class EdgeEngine:
         points = self._shard.query(request)
         if not points:
             return []
-        stored = unit_rows(np.array([_dense(p) for p in points], dtype=np.float32))
+        stored = unit_rows(_dense_rows(points))
         return candidates_from([p.payload or {} for p in points], stored, cosines(stored, dense), query, self._access)
 
     def _term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
         visible = _visibility(query, self._access)
         if visible is None:
             return TermCounts(0, dict.fromkeys(terms, 0))
+        seen = (query.tenant_id, frozenset(query.user_tags), tuple(metadata_constraints(query.filters)))
+        version = self._counted.version
 
-        def count(condition: Any) -> int:
-            request = qe.CountRequest(exact=True, filter=qe.Filter(must=[visible, condition]))
-            return int(self._shard.count(request))
+        def count(term: str | None, condition: Any) -> int:
+            found = self._counted.get(seen, term)
+            if found is None:
+                request = qe.CountRequest(exact=True, filter=qe.Filter(must=[visible, condition]))
+                found = int(self._shard.count(request))
+                self._counted.put(seen, term, version, found)
+            return found
 
-        indexed = count(qe.Filter(must_not=[qe.IsEmptyCondition(TERMS_FIELD)]))
-        return TermCounts(indexed, {term: count(_match(TERMS_FIELD, term)) if indexed else 0 for term in terms})
+        indexed = count(None, qe.Filter(must_not=[qe.IsEmptyCondition(TERMS_FIELD)]))
+        return TermCounts(
+            indexed, {term: count(term, _match(TERMS_FIELD, term)) if indexed else 0 for term in terms}
+        )
 
     def _close(self) -> None:
         with self._gate.exclusive(), self._write_lock:
@@ -557,13 +590,20 @@ def _copy_sparse(source: str, target: str) -> None:
     shutil.copystat(source, target)
 
 
-def _dense(point: qe.ScoredPoint) -> list[float]:
-    """The stored dense vector of a result asked `with_vector=[DENSE]`."""
-    vectors = point.vector
-    dense = vectors.get(DENSE) if isinstance(vectors, dict) else None
-    if not isinstance(dense, list) or not all(isinstance(x, float) for x in dense):
+def _dense_rows(points: Sequence[qe.ScoredPoint]) -> np.ndarray:
+    """The stored dense vectors of results asked `with_vector=[DENSE]`, a row each (converted by numpy at once,
+    not number by number)."""
+    try:
+        rows = np.array([_vectors(point)[DENSE] for point in points], dtype=np.float32)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RetrievalUnavailable("the engine returned a result without its dense vector") from exc
+    if rows.ndim != 2:
         raise RetrievalUnavailable("the engine returned a result without its dense vector")
-    return [x for x in dense if isinstance(x, float)]
+    return rows
+
+
+def _vectors(point: qe.ScoredPoint) -> Any:
+    return point.vector
 
 
 def _match(key: str, value: str) -> qe.FieldCondition:

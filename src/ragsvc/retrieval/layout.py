@@ -47,7 +47,7 @@ KEYWORD_FIELDS = ("tags", "document_id", "source_url", "page_title", "section", 
 # What a query returns of a point's payload: the chunk, not its index terms.
 RETURNED_FIELDS = [
     "document_id", "chunk_index", "text", "document_name", "tenant_id", "tags", "source_url", "page_title",
-    "section", "page_number", "trust", "published_at", "confidential",
+    "section", "page_number", "trust", "published_at", "confidential", "token_count",
 ]
 REDACTED_TEXT = "[REDACTED]"
 # The payload fields that describe the chunk's document (what a listing reads from chunk 0).
@@ -85,7 +85,7 @@ class AccessPolicy:
 def redact(chunk: Chunk) -> Chunk:
     """The chunk with everything that tells its content removed: text, section heading and title. What
     identifies the document (id, name, URL, page) stays, so a caller can ask for access."""
-    return replace(chunk, text=REDACTED_TEXT, section=None, page_title="")
+    return replace(chunk, text=REDACTED_TEXT, section=None, page_title="", token_count=None)
 
 
 def point_id(tenant_id: str, document_id: str, chunk_index: int) -> uuid.UUID:
@@ -158,6 +158,7 @@ def payload(chunk: Chunk, source: DocumentSource | None = None) -> dict[str, Any
         "trust": chunk.trust,
         "published_at": chunk.published_at,
         "confidential": chunk.confidential,
+        "token_count": chunk.token_count,
     }
     if source is not None:
         stored |= {
@@ -216,6 +217,7 @@ def chunk_from_payload(data: dict[str, Any]) -> Chunk:
         trust=float(data.get("trust", 1.0)),
         published_at=data.get("published_at", ""),
         confidential=bool(data.get("confidential", False)),
+        token_count=data.get("token_count"),
     )
 
 
