@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,6 +41,7 @@ from bench.peers.ragsvc_variant import JOB_SETTINGS, RagsvcServer
 from bench.peers.run import per_variant
 from bench.peers.workers import ROOT, LLMServer, Reference, job_config
 from bench.stats import machine
+from ragsvc.v1 import rag_service_pb2 as pb
 
 OUT = ROOT / "docs" / "profile"
 # The server's event loop runs in the main thread: every stage of an answer runs there.
@@ -79,6 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         timed = per_variant([results[i] for i in answered], llm.drain_log(), [expected[i] for i in answered], cpu={})
         timed.pop("digests")
         timed["refused"] = len(results) - len(answered)
+        timed["answer_bytes"] = answer_bytes(server, asked[:20])
 
         with tempfile.TemporaryDirectory(prefix="profile-ask-") as scratch:
             raw = Path(scratch) / "stacks.txt"
@@ -106,6 +109,17 @@ def main(argv: list[str] | None = None) -> None:
     (OUT / f"{args.name}.svg").write_text(flame_graph(loop_stacks, f"ragsvc AskStream, {args.passages} passages: {args.name}"))
     print(markdown(args.name, result))
     print(f"written to {OUT}/{args.name}.{{svg,md,json}}")
+
+
+def answer_bytes(server: RagsvcServer, asked: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """What the final answer message weighs on the wire (median over `asked`, untimed Asks), and how much of it
+    is its citations' full texts (Citation.text)."""
+    sizes, texts = [], []
+    for query, tenant in asked:
+        answer = server.rag.Ask(pb.AskRequest(query=query, tenant_id=tenant), timeout=30).answer
+        sizes.append(answer.ByteSize())
+        texts.append(sum(len(c.text.encode()) for c in answer.citations))
+    return {"answer_p50": statistics.median(sizes), "citation_text_p50": statistics.median(texts), "n": len(sizes)}
 
 
 def record(spy: str, server: RagsvcServer, out: Path, rate: int, asked: Sequence[tuple[str, str]]) -> Counter[str]:
@@ -207,6 +221,9 @@ def markdown(name: str, result: dict[str, Any]) -> str:
     rows = {"overhead (end to end - embedding - LLM server)": timed["overhead"],
             "first-token overhead": timed["ttft_overhead"], **timed["stages"]}
     lines += [f"| {stage} | {s['p50_ms']:.3f} | {s['p90_ms']:.3f} |" for stage, s in rows.items()]
+    size = timed["answer_bytes"]
+    lines += ["", f"The final answer message: {size['answer_p50']:.0f} bytes (median of {size['n']} Asks), of which"
+              f" {size['citation_text_p50']:.0f} are its citations' full texts."]
     profile = result["profile"]
     lines += ["", f"The tables and the flame graph cover the server's event loop thread ({profile['thread']},"
               f" {profile['samples']} samples, idle time left out). Other threads:"

@@ -84,7 +84,9 @@ def key_phrases(text: str) -> list[tuple[str, ...]]:
 
 
 # A compound name: words joined by "_" or "." ("max_connections", "pg_hba.conf", "9.2"), kept whole as a term.
-_COMPOUND = re.compile(r"[a-z0-9]+(?:[._][a-z0-9]+)+")
+# It starts where a word does and never backtracks (possessive runs): a match cannot start inside a word where it
+# failed at the word's start, and trying there made the search quadratic in word length.
+_COMPOUND = re.compile(r"(?<![a-z0-9])[a-z0-9]++(?:[._][a-z0-9]++)+")
 
 
 def compound_terms(text: str) -> list[str]:
