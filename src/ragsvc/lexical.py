@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 STOPWORDS = frozenset(
@@ -25,11 +25,15 @@ _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
 def content_terms(text: str) -> list[str]:
     """The stemmed words of `text` that carry meaning (stopwords and one-letter words removed), in order."""
-    return list(_terms(text))
+    return list(_terms(_tokens(text)))
 
 
-def _terms(text: str) -> Iterator[str]:
-    for token in _TOKEN.findall(text.lower().replace("\u2019", "'")):
+def _tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text.lower().replace("\u2019", "'"))
+
+
+def _terms(tokens: Iterable[str]) -> Iterator[str]:
+    for token in tokens:
         token = token.removesuffix("'s")
         if token not in STOPWORDS and "'" not in token and (len(token) > 1 or token.isdigit()):
             yield stem(token)
@@ -97,7 +101,7 @@ def compound_terms(text: str) -> list[str]:
 def index_terms(text: str) -> list[str]:
     """The distinct terms a chunk is indexed under for corpus statistics: its content terms and its compound
     names, sorted."""
-    return sorted({*_terms(text), *compound_terms(text)})
+    return sorted({*_terms(set(_tokens(text))), *compound_terms(text)})  # a word repeated is stemmed once
 
 
 # A word of the question as written: letters and digits, joined by "_", "." or "-" inside a name.
