@@ -27,6 +27,7 @@ from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc
 from tests.support.cli import run_cli
 from tests.support.openai_server import ScriptedOpenAIServer
+from tests.support.polling import eventually
 from tests.support.rpc_details import details_of
 from tests.support.servers import connected, running_server, serve_process, server_settings
 
@@ -83,7 +84,9 @@ async def test_calls_land_on_both_workers_and_index_writes_are_refused(
         assert await served.exited(30) == 0
 
 
-async def test_a_worker_killed_with_sigkill_is_replaced(tmp_path: Path, demo_index: Callable[[Path], Path]) -> None:
+async def test_a_worker_killed_with_sigkill_is_replaced_and_none_outlives_the_parent(
+    tmp_path: Path, demo_index: Callable[[Path], Path]
+) -> None:
     async with serve_process(demo_index(tmp_path), WORKERS) as served:
         before = {w.split(":")[0]: pid_of(w) for w in await workers_seen(served.address)}
         assert set(before) == {"0", "1"}
@@ -98,8 +101,21 @@ async def test_a_worker_killed_with_sigkill_is_replaced(tmp_path: Path, demo_ind
             await asyncio.sleep(0.2)
         assert replaced is not None, "worker 1 was not replaced within 90 s"
         assert replaced != before["1"]
-        served.process.send_signal(signal.SIGTERM)
-        assert await served.exited(30) == 0
+
+        served.process.kill()  # the parent itself: its workers must not outlive it
+        await served.exited(10)
+        workers = (before["0"], replaced)
+        # Each notices within 0.5 s, then drains (nothing is in flight).
+        await eventually(lambda: not any(running(pid) for pid in workers), within_s=30, every_s=0.1)
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` is a live process (an exited one not yet reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 async def test_sigterm_drains_the_streams_in_flight_on_every_worker_and_exits_0(

@@ -9,7 +9,8 @@ SO_REUSEPORT, so the kernel spreads incoming connections over them. The parent s
 - a worker that dies is restarted, up to `MAX_RESTARTS` within `RESTART_WINDOW_S`; beyond that the parent stops
   the others and exits with status 1;
 - SIGTERM or SIGINT is passed on to every worker, each drains within RAG_GRACE_PERIOD_SECONDS as one server
-  does, and the parent exits 0 when all of them did.
+  does, and the parent exits 0 when all of them did;
+- a worker whose parent is gone (killed with SIGKILL) drains and exits as on SIGTERM, within a second.
 
 What the workers share is what the settings give them: the records (SQLite in WAL mode across processes, or
 PostgreSQL), the answer cache, replays and rate limit on Redis when RAG_REDIS_URL is set (otherwise each worker
@@ -28,6 +29,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
@@ -52,6 +54,7 @@ INDEX_WRITES = frozenset(INDEX_PREFIX + name for name in ("IngestDocuments", "De
 MAX_RESTARTS = 5
 RESTART_WINDOW_S = 60.0
 START_TIMEOUT_S = 300.0
+PARENT_CHECK_S = 0.5
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"
 _log = logging.getLogger(__name__)
 
@@ -309,8 +312,17 @@ def run_worker(settings: Settings, slot: WorkerSlot, embedder: Embedder | None, 
 
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    threading.Thread(target=_stop_with_parent, args=(os.getppid(),), name="parent-watch", daemon=True).start()
     try:
         asyncio.run(serve(settings, embedder=embedder, slot=slot, on_serving=reports.send))
     except RagError as exc:
         reports.send(exc.message)
         raise SystemExit(1) from None
+
+
+def _stop_with_parent(parent: int) -> None:
+    """SIGTERM to this worker once its parent is gone (it is then re-parented), so that no worker outlives it."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    _log.warning("the parent process %d is gone: stopping", parent)
+    os.kill(os.getpid(), signal.SIGTERM)
