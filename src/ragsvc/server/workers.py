@@ -168,7 +168,10 @@ class _Worker:
         finally:
             for fd in (sentinel, reader):
                 loop.remove_reader(fd)
-        report = self.reports.recv() if self.reports.poll() else None
+        try:
+            report = self.reports.recv() if self.reports.poll() else None
+        except EOFError:  # it exited without a word
+            report = None
         if isinstance(report, int):
             return report
         self.process.join()
