@@ -3,7 +3,8 @@
 The ceiling server (``python -m bench.peers.ceilings``, its own process like ragsvc's) has two generic methods on
 raw bytes, no protobuf and no work: ``/bench.Ceiling/Echo`` answers a unary call with its request, and
 ``/bench.Ceiling/Stream`` answers with `--messages` messages the size of an AskStream text delta. It prints its
-address on the first line of stdout.
+address on the first line of stdout. It listens with SO_REUSEPORT, so that a second one started with `--port` of
+the first shares its port, as ragsvc's worker processes do (RAG_WORKERS).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ async def closed_loop(call: Callable[[int], Awaitable[int]], concurrency: int, s
     return Load(calls, units, errors, time.perf_counter() - started)
 
 
-async def serve(messages: int) -> None:
+async def serve(messages: int, port: int) -> None:
     async def echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         return request
 
@@ -70,13 +71,13 @@ async def serve(messages: int) -> None:
         for _ in range(messages):
             yield DELTA
 
-    server = grpc.aio.server()
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 1)])
     handlers = {
         "Echo": grpc.unary_unary_rpc_method_handler(echo),
         "Stream": grpc.unary_stream_rpc_method_handler(stream),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("bench.Ceiling", handlers),))
-    port = server.add_insecure_port("127.0.0.1:0")
+    port = server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     print(f"127.0.0.1:{port}", flush=True)
     await server.wait_for_termination()
@@ -85,4 +86,6 @@ async def serve(messages: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=200)
-    asyncio.run(serve(parser.parse_args().messages))
+    parser.add_argument("--port", type=int, default=0, help="0: any free port")
+    args = parser.parse_args()
+    asyncio.run(serve(args.messages, args.port))

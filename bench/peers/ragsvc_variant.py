@@ -10,6 +10,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -45,17 +46,19 @@ JOB_SETTINGS = {
 
 
 class RagsvcServer:
-    """A ragsvc server process for `config`; `cold_start_s` is the time from spawning it to health SERVING."""
+    """A ragsvc server process for `config`; `cold_start_s` is the time from spawning it to health SERVING.
+    `data_dir`: a RAG_DATA_DIR of the caller's (kept on close) instead of a temporary one; `workers`: RAG_WORKERS."""
 
-    def __init__(self, config: WorkerConfig) -> None:
+    def __init__(self, config: WorkerConfig, *, data_dir: Path | None = None, workers: int = 1) -> None:
         self.config = config
-        self._data_dir = tempfile.TemporaryDirectory(prefix="ragsvc-peers-")
+        self._data_dir = tempfile.TemporaryDirectory(prefix="ragsvc-peers-") if data_dir is None else None
         env = {
             **os.environ,
             **JOB_SETTINGS,
             "PYTHONPATH": str(ROOT),
             "RAG_GRPC_ADDRESS": "127.0.0.1:0",
-            "RAG_DATA_DIR": self._data_dir.name,
+            "RAG_DATA_DIR": str(data_dir) if self._data_dir is None else self._data_dir.name,
+            "RAG_WORKERS": str(workers),
             "OPENAI_BASE_URL": config.llm_base_url,
             "CHAT_MODEL": config.model,
             "RAG_MODELS": f"{config.model}=32768/1024",
@@ -120,7 +123,8 @@ class RagsvcServer:
             self._process.wait(30)
         except subprocess.TimeoutExpired:
             self._process.kill()
-        self._data_dir.cleanup()
+        if self._data_dir is not None:
+            self._data_dir.cleanup()
 
     def _timed_ask(self, query: str, tenant: str) -> dict[str, Any]:
         request = pb.AskStreamRequest(query=query, tenant_id=tenant)

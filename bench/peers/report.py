@@ -70,6 +70,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
                 targets.append(
                     (f"streamed tokens/s ≥ 50% of raw stream, c={point['concurrency']}", point["ratio_median"], 0.5, "≥")
                 )
+            targets += scale_out_targets(throughput.get("scale_out"))
         summary["targets"] = [
             {"target": label, "measured": value, "met": value >= bound if kind == "≥" else value <= bound}
             for label, value, bound, kind in targets
@@ -154,6 +155,7 @@ def markdown(result: dict[str, Any], result_path: Path) -> str:
                     f"| {unit} | {point['concurrency']} | {ours:,.0f} | {raw:,.0f} | {point['ratio_median']:.0%} |"
                 )
         lines.append("")
+        lines += scale_out_markdown(throughput.get("scale_out"), settings)
     if "targets" in summary:
         lines += ["## Targets", "", "| target | measured | met |", "|---|---|---|"]
         for target in summary["targets"]:
@@ -166,6 +168,58 @@ def markdown(result: dict[str, Any], result_path: Path) -> str:
         lines.append(f"- {LABELS.get(name, name)}: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
     lines.append("")
     return "\n".join(lines)
+
+
+SCALE_OUT_TARGET = "ragsvc_workers_2/ceiling_{}_processes"
+
+
+def scale_out_targets(scale_out: dict[str, Any] | None) -> list[tuple[str, float, float, str]]:
+    """The issue's target for several workers: Asks/s at concurrency 8 ≥ 40% of the raw unary ceiling, against
+    the ceiling in one process and in two (the fair comparison)."""
+    if not scale_out:
+        return []
+    point = next(p for p in scale_out["points"] if p["concurrency"] == 8)
+    return [
+        (f"Asks/s with RAG_WORKERS=2 ≥ 40% of raw unary in {n} process{'es' if n > 1 else ''}, c=8",
+         point["ratios_median"][SCALE_OUT_TARGET.format(n)], 0.4, "≥")
+        for n in (1, 2)
+    ]  # fmt: skip
+
+
+def scale_out_markdown(scale_out: dict[str, Any] | None, settings: dict[str, Any]) -> list[str]:
+    """The scale-out table: Asks/s of RAG_WORKERS 1 and 2 and the echo ceiling in 1 and 2 processes."""
+    if not scale_out:
+        return []
+    names = [f"ragsvc_workers_{n}" for n in scale_out["workers"]] + [
+        f"ceiling_{n}_processes" for n in scale_out["workers"]
+    ]
+    lines = [
+        "### Several server processes (RAG_WORKERS)",
+        "",
+        "ragsvc with RAG_WORKERS=1 and =2 (read-only copies of one embedded index) against the bytes echo in one "
+        "process and in two sharing a port with SO_REUSEPORT. The kernel spreads connections over the processes, "
+        "so each target gets one connection per caller and the calls go round them; the four targets run in "
+        f"turn, {settings['rounds']} × {settings['seconds']:.0f} s each, the order reversed every other round. "
+        "Cells: median calls per second; the ratio columns are medians of the per-round ratios. The client, the "
+        "scripted LLM and the servers share the machine's cores (CPU columns: median cores busy, ours and others').",
+        "",
+        "| concurrency | " + " | ".join(n.replace("_", " ") for n in names)
+        + " | workers 2 / ceiling 1 | workers 2 / ceiling 2 | workers 1 / ceiling 1 | cores ours, others |",
+        "|---" * (len(names) + 5) + "|",
+    ]
+    for point in scale_out["points"]:
+        cells = [f"{statistics.median(point[n]['calls_per_s']):,.0f}" for n in names]
+        ratios = point["ratios_median"]
+        cpu = point["ragsvc_workers_2"]["cpu"]
+        lines.append(
+            f"| {point['concurrency']} | " + " | ".join(cells)
+            + f" | {ratios[SCALE_OUT_TARGET.format(1)]:.1%} | {ratios[SCALE_OUT_TARGET.format(2)]:.1%}"
+            + f" | {ratios['ragsvc_workers_1/ceiling_1_processes']:.1%}"
+            + f" | {statistics.median(c['ours_cores'] for c in cpu):.2f}, "
+            + f"{statistics.median(c['others_cores'] for c in cpu):.2f} |"
+        )
+    lines.append("")
+    return lines
 
 
 def _cell(value: dict[str, float]) -> str:

@@ -10,7 +10,8 @@ embedder, timed inside each variant) and the LLM server's own times (from its lo
 total - embedding - LLM server time; first-token overhead is the caller's first token - the server's. Every
 prompt the LLM received is checked against the exact top-5 of the query's tenant. Then, with a delayed LLM
 (first token after 100 ms, 2 ms between tokens), the first-token overhead again; then ragsvc's throughput
-against the raw grpc.aio ceilings (`ceilings`) at concurrency 1, 8 and 32; and the CPU the machine spent
+against the raw grpc.aio ceilings (`ceilings`) at concurrency 1, 8 and 32, and its Asks/s with RAG_WORKERS=1
+and =2 against the echo ceiling in 1 and 2 processes (`throughput --scale-out`); and the CPU the machine spent
 meanwhile, ours and others'. Results: bench/results/peers-<date>.json, docs/benchmarks.md, docs/peers.png.
 """
 
@@ -135,8 +136,9 @@ def run_size(
 def measure_throughput(server: RagsvcServer, llm: LLMServer, size: int, args: argparse.Namespace) -> dict[str, Any]:
     """`bench.peers.throughput` in a process of its own: this one holds synchronous gRPC channels, whose
     background threads would take the GIL from an asyncio load generator."""
-    command = [sys.executable, "-m", "bench.peers.throughput", server.address, llm.base_url, str(size),
-               "--rounds", str(args.rounds), "--seconds", str(args.seconds), "--pids", str(server.pid), str(llm.pid)]
+    command = [sys.executable, "-m", "bench.peers.throughput", str(size), "--rag", server.address, "--llm", llm.base_url,
+               "--scale-out", "--rounds", str(args.rounds), "--seconds", str(args.seconds),
+               "--pids", str(server.pid), str(llm.pid)]
     measured = json.loads(subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout)
     measured["ragsvc_rss_mib_after"] = rss_mib(server.pid)
     return measured

@@ -531,8 +531,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if serving:
             from ragsvc.server.app import serve  # only the serve command loads the server
 
-            asyncio.run(serve(Settings.from_env()))
-            return 0
+            return asyncio.run(serve(Settings.from_env()))
         if args.command == "llm":
             if args.env:
                 print(" ".join(f"{k}={v}" for k, v in local_llm.serve_env(args.host, args.port).items()))

@@ -10,6 +10,7 @@ RagError
 ├── NotFound ...................... an unknown document, template or session (NOT_FOUND)
 ├── ModelUnavailable .............. the model is allowed but not served by the LLM server (FAILED_PRECONDITION)
 ├── IdempotencyKeyReused .......... an idempotency key sent again with another request (FAILED_PRECONDITION)
+├── ReadOnlyIndex ................. a write to the index of a read-only worker process (FAILED_PRECONDITION)
 ├── StageTimeout .................. a stage ran past its budget or the caller's deadline (DEADLINE_EXCEEDED)
 │   └── LLMTimeout ................ the LLM did not answer in time
 └── RetryableError ................ a retry after `retry_after_s` may succeed (sent as RetryInfo)
@@ -117,6 +118,12 @@ class IdempotencyKeyReused(RagError):
     """The caller sent an idempotency key again with a request other than the one the key recorded."""
 
     reason = "IDEMPOTENCY_KEY_REUSED"
+
+
+class ReadOnlyIndex(RagError):
+    """This server process serves a read-only copy of the embedded engine's index (RAG_WORKERS > 1)."""
+
+    reason = "READ_ONLY_INDEX"
 
 
 class RetryableError(RagError):

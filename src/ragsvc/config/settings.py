@@ -128,6 +128,14 @@ class ServerSettings(Group):
         Path(".ragsvc-data"), "RAG_DATA_DIR", "where the embedded engine and database keep their data"
     )
     demo_corpus: bool = env(True, "RAG_DEMO_CORPUS", "index the bundled demo corpus on start when the store is empty")
+    workers: int = env(
+        1,
+        "RAG_WORKERS",
+        "server processes sharing RAG_GRPC_ADDRESS (SO_REUSEPORT) under one supervising parent; with the embedded "
+        "engine, more than 1 serves read-only copies of its index (see the README's scale-out section)",
+        ge=1,
+        le=64,
+    )
 
     @field_validator("grpc_address")
     @classmethod

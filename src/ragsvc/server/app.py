@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Callable
 
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
@@ -25,6 +26,7 @@ from ragsvc.server.components import Components, index_demo_corpus, open_compone
 from ragsvc.server.hardening import Hardening, log_requests_as_json_lines
 from ragsvc.server.health import HealthMonitor, requirements
 from ragsvc.server.servicers import IndexServicer, RagServicer
+from ragsvc.server.workers import WorkerSlot, supervise
 from ragsvc.v1 import (
     admin_service_pb2,
     admin_service_pb2_grpc,
@@ -107,14 +109,23 @@ class RagServer:
         return f"{self.settings.server.host}:{self.port}"
 
     @classmethod
-    async def start(cls, settings: Settings, *, embedder: Embedder | None = None) -> RagServer:
-        """Serve `settings`; `embedder` replaces the one RAG_EMBEDDER names (see `open_components`)."""
+    async def start(
+        cls, settings: Settings, *, embedder: Embedder | None = None, slot: WorkerSlot | None = None
+    ) -> RagServer:
+        """Serve `settings`; `embedder` replaces the one RAG_EMBEDDER names (see `open_components`). `slot` makes
+        this server one of several worker processes on one address (`workers`)."""
         async with contextlib.AsyncExitStack() as stack:
-            components = await stack.enter_async_context(open_components(settings, embedder=embedder))
+            engine_dir = slot.snapshot if slot is not None else None
+            components = await stack.enter_async_context(
+                open_components(settings, embedder=embedder, engine_dir=engine_dir)
+            )
             hardening = Hardening.build(settings, rate_limit=components.rate_limit)
             stack.push_async_callback(hardening.aclose)
-            await index_demo_corpus(components)
-            server = hardening.server()
+            if slot is None or (slot.index == 0 and slot.snapshot is None):
+                await index_demo_corpus(components)  # once, and never into a read-only copy
+            if slot is not None:
+                hardening.interceptors.extend(slot.interceptors())
+            server = hardening.server(reuse_port=slot is not None)
             stopped = asyncio.Event()
 
             async def stop_server() -> None:
@@ -147,12 +158,25 @@ class RagServer:
         await self._stopped.wait()
 
 
-async def serve(settings: Settings, *, embedder: Embedder | None = None) -> None:
-    """Serve until SIGTERM or SIGINT, then drain; `embedder` as in `open_components`."""
+async def serve(
+    settings: Settings,
+    *,
+    embedder: Embedder | None = None,
+    slot: WorkerSlot | None = None,
+    on_serving: Callable[[int], None] | None = None,
+) -> int:
+    """Serve until SIGTERM or SIGINT, then drain; `embedder` as in `open_components`. With RAG_WORKERS > 1 this
+    process supervises that many worker processes instead (`workers.supervise`), each of which runs this with its
+    `slot`, and `on_serving` (given the port) in place of the start line. Returns the exit status."""
+    if settings.server.workers > 1 and slot is None:
+        return await supervise(settings, embedder=embedder)
     if settings.hardening.request_log:
         log_requests_as_json_lines()
-    server = await RagServer.start(settings, embedder=embedder)
-    print(f"ragsvc serving on {server.address}", flush=True)
+    server = await RagServer.start(settings, embedder=embedder, slot=slot)
+    if on_serving is None:
+        print(f"ragsvc serving on {server.address}", flush=True)
+    else:
+        on_serving(server.port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -160,3 +184,4 @@ async def serve(settings: Settings, *, embedder: Embedder | None = None) -> None
     await stop.wait()
     _log.info("shutting down: draining for up to %.1f s", settings.server.grace_period_s)
     await server.stop()
+    return 0

@@ -112,16 +112,19 @@ class Components:
 
 
 @contextlib.asynccontextmanager
-async def open_components(settings: Settings, *, embedder: Embedder | None = None) -> AsyncIterator[Components]:
+async def open_components(
+    settings: Settings, *, embedder: Embedder | None = None, engine_dir: Path | None = None
+) -> AsyncIterator[Components]:
     """Open every component; `embedder`, when given, replaces the one RAG_EMBEDDER names (a program embedding
-    ragsvc with its own model) and stays the caller's to close."""
+    ragsvc with its own model) and stays the caller's to close. `engine_dir` holds the embedded engine's shards
+    instead of RAG_DATA_DIR (a worker's read-only copy: `server.workers`)."""
     async with contextlib.AsyncExitStack() as stack:
         models = ModelCatalog(settings.generation.model_limits, settings.budget)
         injected = embedder is not None
         if embedder is None:
             embedder = await open_embedder(settings)
             stack.push_async_callback(embedder.aclose)
-        engine = await open_engine(settings, embedder, injected=injected)
+        engine = await open_engine(settings, embedder, injected=injected, directory=engine_dir)
         stack.push_async_callback(engine.close)
         generator = build_generator(settings, models)
         stack.push_async_callback(generator.aclose)
@@ -349,8 +352,11 @@ def retrieval_access(settings: Settings) -> AccessPolicy:
     return AccessPolicy(untagged_visible=retrieval.untagged_visible, clearance_tag=retrieval.clearance_tag)
 
 
-async def open_engine(settings: Settings, embedder: Embedder, *, injected: bool) -> VectorEngine:
-    """The Qdrant server engine when RAG_QDRANT_URL is set, else the embedded qdrant-edge shard."""
+async def open_engine(
+    settings: Settings, embedder: Embedder, *, injected: bool, directory: Path | None = None
+) -> VectorEngine:
+    """The Qdrant server engine when RAG_QDRANT_URL is set, else the embedded qdrant-edge shard in `directory`
+    (default RAG_DATA_DIR)."""
     retrieval = settings.retrieval
     access = retrieval_access(settings)
     if retrieval.qdrant_url:
@@ -364,7 +370,7 @@ async def open_engine(settings: Settings, embedder: Embedder, *, injected: bool)
             access=access,
         )
     return EdgeEngine.open(
-        settings.server.data_dir / _edge_shard(settings, embedder, injected=injected),
+        (directory or settings.server.data_dir) / _edge_shard(settings, embedder, injected=injected),
         dimension=embedder.dimension,
         access=access,
         index_after_points=retrieval.edge_index_after_points,

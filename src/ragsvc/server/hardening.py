@@ -57,11 +57,11 @@ class Hardening:
         interceptors.append(concurrency)
         return cls(settings, interceptors, metrics, concurrency, server_credentials(hardening), tracing)
 
-    def server(self) -> grpc.aio.Server:
-        """A grpc.aio server with the interceptor chain and the transport options."""
-        return grpc.aio.server(
-            interceptors=[ServerInterceptor(self.interceptors)], options=server_options(self.settings.hardening)
-        )
+    def server(self, *, reuse_port: bool = False) -> grpc.aio.Server:
+        """A grpc.aio server with the interceptor chain and the transport options. It binds its address alone
+        (a port in use is refused), or with `reuse_port` beside the other worker processes of the same address."""
+        options = [*server_options(self.settings.hardening), ("grpc.so_reuseport", int(reuse_port))]
+        return grpc.aio.server(interceptors=[ServerInterceptor(self.interceptors)], options=options)
 
     def bind(self, server: grpc.aio.Server, address: str) -> int:
         """Listen on `address` (TLS when configured); returns the port. InvalidRequest naming RAG_GRPC_ADDRESS

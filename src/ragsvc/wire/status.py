@@ -26,6 +26,7 @@ _CODES: tuple[tuple[type[errors.RagError], grpc.StatusCode], ...] = (
     (errors.ModelUnavailable, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.BuiltInTemplate, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.IdempotencyKeyReused, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.ReadOnlyIndex, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
     (errors.DependencyUnavailable, grpc.StatusCode.UNAVAILABLE),
     (errors.StageTimeout, grpc.StatusCode.DEADLINE_EXCEEDED),
