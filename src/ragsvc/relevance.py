@@ -142,15 +142,15 @@ def _instructs_a_model(block: str) -> bool:
     return bool(injection_patterns(block)) or bool(_ADDRESSES_A_MODEL.search(block))
 
 
-def ranked(query: str, found: Sequence[Candidate], *, asked: str = "") -> list[Candidate]:
+def ranked(query: str, found: Sequence[Candidate], *, question: str = "") -> list[Candidate]:
     """The candidates worth quoting for `query`, best first (see the module's docstring); a candidate is worth
     quoting when a query term is in it or its label, or when it states the value asked for in an entry or
-    paragraph that holds a query term. `asked` is the user's own words when `query` is a follow-up's search
+    paragraph that holds a query term. `question` is the user's own words when `query` is a follow-up's search
     (earlier turns' subject words added): those words then count CARRIED_WEIGHT. Ties: marker, position."""
     terms = query_terms(query)
     if not terms or not found:
         return []
-    own_terms = set(query_terms(asked)) if asked else set(terms)
+    own_terms = set(query_terms(question)) if question else set(terms)
     count = len(found)
     frequency = _frequencies(found)
     idf = {

@@ -54,7 +54,7 @@ class ExtractiveGenerator:
 
     def _compose(self, request: GenerationRequest) -> str:
         chosen: list[Candidate] = []
-        for candidate in ranked(request.query, list(candidates(request.context)), asked=request.question):
+        for candidate in ranked(request.query, list(candidates(request.context)), question=request.question):
             if not any(_near_duplicates(candidate, kept) for kept in chosen):
                 chosen.append(candidate)
             if len(chosen) == self._max_sentences:
