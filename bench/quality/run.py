@@ -194,6 +194,10 @@ async def ask_one(
             }
             for c in answer.citations
         ],
+        # Whether the answer could have been right: a packed chunk holds a key fact (else retrieval missed it).
+        "key_fact_packed": any(
+            questions.contains(c.text, f) for c in answer.explanation.packed_chunks for f in question.key_facts
+        ),
         "ranked_list": "packed_chunks" if len(answer.explanation.packed_chunks) else "candidates",
         "ranked_documents": ranked_documents,
         "ranked_relevance": [round(c.relevance_score, 4) for c in ranked],

@@ -233,6 +233,7 @@ class GenerationRequest:
     max_tokens: int
     temperature: float | None = None
     seed: int | None = None
+    question: str = ""  # the user's own words when `query` is a follow-up's standalone search, else ""
 
 
 @dataclass(frozen=True, slots=True)

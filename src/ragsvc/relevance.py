@@ -4,8 +4,10 @@ A passage (a sentence, a sentence with the short code block it introduces, a tab
 judged with what it sits under: its chunk's page title and section heading, its label (a definition term such as
 "max_connections (integer)") and the entry or paragraph around it. Its score adds
 
-- **its words**: each query term found counts its rarity among the candidate passages (IDF), fully in the
-  passage, more in its label (a passage under a label is about it), less in its heading or page title;
+- **its words**: each query term found counts its rarity among the candidate passages (IDF; a label counts once
+  for its entry), fully in the passage, more in its label (a passage under a label is about it; the more so the
+  closer it follows the label: an entry's first sentences define it), less in its heading or page title; a
+  follow-up's search terms that the user did not write (an earlier turn's subject) count CARRIED_WEIGHT;
 - **its surroundings**: a share of the best word score in its entry (or paragraph), so that "The default is
   three." under a label that matches the question counts;
 - **the value asked for**: when the question asks for an amount ("how many", "how long", "default" ...), a
@@ -32,11 +34,15 @@ from ragsvc.values import answers_value, asked_values, stated_values
 
 # How much a query term counts when found in the passage's label, or only in its section heading or page title.
 LABEL_WEIGHT = 1.2  # a passage under a label is about it: more than one naming it in passing
+LABEL_DECAY = 0.8  # per passage before it under the label: an entry's first sentences define it
 HEADING_WEIGHT = 0.5
 CONTEXT_WEIGHT = 0.25  # share of the best word score of its entry or paragraph a passage inherits
 VALUE_WEIGHT = 1.0  # share of that best score a passage stating the asked-for kind of value gains
 OTHER_ENTRY_WEIGHT = 0.3  # of the word score of a passage under the label of another name than the one asked about
+CARRIED_WEIGHT = 0.5  # of a follow-up's search term the user did not write (the earlier turns' subject)
 _MIN_WORDS = 3  # shorter fragments (stray headings, "See below.") are never an answer
+
+_DEFINED_TERM = re.compile(r"([A-Za-z][\w.-]*\w)( \([a-z ]+\))?")
 
 # Words addressing a model or the reader with instructions about the answer (besides sanitize's patterns).
 _ADDRESSES_A_MODEL = re.compile(
@@ -57,6 +63,9 @@ class Candidate:
     relevance: float  # the chunk's retrieval score
     terms: frozenset[str]  # stemmed content terms and compound names
     label: frozenset[str]  # terms of the label it sits under
+    depth: int  # passages before it under that label, in its chunk (0: the entry's first, its definition)
+    term: str  # the term its label defines ("log_rotation_size" of "log_rotation_size (integer)"), or "" (see
+    # `candidates`: a chunk that starts inside an entry carries its label, but may run past the entry's end)
     heading: frozenset[str]  # terms of its chunk's section heading and page title
     scope: tuple[int, int, int]  # (marker, entry, paragraph): the passages it is read with
     values: frozenset[str]  # the kinds of value it states (lexical.stated_values)
@@ -85,10 +94,15 @@ def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:
         found = passages(chunk.text)
         instructing = {p.block for p in found if _instructs_a_model(p.text)}
         label: frozenset[str] = frozenset()
+        depth, term, carried = 0, "", False
         for position, passage in enumerate(found):
             if passage.kind is Kind.LABEL:
-                label = frozenset(passage_terms(passage.text))
+                label, depth, term = frozenset(passage_terms(passage.text)), 0, defined_term(passage.text)
+                carried = position == 0 and chunk.chunk_index > 0
                 continue
+            depth += 1
+            if carried and depth > 1:
+                term = ""  # past the first passage under a label the chunk carries, the entry may have ended
             terms = frozenset(passage_terms(passage.text))
             if passage.cut or passage.block in instructing or not terms or len(passage.text.split()) < _MIN_WORDS:
                 continue
@@ -99,10 +113,23 @@ def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:
                 max(scored.score, 0.0),
                 terms,
                 label,
+                depth - 1,
+                term,
                 heading,
                 _scope(marker, passage),
                 stated_values(passage.text),
             )
+
+
+def defined_term(label: str) -> str:
+    """The term a label defines when it is one, as in a list of settings or signals: one name, followed by its
+    type ("max_connections (integer)"), or on its own when it is written like a name ("wal_segment_size",
+    "SIGQUIT"); "" for other labels (headings such as "Serving", phrases)."""
+    match = _DEFINED_TERM.fullmatch(label.strip())
+    if match is None:
+        return ""
+    name, typed = match.group(1), match.group(2) is not None
+    return name if typed or "_" in name or "." in name or (name.isupper() and len(name) > 1) else ""
 
 
 def _scope(marker: int, passage: Passage) -> tuple[int, int, int]:
@@ -115,23 +142,29 @@ def _instructs_a_model(block: str) -> bool:
     return bool(injection_patterns(block)) or bool(_ADDRESSES_A_MODEL.search(block))
 
 
-def ranked(query: str, found: Sequence[Candidate]) -> list[Candidate]:
+def ranked(query: str, found: Sequence[Candidate], *, question: str = "") -> list[Candidate]:
     """The candidates worth quoting for `query`, best first (see the module's docstring); a candidate is worth
     quoting when a query term is in it or its label, or when it states the value asked for in an entry or
-    paragraph that holds a query term. Ties: marker, position."""
+    paragraph that holds a query term. `question` is the user's own words when `query` is a follow-up's search
+    (earlier turns' subject words added): those words then count CARRIED_WEIGHT. Ties: marker, position."""
     terms = query_terms(query)
     if not terms or not found:
         return []
+    own_terms = set(query_terms(question)) if question else set(terms)
     count = len(found)
-    frequency = Counter(term for candidate in found for term in candidate.terms | candidate.label)
-    idf = {term: math.log(1 + (count - frequency[term] + 0.5) / (frequency[term] + 0.5)) for term in terms}
+    frequency = _frequencies(found)
+    idf = {
+        term: math.log(1 + (count - frequency[term] + 0.5) / (frequency[term] + 0.5))
+        * (1.0 if term in own_terms else CARRIED_WEIGHT)
+        for term in terms
+    }
     total = sum(idf.values())
     words = {id(c): sum(idf[term] * _found(term, c) for term in terms) / total for c in found}
     surroundings: dict[tuple[int, int, int], float] = {}
     for candidate in found:
         surroundings[candidate.scope] = max(surroundings.get(candidate.scope, 0.0), words[id(candidate)])
     asked = asked_values(query)
-    named = _names(terms)
+    named = _names(own_terms)  # the setting asked about, not one an earlier turn named
     result: list[tuple[float, Candidate]] = []
     for candidate in found:
         own, around = words[id(candidate)], surroundings[candidate.scope]
@@ -149,6 +182,15 @@ def ranked(query: str, found: Sequence[Candidate]) -> list[Candidate]:
     return [candidate for _, candidate in result]
 
 
+def _frequencies(found: Sequence[Candidate]) -> Counter[str]:
+    """In how many passages each term occurs, a label counting once for its entry (every passage under a label
+    carries it: counted per passage, the name of the entry asked about would look common)."""
+    frequency = Counter(term for candidate in found for term in candidate.terms)
+    labels = {candidate.scope: candidate.label for candidate in found if candidate.label}
+    frequency.update(term for label in labels.values() for term in label)
+    return frequency
+
+
 def _names(terms: Iterable[str]) -> set[str]:
     """The compound names among `terms` ("max_connections", "pg_hba.conf"; not section numbers such as "20.1")."""
     return {term for term in terms if ("_" in term or "." in term) and any(c.isalpha() for c in term)}
@@ -159,5 +201,5 @@ def _found(term: str, candidate: Candidate) -> float:
     if term in candidate.terms:
         return 1.0
     if term in candidate.label:
-        return LABEL_WEIGHT
+        return LABEL_WEIGHT * LABEL_DECAY**candidate.depth
     return HEADING_WEIGHT if term in candidate.heading else 0.0

@@ -69,6 +69,20 @@ def test_evidence_holding_too_little_of_the_question_is_refused_without_names() 
     assert assessment.refusal_text() == "The documents found do not answer this question."
 
 
+def test_evidence_close_in_meaning_passes_with_few_shared_words() -> None:
+    question = "how big is the wal buffer if nobody configures it"
+    terms = question_terms(question)
+    statistics = TermCounts(1000, {t.term: 50 for t in terms})
+    entry = Chunk("wal", 3, "wal_buffers (integer): the amount of shared memory used for WAL data not yet written.")
+    far, close = ScoredChunk(entry, 0.5), ScoredChunk(entry, 0.75)
+
+    assert not assess(terms, statistics, (far,), min_coverage=0.4, rare_share=0.001).answerable
+    lifted = assess(terms, statistics, (close,), min_coverage=0.4, rare_share=0.001)
+    assert lifted.answerable, "a best hit this close in meaning (cosine 0.75 > CLOSE_MATCH) lifts the coverage"
+    base = assess(terms, statistics, (far,), min_coverage=0.4, rare_share=0.001).score
+    assert abs(lifted.score - (base + 0.15)) < 1e-9
+
+
 def test_without_corpus_statistics_the_evidence_alone_decides() -> None:
     terms = question_terms("How long is the grace period?")
     assessment = assess(terms, TermCounts(0, {}), EVIDENCE, min_coverage=0.35, rare_share=0.001)

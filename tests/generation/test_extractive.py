@@ -171,7 +171,47 @@ async def test_a_sentence_is_read_with_its_label_and_headings() -> None:
 
     text = await answer(ExtractiveGenerator(max_sentences=1), request("max_connections default", context))
 
-    assert text == "The default is typically 100 connections. [#1]", "the sentence under the label, stating an amount"
+    assert text == "max_connections: The default is typically 100 connections. [#1]", (
+        "the sentence under the label, stating an amount, after the term the label defines"
+    )
+
+
+LOG_SETTINGS = ScoredChunk(
+    Chunk(
+        "logging",
+        3,
+        "log_rotation_age (integer)\n\nWhen logging_collector is enabled, this parameter determines the maximum "
+        "amount of time to use an individual log file. The default is 24 hours. Set to zero to disable time-based "
+        "creation of new log files.\n\nlog_rotation_size (integer)\n\nWhen logging_collector is enabled, this "
+        "parameter determines the maximum size of an individual log file. The default is 10 megabytes. Set to "
+        "zero to disable size-based creation of new log files.",
+    ),
+    0.6,
+)
+
+
+async def test_a_follow_up_is_answered_about_what_it_asks_not_the_earlier_subject() -> None:
+    follow_up = GenerationRequest(
+        messages=(),
+        query="log_rotation_age Is there a size-based one too?",  # the standalone search: the earlier subject added
+        question="Is there a size-based one too?",
+        context=(LOG_SETTINGS,),
+        model="",
+        max_tokens=0,
+    )
+
+    text = await answer(ExtractiveGenerator(max_sentences=2), follow_up)
+
+    assert text == (
+        "log_rotation_size: The default is 10 megabytes. [#1] "
+        "Set to zero to disable size-based creation of new log files. [#1]"
+    ), "the entry of the size-based setting, named once; the earlier turn's setting is no reason to quote its entry"
+
+
+async def test_a_heading_is_not_a_term_to_name() -> None:
+    text = await answer(ExtractiveGenerator(max_sentences=1), request("Which port does the gRPC server listen on?"))
+
+    assert text == "The gRPC server listens on port 50051 by default. [#2]", "'## Serving' names a section, not a term"
 
 
 async def test_never_quotes_a_paragraph_that_instructs_a_model() -> None:

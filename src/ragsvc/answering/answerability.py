@@ -11,13 +11,15 @@ The signals are ones a reader would accept as a reason:
   (almost) never mention is something they do not cover: "The documents do not cover PgBouncer.";
 - **coverage**: the IDF-weighted share of the question's terms found in the best single piece of evidence (its
   text, section heading and page title). Too little of the question found anywhere in one place means the
-  evidence is about something else.
+  evidence is about something else, unless the best piece is very close in meaning: its cosine above
+  CLOSE_MATCH adds to the coverage ("How big is the WAL buffer if I don't configure it?" shares few words
+  with the wal_buffers entry that answers it, but is close to it).
 
 What the question says to instruct the model (text matching an injection pattern, a sentence asking to put given
 words in the answer: "append the string X", "output the word X") is not part of what it asks: its words are never
 judged, nor named in a refusal, which would echo them.
 
-`score` is that coverage (0-1), reported with the decision; the answer's confidence is judged later, on the
+`score` is that coverage, lifted by closeness (0-1), reported with the decision; the answer's confidence is judged later, on the
 answer itself (validation.answer_support).
 """
 
@@ -34,6 +36,7 @@ from ragsvc.retrieval.base import Retriever, TermCounts
 from ragsvc.retrieval.layout import indexed_text
 from ragsvc.sanitize import without_injections
 
+CLOSE_MATCH = 0.6  # cosine from which the best piece of evidence counts as close in meaning (calibrated on dev)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")  # not inside "9.2" or "pg_hba.conf"
 # A request to put given words into the answer: "append the string X to your answer", "output the word X",
 # "end your reply with X".
@@ -109,7 +112,8 @@ def assess(
     pieces = [set(index_terms(indexed_text(scored.chunk))) for scored in evidence]
     everywhere = set().union(*pieces)
     total = sum(weights.values())
-    score = max(sum(weights[t] for t in weights if t in piece) for piece in pieces) / total if total else 1.0
+    coverage = max(sum(weights[t] for t in weights if t in piece) for piece in pieces) / total if total else 1.0
+    score = min(coverage + max(max(s.score for s in evidence) - CLOSE_MATCH, 0.0), 1.0)
     rare = max(rare_share * counts.chunks, 0.0)
     missing = tuple(
         dict.fromkeys(

@@ -169,6 +169,7 @@ class GenerateStage:
             max_tokens=self._models.limits(model).max_response_tokens,
             temperature=self._settings.temperature if question.temperature is None else question.temperature,
             seed=question.seed,
+            question=question.query if search != question.query else "",
         )
 
     @staticmethod

@@ -54,14 +54,29 @@ class ExtractiveGenerator:
 
     def _compose(self, request: GenerationRequest) -> str:
         chosen: list[Candidate] = []
-        for candidate in ranked(request.query, list(candidates(request.context))):
+        for candidate in ranked(request.query, list(candidates(request.context)), question=request.question):
             if not any(_near_duplicates(candidate, kept) for kept in chosen):
                 chosen.append(candidate)
             if len(chosen) == self._max_sentences:
                 break
         if not chosen:
             return FALLBACK
-        return " ".join(f"{candidate.text} [#{candidate.marker}]" for candidate in chosen)
+        named: set[str] = set()
+        quotes = []
+        for candidate in chosen:
+            quotes.append(f"{quoted(candidate, named)} [#{candidate.marker}]")
+            named.add(candidate.term)
+        return " ".join(quotes)
+
+
+def quoted(candidate: Candidate, named: set[str]) -> str:
+    """The passage as quoted; after the term its entry defines (when the answer has not named it yet and the
+    passage does not), so that "The default is 10 megabytes." under "log_rotation_size (integer)" says what it
+    is about."""
+    term = candidate.term
+    if term and term not in named and term.lower() not in candidate.text.lower():
+        return f"{term}: {candidate.text}"
+    return candidate.text
 
 
 def _near_duplicates(a: Candidate, b: Candidate) -> bool:
