@@ -107,3 +107,18 @@ def test_eval_asks_and_scores_on_a_few_committed_pages(tmp_path: Path) -> None:
     assert kept["selection"]["questions"] == 3 and len(kept["outcomes"]) == 3
     assert kept["cache"] == {"setting": "RAG_CACHE_MAX_ENTRIES=0", "hits": 0, "misses": 3}
     assert kept["corpus"]["pages"] == 2
+
+
+@pytest.mark.timeout(300)
+def test_ingest_counts_every_chunk_on_both_paths(tmp_path: Path) -> None:
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    for name in ("server-shutdown.html", "auth-trust.html"):
+        shutil.copy(PAGES / name, pages / name)
+    run("bench.ingest", "--corpus", "pgdocs", "--pages-dir", str(pages), "--rounds", "1", results=tmp_path)
+    measured = result(tmp_path, "ingest")["corpora"]["pgdocs"]
+    [over_grpc], [in_process] = measured["grpc"]["rounds"], measured["in_process"]["rounds"]
+    assert over_grpc["documents"] == in_process["documents"] == 2
+    assert over_grpc["chunks"] == in_process["chunks"] == measured["stages"]["chunks"] > 2
+    assert over_grpc["errors"] == in_process["errors"] == 0
+    assert measured["in_process"]["chunks_per_s"]["median"] > 0
