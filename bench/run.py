@@ -10,9 +10,9 @@ if __name__ == "__main__":
     # Embedded defaults against PostgreSQL + Redis, side by side (about a minute).
     shared_state.main()
     generation.main([])
-    # Ingest with the bundled embedder: the PostgreSQL pages of make eval and the demo corpus, over gRPC and in
-    # process (a few minutes on 2 cores).
-    ingest.main([])
+    # Ingest with the bundled embedder: 40 of the PostgreSQL pages of make eval (~400 chunks) and the demo corpus,
+    # over gRPC and in process (about 4 minutes on 2 cores).
+    ingest.main(["--pages", "40"])
     # Bounded: 10k and 100k chunks on both engines plus recall on real embeddings (about 9.5 minutes on 2 cores).
     retrieval.main([])
     # Bounded: 200 concurrent AskStream clients, 60 s per profile (about 2.5 minutes); exit 1 on unexpected errors.
