@@ -90,8 +90,8 @@ node-example: $(NODE_EXAMPLE)  ## the Node example's packages (npm ci in docs/ex
 go-example: go-tools  ## build the Go client of docs/examples/go into .tools/go-build/ragsvc-ask
 	$(BIN)/python -m tests.polyglot.gotools build
 
-# Ask latency, first-token overhead, the engines at 10k and 100k chunks, a soak (bench/, README "Speed").
-bench: $(VENV)/.dev  ## the speed benchmarks into bench/results/ (about 15 minutes on 2 cores)
+# Ask latency, first-token overhead, ingest, the engines at 10k and 100k chunks, a soak (bench/, README "Speed").
+bench: $(VENV)/.dev  ## the speed benchmarks into bench/results/ (about 20 minutes on 2 cores)
 	$(BIN)/python -m bench.run
 
 # ragsvc against LangChain, LlamaIndex, Haystack and a hand-written baseline (docs/benchmarks.md).

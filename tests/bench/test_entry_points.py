@@ -33,6 +33,15 @@ def run(module: str, *args: str, results: Path, timeout_s: float = 240) -> subpr
     return completed
 
 
+def two_pages(tmp_path: Path) -> Path:
+    """A folder holding two of the committed PostgreSQL pages."""
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    for name in ("server-shutdown.html", "auth-trust.html"):
+        shutil.copy(PAGES / name, pages / name)
+    return pages
+
+
 def result(results: Path, name: str) -> dict[str, Any]:
     [path] = results.glob(f"{name}*.json")
     return json.loads(path.read_text())
@@ -96,10 +105,7 @@ def test_peers_runs_ragsvc_through_the_whole_job(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(300)
 def test_eval_asks_and_scores_on_a_few_committed_pages(tmp_path: Path) -> None:
-    pages = tmp_path / "pages"
-    pages.mkdir()
-    for name in ("server-shutdown.html", "auth-trust.html"):
-        shutil.copy(PAGES / name, pages / name)
+    pages = two_pages(tmp_path)
     completed = run("bench.quality.run", "--pages", str(pages), "--ids", "a061,a062,u001", "--no-write",
                     results=tmp_path / "results")
     assert "asking 3 questions" in completed.stdout
@@ -107,3 +113,14 @@ def test_eval_asks_and_scores_on_a_few_committed_pages(tmp_path: Path) -> None:
     assert kept["selection"]["questions"] == 3 and len(kept["outcomes"]) == 3
     assert kept["cache"] == {"setting": "RAG_CACHE_MAX_ENTRIES=0", "hits": 0, "misses": 3}
     assert kept["corpus"]["pages"] == 2
+
+
+@pytest.mark.timeout(300)
+def test_ingest_counts_every_chunk_on_both_paths(tmp_path: Path) -> None:
+    run("bench.ingest", "--corpus", "pgdocs", "--pages-dir", str(two_pages(tmp_path)), "--rounds", "1", results=tmp_path)
+    measured = result(tmp_path, "ingest")["corpora"]["pgdocs"]
+    [over_grpc], [in_process] = measured["grpc"]["rounds"], measured["in_process"]["rounds"]
+    assert over_grpc["documents"] == in_process["documents"] == 2
+    assert over_grpc["chunks"] == in_process["chunks"] == measured["stages"]["chunks"] > 2
+    assert over_grpc["errors"] == in_process["errors"] == 0
+    assert measured["in_process"]["chunks_per_s"]["median"] > 0

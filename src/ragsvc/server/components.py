@@ -395,9 +395,6 @@ async def index_demo_corpus(components: Components) -> int:
     if not server.demo_corpus or await components.engine.count(server.default_tenant):
         return 0
     documents = source_documents_from_paths([demo_corpus_path()], tenant_id=server.default_tenant)
-    indexed = 0
-    for document in documents:
-        result = await components.indexer.ingest(document)
-        indexed += result.chunks_indexed
+    indexed = sum(result.chunks_indexed for result in await components.indexer.ingest_many(documents))
     _log.info("indexed the demo corpus: %d documents, %d chunks", len(documents), indexed)
     return indexed

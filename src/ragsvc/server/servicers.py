@@ -119,7 +119,7 @@ class IndexServicer(index_grpc.IndexServiceServicer):
     async def _ingest(self, documents: list[domain.SourceDocument]) -> list[domain.IngestResult]:
         validate_documents(documents)
         try:
-            return [await self._indexer.ingest(document) for document in documents]
+            return await self._indexer.ingest_many(documents)
         finally:
             for tenant in {document.tenant_id for document in documents}:
                 await self._invalidate(tenant)
