@@ -1,6 +1,7 @@
 """ragsvc as a variant of the peer benchmark: its server process (`bench.peers.ragsvc_server`, configured for
 the job), the corpus ingested through IndexService, and a caller of AskStream timing what a peer's worker times
-(end to end and first token), plus the server's own stage timings from the final answer."""
+(end to end and first token), plus the server's own stage timings from the final answer (its store time is the
+`store` timing: the vector engine's query call)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.peers.common import Passage, WorkerConfig
-from bench.peers.workers import ROOT
+from bench.peers.workers import ROOT, Worker
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
 from ragsvc.v1 import rag_service_pb2 as pb
@@ -44,24 +45,28 @@ JOB_SETTINGS = {
 }
 
 
+def job_environment(config: WorkerConfig, data_dir: str) -> dict[str, str]:
+    """ragsvc's environment for `config` (on top of the process's own): JOB_SETTINGS, the scripted LLM, the
+    model's window, the job's temperature and top_k, and where its data goes."""
+    return {
+        **os.environ,
+        **JOB_SETTINGS,
+        "RAG_DATA_DIR": data_dir,
+        "OPENAI_BASE_URL": config.llm_base_url,
+        "CHAT_MODEL": config.model,
+        "RAG_MODELS": f"{config.model}=32768/1024",
+        "RAG_TEMPERATURE": str(config.temperature),
+        "RAG_TOTAL_CONTEXT_CHUNKS": str(config.top_k),
+    }
+
+
 class RagsvcServer:
     """A ragsvc server process for `config`; `cold_start_s` is the time from spawning it to health SERVING."""
 
     def __init__(self, config: WorkerConfig) -> None:
         self.config = config
         self._data_dir = tempfile.TemporaryDirectory(prefix="ragsvc-peers-")
-        env = {
-            **os.environ,
-            **JOB_SETTINGS,
-            "PYTHONPATH": str(ROOT),
-            "RAG_GRPC_ADDRESS": "127.0.0.1:0",
-            "RAG_DATA_DIR": self._data_dir.name,
-            "OPENAI_BASE_URL": config.llm_base_url,
-            "CHAT_MODEL": config.model,
-            "RAG_MODELS": f"{config.model}=32768/1024",
-            "RAG_TEMPERATURE": str(config.temperature),
-            "RAG_TOTAL_CONTEXT_CHUNKS": str(config.top_k),
-        }
+        env = {**job_environment(config, self._data_dir.name), "PYTHONPATH": str(ROOT), "RAG_GRPC_ADDRESS": "127.0.0.1:0"}
         started = time.perf_counter()
         self._process = subprocess.Popen(
             [sys.executable, "-m", "bench.peers.ragsvc_server"],
@@ -138,16 +143,39 @@ class RagsvcServer:
                 answer = event.answer
         ended = time.perf_counter()
         assert answer is not None, "the stream ended without its final answer"
-        timings = {name: getattr(answer.timings, name).ToNanoseconds() / 1e6 for name in _STAGES}
-        return {
-            "total_ms": (ended - started) * 1000,
-            "ttft_ms": ((first_token or ended) - started) * 1000,
-            "embed_ms": timings["embedding"],
-            "answer": "".join(text),
-            "grounded": answer.grounded,
-            "cache_hit": answer.flags.cache_hit,
-            "server": timings,
-        }
+        timings = {name: getattr(answer.timings, name).ToNanoseconds() / 1e6 for name in STAGES}
+        return timed_result(started, first_token, ended, "".join(text), timings, answer.grounded, answer.flags.cache_hit)
 
 
-_STAGES = ("retrieval", "embedding", "budget", "generation", "time_to_first_token", "validation", "total")
+# ragsvc's stage timings (the fields of the answer's Timings) that a result reports, in milliseconds.
+STAGES = ("retrieval", "embedding", "store", "budget", "generation", "time_to_first_token", "validation", "total")
+
+
+def timed_result(
+    started: float, first_token: float | None, ended: float, text: str, timings: dict[str, float], grounded: bool,
+    cache_hit: bool,
+) -> dict[str, Any]:
+    """One ragsvc result as a peer's worker reports it (perf_counter times), with ragsvc's stage timings (ms)."""
+    return {
+        "total_ms": (ended - started) * 1000,
+        "ttft_ms": ((first_token or ended) - started) * 1000,
+        "embed_ms": timings["embedding"],
+        "store_ms": timings["store"],
+        "answer": text,
+        "grounded": grounded,
+        "cache_hit": cache_hit,
+        "server": timings,
+    }
+
+
+class RagsvcInProcess(Worker):
+    """ragsvc's answering service without gRPC, in a worker process of its own (`bench.peers.ragsvc_inprocess`,
+    in this venv)."""
+
+    def __init__(self, config: WorkerConfig) -> None:
+        super().__init__(sys.executable, "bench.peers.ragsvc_inprocess", config)
+
+    def context_ids(self, queries: Sequence[tuple[str, str]]) -> list[list[str]]:
+        """The passages packed into each prompt, in marker order (an untimed explained answer)."""
+        ids: list[list[str]] = self._call({"op": "context_ids", "queries": [list(q) for q in queries]})["ids"]
+        return ids
