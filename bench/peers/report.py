@@ -23,6 +23,8 @@ RAGSVC_VARIANTS = ("ragsvc", "ragsvc_inprocess")
 # call, and the overheads without it.
 SAME_STORE = {"store_p50_ms": "store", "overhead_excl_store_p50_ms": "overhead_excl_store",
               "ttft_overhead_excl_store_p50_ms": "ttft_overhead_excl_store"}
+METRICS = {"overhead_excl_store_p50_ms": "overhead excl. store p50",
+           "ttft_overhead_excl_store_p50_ms": "first-token overhead excl. store p50"}
 
 
 def _over_rounds(rounds: list[dict[str, Any]], name: str, metric: str, quantile: str) -> dict[str, float]:
@@ -123,7 +125,7 @@ def acceptance(per: dict[str, Any]) -> list[dict[str, Any]]:
         if value is None or against is None:
             return
         criteria.append({
-            "criterion": f"{LABELS[name]}: {metric} ÷ {LABELS[against[0]]}'s", "variant": name, "metric": metric,
+            "criterion": f"{LABELS[name]}: {METRICS[metric]} ÷ {LABELS[against[0]]}'s", "variant": name, "metric": metric,
             "against": against[0], "measured_ms": value, "against_ms": against[1],
             "measured": round(value / against[1], 3) if against[1] > 0 else None, "bound": bound,
             "target": bound_text, "met": against[1] > 0 and value / against[1] <= bound,
@@ -134,7 +136,7 @@ def acceptance(per: dict[str, Any]) -> list[dict[str, Any]]:
     ratio("ragsvc_inprocess", overhead, ("baseline", baseline) if baseline is not None else None, 2.0, "≤ 2")
     ratio("ragsvc_inprocess", overhead, best_framework(overhead), 0.25, "≤ 1/4")
     if (grpc := p50("ragsvc", overhead)) is not None:
-        criteria.append({"criterion": f"{LABELS['ragsvc']}: {overhead}", "variant": "ragsvc", "metric": overhead,
+        criteria.append({"criterion": f"{LABELS['ragsvc']}: {METRICS[overhead]}", "variant": "ragsvc", "metric": overhead,
                          "measured_ms": grpc, "measured": grpc, "bound": 3.0, "target": "≤ 3 ms", "met": grpc <= 3.0})
     for name in RAGSVC_VARIANTS:
         ratio(name, ttft, best_framework(ttft), 1 / 3, "≤ 1/3")
@@ -155,9 +157,7 @@ def acceptance_text(summary: dict[str, Any]) -> str:
 
 def _criterion_row(criterion: dict[str, Any]) -> tuple[str, str]:
     """What one criterion compares, and what was measured against its target (with the numbers of a ratio)."""
-    what = criterion["criterion"].replace("overhead_excl_store_p50_ms", "overhead excl. store p50").replace(
-        "ttft_overhead_excl_store_p50_ms", "first-token overhead excl. store p50"
-    )
+    what = criterion["criterion"]
     if "against" not in criterion:
         return what, f"{criterion['measured']:.2f} ms (target {criterion['target']})"
     value = criterion["measured"]
@@ -216,7 +216,10 @@ def markdown(result: dict[str, Any], result_path: Path) -> str:
         for name in RAGSVC_VARIANTS:
             if "stages_p50_ms" in per.get(name, {}):
                 stages = ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in per[name]["stages_p50_ms"].items())
-                lines += ["", f"{LABELS[name]}: its overhead by its own stage timings (p50, ms): {stages}."]
+                lines += ["", f"{LABELS[name]}: its overhead by its own stage timings (p50, ms): {stages}. "
+                          "(Outside pipeline: the caller's time − the pipeline's own total, i.e. admission, the "
+                          "audit record and the service around the pipeline, plus over gRPC the client, transport "
+                          "and interceptors; store is part of retrieval engine.)"]
         lines += grpc_hop(per) + store_calls(per)
         if any("delayed_ttft_overhead_p50_ms" in row for row in per.values()):
             lines += ["", "First-token overhead with a delayed LLM (first token after "
