@@ -213,13 +213,14 @@ def markdown(result: dict[str, Any], result_path: Path) -> str:
                 + " | ".join(_cell(row[key]) if key in row else "–" for key in SAME_STORE)
                 + " |"
             )
-        for name in RAGSVC_VARIANTS:
-            if "stages_p50_ms" in per.get(name, {}):
-                stages = ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in per[name]["stages_p50_ms"].items())
-                lines += ["", f"{LABELS[name]}: its overhead by its own stage timings (p50, ms): {stages}. "
-                          "(Outside pipeline: the caller's time − the pipeline's own total, i.e. admission, the "
-                          "audit record and the service around the pipeline, plus over gRPC the client, transport "
-                          "and interceptors; store is part of retrieval engine.)"]
+        staged = [name for name in RAGSVC_VARIANTS if "stages_p50_ms" in per.get(name, {})]
+        for name in staged:
+            stages = ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in per[name]["stages_p50_ms"].items())
+            lines += ["", f"{LABELS[name]}: its overhead by its own stage timings (p50, ms): {stages}."]
+        if staged:
+            lines += ["", "Outside pipeline = the caller's time − the pipeline's own total: admission, the audit "
+                      "record and the service around the pipeline, plus over gRPC the client, the transport and "
+                      "the interceptors. Store is part of retrieval engine."]
         lines += grpc_hop(per) + store_calls(per)
         if any("delayed_ttft_overhead_p50_ms" in row for row in per.values()):
             lines += ["", "First-token overhead with a delayed LLM (first token after "
@@ -270,8 +271,8 @@ def markdown(result: dict[str, Any], result_path: Path) -> str:
 def same_store_explanation() -> list[str]:
     """What the same-store columns measure, and where ragsvc's work differs from the peers'."""
     return [
-        "**Same store.** The engines differ: qdrant-client's local mode filters and scores in Python (tens of "
-        "ms per query at 10k passages), qdrant-edge is native (about a millisecond). So every variant also times "
+        "**Same store.** The engines differ: qdrant-client's local mode filters and scores in Python, qdrant-edge "
+        "is native, and their query times differ by orders of magnitude (the store column). So every variant times "
         "its own store call per question, and the overheads are reported again without it (**excl. store**). "
         "For the peers the store call is qdrant-client's search method that their integration ends up calling "
         "(`query_points`; the client instance's method is wrapped in the worker, `common.StoreClock`); for "
@@ -305,7 +306,7 @@ def grpc_hop(per: dict[str, Any]) -> list[str]:
     keys = [k for k in ("overhead_excl_store_p50_ms", "ttft_overhead_excl_store_p50_ms") if k in grpc and k in local]
     if not keys:
         return []
-    parts = [f"{k.removesuffix('_p50_ms').replace('_', ' ')} {grpc[k]['median'] - local[k]['median']:.2f} ms" for k in keys]
+    parts = [f"{METRICS[k]} {grpc[k]['median'] - local[k]['median']:.2f} ms" for k in keys]
     return ["", "The gRPC hop (ragsvc over gRPC − ragsvc in-process, medians of p50): " + ", ".join(parts) + "."]
 
 

@@ -156,4 +156,4 @@ def test_the_report_computes_the_same_store_columns_and_the_acceptance_block() -
                             "machine": {"cpus": 2, "platform": "test"}, "sizes": {"1000": {}}},
                            report.ROOT / "bench" / "results" / "peers-test.json")  # fmt: skip
     assert "overhead excl. store p50" in page and "## Acceptance (issue 18): 1,000 passages" in page
-    assert "The gRPC hop (ragsvc over gRPC − ragsvc in-process, medians of p50): overhead excl store 2.50 ms" in page
+    assert "The gRPC hop (ragsvc over gRPC − ragsvc in-process, medians of p50): overhead excl. store p50 2.50 ms" in page
