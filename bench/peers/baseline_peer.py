@@ -19,12 +19,12 @@ class BaselinePeer:
         self.config = config
         self.last_ids: list[str] = []
         self._embedder = embedder
-        self._qdrant = QdrantClient(":memory:")
-        self._qdrant.create_collection(
+        self.store = QdrantClient(":memory:")
+        self.store.create_collection(
             COLLECTION, vectors_config=models.VectorParams(size=embedder.dimension, distance=models.Distance.COSINE)
         )
         vectors = embedder.embed_many([p.text for p in passages])
-        self._qdrant.upload_points(
+        self.store.upload_points(
             COLLECTION,
             [
                 models.PointStruct(id=i, vector=v, payload={"id": p.id, "tenant": p.tenant, "name": p.name, "text": p.text})
@@ -35,7 +35,7 @@ class BaselinePeer:
 
     def ask(self, query: str, tenant: str) -> Iterator[str]:
         tenant_only = models.Filter(must=[models.FieldCondition(key="tenant", match=models.MatchValue(value=tenant))])
-        hits = self._qdrant.query_points(
+        hits = self.store.query_points(
             COLLECTION, query=self._embedder.embed(query), query_filter=tenant_only, limit=self.config.top_k
         ).points
         self.last_ids = [hit.payload["id"] for hit in hits]

@@ -6,6 +6,9 @@ A worker is ``python -m bench.peers.<peer>`` with the repository root on PYTHONP
 the harness sends a `WorkerConfig`, the worker indexes the corpus and answers ``{"ready": ...}``; then each
 ``{"op": "ask", "queries": [[text, tenant], ...]}`` is answered with one result per query, in order;
 ``{"op": "quit"}`` ends it.
+
+Each result carries `store_ms`, the time spent inside the peer's Qdrant store call (see `StoreClock`), so that
+overhead can be compared on the same store whatever engine a variant uses.
 """
 
 from __future__ import annotations
@@ -134,6 +137,7 @@ class Peer(Protocol):
     """One framework doing the job. Built with the corpus already indexed (its constructor indexes)."""
 
     last_ids: list[str]  # the top-k passage ids of the latest `ask`, best first
+    store: Any  # the qdrant_client.QdrantClient the framework queries (its store calls are timed)
 
     def ask(self, query: str, tenant: str) -> Iterator[str]:
         """Retrieve the top_k passages of `tenant` for `query` and stream the LLM's answer, token by token."""
@@ -162,26 +166,71 @@ def versions(*packages: str) -> dict[str, str]:
     return found
 
 
-def run_worker(factory: PeerFactory, *packages: str) -> None:
-    """The worker loop on stdin/stdout (see the module docstring); `packages` are the versions to report."""
+class StoreClock:
+    """Times the store calls of one qdrant-client instance: its search methods are wrapped on that instance, so
+    whatever path a framework takes to them, `seconds` and `calls` count the time spent inside them (a call made
+    from within another counts once, as part of the outer one)."""
+
+    METHODS = ("query_points", "search")  # what the integrations call to search (qdrant-client 1.x)
+
+    def __init__(self, client: Any) -> None:
+        self.seconds = 0.0
+        self.calls = 0
+        self._depth = 0
+        for name in self.METHODS:
+            if hasattr(client, name):
+                setattr(client, name, self._timed(getattr(client, name)))
+
+    def _timed(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            self._depth += 1
+            started = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self._depth -= 1
+                if not self._depth:
+                    self.seconds += time.perf_counter() - started
+                    self.calls += 1
+
+        return timed
+
+
+def start_worker() -> tuple[Any, WorkerConfig]:
+    """The protocol's output stream (stdout; what prints goes to stderr from now on, so that a framework that
+    prints cannot corrupt the protocol) and the job, read from stdin."""
     out = sys.stdout
-    sys.stdout = sys.stderr  # a framework that prints must not corrupt the protocol
-    config = WorkerConfig(**json.loads(sys.stdin.readline()))
-    embedder = HashingEmbedder()
-    passages = corpus(config.corpus_size, config.seed)
-    started = time.perf_counter()
-    peer = factory(config, passages, embedder)
-    ready = {"ready": True, "index_s": time.perf_counter() - started, "rss_mib": rss_mib(), "versions": versions(*packages)}
-    _send(out, ready)
+    sys.stdout = sys.stderr
+    return out, WorkerConfig(**json.loads(sys.stdin.readline()))
+
+
+def serve_commands(out: Any, answer: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """Answers each command from stdin with `answer(command)` until ``{"op": "quit"}`` or the end of input."""
     for line in sys.stdin:
         command = json.loads(line)
         if command["op"] == "quit":
             break
-        _send(out, {"results": [_timed_ask(peer, embedder, text, tenant) for text, tenant in command["queries"]]})
+        send(out, answer(command))
 
 
-def _timed_ask(peer: Peer, embedder: HashingEmbedder, text: str, tenant: str) -> dict[str, Any]:
+def run_worker(factory: PeerFactory, *packages: str) -> None:
+    """The worker loop on stdin/stdout (see the module docstring); `packages` are the versions to report."""
+    out, config = start_worker()
+    embedder = HashingEmbedder()
+    passages = corpus(config.corpus_size, config.seed)
+    started = time.perf_counter()
+    peer = factory(config, passages, embedder)
+    store = StoreClock(peer.store)
+    ready = {"ready": True, "index_s": time.perf_counter() - started, "rss_mib": rss_mib(), "versions": versions(*packages)}
+    send(out, ready)
+    serve_commands(
+        out, lambda command: {"results": [_timed_ask(peer, embedder, store, q, t) for q, t in command["queries"]]}
+    )
+
+
+def _timed_ask(peer: Peer, embedder: HashingEmbedder, store: StoreClock, text: str, tenant: str) -> dict[str, Any]:
     embedded_before = embedder.seconds
+    stored_before, calls_before = store.seconds, store.calls
     started = time.perf_counter()
     first_token = None
     answer = []
@@ -194,16 +243,18 @@ def _timed_ask(peer: Peer, embedder: HashingEmbedder, text: str, tenant: str) ->
         "total_ms": (ended - started) * 1000,
         "ttft_ms": ((first_token or ended) - started) * 1000,
         "embed_ms": (embedder.seconds - embedded_before) * 1000,
+        "store_ms": (store.seconds - stored_before) * 1000,
+        "store_calls": store.calls - calls_before,
         "ids": list(peer.last_ids),
         "answer": "".join(answer),
         "rss_mib": rss_mib(),
     }
 
 
-def _send(out: Any, message: dict[str, Any]) -> None:
+def send(out: Any, message: dict[str, Any]) -> None:
     out.write(json.dumps(message) + "\n")
     out.flush()
 
 
-__all__ = ["DIMENSION", "HashingEmbedder", "Passage", "Peer", "WorkerConfig", "asdict", "corpus", "queries",
-           "run_worker", "versions"]
+__all__ = ["DIMENSION", "HashingEmbedder", "Passage", "Peer", "StoreClock", "WorkerConfig", "asdict", "corpus",
+           "queries", "run_worker", "send", "serve_commands", "start_worker", "versions"]

@@ -56,6 +56,7 @@ class HaystackPeer:
                 for p, v in zip(passages, vectors, strict=True)
             ]
         )
+        self.store = store._client  # the qdrant-client instance, made by the first write (no public accessor)
         pipeline = Pipeline()
         pipeline.add_component("embedder", HashingTextEmbedder(embedder))
         pipeline.add_component("retriever", QdrantEmbeddingRetriever(document_store=store, top_k=config.top_k))

@@ -43,6 +43,7 @@ class LangChainPeer:
             collection_name="passages",
             distance=models.Distance.COSINE,
         )
+        self.store = store.client
         retriever = store.as_retriever(search_kwargs={"k": config.top_k}).configurable_fields(
             search_kwargs=ConfigurableField(id="search_kwargs")
         )

@@ -82,7 +82,8 @@ class LlamaIndexPeer:
             )
             for p in passages
         ]
-        store = QdrantVectorStore(client=QdrantClient(location=":memory:"), collection_name="passages")
+        self.store = QdrantClient(location=":memory:")
+        store = QdrantVectorStore(client=self.store, collection_name="passages")
         self._index = VectorStoreIndex(
             nodes,
             storage_context=StorageContext.from_defaults(vector_store=store),

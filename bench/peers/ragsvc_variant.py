@@ -1,6 +1,7 @@
 """ragsvc as a variant of the peer benchmark: its server process (`bench.peers.ragsvc_server`, configured for
 the job), the corpus ingested through IndexService, and a caller of AskStream timing what a peer's worker times
-(end to end and first token), plus the server's own stage timings from the final answer."""
+(end to end and first token), plus the server's own stage timings from the final answer (its store time is the
+`store` timing: the vector engine's query call)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.peers.common import Passage, WorkerConfig
-from bench.peers.workers import ROOT
+from bench.peers.workers import ROOT, Worker
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
 from ragsvc.v1 import rag_service_pb2 as pb
@@ -32,6 +33,9 @@ JOB_SETTINGS = {
     "RAG_LLM_CLASSIFY": "false",
     "RAG_LLM_SELF_SCORE": "false",
     "RAG_DEFAULT_FOLLOW_UP_COUNT": "0",
+    # No refusals either: the answerability gate judges the made-up words of the synthetic corpus and refused
+    # 2 of 200 questions at 10k passages, which the peers answer (and the harness needs one LLM call a question).
+    "RAG_ANSWERABILITY_GATE": "false",
     # Every question is new to the server: measure the work, not the answer cache.
     "RAG_CACHE_MAX_ENTRIES": "0",
     # A benchmark client is one caller sending far more than 60 calls a minute, up to 32 at a time.
@@ -45,6 +49,21 @@ JOB_SETTINGS = {
 }
 
 
+def job_environment(config: WorkerConfig, data_dir: str) -> dict[str, str]:
+    """ragsvc's environment for `config` (on top of the process's own): JOB_SETTINGS, the scripted LLM, the
+    model's window, the job's temperature and top_k, and where its data goes."""
+    return {
+        **os.environ,
+        **JOB_SETTINGS,
+        "RAG_DATA_DIR": data_dir,
+        "OPENAI_BASE_URL": config.llm_base_url,
+        "CHAT_MODEL": config.model,
+        "RAG_MODELS": f"{config.model}=32768/1024",
+        "RAG_TEMPERATURE": str(config.temperature),
+        "RAG_TOTAL_CONTEXT_CHUNKS": str(config.top_k),
+    }
+
+
 class RagsvcServer:
     """A ragsvc server process for `config`; `cold_start_s` is the time from spawning it to health SERVING.
     `data_dir`: a RAG_DATA_DIR of the caller's (kept on close) instead of a temporary one; `workers`: RAG_WORKERS."""
@@ -52,18 +71,12 @@ class RagsvcServer:
     def __init__(self, config: WorkerConfig, *, data_dir: Path | None = None, workers: int = 1) -> None:
         self.config = config
         self._data_dir = tempfile.TemporaryDirectory(prefix="ragsvc-peers-") if data_dir is None else None
+        chosen = str(data_dir) if self._data_dir is None else self._data_dir.name
         env = {
-            **os.environ,
-            **JOB_SETTINGS,
+            **job_environment(config, chosen),
             "PYTHONPATH": str(ROOT),
             "RAG_GRPC_ADDRESS": "127.0.0.1:0",
-            "RAG_DATA_DIR": str(data_dir) if self._data_dir is None else self._data_dir.name,
             "RAG_WORKERS": str(workers),
-            "OPENAI_BASE_URL": config.llm_base_url,
-            "CHAT_MODEL": config.model,
-            "RAG_MODELS": f"{config.model}=32768/1024",
-            "RAG_TEMPERATURE": str(config.temperature),
-            "RAG_TOTAL_CONTEXT_CHUNKS": str(config.top_k),
         }
         started = time.perf_counter()
         self._process = subprocess.Popen(
@@ -142,16 +155,39 @@ class RagsvcServer:
                 answer = event.answer
         ended = time.perf_counter()
         assert answer is not None, "the stream ended without its final answer"
-        timings = {name: getattr(answer.timings, name).ToNanoseconds() / 1e6 for name in _STAGES}
-        return {
-            "total_ms": (ended - started) * 1000,
-            "ttft_ms": ((first_token or ended) - started) * 1000,
-            "embed_ms": timings["embedding"],
-            "answer": "".join(text),
-            "grounded": answer.grounded,
-            "cache_hit": answer.flags.cache_hit,
-            "server": timings,
-        }
+        timings = {name: getattr(answer.timings, name).ToNanoseconds() / 1e6 for name in STAGES}
+        return timed_result(started, first_token, ended, "".join(text), timings, answer.grounded, answer.flags.cache_hit)
 
 
-_STAGES = ("retrieval", "embedding", "budget", "generation", "time_to_first_token", "validation", "total")
+# ragsvc's stage timings (the fields of the answer's Timings) that a result reports, in milliseconds.
+STAGES = ("retrieval", "embedding", "store", "budget", "generation", "time_to_first_token", "validation", "total")
+
+
+def timed_result(
+    started: float, first_token: float | None, ended: float, text: str, timings: dict[str, float], grounded: bool,
+    cache_hit: bool,
+) -> dict[str, Any]:
+    """One ragsvc result as a peer's worker reports it (perf_counter times), with ragsvc's stage timings (ms)."""
+    return {
+        "total_ms": (ended - started) * 1000,
+        "ttft_ms": ((first_token or ended) - started) * 1000,
+        "embed_ms": timings["embedding"],
+        "store_ms": timings["store"],
+        "answer": text,
+        "grounded": grounded,
+        "cache_hit": cache_hit,
+        "server": timings,
+    }
+
+
+class RagsvcInProcess(Worker):
+    """ragsvc's answering service without gRPC, in a worker process of its own (`bench.peers.ragsvc_inprocess`,
+    in this venv)."""
+
+    def __init__(self, config: WorkerConfig) -> None:
+        super().__init__(sys.executable, "bench.peers.ragsvc_inprocess", config)
+
+    def context_ids(self, queries: Sequence[tuple[str, str]]) -> list[list[str]]:
+        """The passages packed into each prompt, in marker order (an untimed explained answer)."""
+        ids: list[list[str]] = self._call({"op": "context_ids", "queries": [list(q) for q in queries]})["ids"]
+        return ids

@@ -6,9 +6,13 @@ one machine in one run (`make bench-peers`).
 Per corpus size, every variant answers the same questions through the same scripted LLM: 20 warm-ups, then
 `--rounds` rounds of `--queries` sequential questions, the variants interleaved in a different order each
 round. Per question: end to end and time to first token at the caller, the embedder's time (the token-hashing
-embedder, timed inside each variant) and the LLM server's own times (from its log). Orchestration overhead is
-total - embedding - LLM server time; first-token overhead is the caller's first token - the server's. Every
-prompt the LLM received is checked against the exact top-5 of the query's tenant. Then, with a delayed LLM
+embedder, timed inside each variant), the store's time (each variant's own vector store call: qdrant-client's
+query method for the peers, the vector engine's query call for ragsvc) and the LLM server's own times (from its
+log). Orchestration overhead is total - embedding - LLM server time; first-token overhead is the caller's first
+token - the server's; each is reported again without the store's time (the same-store numbers). ragsvc runs
+twice: as a server over gRPC, and in process (`ragsvc_inprocess`: its answering service without gRPC), so that
+the gRPC hop is measured apart. Every prompt the LLM received is checked against the exact top-5 of the query's
+tenant. Then, with a delayed LLM
 (first token after 100 ms, 2 ms between tokens), the first-token overhead again; then ragsvc's throughput
 against the raw grpc.aio ceilings (`ceilings`) at concurrency 1, 8 and 32, and its Asks/s with RAG_WORKERS=1
 and =2 against the echo ceiling in 1 and 2 processes (`throughput --scale-out`); and the CPU the machine spent
@@ -32,7 +36,7 @@ from typing import Any, Protocol
 from bench.peers import report
 from bench.peers.common import queries, rss_mib
 from bench.peers.cpu import CpuMeter
-from bench.peers.ragsvc_variant import JOB_SETTINGS, RagsvcServer
+from bench.peers.ragsvc_variant import JOB_SETTINGS, RagsvcInProcess, RagsvcServer
 from bench.peers.venvs import python_of
 from bench.peers.workers import ROOT, LLMServer, Reference, Worker, job_config
 from bench.stats import summary, write_result
@@ -44,7 +48,7 @@ PEERS = {
     "llamaindex": "bench.peers.llamaindex_peer",
     "haystack": "bench.peers.haystack_peer",
 }
-VARIANTS = ("ragsvc", *PEERS)
+VARIANTS = ("ragsvc", "ragsvc_inprocess", *PEERS)
 DELAYED = {"first_token_delay_ms": 100.0, "token_interval_ms": 2.0}
 
 
@@ -66,6 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=4.0, help="length of one throughput measurement")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     parser.add_argument("--no-docs", action="store_true", help="write the results file only, not docs/")
+    parser.add_argument("--label", default="", help="results file bench/results/peers-LABEL-<date>.json")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     pythons = {name: python_of(name) for name in args.variants if name in PEERS}
@@ -87,7 +92,8 @@ def main(argv: list[str] | None = None) -> None:
         llm.close()
     result["elapsed_s"] = round(time.perf_counter() - started, 1)
     result["summary"] = report.summarize(result)
-    path = write_result("peers", result)
+    path = write_result(f"peers-{args.label}" if args.label else "peers", result)
+    print(report.acceptance_text(result["summary"]), file=sys.stderr, flush=True)
     if not args.no_docs:
         report.write_docs(result, path)
 
@@ -106,6 +112,10 @@ def run_size(
             server = RagsvcServer(config)
             variants["ragsvc"] = server
             setup["ragsvc"] = {"cold_start_s": server.cold_start_s, "index_s": server.ingest(reference.passages)}
+        if "ragsvc_inprocess" in args.variants:
+            in_process = RagsvcInProcess(config)
+            variants["ragsvc_inprocess"] = in_process
+            setup["ragsvc_inprocess"] = {"open_and_index_s": in_process.ready["index_s"]}
         for name, python in pythons.items():
             worker = Worker(python, PEERS[name], config)
             variants[name] = worker
@@ -149,7 +159,7 @@ def check_ids(variants: dict[str, Variant], reference: Reference, asked: Sequenc
     exact = [reference.top_ids(q, t) for q, t in asked]
     checks = {}
     for name, variant in variants.items():
-        if isinstance(variant, RagsvcServer):
+        if isinstance(variant, RagsvcServer | RagsvcInProcess):
             got = variant.context_ids(asked)
         else:
             got = [r["ids"] for r in variant.ask(asked)]
@@ -211,13 +221,17 @@ def per_variant(
         "n": len(results),
         "cpu": cpu,
         "digests": [s["messages_sha256"] for s in served],
+        **same_store(results, served),
     }
     if "server" in results[0]:  # ragsvc: its own stage timings split the overhead exactly
         hits = sum(r["cache_hit"] for r in results)
         measured["cache"] = {"setting": "RAG_CACHE_MAX_ENTRIES=0", "hits": hits, "misses": len(results) - hits}
         stages = {
-            "grpc_and_client": [r["total_ms"] - r["server"]["total"] for r in results],
+            # The caller's time outside the pipeline's own clock: admission, the audit record and the service
+            # around the pipeline; over gRPC also the client, the transport and the interceptors.
+            "outside_pipeline": [r["total_ms"] - r["server"]["total"] for r in results],
             "retrieval_engine": [r["server"]["retrieval"] - r["server"]["embedding"] for r in results],
+            "store": [r["server"]["store"] for r in results],  # part of retrieval_engine
             "budget_and_prompt": [r["server"]["budget"] for r in results],
             "llm_client": [r["server"]["generation"] - s["server_ms"] for r, s in zip(results, served, strict=True)],
             "validation": [r["server"]["validation"] for r in results],
@@ -226,12 +240,27 @@ def per_variant(
             ],
         }
         stages["rest"] = [
-            o - sum(stages[k][i] for k in ("grpc_and_client", "retrieval_engine", "budget_and_prompt", "llm_client",
+            o - sum(stages[k][i] for k in ("outside_pipeline", "retrieval_engine", "budget_and_prompt", "llm_client",
                                              "validation"))
             for i, o in enumerate(overhead)
         ]
         measured["stages"] = {name: summary(values) for name, values in stages.items()}
     return measured
+
+
+def same_store(results: list[dict[str, Any]], served: list[dict[str, Any]]) -> dict[str, Any]:
+    """The overheads without the variant's own store call (its `store_ms`), and that call's time and count."""
+    calls = sorted({r["store_calls"] for r in results if "store_calls" in r})
+    return {
+        "store": summary([r["store_ms"] for r in results]),
+        "overhead_excl_store": summary(
+            [r["total_ms"] - r["embed_ms"] - r["store_ms"] - s["server_ms"] for r, s in zip(results, served, strict=True)]
+        ),
+        "ttft_overhead_excl_store": summary(
+            [r["ttft_ms"] - r["store_ms"] - s["first_token_ms"] for r, s in zip(results, served, strict=True)]
+        ),
+        **({"store_calls_per_question": calls} if calls else {}),
+    }
 
 
 if __name__ == "__main__":

@@ -159,6 +159,7 @@ class Retrieval:
     # evidence, reported so the answer can say redactions were applied (seed 003).
     redacted: tuple[ScoredChunk, ...] = ()
     embedding_ms: float = 0.0  # spent embedding the query
+    store_ms: float = 0.0  # spent inside the vector engine's query call
 
     @property
     def redactions_applied(self) -> bool:
@@ -287,6 +288,7 @@ class Timings:
     total_ms: float = 0.0
     embedding_ms: float = 0.0  # part of retrieval_ms
     validation_ms: float = 0.0
+    store_ms: float = 0.0  # inside the vector engine's query call, part of retrieval_ms
 
 
 @dataclass(frozen=True, slots=True)

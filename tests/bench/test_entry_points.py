@@ -92,15 +92,25 @@ def test_soak_sheds_what_exceeds_the_limits_with_no_unexpected_error(tmp_path: P
 
 @pytest.mark.timeout(300)
 def test_peers_runs_ragsvc_through_the_whole_job(tmp_path: Path) -> None:
-    """The frameworks need venvs of their own (make bench-peers); ragsvc runs the whole job here."""
-    run("bench.peers.run", "--variants", "ragsvc", "--sizes", "60", "--rounds", "1", "--queries", "3", "--warmup", "1",
-        "--delayed-queries", "2", "--seconds", "0.3", "--no-docs", results=tmp_path)
+    """The frameworks need venvs of their own (make bench-peers); ragsvc, over gRPC and in process, runs the whole
+    job here."""
+    run("bench.peers.run", "--variants", "ragsvc", "ragsvc_inprocess", "--sizes", "60", "--rounds", "1", "--queries", "3",
+        "--warmup", "1", "--delayed-queries", "2", "--seconds", "0.3", "--no-docs", results=tmp_path)
     measured = result(tmp_path, "peers")["sizes"]["60"]
     ragsvc = measured["rounds"][0]["variants"]["ragsvc"]
     assert ragsvc["n"] == 3 and ragsvc["prompts_as_exact_top5"] == 3
     assert ragsvc["cache"] == {"setting": "RAG_CACHE_MAX_ENTRIES=0", "hits": 0, "misses": 3}
     assert measured["checks"]["ragsvc"]["same_top5_as_exact"] == measured["checks"]["ragsvc"]["of"]
     assert "throughput" in measured
+    in_process = measured["rounds"][0]["variants"]["ragsvc_inprocess"]
+    assert in_process["n"] == 3 and in_process["prompts_as_exact_top5"] == 3
+    assert measured["checks"]["ragsvc_inprocess"]["same_top5_as_exact"] == measured["checks"]["ragsvc_inprocess"]["of"]
+    for variant in (ragsvc, in_process):
+        assert variant["store"]["p50_ms"] > 0 and variant["overhead_excl_store"]["n"] == 3
+        assert variant["overhead_excl_store"]["p50_ms"] < variant["overhead"]["p50_ms"]
+    criteria = result(tmp_path, "peers")["summary"]["acceptance"]["criteria"]
+    [grpc_overhead] = [c for c in criteria if c["variant"] == "ragsvc"]
+    assert grpc_overhead["measured_ms"] > 0, "the acceptance block's criteria need the peers, but for this one"
 
 
 @pytest.mark.timeout(300)

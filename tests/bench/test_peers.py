@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from bench.peers import report
-from bench.peers.common import HashingEmbedder, corpus, queries
-from bench.peers.ragsvc_variant import RagsvcServer
+from bench.peers.common import HashingEmbedder, Passage, WorkerConfig, corpus, queries
+from bench.peers.ragsvc_variant import RagsvcInProcess, RagsvcServer
 from bench.peers.workers import LLMServer, Reference, Worker, job_config
 
 SIZE = 120
@@ -51,24 +52,43 @@ def test_the_baseline_worker_does_the_job_exactly(llm: LLMServer) -> None:
         worker.close()
     assert [r["ids"] for r in results] == [reference.top_ids(q, t) for q, t in asked]
     _exact(llm, results, asked, reference)
+    for result in results:
+        assert result["store_calls"] == 1, "one timed qdrant-client search per question"
+        assert 0 < result["store_ms"] < result["ttft_ms"]
 
 
-def test_ragsvc_does_the_job_exactly_and_reports_its_stages(llm: LLMServer) -> None:
+def _over_grpc(config: WorkerConfig, passages: list[Passage]) -> RagsvcServer:
+    server = RagsvcServer(config)
+    try:
+        server.ingest(passages)
+    except BaseException:
+        server.close()
+        raise
+    return server
+
+
+def _in_process(config: WorkerConfig, passages: list[Passage]) -> RagsvcInProcess:
+    return RagsvcInProcess(config)  # its worker builds the same corpus from the config and ingests it
+
+
+@pytest.mark.parametrize("start", [_over_grpc, _in_process], ids=["grpc", "in-process"])
+def test_ragsvc_does_the_job_exactly_and_reports_its_stages(llm: LLMServer, start: Any) -> None:
     config = job_config(SIZE, llm.base_url)
     reference = Reference(config)
     asked = queries(reference.passages, 8, seed=2)
-    server = RagsvcServer(config)
+    variant = start(config, reference.passages)
     try:
-        server.ingest(reference.passages)
-        assert server.context_ids(asked) == [reference.top_ids(q, t) for q, t in asked]
+        assert variant.context_ids(asked) == [reference.top_ids(q, t) for q, t in asked]
         llm.drain_log()
-        results = server.ask(asked)
+        results = variant.ask(asked)
     finally:
-        server.close()
+        variant.close()
     _exact(llm, results, asked, reference)
     for result in results:
         stages = result["server"]
         assert 0 < stages["embedding"] <= stages["retrieval"] and stages["validation"] > 0
+        assert 0 < stages["store"] <= stages["retrieval"] - stages["embedding"], "the engine query, inside retrieval"
+        assert result["store_ms"] == stages["store"] and result["embed_ms"] == stages["embedding"]
         assert result["total_ms"] >= stages["total"] >= stages["retrieval"] + stages["budget"] + stages["generation"]
 
 
@@ -87,3 +107,53 @@ def test_the_report_takes_medians_over_rounds_and_judges_the_targets() -> None:
     assert row["stages_p50_ms"]["server_overhead"] == 1.0
     targets = {t["target"]: t["met"] for t in summary["targets"]}
     assert targets["server overhead p50 ≤ 2 ms"] and not targets["first-token overhead p50 ≤ 1 ms"]
+
+
+def test_the_report_computes_the_same_store_columns_and_the_acceptance_block() -> None:
+    def variant(total: float, store: float, ttft: float) -> dict:
+        """One round of one variant: p50s of the overheads with and without a store call of `store` ms."""
+        def p50(value: float) -> dict:
+            return {"p50_ms": value, "p99_ms": value * 2}
+
+        return {"total": p50(total + 30), "overhead": p50(total), "ttft_overhead": p50(ttft), "n": 10,
+                "prompts_as_exact_top5": 10, "answers_whole": 10, "cpu": {"others_cores": 0.1},
+                "store": p50(store), "overhead_excl_store": p50(total - store),
+                "ttft_overhead_excl_store": p50(ttft - store), "store_calls_per_question": [1]}
+
+    # (overhead, store, first-token overhead) per round: three rounds, the median is the middle one.
+    measured = {
+        "ragsvc": [(5.0, 1.0, 4.0), (4.0, 1.0, 3.0), (6.0, 1.0, 5.0)],  # excl. store 4.0, first token 3.0
+        "ragsvc_inprocess": [(2.5, 1.0, 2.0), (2.0, 1.0, 1.5), (3.5, 1.0, 3.0)],  # 1.5 and 1.0
+        "baseline": [(21.0, 20.0, 20.5), (21.0, 20.0, 20.5), (21.0, 20.0, 20.5)],  # 1.0 and 0.5
+        "langchain": [(28.0, 20.0, 26.0)] * 3,  # 8.0 and 6.0: the best framework on both
+        "llamaindex": [(32.0, 20.0, 30.0)] * 3,
+    }
+    rounds = [{"order": list(measured), "variants": {name: variant(*values[r]) for name, values in measured.items()}}
+              for r in range(3)]  # fmt: skip
+    for number in range(3):
+        rounds[number]["variants"]["ragsvc"]["stages"] = {"server_overhead": {"p50_ms": 2.0, "p99_ms": 4.0}}
+    summary = report.summarize({"sizes": {"100": {"rounds": rounds[:1]}, "1000": {"rounds": rounds}}})
+    inprocess = summary["sizes"]["1000"]["ragsvc_inprocess"]
+    assert inprocess["overhead_excl_store_p50_ms"] == {"median": 1.5, "min": 1.0, "max": 2.5}
+    assert inprocess["ttft_overhead_excl_store_p50_ms"] == {"median": 1.0, "min": 0.5, "max": 2.0}
+    assert inprocess["store_p50_ms"]["median"] == 1.0 and inprocess["overhead_p50_ms"]["median"] == 2.5
+    assert inprocess["store_calls_per_question"] == [1]
+    block = summary["acceptance"]
+    assert block["corpus"] == 1000, "at the largest size"
+    got = {(c["variant"], c["metric"], c.get("against")): (c["measured"], c["met"]) for c in block["criteria"]}
+    overhead, ttft = "overhead_excl_store_p50_ms", "ttft_overhead_excl_store_p50_ms"
+    assert got == {
+        ("ragsvc_inprocess", overhead, "baseline"): (1.5, True),  # ≤ 2
+        ("ragsvc_inprocess", overhead, "langchain"): (0.188, True),  # 1.5 / 8.0 ≤ 1/4
+        ("ragsvc", overhead, None): (4.0, False),  # ms, ≤ 3
+        ("ragsvc", ttft, "langchain"): (0.5, False),  # 3.0 / 6.0 > 1/3
+        ("ragsvc_inprocess", ttft, "langchain"): (0.167, True),
+    }
+    printed = report.acceptance_text(summary)
+    assert printed.count("NOT MET") == 2 and "1,000 passages" in printed
+    page = report.markdown({"summary": summary, "settings": {"warmup": 1, "rounds": 3, "queries": 10},
+                            "date": "2026-11-24T00:00:00+00:00", "elapsed_s": 1.0,
+                            "machine": {"cpus": 2, "platform": "test"}, "sizes": {"1000": {}}},
+                           report.ROOT / "bench" / "results" / "peers-test.json")  # fmt: skip
+    assert "overhead excl. store p50" in page and "## Acceptance (issue 18): 1,000 passages" in page
+    assert "The gRPC hop (ragsvc over gRPC − ragsvc in-process, medians of p50): overhead excl. store p50 2.50 ms" in page

@@ -94,7 +94,9 @@ class Pipeline:
             refusal = assemble.refusal_reason(question, refusal)
             evidence = (retrieval.hits or retrieval.rejected)[: assemble.GATE_CANDIDATES]
             verdict = self._policy.judge(text, evidence, refusal=refusal)
-            timings = Timings(retrieval_ms, total_ms=clock.total(), embedding_ms=retrieval.embedding_ms)
+            timings = Timings(
+                retrieval_ms, total_ms=clock.total(), embedding_ms=retrieval.embedding_ms, store_ms=retrieval.store_ms
+            )
             answer = assemble.gate_refusal(
                 question, retrieved, refusal, verdict, await self._route(verdict), prompt, timings, ledger, text=text
             )
@@ -105,7 +107,13 @@ class Pipeline:
         packing = self._packer.pack(model, prompt, question, retrieval.hits)
         budget_ms = clock.lap()
         if question.dry_run:
-            timings = Timings(retrieval_ms, budget_ms, total_ms=clock.total(), embedding_ms=retrieval.embedding_ms)
+            timings = Timings(
+                retrieval_ms,
+                budget_ms,
+                total_ms=clock.total(),
+                embedding_ms=retrieval.embedding_ms,
+                store_ms=retrieval.store_ms,
+            )
             writer = self._generate.generators.generator.model_name(model)
             yield assemble.dry_run(question, retrieved, writer, packing, prompt, timings, ledger)
             return
@@ -141,6 +149,7 @@ class Pipeline:
             first_token_ms=generated.first_token_ms,
             total_ms=clock.total(),
             embedding_ms=retrieval.embedding_ms,
+            store_ms=retrieval.store_ms,
             validation_ms=validation_ms,
         )
         route = await self._route(validated.verdict)

@@ -76,8 +76,9 @@ class HybridRetriever:
             return Retrieval()
         started = time.perf_counter()
         dense = await self._embedder.embed_query(query.text)
-        embedding_ms = (time.perf_counter() - started) * 1000
+        embedded = time.perf_counter()
         candidates = await self._engine.query(query, dense, limit=query.top_k * OVERFETCH)
+        store_ms = (time.perf_counter() - embedded) * 1000
         threshold = self._min_similarity if query.score_threshold is None else query.score_threshold
         passing = [c for c in candidates if c.score >= threshold]
         readable = [c for c in passing if not c.redacted]
@@ -88,7 +89,8 @@ class HybridRetriever:
             hits=tuple(c.scored for c in hits[: query.top_k]),
             rejected=_best_below(c for c in candidates if c.score < threshold and not c.redacted),
             redacted=tuple(redacted[: query.top_k]),
-            embedding_ms=embedding_ms,
+            embedding_ms=(embedded - started) * 1000,
+            store_ms=store_ms,
         )
 
     async def retrieve_selection(

@@ -165,6 +165,7 @@ def answer_to_proto(answer: domain.Answer) -> pb.Answer:
             total=_duration(timings.total_ms),
             embedding=_duration(timings.embedding_ms),
             validation=_duration(timings.validation_ms),
+            store=_duration(timings.store_ms),
         ),
         context_chunks_used=answer.context_chunks_used,
         context_tokens_used=answer.context_tokens_used,

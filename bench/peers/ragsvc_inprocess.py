@@ -1,0 +1,124 @@
+"""ragsvc in process, without gRPC: a worker of the peer benchmark (`common`'s protocol, in ragsvc's own venv)
+that opens the components `ragsvc serve` opens for the job (`open_components` with the job's environment and the
+token-hashing embedder), ingests the corpus through the indexer, one document per passage as IndexService does,
+and drives AnsweringService's stream the way the AskStream servicer does, minus the wire: no proto conversion,
+no interceptors, no transport. It times what the gRPC variant's caller times (end to end, first token) and
+reports the answer's stage timings (embedding, store), so that the gRPC variant minus this one is the hop.
+
+Besides ``ask`` it answers ``{"op": "context_ids", "queries": [...]}`` with the passages packed into each prompt
+(an untimed explained answer), as `RagsvcServer.context_ids` does over gRPC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from bench.peers.common import Passage, WorkerConfig, corpus, rss_mib, send, serve_commands, start_worker, versions
+from bench.peers.ragsvc_server import HashingEmbedderAdapter
+from bench.peers.ragsvc_variant import STAGES, job_environment, timed_result
+from ragsvc.answering.context import CallContext
+from ragsvc.config import Settings
+from ragsvc.domain import Answer, Question, SourceDocument, TextDelta
+from ragsvc.server.components import Components, open_components
+
+ASK_TIMEOUT_S = 30.0  # the deadline the gRPC variant's caller sets
+# The answer's Timings field of each of STAGES.
+_TIMING_FIELDS = {"retrieval": "retrieval_ms", "embedding": "embedding_ms", "store": "store_ms", "budget": "budget_ms",
+                  "generation": "generation_ms", "time_to_first_token": "first_token_ms",
+                  "validation": "validation_ms", "total": "total_ms"}  # fmt: skip
+
+
+@contextlib.asynccontextmanager
+async def open_ragsvc(config: WorkerConfig, passages: Sequence[Passage]) -> AsyncIterator[Components]:
+    """ragsvc's components for the job, in a temporary data directory, with `passages` ingested."""
+    with tempfile.TemporaryDirectory(prefix="ragsvc-inprocess-") as data_dir:
+        settings = Settings.from_env(job_environment(config, data_dir))
+        async with open_components(settings, embedder=HashingEmbedderAdapter()) as components:
+            for passage in passages:
+                document = SourceDocument(
+                    document_id=passage.id, name=passage.name, content=passage.text.encode(), tenant_id=passage.tenant
+                )
+                result = await components.indexer.ingest(document)
+                if result.chunks_indexed != 1:
+                    raise RuntimeError(f"a passage did not become one chunk: {result}")
+            yield components
+
+
+async def timed_ask(components: Components, query: str, tenant: str, *, explain: bool = False) -> tuple[dict[str, Any], Answer]:
+    """One question through AnsweringService's event stream, timed like the gRPC variant's AskStream."""
+    loop = asyncio.get_running_loop()
+    started = time.perf_counter()
+    request_id = uuid.uuid4().hex
+    question = Question(query=query, tenant_id=tenant, request_id=request_id, explain=explain)
+    call = CallContext(request_id, deadline=loop.time() + ASK_TIMEOUT_S, peer="in-process")
+    first_token = None
+    text = []
+    answer = None
+    async with contextlib.aclosing(components.answering.answer(question, call)) as events:
+        async for event in events:
+            if isinstance(event, TextDelta):
+                if first_token is None:
+                    first_token = time.perf_counter()
+                text.append(event.text)
+            elif isinstance(event, Answer):
+                answer = event
+    ended = time.perf_counter()
+    if answer is None:
+        raise RuntimeError("the stream ended without its final answer")
+    timings = {name: getattr(answer.timings, _TIMING_FIELDS[name]) for name in STAGES}
+    result = timed_result(started, first_token, ended, "".join(text), timings, answer.grounded, answer.flags.cache_hit)
+    return result, answer
+
+
+async def ask_all(components: Components, queries: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
+    """`timed_ask` each query in turn on one running event loop, so that the work an answer leaves to background
+    tasks (the audit log's writes) runs as it does in a server: between and during the questions, timed or not."""
+    results = []
+    for query, tenant in queries:
+        result, _ = await timed_ask(components, query, tenant)
+        results.append(result | {"rss_mib": rss_mib()})
+        await asyncio.sleep(0)  # as a server's loop does between a response and the next request
+    return results
+
+
+async def packed_ids(components: Components, queries: Sequence[Sequence[str]]) -> list[list[str]]:
+    """The passages packed into each prompt, in marker order (an explained answer each)."""
+    ids = []
+    for query, tenant in queries:
+        explained = (await timed_ask(components, query, tenant, explain=True))[1].explanation
+        ids.append([s.chunk.source_id.removesuffix(":0") for s in explained.packed] if explained else [])
+    return ids
+
+
+def main() -> None:
+    out, config = start_worker()
+    # As `ragsvc serve` logs (the gRPC variant's server logs at INFO to a discarded stderr).
+    with open(os.devnull, "w") as discarded, asyncio.Runner() as runner:
+        logging.basicConfig(level=logging.INFO, stream=discarded)
+        started = time.perf_counter()
+        opened = open_ragsvc(config, corpus(config.corpus_size, config.seed))
+        components = runner.run(opened.__aenter__())
+        try:
+            send(out, {"ready": True, "index_s": time.perf_counter() - started, "rss_mib": rss_mib(),
+                       "versions": versions("ragsvc", "qdrant-edge-py")})  # fmt: skip
+
+            def answer(command: dict[str, Any]) -> dict[str, Any]:
+                if command["op"] == "context_ids":
+                    return {"ids": runner.run(packed_ids(components, command["queries"]))}
+                return {"results": runner.run(ask_all(components, command["queries"]))}
+
+            serve_commands(out, answer)
+        finally:
+            runner.run(opened.__aexit__(None, None, None))
+
+
+if __name__ == "__main__":
+    main()
