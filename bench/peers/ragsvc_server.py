@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from bench.peers.common import HashingEmbedder
 from ragsvc.config import Settings
-from ragsvc.server.app import serve
+from ragsvc.server.workers import serve_processes
 
 
 class HashingEmbedderAdapter:
@@ -37,4 +37,4 @@ class HashingEmbedderAdapter:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(serve(Settings.from_env(), embedder=HashingEmbedderAdapter()))
+    asyncio.run(serve_processes(Settings.from_env(), embedder=HashingEmbedderAdapter()))

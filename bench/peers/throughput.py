@@ -40,7 +40,7 @@ from bench.peers.common import corpus, queries
 from bench.peers.cpu import CpuMeter
 from bench.peers.ragsvc_variant import RagsvcServer
 from bench.peers.workers import ROOT, LLMControl, LLMServer, job_config
-from ragsvc.server.workers import WORKER_KEY
+from ragsvc.server.worker_slot import WORKER_KEY
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc
 

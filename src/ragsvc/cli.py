@@ -529,9 +529,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     address = ""
     try:
         if serving:
-            from ragsvc.server.app import serve  # only the serve command loads the server
+            from ragsvc.server.workers import serve_processes  # only the serve command loads the server
 
-            return asyncio.run(serve(Settings.from_env()))
+            return asyncio.run(serve_processes(Settings.from_env()))
         if args.command == "llm":
             if args.env:
                 print(" ".join(f"{k}={v}" for k, v in local_llm.serve_env(args.host, args.port).items()))

@@ -26,7 +26,7 @@ from ragsvc.server.components import Components, index_demo_corpus, open_compone
 from ragsvc.server.hardening import Hardening, log_requests_as_json_lines
 from ragsvc.server.health import HealthMonitor, requirements
 from ragsvc.server.servicers import IndexServicer, RagServicer
-from ragsvc.server.workers import WorkerSlot, supervise
+from ragsvc.server.worker_slot import WorkerSlot
 from ragsvc.v1 import (
     admin_service_pb2,
     admin_service_pb2_grpc,
@@ -165,11 +165,9 @@ async def serve(
     slot: WorkerSlot | None = None,
     on_serving: Callable[[int], None] | None = None,
 ) -> int:
-    """Serve until SIGTERM or SIGINT, then drain; `embedder` as in `open_components`. With RAG_WORKERS > 1 this
-    process supervises that many worker processes instead (`workers.supervise`), each of which runs this with its
-    `slot`, and `on_serving` (given the port) in place of the start line. Returns the exit status."""
-    if settings.server.workers > 1 and slot is None:
-        return await supervise(settings, embedder=embedder)
+    """Serve until SIGTERM or SIGINT, then drain; `embedder` as in `open_components`. A worker process (see
+    `workers`) passes its `slot`, and `on_serving` (given the port) in place of the start line. Returns the exit
+    status."""
     if settings.hardening.request_log:
         log_requests_as_json_lines()
     server = await RagServer.start(settings, embedder=embedder, slot=slot)

@@ -17,7 +17,7 @@ PostgreSQL), the answer cache, replays and rate limit on Redis when RAG_REDIS_UR
 keeps its own), and the vectors on a Qdrant server when RAG_QDRANT_URL is set. The embedded engine (qdrant-edge)
 lets one process open a shard directory (its WAL lock), and a copy of the directory opens as a shard of its own:
 so without a Qdrant server the parent holds the live shard (no other server can write to it meanwhile) and gives
-each worker a copy of it, and the workers serve that index read-only (`ReadOnlyIndexInterceptor`).
+each worker a copy of it, and the workers serve that index read-only (`worker_slot.ReadOnlyIndexInterceptor`).
 """
 
 from __future__ import annotations
@@ -32,25 +32,21 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragsvc.config import Settings
-from ragsvc.errors import FieldViolation, InvalidRequest, RagError, ReadOnlyIndex
+from ragsvc.errors import FieldViolation, InvalidRequest, RagError
 from ragsvc.retrieval.edge import BUILDING_SUFFIX, PREVIOUS_SUFFIX
-from ragsvc.server.interceptors import INDEX_PREFIX, CallInput, Interceptor
+from ragsvc.server.app import serve
+from ragsvc.server.worker_slot import WorkerSlot
 
 if TYPE_CHECKING:
     from ragsvc.retrieval.base import Embedder
 
-WORKER_KEY = "ragsvc-worker"  # response metadata: which worker served the call, "<index>:<pid>"
 SNAPSHOTS = "workers"  # under RAG_DATA_DIR: one copy of the embedded engine's shards per worker
-INDEX_WRITES = frozenset(INDEX_PREFIX + name for name in ("IngestDocuments", "DeleteDocument", "UploadDocument"))
 MAX_RESTARTS = 5
 RESTART_WINDOW_S = 60.0
 START_TIMEOUT_S = 300.0
@@ -59,41 +55,12 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"
 _log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerSlot:
-    """One worker's place: its number, and the directory of its read-only copy of the embedded engine's shards
-    (None when the vectors are on a Qdrant server, which every worker reads and writes)."""
-
-    index: int
-    snapshot: Path | None
-
-    def interceptors(self) -> list[Interceptor]:
-        tag = WorkerTagInterceptor(self.index)
-        return [tag, ReadOnlyIndexInterceptor()] if self.snapshot is not None else [tag]
-
-
-class WorkerTagInterceptor(Interceptor):
-    """Tells the caller which worker served the call (response metadata `ragsvc-worker: <index>:<pid>`)."""
-
-    def __init__(self, index: int) -> None:
-        self._value = f"{index}:{os.getpid()}"
-
-    @contextlib.asynccontextmanager
-    async def intercept(self, call: CallInput) -> AsyncIterator[None]:
-        call.state.response_metadata.append((WORKER_KEY, self._value))
-        yield
-
-
-class ReadOnlyIndexInterceptor(Interceptor):
-    """Refuses IndexService's writes with FAILED_PRECONDITION READ_ONLY_INDEX: this worker serves a copy."""
-
-    def intercept(self, call: CallInput) -> AbstractAsyncContextManager[None]:
-        if call.method in INDEX_WRITES:
-            raise ReadOnlyIndex(
-                "this server runs several processes (RAG_WORKERS) over read-only copies of the embedded engine's "
-                "index: index with RAG_WORKERS=1, or serve the vectors from a Qdrant server (RAG_QDRANT_URL)"
-            )
-        return super().intercept(call)
+async def serve_processes(settings: Settings, *, embedder: Embedder | None = None) -> int:
+    """`ragsvc serve`: this process serves (`app.serve`), or with RAG_WORKERS > 1 supervises that many worker
+    processes that do (`supervise`). Returns the exit status."""
+    if settings.server.workers > 1:
+        return await supervise(settings, embedder=embedder)
+    return await serve(settings, embedder=embedder)
 
 
 def check_workers(settings: Settings) -> None:
@@ -311,8 +278,6 @@ async def _watch(pool: WorkerPool, stop: asyncio.Event) -> bool:
 
 def run_worker(settings: Settings, slot: WorkerSlot, embedder: Embedder | None, reports: Connection) -> None:
     """A worker process's body: serve as `ragsvc serve` does, reporting the port (or why it cannot start)."""
-    from ragsvc.server.app import serve
-
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     threading.Thread(target=_stop_with_parent, args=(os.getppid(),), name="parent-watch", daemon=True).start()
