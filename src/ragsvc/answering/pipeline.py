@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator
+from dataclasses import replace
 
 from ragsvc.answering import assemble
 from ragsvc.answering.answerability import AnswerabilityGate
@@ -82,7 +83,7 @@ class Pipeline:
         )
         retrieved = await self._retrieve.run(question, budget, ledger)
         retrieval = retrieved.retrieval
-        retrieval_ms = clock.lap()
+        retrieved_in = Timings(clock.lap(), embedding_ms=retrieval.embedding_ms, store_ms=retrieval.store_ms)
 
         refusal = self._gate.refusal(retrieval)
         text = assemble.refusal_text(question)
@@ -94,9 +95,7 @@ class Pipeline:
             refusal = assemble.refusal_reason(question, refusal)
             evidence = (retrieval.hits or retrieval.rejected)[: assemble.GATE_CANDIDATES]
             verdict = self._policy.judge(text, evidence, refusal=refusal)
-            timings = Timings(
-                retrieval_ms, total_ms=clock.total(), embedding_ms=retrieval.embedding_ms, store_ms=retrieval.store_ms
-            )
+            timings = replace(retrieved_in, total_ms=clock.total())
             answer = assemble.gate_refusal(
                 question, retrieved, refusal, verdict, await self._route(verdict), prompt, timings, ledger, text=text
             )
@@ -107,13 +106,7 @@ class Pipeline:
         packing = self._packer.pack(model, prompt, question, retrieval.hits)
         budget_ms = clock.lap()
         if question.dry_run:
-            timings = Timings(
-                retrieval_ms,
-                budget_ms,
-                total_ms=clock.total(),
-                embedding_ms=retrieval.embedding_ms,
-                store_ms=retrieval.store_ms,
-            )
+            timings = replace(retrieved_in, budget_ms=budget_ms, total_ms=clock.total())
             writer = self._generate.generators.generator.model_name(model)
             yield assemble.dry_run(question, retrieved, writer, packing, prompt, timings, ledger)
             return
@@ -142,14 +135,12 @@ class Pipeline:
 
         validated = await self._validate.run(question, search, prompt, generated, generation_deadline, ledger)
         validation_ms = clock.lap()
-        timings = Timings(
-            retrieval_ms=retrieval_ms,
+        timings = replace(
+            retrieved_in,
             budget_ms=budget_ms,
             generation_ms=generation_ms,
             first_token_ms=generated.first_token_ms,
             total_ms=clock.total(),
-            embedding_ms=retrieval.embedding_ms,
-            store_ms=retrieval.store_ms,
             validation_ms=validation_ms,
         )
         route = await self._route(validated.verdict)
