@@ -69,7 +69,7 @@ def test_neighbouring_chunks_share_the_whole_sentences_that_fit_the_overlap() ->
     overlaps = []
     for first, second in itertools.pairwise(chunks):
         shared = " ".join(shared_words(first.text, second.text))
-        assert not shared or shared.startswith("Sentence") and shared.endswith((".", "?", "!"))
+        assert not shared or (shared.startswith("Sentence") and shared.endswith((".", "?", "!")))
         assert tokens(shared) <= 30
         overlaps.append(tokens(shared))
     assert sum(1 for shared in overlaps if shared) > len(overlaps) / 3  # short sentences are shared
@@ -81,7 +81,7 @@ def test_a_sentence_longer_than_half_a_chunk_is_cut_between_words() -> None:
     chunks = chunk_sections([Section(text)], chunk_tokens=60, overlap_tokens=10)
 
     assert all(tokens(c.text) <= 60 for c in chunks)
-    assert [w for w in chunks[0].text.split()][:2] == ["Short", "one."]
+    assert chunks[0].text.split()[:2] == ["Short", "one."]
     assert tokens(chunks[0].text) > 30  # not ended after "Short one.": that would leave it nearly empty
     assert chunks[-1].text.endswith("long299.")
 

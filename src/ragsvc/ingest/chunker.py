@@ -47,8 +47,9 @@ def chunk_sections(sections: Sequence[Section], *, chunk_tokens: int, overlap_to
     """Chunks of at most `chunk_tokens` tokens, each a smaller Section keeping its section's heading and page;
     neighbours within a section share the whole sentences that fit in `overlap_tokens` tokens.
 
-    A chunk starts and ends on sentence boundaries where it can (see the module's docstring), on word boundaries
-    otherwise, except that a word longer than a chunk is cut; chunks never span two sections. Each carries its entry's label and closes its code fences (see the module's docstring)."""
+    A chunk starts and ends on sentence boundaries where it can, on word boundaries otherwise, except that a word
+    longer than a chunk is cut; chunks never span two sections. Each carries its entry's label and closes its code
+    fences (see the module's docstring)."""
     if not chunk_tokens > overlap_tokens >= 0:
         raise ValueError(f"need chunk_tokens > overlap_tokens >= 0, got {chunk_tokens} and {overlap_tokens}")
     encoding = get_encoding(COUNTED_ENCODING)
