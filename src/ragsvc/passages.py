@@ -48,7 +48,6 @@ _ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+")  # a markdown bullet or numb
 _QUOTE = re.compile(r"^\s*>\s?")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _BOUNDARY = re.compile(r"[.!?]+[\"')\]]*\s+")
-_WORD_END = re.compile(r"[.!?]+[\"')\]]*$")
 _ABBREVIATIONS = frozenset("al approx cf dept dr e.g eg etc fig i.e ie inc jr ltd mr mrs ms no nos prof sr st vol vs".split())
 _CLOSED = (".", "!", "?")
 _RULE = re.compile(r":?-{3,}:?|")  # a cell of a table's header rule
@@ -152,26 +151,16 @@ def is_label(block: str) -> bool:
     return len(block.split()) <= _LABEL_MAX_WORDS and not block.rstrip("\"')]*_ ").endswith((*_CLOSED, ":", ";", ","))
 
 
-def ends_sentence(word: str, following: str) -> bool:
-    """True when `word` ends a sentence: closing punctuation that no abbreviation explains, and `following` (the
-    next word, "" at the end) does not continue it in lower case. The chunker cuts chunks there."""
-    end = _WORD_END.search(word)
-    return end is not None and not _abbreviated(word[: end.start()], end.group()) and not following[:1].islower()
-
-
-def _abbreviated(before: str, boundary: str) -> bool:
-    """True when the full stop of `boundary` ends the abbreviation (or initial) that `before` ends with."""
-    words = before.split()
-    last_word = words[-1].lstrip("\"'([").lower() if words else ""
-    return boundary.startswith(".") and (last_word in _ABBREVIATIONS or (len(last_word) == 1 and last_word.isalpha()))
-
-
 def _sentences(block: str) -> list[str]:
     """Splits a paragraph or list item into sentences, at sentence ends that no abbreviation explains."""
     sentences: list[str] = []
     start = 0
     for boundary in _BOUNDARY.finditer(block):
-        abbreviated = _abbreviated(block[start : boundary.start()], boundary.group())
+        before = block[start : boundary.start()].split()
+        last_word = before[-1].lstrip("\"'([").lower() if before else ""
+        abbreviated = boundary.group().startswith(".") and (
+            last_word in _ABBREVIATIONS or (len(last_word) == 1 and last_word.isalpha())
+        )
         if abbreviated or block[boundary.end() : boundary.end() + 1].islower():
             continue
         sentences.append(block[start : boundary.end()].strip())

@@ -29,70 +29,21 @@ def shared_words(first: str, second: str) -> list[str]:
     return max((b[:n] for n in range(len(b) + 1) if a[len(a) - n :] == b[:n]), key=len)
 
 
-def sentences(count: int, seed: int = 3) -> str:
-    """Numbered sentences of 4 to 16 words in paragraphs of 1 to 4, so chunk borders are easy to check."""
-    rng = random.Random(seed)
-    vocabulary = ["the", "table", "row", "index", "page", "is", "a", "of"]
-    written, paragraph = [], []
-    for i in range(count):
-        words = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(3, 15)))
-        paragraph.append(f"Sentence{i} {words}{rng.choice(['.', '?', '!', '.'])}")
-        if len(paragraph) == rng.randint(1, 4):
-            written.append(" ".join(paragraph))
-            paragraph = []
-    return "\n\n".join([*written, " ".join(paragraph)]).strip()
-
-
 @pytest.mark.parametrize(("size", "overlap"), [(200, 40), (64, 16), (30, 0)])
 def test_chunks_hold_at_most_the_token_limit(size: int, overlap: int) -> None:
     chunks = chunk_sections([Section(prose(3000))], chunk_tokens=size, overlap_tokens=overlap)
 
     assert len(chunks) > 5
     assert max(tokens(c.text) for c in chunks) <= size
-    # A chunk ends early only at a sentence end that keeps it about half full.
-    assert min(tokens(c.text) for c in chunks[:-1]) >= size * 0.45
+    assert min(tokens(c.text) for c in chunks[:-1]) >= size * 0.8  # chunks are filled, not fragmented
 
 
-@pytest.mark.parametrize(("size", "overlap"), [(180, 40), (120, 30), (100, 0)])
-def test_chunks_start_and_end_with_whole_sentences(size: int, overlap: int) -> None:
-    chunks = chunk_sections([Section(sentences(400))], chunk_tokens=size, overlap_tokens=overlap)
+def test_neighbouring_chunks_overlap_by_about_the_overlap() -> None:
+    chunks = chunk_sections([Section(prose(3000))], chunk_tokens=120, overlap_tokens=30)
 
-    assert len(chunks) > 20
-    for chunk in chunks:
-        assert chunk.text.startswith("Sentence")
-        assert chunk.text.endswith((".", "?", "!"))
-
-
-def test_neighbouring_chunks_share_the_whole_sentences_that_fit_the_overlap() -> None:
-    chunks = chunk_sections([Section(sentences(400))], chunk_tokens=120, overlap_tokens=30)
-
-    overlaps = []
     for first, second in itertools.pairwise(chunks):
         shared = " ".join(shared_words(first.text, second.text))
-        assert not shared or (shared.startswith("Sentence") and shared.endswith((".", "?", "!")))
-        assert tokens(shared) <= 30
-        overlaps.append(tokens(shared))
-    assert sum(1 for shared in overlaps if shared) > len(overlaps) / 3  # short sentences are shared
-
-
-def test_a_sentence_longer_than_half_a_chunk_is_cut_between_words() -> None:
-    text = "Short one. " + " ".join(f"long{i}" for i in range(300)) + "."
-
-    chunks = chunk_sections([Section(text)], chunk_tokens=60, overlap_tokens=10)
-
-    assert all(tokens(c.text) <= 60 for c in chunks)
-    assert chunks[0].text.split()[:2] == ["Short", "one."]
-    assert tokens(chunks[0].text) > 30  # not ended after "Short one.": that would leave it nearly empty
-    assert chunks[-1].text.endswith("long299.")
-
-
-def test_an_abbreviation_does_not_end_a_sentence() -> None:
-    text = ("Lead sentence here. " + " ".join(f"w{i}" for i in range(20)) + " e.g. more words follow here. ") * 8
-
-    chunks = chunk_sections([Section(text.strip())], chunk_tokens=40, overlap_tokens=0)
-
-    assert all(not c.text.startswith("more") for c in chunks)
-    assert all(c.text.startswith("Lead") or c.text.startswith("w") for c in chunks)
+        assert 20 <= tokens(shared) <= 32
 
 
 def test_without_overlap_every_word_is_in_exactly_one_chunk() -> None:

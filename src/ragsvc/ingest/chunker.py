@@ -1,8 +1,4 @@
-"""Split sections into overlapping chunks of at most N tokens (cl100k_base), cut between sentences.
-
-A chunk ends at the last sentence end (or line end) that keeps it at least half full, and its neighbour starts at
-the first sentence start within the overlap, so that a sentence is whole in at least one chunk and a chunk rarely
-starts or ends mid-sentence (only where a sentence is longer than half a chunk does a chunk cut one between words).
+"""Split sections into overlapping chunks of at most N tokens (cl100k_base), cut between words.
 
 A chunk carries what it needs to be read alone: when it starts inside a labelled entry (a definition term such as
 "max_connections (integer)" before the paragraphs that describe it, see ragsvc.passages) whose label is not in
@@ -21,7 +17,7 @@ import tiktoken
 from ragsvc.budget import COUNTED_ENCODING
 from ragsvc.encodings import get_encoding
 from ragsvc.ingest.loaders import Section
-from ragsvc.passages import ends_sentence, is_label
+from ragsvc.passages import is_label
 from ragsvc.prompts import fenced
 
 _WORD = re.compile(r"\S+")
@@ -34,22 +30,19 @@ MAX_LABEL_SHARE = 4  # a label is carried when it takes at most 1/4 of a chunk's
 
 @dataclass(frozen=True, slots=True)
 class _Unit:
-    """A word at text[start:end] and the tokens it adds to a chunk (its leading whitespace included); `closes` when
-    a sentence or a block ends with it."""
+    """A word at text[start:end] and the tokens it adds to a chunk (its leading whitespace included)."""
 
     start: int
     end: int
     tokens: int
-    closes: bool = False
 
 
 def chunk_sections(sections: Sequence[Section], *, chunk_tokens: int, overlap_tokens: int) -> list[Section]:
     """Chunks of at most `chunk_tokens` tokens, each a smaller Section keeping its section's heading and page;
-    neighbours within a section share the whole sentences that fit in `overlap_tokens` tokens.
+    neighbours within a section share about `overlap_tokens` tokens.
 
-    A chunk starts and ends on sentence boundaries where it can, on word boundaries otherwise, except that a word
-    longer than a chunk is cut; chunks never span two sections. Each carries its entry's label and closes its code
-    fences (see the module's docstring)."""
+    A chunk starts and ends on word boundaries, except that a word longer than a chunk is cut; chunks never span
+    two sections. Each carries its entry's label and closes its code fences (see the module's docstring)."""
     if not chunk_tokens > overlap_tokens >= 0:
         raise ValueError(f"need chunk_tokens > overlap_tokens >= 0, got {chunk_tokens} and {overlap_tokens}")
     encoding = get_encoding(COUNTED_ENCODING)
@@ -112,35 +105,17 @@ def _chunk_text(encoding: tiktoken.Encoding, text: str, limit: int, overlap: int
         # Unit counts add up to the chunk's count almost always; trim in the rare case they undercount.
         while end > first + 1 and _count(encoding, text[units[first].start : units[end - 1].end]) > budget:
             end -= 1
-        if end < len(units):
-            end = _sentence_end(units, first, end, budget // 2)
         body = text[units[first].start : units[end - 1].end]
         chunks.append(prefix + body + carried.after(units[end - 1].end))
         if end == len(units):
             break
-        first = _next_start(units, first, end, overlap)
+        following = end
+        shared = 0
+        while following - 1 > first and shared + units[following - 1].tokens <= overlap:
+            following -= 1
+            shared += units[following].tokens
+        first = following
     return chunks
-
-
-def _sentence_end(units: Sequence[_Unit], first: int, end: int, keep: int) -> int:
-    """Where a chunk of units[first:end] ends instead: after its last unit that closes a sentence, unless that
-    leaves fewer than `keep` tokens in it."""
-    cut, kept = end, sum(unit.tokens for unit in units[first:end])
-    while cut > first + 1 and not units[cut - 1].closes:
-        cut -= 1
-        kept -= units[cut].tokens
-    return cut if units[cut - 1].closes and kept >= keep else end
-
-
-def _next_start(units: Sequence[_Unit], first: int, end: int, overlap: int) -> int:
-    """Where the chunk after units[first:end] starts: at the earliest sentence start within its last `overlap`
-    tokens; at `end` when none is and the chunk ends a sentence; else `overlap` tokens back, mid-sentence."""
-    following, shared = end, 0
-    while following - 1 > first and shared + units[following - 1].tokens <= overlap:
-        following -= 1
-        shared += units[following].tokens
-    starts = (index for index in range(following, end) if units[index - 1].closes)
-    return next(starts, end if units[end - 1].closes else following)
 
 
 def fenced_token_counts(texts: Sequence[str]) -> list[int]:
@@ -159,23 +134,12 @@ def _units(encoding: tiktoken.Encoding, text: str, limit: int) -> list[_Unit]:
     pieces = [text[lead:end] for lead, (_, end) in zip(leads, words, strict=True)]
     counts = [len(tokens) for tokens in encoding.encode_ordinary_batch(pieces)]
     units: list[_Unit] = []
-    for index, ((start, end), tokens) in enumerate(zip(words, counts, strict=True)):
-        following = words[index + 1][0] if index + 1 < len(words) else len(text)
-        closes = _closes(text, end, following) or ends_sentence(text[start:end], text[following : following + 1])
+    for (start, end), tokens in zip(words, counts, strict=True):
         if tokens <= limit:
-            units.append(_Unit(start, end, tokens, closes))
+            units.append(_Unit(start, end, tokens))
         else:
-            pieces_of_word = _split_word(encoding, text, start, end, limit)
-            pieces_of_word[-1] = _Unit(pieces_of_word[-1].start, end, pieces_of_word[-1].tokens, closes)
-            units.extend(pieces_of_word)
+            units.extend(_split_word(encoding, text, start, end, limit))
     return units
-
-
-def _closes(text: str, end: int, following: int) -> bool:
-    """True when the line ending at `end` ends a block: a paragraph, or a line that a list item, table row, heading
-    or fence follows (a single line break inside a paragraph is a wrap, not a sentence end)."""
-    gap = text[end:following]
-    return "\n\n" in gap or ("\n" in gap and bool(_NOT_PROSE.match(text[following : following + 6])))
 
 
 def _split_word(encoding: tiktoken.Encoding, text: str, start: int, end: int, limit: int) -> list[_Unit]:
