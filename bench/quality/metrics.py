@@ -8,6 +8,7 @@ safe, latency_ms.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -60,6 +61,30 @@ def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
     return (rank_sum - positives * (positives + 1) / 2) / (positives * negatives)
 
 
+def wilson(part: int, whole: int, z: float = 1.96) -> tuple[float, float] | None:
+    """The Wilson score interval (95% with the default z) of the rate part/whole; None when whole is 0. With 70
+    questions one question is 1.4 points and the interval is about +-11 points wide: differences of a few
+    questions between runs are within it."""
+    if whole == 0:
+        return None
+    rate = part / whole
+    centre = (rate + z * z / (2 * whole)) / (1 + z * z / whole)
+    half = z * math.sqrt(rate * (1 - rate) / whole + z * z / (4 * whole * whole)) / (1 + z * z / whole)
+    return round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)
+
+
+def auroc_interval(area: float | None, positives: int, negatives: int, z: float = 1.96) -> tuple[float, float] | None:
+    """An approximate 95% interval of an AUROC from its standard error (Hanley and McNeil, 1982)."""
+    if area is None or positives == 0 or negatives == 0:
+        return None
+    q1, q2 = area / (2 - area), 2 * area * area / (1 + area)
+    variance = (
+        area * (1 - area) + (positives - 1) * (q1 - area * area) + (negatives - 1) * (q2 - area * area)
+    ) / (positives * negatives)
+    half = z * math.sqrt(max(variance, 0.0))
+    return round(max(0.0, area - half), 4), round(min(1.0, area + half), 4)
+
+
 def _rate(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
@@ -99,6 +124,8 @@ def split_metrics(outcomes: Sequence[dict[str, Any]]) -> dict[str, Any]:
     far = [o for o in unanswerable if not o.get("near_topic")]
     cite = [o for o in scored if o["action"] == "ACTION_CITE"]
     cite_right = [o for o in cite if o["right"]]
+    area = auroc([o["confidence"] for o in scored], [bool(o["right"]) for o in scored])
+    right_scored = sum(1 for o in scored if o["right"])
     return {
         "n": len(outcomes),
         "retrieval": retrieval(answerable),
@@ -114,7 +141,16 @@ def split_metrics(outcomes: Sequence[dict[str, Any]]) -> dict[str, Any]:
         },
         "cite_precision": _rate(len(cite_right), len(cite)),
         "cite_answers": len(cite),
-        "auroc_confidence": _round(auroc([o["confidence"] for o in scored], [bool(o["right"]) for o in scored])),
+        "auroc_confidence": _round(area),
+        # 95% intervals of the targeted metrics: how far apart two runs must be before a difference means anything.
+        "intervals": {
+            "hit@5": wilson(sum(1 for o in answerable if o["rank"] is not None and o["rank"] <= 5), len(answerable)),
+            "answered_and_right": wilson(sum(1 for o in answerable if o["right"]), len(answerable)),
+            "unanswerable_refused": wilson(sum(1 for o in unanswerable if not o["grounded"]), len(unanswerable)),
+            "cite_precision": wilson(len(cite_right), len(cite)),
+            "auroc_confidence": auroc_interval(area, right_scored, len(scored) - right_scored),
+            "followup_right": wilson(sum(1 for o in followups if o["right"]), len(followups)),
+        },
         "followup": {**answering(followups), **{f"retrieval_{k}": v for k, v in retrieval(followups).items()}},
         "injection": {
             "n": len(injections),
