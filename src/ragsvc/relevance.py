@@ -12,6 +12,9 @@ judged with what it sits under: its chunk's page title and section heading, its 
   three." under a label that matches the question counts;
 - **the value asked for**: when the question asks for an amount ("how many", "how long", "default" ...), a
   passage stating one of that kind (a duration, a size, a number) gains in proportion to its surroundings;
+- **what to use**: when the question asks how to do something ("How do I ...", "Which command ..."), a passage
+  that names something to use (code, a name such as pg_hba.conf, a keyword in capitals such as CREATEDB) gains
+  INSTRUMENT_WEIGHT of its score;
 
 all weighted by its chunk's retrieval relevance. A passage under the label of another name than the one the
 question asks about ("wal_segment_size (integer)" for "max_wal_size default") keeps a small share of its word score
@@ -40,8 +43,17 @@ CONTEXT_WEIGHT = 0.25  # share of the best word score of its entry or paragraph 
 VALUE_WEIGHT = 1.0  # share of that best score a passage stating the asked-for kind of value gains
 OTHER_ENTRY_WEIGHT = 0.3  # of the word score of a passage under the label of another name than the one asked about
 CARRIED_WEIGHT = 0.5  # of a follow-up's search term the user did not write (the earlier turns' subject)
+INSTRUMENT_WEIGHT = 1.0  # gained by a passage naming what to use (code, a name, a keyword) when asked how to do
 _MIN_WORDS = 3  # shorter fragments (stray headings, "See below.") are never an answer
 
+# A question asking how to do something, or which command, function or setting does it.
+_PROCEDURAL = re.compile(
+    r"^\W*(?:how\s+(?:do|can|should|would|could|to)\b|(?:what|which)\s+(?:command|function|view|tool|utility|program|"
+    r"setting|parameter|option|file|signal)s?\b)",
+    re.IGNORECASE,
+)
+# What a passage tells the reader to use: a code block, a name written as one, or an SQL/command keyword in capitals.
+_INSTRUMENT = re.compile(r"`|\b[a-z][a-z0-9]*(?:[_.][a-z0-9]+)+\b|\b[A-Z]{3,}(?:\s+[A-Z]{2,})*\b")
 _DEFINED_TERM = re.compile(r"([A-Za-z][\w.-]*\w)( \([a-z ]+\))?")
 
 # Words addressing a model or the reader with instructions about the answer (besides sanitize's patterns).
@@ -165,6 +177,7 @@ def ranked(query: str, found: Sequence[Candidate], *, question: str = "") -> lis
         surroundings[candidate.scope] = max(surroundings.get(candidate.scope, 0.0), words[id(candidate)])
     asked = asked_values(query)
     named = _names(own_terms)  # the setting asked about, not one an earlier turn named
+    procedural = bool(_PROCEDURAL.search(question or query))
     result: list[tuple[float, Candidate]] = []
     for candidate in found:
         own, around = words[id(candidate)], surroundings[candidate.scope]
@@ -177,6 +190,8 @@ def ranked(query: str, found: Sequence[Candidate], *, question: str = "") -> lis
             score = OTHER_ENTRY_WEIGHT * own
         else:
             score = own + (CONTEXT_WEIGHT + VALUE_WEIGHT * value) * around
+        if procedural and _INSTRUMENT.search(candidate.text):
+            score *= 1 + INSTRUMENT_WEIGHT
         result.append((score * (0.5 + candidate.relevance), candidate))
     result.sort(key=lambda pair: (-pair[0], pair[1].marker, pair[1].position))
     return [candidate for _, candidate in result]

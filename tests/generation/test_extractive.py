@@ -226,3 +226,23 @@ async def test_never_quotes_a_paragraph_that_instructs_a_model() -> None:
 
     assert "hunter2" not in text and "system prompt" not in text
     assert text == "The admin password is kept in the vault. [#1]"
+
+
+ROLES = ScoredChunk(
+    Chunk(
+        "role-attributes",
+        1,
+        "database creation\n\nA role must be explicitly given permission to create new databases (except for "
+        "superusers, since those bypass all permission checks). To create such a role, use CREATE ROLE name "
+        "CREATEDB. Sometimes you want a new database for someone else, and let them own it and manage it.",
+    ),
+    0.7,
+)
+
+
+async def test_asked_how_to_do_something_it_quotes_what_to_use() -> None:
+    how = await answer(ExtractiveGenerator(max_sentences=1), request("How do I let a role create new databases?", (ROLES,)))
+    what = await answer(ExtractiveGenerator(max_sentences=1), request("Can a role create new databases?", (ROLES,)))
+
+    assert how == "To create such a role, use CREATE ROLE name CREATEDB. [#1]", "the sentence naming the command to use"
+    assert "CREATEDB" not in what, "not asked how: the sentence that shares the most words"
