@@ -16,7 +16,9 @@ judged with what it sits under: its chunk's page title and section heading, its 
   that names something to use (code, a name such as pg_hba.conf, a keyword in capitals such as CREATEDB) gains
   INSTRUMENT_WEIGHT of its score;
 
-all weighted by its chunk's retrieval relevance. A passage under the label of another name than the one the
+and a passage that only points elsewhere ("For more information see Section 25.1.5.") keeps POINTER_WEIGHT of it.
+
+All is weighted by its chunk's retrieval relevance. A passage under the label of another name than the one the
 question asks about ("wal_segment_size (integer)" for "max_wal_size default") keeps a small share of its word score
 only. Paragraphs that address instructions to the reader or to a model (prompt injection planted in a document)
 are never candidates."""
@@ -44,6 +46,7 @@ VALUE_WEIGHT = 1.0  # share of that best score a passage stating the asked-for k
 OTHER_ENTRY_WEIGHT = 0.3  # of the word score of a passage under the label of another name than the one asked about
 CARRIED_WEIGHT = 0.5  # of a follow-up's search term the user did not write (the earlier turns' subject)
 INSTRUMENT_WEIGHT = 1.0  # gained by a passage naming what to use (code, a name, a keyword) when asked how to do
+POINTER_WEIGHT = 0.3  # of the score of a passage that points elsewhere ("For more information see Section 25.1.5.")
 _MIN_WORDS = 3  # shorter fragments (stray headings, "See below.") are never an answer
 
 # A question asking how to do something, or which command, function or setting does it.
@@ -54,6 +57,12 @@ _PROCEDURAL = re.compile(
 )
 # What a passage tells the reader to use: a code block, a name written as one, or an SQL/command keyword in capitals.
 _INSTRUMENT = re.compile(r"`|\b[a-z][a-z0-9]*(?:[_.][a-z0-9]+)+\b|\b[A-Z]{3,}(?:\s+[A-Z]{2,})*\b")
+# A passage that sends the reader to another part of the documentation instead of saying something itself.
+_POINTER = re.compile(
+    r"\b(?:see|found in|described in|discussed in|explained in|covered in|refer to|documented in)\b[^.]{0,60}?"
+    r"\b(?:section|chapter|table|appendix|part)\s+[\dIVX]",
+    re.IGNORECASE,
+)
 _DEFINED_TERM = re.compile(r"([A-Za-z][\w.-]*\w)( \([a-z ]+\))?")
 
 # Words addressing a model or the reader with instructions about the answer (besides sanitize's patterns).
@@ -192,6 +201,8 @@ def ranked(query: str, found: Sequence[Candidate], *, question: str = "") -> lis
             score = own + (CONTEXT_WEIGHT + VALUE_WEIGHT * value) * around
         if procedural and _INSTRUMENT.search(candidate.text):
             score *= 1 + INSTRUMENT_WEIGHT
+        if _POINTER.search(candidate.text):
+            score *= POINTER_WEIGHT
         result.append((score * (0.5 + candidate.relevance), candidate))
     result.sort(key=lambda pair: (-pair[0], pair[1].marker, pair[1].position))
     return [candidate for _, candidate in result]

@@ -246,3 +246,17 @@ async def test_asked_how_to_do_something_it_quotes_what_to_use() -> None:
 
     assert how == "To create such a role, use CREATE ROLE name CREATEDB. [#1]", "the sentence naming the command to use"
     assert "CREATEDB" not in what, "not asked how: the sentence that shares the most words"
+
+
+async def test_a_sentence_pointing_elsewhere_is_quoted_last() -> None:
+    context = (
+        scored(
+            0,
+            "More details about window functions can be found in Section 4.2.8 and Section 9.22. A window function "
+            "performs a calculation across a set of table rows that are related to the current row.",
+        ),
+    )
+
+    text = await answer(ExtractiveGenerator(max_sentences=1), request("What is a window function?", context))
+
+    assert text.startswith("A window function performs a calculation"), "a pointer to other sections says nothing itself"
