@@ -60,6 +60,11 @@ class UploadStaging:
         self._max_age_s = max_age_s
         self._streaming: set[Path] = set()
 
+    @property
+    def max_bytes(self) -> int:
+        """The most one upload may hold."""
+        return self._max_bytes
+
     def committed(self, tenant_id: str, document_id: str) -> int:
         """The bytes held of the document's unfinished upload; 0 when there is none."""
         path = self._path(tenant_id, document_id)

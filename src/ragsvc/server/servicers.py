@@ -15,7 +15,7 @@ from ragsvc.answering.cache import AnswerStore
 from ragsvc.answering.context import CallContext
 from ragsvc.answering.conversation import Conversation
 from ragsvc.answering.service import AnsweringService
-from ragsvc.errors import FieldViolation, InvalidRequest, NotFound
+from ragsvc.errors import FieldViolation, InvalidRequest, NotFound, RagError
 from ragsvc.ingest.indexer import Indexer
 from ragsvc.ingest.uploads import UploadStaging
 from ragsvc.retrieval.base import VectorEngine
@@ -186,6 +186,15 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         self, request_iterator: AsyncIterator[index_pb.UploadDocumentRequest], context: Context
     ) -> index_pb.UploadDocumentResponse:
         requests = aiter(request_iterator)
+        try:
+            return await self._upload(requests, context)
+        except RagError:
+            await _drained(requests, self._uploads.max_bytes)
+            raise
+
+    async def _upload(
+        self, requests: AsyncIterator[index_pb.UploadDocumentRequest], context: Context
+    ) -> index_pb.UploadDocumentResponse:
         first = await anext(requests, None)
         if first is None or not first.HasField("document"):
             raise InvalidRequest([FieldViolation("document", "the first message must carry the document")])
@@ -221,6 +230,18 @@ class IndexServicer(index_grpc.IndexServiceServicer):
                     )
                 message = await anext(requests, None)
             return index_pb.UploadDocumentResponse(committed_size=upload.size)
+
+
+async def _drained(requests: AsyncIterator[index_pb.UploadDocumentRequest], max_bytes: int) -> None:
+    """Reads and drops what the caller still sends of a refused upload (up to `max_bytes` of it), so that the
+    status goes out after the caller has finished sending: grpc.aio clients report INTERNAL ("Internal error
+    from Core") instead of the server's status when a write of theirs fails because the server ended the call
+    early (grpc/grpc#36066)."""
+    read = 0
+    async for message in requests:
+        read += len(message.data)
+        if read > max_bytes:
+            return
 
 
 def _check_piece(
