@@ -38,8 +38,8 @@ def mcnemar_p(lost: int, gained: int) -> float:
     flips = lost + gained
     if flips == 0:
         return 1.0
-    tail = sum(math.comb(flips, k) for k in range(min(lost, gained) + 1)) / 2**flips
-    return min(1.0, 2 * tail)
+    tail = sum(math.comb(flips, k) for k in range(min(lost, gained) + 1)) / float(2**flips)
+    return min(1.0, 2.0 * tail)
 
 
 def compare(before: dict[str, Any], after: dict[str, Any], split: str) -> dict[str, Any]:
@@ -71,10 +71,11 @@ def markdown(before: dict[str, Any], after: dict[str, Any], split: str) -> str:
     found = compare(before, after, split)
     m0, m1 = before["metrics"].get(split, {}), after["metrics"].get(split, {})
 
-    def metric(m: dict[str, Any], path: tuple[str, ...]) -> Any:
+    def metric(m: dict[str, Any], path: tuple[str, ...]) -> float | None:
+        value: Any = m
         for key in path:
-            m = m.get(key, {}) if isinstance(m, dict) else {}
-        return m if isinstance(m, float | int) else None
+            value = value.get(key) if isinstance(value, dict) else None
+        return float(value) if isinstance(value, float | int) else None
 
     rows = [
         ("hit@5", ("retrieval", "hit@5")),

@@ -132,7 +132,7 @@ def select(all_questions: list[questions.Question], args: argparse.Namespace) ->
     return chosen
 
 
-def _request(query: str, history: list[tuple[int, str]], session_id: str) -> pb.AskRequest:
+def _request(query: str, history: list[tuple[pb.Role, str]], session_id: str) -> pb.AskRequest:
     return pb.AskRequest(
         query=query,
         tenant_id=TENANT,
@@ -147,7 +147,7 @@ async def ask_one(
 ) -> dict[str, Any]:
     """Asks one question (its earlier turns first) and scores the answer."""
     session_id = str(uuid.uuid4()) if followups == "session" and question.history else ""
-    history: list[tuple[int, str]] = []
+    history: list[tuple[pb.Role, str]] = []
     earlier = []
     for turn in question.history:
         started = time.perf_counter()

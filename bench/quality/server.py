@@ -148,7 +148,7 @@ async def ingest(address: str, pages: Sequence[Page]) -> dict[str, Any]:
     }
 
 
-async def prepared_data_dir(pages: Sequence[Page], env_extra: Mapping[str, str], *, fresh: bool) -> tuple[Path, dict]:
+async def prepared_data_dir(pages: Sequence[Page], env_extra: Mapping[str, str], *, fresh: bool) -> tuple[Path, dict[str, Any]]:
     """A new temporary RAG_DATA_DIR holding the ingested corpus (from the index cache when it matches), and the
     ingest manifest."""
     key = index_key(pages, base_env(Path("."), env_extra))
