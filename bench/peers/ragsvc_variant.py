@@ -18,7 +18,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.peers.common import Passage, WorkerConfig
-from bench.peers.workers import ROOT, Worker
+from bench.peers.workers import ROOT, Worker, python_path
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
 from ragsvc.v1 import rag_service_pb2 as pb
@@ -74,7 +74,7 @@ class RagsvcServer:
         chosen = str(data_dir) if self._data_dir is None else self._data_dir.name
         env = {
             **job_environment(config, chosen),
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": python_path(),
             "RAG_GRPC_ADDRESS": "127.0.0.1:0",
             "RAG_WORKERS": str(workers),
         }

@@ -38,13 +38,19 @@ def job_config(corpus_size: int, llm_base_url: str) -> WorkerConfig:
     )
 
 
+def python_path() -> str:
+    """PYTHONPATH for a benchmark's child process: the caller's own entries first (so that another checkout's
+    src/ can be measured with this harness: ``PYTHONPATH=/path/to/other/src``), then the repository root."""
+    return os.pathsep.join(filter(None, (os.environ.get("PYTHONPATH"), str(ROOT))))
+
+
 def worker_env() -> dict[str, str]:
     """Offline for every framework: tiktoken's cache seeded with ragsvc's bundled encodings, no hub lookups."""
     for name in ("cl100k_base", "o200k_base"):
         get_encoding(name)  # seeds TIKTOKEN_CACHE_DIR
     return {
         **os.environ,
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": python_path(),
         "TIKTOKEN_CACHE_DIR": os.environ["TIKTOKEN_CACHE_DIR"],
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
