@@ -64,6 +64,7 @@ from ragsvc.retrieval.layout import (
     stored_document,
     unit_rows,
 )
+from ragsvc.retrieval.term_table import TermRow, TermTable
 
 _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
@@ -71,6 +72,8 @@ _log = logging.getLogger(__name__)
 _EDGE_VERSION = importlib.metadata.version("qdrant-edge-py")
 BUILDING_SUFFIX = ".indexing"  # the copy being optimized
 TERM_COUNTS_KEPT = 50_000  # document frequencies kept between writes (see _TermCounts)
+SCROLL_PAGE = 1024  # points per page when the term table reads the shard
+_TERM_ROW_FIELDS = [TENANT_FIELD, "tags", TERMS_FIELD]
 PREVIOUS_SUFFIX = ".previous"  # the replaced shard, until it is deleted
 
 
@@ -86,8 +89,9 @@ class IndexBuild:
 
 
 class _TermCounts:
-    """Document frequencies already counted (the answerability gate asks for a question's terms every time),
-    per visibility (tenant, user tags, metadata filters) and term (None: the chunks with any term). An entry is
+    """Document frequencies already counted for questions with metadata filters (the term table answers the
+    others), per visibility (tenant, user tags, metadata filters) and term (None: the chunks with any term). An
+    entry is
     current while `version`, which every write bumps once it is done, is the one it was counted at. This process
     is the shard's only writer (it holds the WAL lock), so no count can change without a bump."""
 
@@ -180,6 +184,7 @@ class EdgeEngine:
         self._closed = False
         self._journal: list[tuple[Callable[..., Any], tuple[Any, ...]]] | None = None
         self._counted = _TermCounts()
+        self._terms = TermTable(self._term_rows())  # in step with the shard: see _write
         self._unindexed = 0
         self._due = 0.0
         self._scheduler: asyncio.Task[None] | None = None
@@ -433,15 +438,39 @@ class EdgeEngine:
                 raise RetrievalUnavailable("the vector store is closed")
             return call(*args)
 
-    def _write(self, call: Callable[..., _T], *args: Any) -> _T:
+    def _write(self, call: Callable[..., _T], tenant_id: str, document_id: str, *args: Any) -> _T:
+        """`call(tenant_id, document_id, *args)`, a write of one document's points, with the term table moved
+        from the document's chunks as they were to the chunks as they are."""
         with self._gate.shared(), self._write_lock:
             if self._closed:
                 raise RetrievalUnavailable("the vector store is closed")
-            result = call(*args)
-            self._counted.version += 1  # after the write: a count made before it is never kept as current
+            document = qe.Filter(must=[_match(TENANT_FIELD, tenant_id), _match("document_id", document_id)])
+            before = self._term_rows(document)
+            try:
+                result = call(tenant_id, document_id, *args)
+            finally:  # a write that failed half-way changed what it changed
+                self._terms.remove(before)
+                self._terms.add(self._term_rows(document))
+                self._counted.version += 1  # after the write: a count made before it is never kept as current
             if self._journal is not None:  # a background build copied the shard: replay this after its swap
-                self._journal.append((call, args))
+                self._journal.append((call, (tenant_id, document_id, *args)))
             return result
+
+    def _term_rows(self, where: qe.Filter | None = None) -> list[TermRow]:
+        """The term table's rows of the points `where` selects (every point: None)."""
+        rows = []
+        offset = None
+        while True:
+            records, offset = self._shard.scroll(qe.ScrollRequest(
+                offset=offset, limit=SCROLL_PAGE, filter=where, with_payload=qe.PayloadSelector.Include(_TERM_ROW_FIELDS),
+                with_vector=False,
+            ))  # fmt: skip
+            for record in records:
+                data = record.payload or {}
+                rows.append(TermRow(str(data.get(TENANT_FIELD, "")), frozenset(data.get("tags") or ()),
+                                    frozenset(data.get(TERMS_FIELD) or ())))  # fmt: skip
+            if offset is None:
+                return rows
 
     def _replace(self, tenant_id: str, document_id: str, points: list[qe.Point]) -> None:
         """Upserts the new chunks, then deletes the document's other points: queries never see it missing."""
@@ -531,10 +560,13 @@ class EdgeEngine:
         return candidates_from([p.payload or {} for p in points], stored, cosines(stored, dense), query, self._access)
 
     def _term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
+        constraints = tuple(metadata_constraints(query.filters))
+        if not constraints:
+            return self._terms.counts(query.tenant_id, query.user_tags, self._access.untagged_visible, terms)
         visible = _visibility(query, self._access)
         if visible is None:
             return TermCounts(0, dict.fromkeys(terms, 0))
-        seen = (query.tenant_id, frozenset(query.user_tags), tuple(metadata_constraints(query.filters)))
+        seen = (query.tenant_id, frozenset(query.user_tags), constraints)
         version = self._counted.version
 
         def count(term: str | None, condition: Any) -> int:

@@ -1,0 +1,74 @@
+"""Document frequencies of the index terms, per tenant, kept exact on every write: the answerability gate's corpus
+statistics become dictionary lookups instead of an engine count per question term.
+
+A tenant's chunks are grouped by their set of tags, since visibility is decided by tags: a caller sees the
+untagged group when the access policy shows untagged chunks, and every group sharing a tag with it. What a
+caller sees is then a sum over its visible groups. The engine keeps the table in step with the shard: a write
+removes the written document's chunks as they were, and adds them as they are.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ragsvc.retrieval.base import TermCounts
+
+
+@dataclass(frozen=True, slots=True)
+class TermRow:
+    """What the table needs of one stored chunk: its tenant, its tags and its distinct index terms."""
+
+    tenant_id: str
+    tags: frozenset[str]
+    terms: frozenset[str]
+
+
+@dataclass(slots=True)
+class _Group:
+    chunks: int = 0  # chunks with at least one index term
+    frequencies: Counter[str] = field(default_factory=Counter)
+
+
+class TermTable:
+    def __init__(self, rows: Iterable[TermRow] = ()) -> None:
+        self._tenants: dict[str, dict[frozenset[str], _Group]] = {}
+        self.add(rows)
+
+    def add(self, rows: Iterable[TermRow]) -> None:
+        for row in rows:
+            self._change(row, 1)
+
+    def remove(self, rows: Iterable[TermRow]) -> None:
+        for row in rows:
+            self._change(row, -1)
+
+    def counts(self, tenant_id: str, user_tags: Iterable[str], untagged_visible: bool, terms: Sequence[str]) -> TermCounts:
+        """The statistics of `terms` over the chunks of `tenant_id` a caller with `user_tags` sees."""
+        tags = frozenset(user_tags)
+        visible = [
+            group
+            for group_tags, group in self._tenants.get(tenant_id, {}).items()
+            if (group_tags & tags) or (untagged_visible and not group_tags)
+        ]
+        return TermCounts(
+            sum(group.chunks for group in visible),
+            {term: sum(group.frequencies[term] for group in visible) for term in terms},
+        )
+
+    def _change(self, row: TermRow, sign: int) -> None:
+        if not row.terms:
+            return
+        groups = self._tenants.setdefault(row.tenant_id, {})
+        group = groups.setdefault(row.tags, _Group())
+        group.chunks += sign
+        group.frequencies.update(dict.fromkeys(row.terms, sign))
+        if sign < 0:
+            for term in row.terms:
+                if not group.frequencies[term]:
+                    del group.frequencies[term]
+            if not group.chunks:
+                del groups[row.tags]
+                if not groups:
+                    del self._tenants[row.tenant_id]
