@@ -1,6 +1,6 @@
 """The embedded engine's term table stays exact: after any sequence of document replacements and deletions its
-counts match a count over the chunks stored, for every visibility, and so does the table a reopened engine
-builds from the shard."""
+counts match a count over the chunks stored, for every visibility, whenever a tenant's rows were first loaded,
+and so does the table of a reopened engine."""
 
 from __future__ import annotations
 
@@ -46,12 +46,18 @@ def expected(stored: dict[tuple[str, str], list[Chunk]], query: RetrievalQuery, 
     return TermCounts(len(with_terms), {word: sum(word in terms for terms in with_terms) for word in WORDS})
 
 
-def queries() -> list[RetrievalQuery]:
-    return [RetrievalQuery("q", tenant, user_tags=tags) for tenant in TENANTS for tags in ((), ("hr",), ("finance", "ops"))]
+def queries(tenants: list[str]) -> list[RetrievalQuery]:
+    return [RetrievalQuery("q", tenant, user_tags=tags) for tenant in tenants for tags in ((), ("hr",), ("finance", "ops"))]
 
 
-async def check(engine: EdgeEngine, stored: dict[tuple[str, str], list[Chunk]], access: AccessPolicy) -> None:
-    for query in queries():
+async def check(
+    engine: EdgeEngine, stored: dict[tuple[str, str], list[Chunk]], access: AccessPolicy, tenants: list[str] = TENANTS
+) -> None:
+    for query in queries(tenants):  # the first question of a tenant is counted by the engine, while it loads
+        assert await engine.term_counts(query, WORDS) == expected(stored, query, access), query
+    await asyncio.gather(*engine._loading.values())
+    for query in queries(tenants):
+        assert engine._terms.holds(query.tenant_id)
         assert await engine.term_counts(query, WORDS) == expected(stored, query, access), query
 
 
@@ -73,7 +79,9 @@ async def run(operations: list[tuple[str, str, str, list[tuple[str, tuple[str, .
             indexed = [IndexedChunk(c, [rng.random() + 0.1 for _ in range(DIMENSION)]) for c in made]
             await engine.replace_document(tenant, document, indexed)
             stored[(tenant, document)] = made
-            await check(engine, stored, access)
+            if rng.random() < 0.5:  # a tenant's rows are loaded when first asked for: at any point of the writes
+                await check(engine, stored, access, [tenant])
+        await check(engine, stored, access)
     finally:
         await engine.close()
     reopened = EdgeEngine.open(path, DIMENSION, access=access)  # its table is read from the shard
@@ -90,10 +98,13 @@ def test_the_term_table_matches_a_count_over_the_stored_chunks(operations) -> No
         asyncio.run(run(operations, Path(directory) / "engine"))
 
 
-def test_removing_what_was_added_leaves_nothing() -> None:
+def test_removing_what_was_added_leaves_nothing_and_only_loaded_tenants_are_kept() -> None:
     rows = [TermRow("acme", frozenset({"hr"}), frozenset({"refund", "tariff"})), TermRow("acme", frozenset(), frozenset())]
-    table = TermTable(rows)
+    table = TermTable()
+    table.load("acme", rows)
+    table.add([TermRow("globex", frozenset(), frozenset({"refund"}))])  # not loaded: its rows come with its load
     assert table.counts("acme", ["hr"], True, ["refund"]) == TermCounts(1, {"refund": 1})
+    assert not table.holds("globex")
     table.remove(rows)
     assert table.counts("acme", ["hr"], True, ["refund"]) == TermCounts(0, {"refund": 0})
-    assert not table._tenants, "no empty group or tenant is kept"
+    assert table._tenants == {"acme": {}}, "no empty group is kept"

@@ -3,8 +3,9 @@ statistics become dictionary lookups instead of an engine count per question ter
 
 A tenant's chunks are grouped by their set of tags, since visibility is decided by tags: a caller sees the
 untagged group when the access policy shows untagged chunks, and every group sharing a tag with it. What a
-caller sees is then a sum over its visible groups. The engine keeps the table in step with the shard: a write
-removes the written document's chunks as they were, and adds them as they are.
+caller sees is then a sum over its visible groups. A tenant's rows are loaded the first time its statistics are
+asked for; from then on the engine keeps them in step with the shard: a write removes the written document's
+chunks as they were, and adds them as they are.
 """
 
 from __future__ import annotations
@@ -32,8 +33,16 @@ class _Group:
 
 
 class TermTable:
-    def __init__(self, rows: Iterable[TermRow] = ()) -> None:
+    def __init__(self) -> None:
         self._tenants: dict[str, dict[frozenset[str], _Group]] = {}
+
+    def holds(self, tenant_id: str) -> bool:
+        """Whether the tenant's rows are loaded (only a loaded tenant's rows are kept in step)."""
+        return tenant_id in self._tenants
+
+    def load(self, tenant_id: str, rows: Iterable[TermRow]) -> None:
+        """Hold the tenant, with `rows`, every stored chunk of it."""
+        self._tenants[tenant_id] = {}
         self.add(rows)
 
     def add(self, rows: Iterable[TermRow]) -> None:
@@ -58,9 +67,9 @@ class TermTable:
         )
 
     def _change(self, row: TermRow, sign: int) -> None:
-        if not row.terms:
+        groups = self._tenants.get(row.tenant_id)
+        if groups is None or not row.terms:
             return
-        groups = self._tenants.setdefault(row.tenant_id, {})
         group = groups.setdefault(row.tags, _Group())
         group.chunks += sign
         group.frequencies.update(dict.fromkeys(row.terms, sign))
@@ -70,5 +79,3 @@ class TermTable:
                     del group.frequencies[term]
             if not group.chunks:
                 del groups[row.tags]
-                if not groups:
-                    del self._tenants[row.tenant_id]
