@@ -73,15 +73,20 @@ def job_environment(config: WorkerConfig, data_dir: str) -> dict[str, str]:
 
 class RagsvcServer:
     """A ragsvc server process for `config`; `cold_start_s` is the time from spawning it to health SERVING.
-    `data_dir`: a RAG_DATA_DIR of the caller's (kept on close) instead of a temporary one; `workers`: RAG_WORKERS."""
+    `data_dir`: a RAG_DATA_DIR of the caller's (kept on close) instead of a temporary one; `workers`: RAG_WORKERS;
+    `src`: another checkout's src/ to serve (see `workers.python_path`); `caller_options`: the caller's channel
+    options."""
 
-    def __init__(self, config: WorkerConfig, *, data_dir: Path | None = None, workers: int = 1) -> None:
+    def __init__(
+        self, config: WorkerConfig, *, data_dir: Path | None = None, workers: int = 1, src: str | None = None,
+        caller_options: Sequence[tuple[str, int]] = CALLER_OPTIONS,
+    ) -> None:
         self.config = config
         self._data_dir = tempfile.TemporaryDirectory(prefix="ragsvc-peers-") if data_dir is None else None
         chosen = str(data_dir) if self._data_dir is None else self._data_dir.name
         env = {
             **job_environment(config, chosen),
-            "PYTHONPATH": python_path(),
+            "PYTHONPATH": python_path(src),
             "RAG_GRPC_ADDRESS": "127.0.0.1:0",
             "RAG_WORKERS": str(workers),
         }
@@ -99,7 +104,7 @@ class RagsvcServer:
             raise RuntimeError(f"ragsvc did not start (exit {self._process.poll()})")
         self.address = line.removeprefix("ragsvc serving on ").strip()
         self.pid = self._process.pid
-        self.channel = grpc.insecure_channel(self.address, options=CALLER_OPTIONS)
+        self.channel = grpc.insecure_channel(self.address, options=list(caller_options))
         health = health_pb2_grpc.HealthStub(self.channel)
         while health.Check(health_pb2.HealthCheckRequest(service="")).status != health_pb2.HealthCheckResponse.SERVING:
             time.sleep(0.01)
@@ -191,8 +196,8 @@ class RagsvcInProcess(Worker):
     """ragsvc's answering service without gRPC, in a worker process of its own (`bench.peers.ragsvc_inprocess`,
     in this venv)."""
 
-    def __init__(self, config: WorkerConfig) -> None:
-        super().__init__(sys.executable, "bench.peers.ragsvc_inprocess", config)
+    def __init__(self, config: WorkerConfig, *, src: str | None = None) -> None:
+        super().__init__(sys.executable, "bench.peers.ragsvc_inprocess", config, src=src)
 
     def context_ids(self, queries: Sequence[tuple[str, str]]) -> list[list[str]]:
         """The passages packed into each prompt, in marker order (an untimed explained answer)."""
