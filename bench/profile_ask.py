@@ -9,7 +9,12 @@ embedder, the scripted instant LLM, top 5, one LLM call per question) served by 
   idle threads left out) records it. From its stacks: a flame graph (SVG) and the top ten functions by own
   time and by total time.
 
+With `--in-process` the same job runs through the answering service without gRPC (bench-peers' in-process
+variant, `bench.peers.ragsvc_inprocess`, in a worker process of its own, which py-spy samples instead), so that
+the two profiles side by side show where the gRPC hop's time goes.
+
     python -m bench.profile_ask --name before [--passages 10000] [--questions 300] [--warmup 30] [--rate 200]
+        [--in-process]
 
 Writes docs/profile/<name>.svg, docs/profile/<name>.md (the stage table and the top tens) and
 docs/profile/<name>.json (all of it, with the machine and the settings).
@@ -37,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.peers.common import corpus, queries
-from bench.peers.ragsvc_variant import JOB_SETTINGS, RagsvcServer
+from bench.peers.ragsvc_variant import JOB_SETTINGS, RagsvcInProcess, RagsvcServer
 from bench.peers.run import per_variant
 from bench.peers.workers import ROOT, LLMServer, Reference, job_config
 from bench.stats import machine
@@ -60,16 +65,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--questions", type=int, default=300, help="per phase (timed, then profiled)")
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
+    parser.add_argument("--in-process", action="store_true", help="the answering service without gRPC")
     args = parser.parse_args(argv)
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     load_before = os.getloadavg()
     llm = LLMServer()
-    server: RagsvcServer | None = None
+    server: RagsvcServer | RagsvcInProcess | None = None
     try:
         config = job_config(args.passages, llm.base_url)
         reference = Reference(config, corpus(args.passages, config.seed))
-        server = RagsvcServer(config)
-        index_s = server.ingest(reference.passages)
+        if args.in_process:
+            server = RagsvcInProcess(config)
+            index_s = server.ready["index_s"]
+        else:
+            server = RagsvcServer(config)
+            index_s = server.ingest(reference.passages)
         server.ask(queries(reference.passages, args.warmup, seed=1))
         llm.drain_log()
 
@@ -81,7 +91,8 @@ def main(argv: list[str] | None = None) -> None:
         timed = per_variant([results[i] for i in answered], llm.drain_log(), [expected[i] for i in answered], cpu={})
         timed.pop("digests")
         timed["refused"] = len(results) - len(answered)
-        timed["answer_bytes"] = answer_bytes(server, asked[:20])
+        if isinstance(server, RagsvcServer):
+            timed["answer_bytes"] = answer_bytes(server, asked[:20])
 
         with tempfile.TemporaryDirectory(prefix="profile-ask-") as scratch:
             raw = Path(scratch) / "stacks.txt"
@@ -122,7 +133,9 @@ def answer_bytes(server: RagsvcServer, asked: Sequence[tuple[str, str]]) -> dict
     return {"answer_p50": statistics.median(sizes), "citation_text_p50": statistics.median(texts), "n": len(sizes)}
 
 
-def record(spy: str, server: RagsvcServer, out: Path, rate: int, asked: Sequence[tuple[str, str]]) -> Counter[str]:
+def record(
+    spy: str, server: RagsvcServer | RagsvcInProcess, out: Path, rate: int, asked: Sequence[tuple[str, str]]
+) -> Counter[str]:
     """Ask `asked` while py-spy records the server; the collapsed stacks it saw, with their sample counts."""
     command = [spy, "record", "--pid", str(server.pid), "--rate", str(rate), "--function", "--threads",
                "--format", "raw", "--output", str(out)]
@@ -206,12 +219,13 @@ def function(frame: str) -> str:
 
 def markdown(name: str, result: dict[str, Any]) -> str:
     timed = result["timed"]
+    where = "in process (no gRPC)" if result["settings"]["in_process"] else "over gRPC (AskStream)"
     lines = [
         f"# Profile `{name}`: where an answer's time goes",
         "",
-        f"`{result['command']}`, {result['machine']['cpus']} CPUs, load {result['machine']['loadavg_1_5_15_before']}"
+        f"`{result['command']}`, {where}, {result['machine']['cpus']} CPUs, load {result['machine']['loadavg_1_5_15_before']}"
         f" before. The bench-peers job at {result['settings']['passages']} passages; timed phase"
-        f" {timed['n']} answered AskStream calls ({timed['refused']} refused by the answerability gate; prompts as the"
+        f" {timed['n']} answered questions ({timed['refused']} refused by the answerability gate; prompts as the"
         f" exact top 5: {timed['prompts_as_exact_top5']}), then"
         f" {result['profile']['samples']} py-spy samples over {result['settings']['questions']} more.",
         "",
@@ -221,11 +235,12 @@ def markdown(name: str, result: dict[str, Any]) -> str:
     rows = {"overhead (end to end - embedding - LLM server)": timed["overhead"],
             "first-token overhead": timed["ttft_overhead"], **timed["stages"]}
     lines += [f"| {stage} | {s['p50_ms']:.3f} | {s['p90_ms']:.3f} |" for stage, s in rows.items()]
-    size = timed["answer_bytes"]
-    lines += ["", f"The final answer message: {size['answer_p50']:.0f} bytes (median of {size['n']} Asks), of which"
-              f" {size['citation_text_p50']:.0f} are its citations' full texts."]
+    if "answer_bytes" in timed:
+        size = timed["answer_bytes"]
+        lines += ["", f"The final answer message: {size['answer_p50']:.0f} bytes (median of {size['n']} Asks), of"
+                  f" which {size['citation_text_p50']:.0f} are its citations' full texts."]
     profile = result["profile"]
-    lines += ["", f"The tables and the flame graph cover the server's event loop thread ({profile['thread']},"
+    lines += ["", f"The tables and the flame graph cover the event loop thread of ragsvc's process ({profile['thread']},"
               f" {profile['samples']} samples, idle time left out). Other threads:"
               + "".join(f" {name} {t['samples']} samples, mostly in `{t['most_in']}`;"
                         for name, t in profile["other_threads"].items()).rstrip(";") + "."]

@@ -18,7 +18,8 @@ def _machine_busy_s() -> float:
     return (sum(fields[:8]) - idle) / _TICKS
 
 
-def _process_s(pid: int) -> float:
+def process_s(pid: int) -> float:
+    """CPU seconds (user and system) a process has used so far; 0 once it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
@@ -50,11 +51,11 @@ class CpuMeter:
         self._pids = [os.getpid(), *pids]
         self._started = time.perf_counter()
         self._machine = _machine_busy_s()
-        self._ours = sum(_process_s(pid) for pid in self._pids)
+        self._ours = sum(process_s(pid) for pid in self._pids)
 
     def stop(self) -> CpuUse:
         elapsed = time.perf_counter() - self._started
         machine = (_machine_busy_s() - self._machine) / elapsed
-        ours = (sum(_process_s(pid) for pid in self._pids) - self._ours) / elapsed
+        ours = (sum(process_s(pid) for pid in self._pids) - self._ours) / elapsed
         return CpuUse(machine, ours)
 

@@ -1,7 +1,12 @@
 """ragsvc as a variant of the peer benchmark: its server process (`bench.peers.ragsvc_server`, configured for
 the job), the corpus ingested through IndexService, and a caller of AskStream timing what a peer's worker times
 (end to end and first token), plus the server's own stage timings from the final answer (its store time is the
-`store` timing: the vector engine's query call)."""
+`store` timing: the vector engine's query call).
+
+The caller is grpc's synchronous Python client with its single-threaded unary-stream option (`CALLER_OPTIONS`),
+as a latency-minded Python caller would configure it: the stream's messages are read on the calling thread
+instead of being handed over from a channel thread, one thread switch less per message (0.7 ms of the caller's
+CPU less per AskStream at 2,000 passages, measured side by side; docs/profile/README.md)."""
 
 from __future__ import annotations
 
@@ -15,15 +20,17 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import grpc.experimental
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.peers.common import Passage, WorkerConfig
-from bench.peers.workers import ROOT, Worker
+from bench.peers.workers import ROOT, Worker, python_path
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
 from ragsvc.v1 import rag_service_pb2 as pb
 
 INGEST_BATCH = 256
+CALLER_OPTIONS = [(grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1)]
 
 # ragsvc's settings for the job. Every other setting is the `ragsvc serve` default.
 JOB_SETTINGS = {
@@ -66,15 +73,20 @@ def job_environment(config: WorkerConfig, data_dir: str) -> dict[str, str]:
 
 class RagsvcServer:
     """A ragsvc server process for `config`; `cold_start_s` is the time from spawning it to health SERVING.
-    `data_dir`: a RAG_DATA_DIR of the caller's (kept on close) instead of a temporary one; `workers`: RAG_WORKERS."""
+    `data_dir`: a RAG_DATA_DIR of the caller's (kept on close) instead of a temporary one; `workers`: RAG_WORKERS;
+    `src`: another checkout's src/ to serve (see `workers.python_path`); `caller_options`: the caller's channel
+    options."""
 
-    def __init__(self, config: WorkerConfig, *, data_dir: Path | None = None, workers: int = 1) -> None:
+    def __init__(
+        self, config: WorkerConfig, *, data_dir: Path | None = None, workers: int = 1, src: str | None = None,
+        caller_options: Sequence[tuple[str, int]] = CALLER_OPTIONS,
+    ) -> None:
         self.config = config
         self._data_dir = tempfile.TemporaryDirectory(prefix="ragsvc-peers-") if data_dir is None else None
         chosen = str(data_dir) if self._data_dir is None else self._data_dir.name
         env = {
             **job_environment(config, chosen),
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": python_path(src),
             "RAG_GRPC_ADDRESS": "127.0.0.1:0",
             "RAG_WORKERS": str(workers),
         }
@@ -92,7 +104,7 @@ class RagsvcServer:
             raise RuntimeError(f"ragsvc did not start (exit {self._process.poll()})")
         self.address = line.removeprefix("ragsvc serving on ").strip()
         self.pid = self._process.pid
-        self.channel = grpc.insecure_channel(self.address)
+        self.channel = grpc.insecure_channel(self.address, options=list(caller_options))
         health = health_pb2_grpc.HealthStub(self.channel)
         while health.Check(health_pb2.HealthCheckRequest(service="")).status != health_pb2.HealthCheckResponse.SERVING:
             time.sleep(0.01)
@@ -184,8 +196,8 @@ class RagsvcInProcess(Worker):
     """ragsvc's answering service without gRPC, in a worker process of its own (`bench.peers.ragsvc_inprocess`,
     in this venv)."""
 
-    def __init__(self, config: WorkerConfig) -> None:
-        super().__init__(sys.executable, "bench.peers.ragsvc_inprocess", config)
+    def __init__(self, config: WorkerConfig, *, src: str | None = None) -> None:
+        super().__init__(sys.executable, "bench.peers.ragsvc_inprocess", config, src=src)
 
     def context_ids(self, queries: Sequence[tuple[str, str]]) -> list[list[str]]:
         """The passages packed into each prompt, in marker order (an untimed explained answer)."""

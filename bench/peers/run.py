@@ -129,7 +129,7 @@ def run_size(
         out["rounds"] = run_rounds(variants, reference, llm, args, args.queries, seed=size)
         for name, variant in variants.items():
             setup[name]["rss_mib_after_run"] = rss_mib(variant.pid)
-        if size == args.sizes[0]:
+        if size == args.sizes[0] and args.delayed_queries:
             llm.script(24, **DELAYED)
             try:
                 out["delayed_llm_rounds"] = run_rounds(variants, reference, llm, args, args.delayed_queries, seed=7)

@@ -38,13 +38,20 @@ def job_config(corpus_size: int, llm_base_url: str) -> WorkerConfig:
     )
 
 
-def worker_env() -> dict[str, str]:
+def python_path(src: str | None = None) -> str:
+    """PYTHONPATH for a benchmark's child process: `src` first (another checkout's src/, to measure its code
+    with this harness), then the caller's own entries (``PYTHONPATH=/path/to/other/src`` does the same for
+    every child), then the repository root."""
+    return os.pathsep.join(filter(None, (src, os.environ.get("PYTHONPATH"), str(ROOT))))
+
+
+def worker_env(src: str | None = None) -> dict[str, str]:
     """Offline for every framework: tiktoken's cache seeded with ragsvc's bundled encodings, no hub lookups."""
     for name in ("cl100k_base", "o200k_base"):
         get_encoding(name)  # seeds TIKTOKEN_CACHE_DIR
     return {
         **os.environ,
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": python_path(src),
         "TIKTOKEN_CACHE_DIR": os.environ["TIKTOKEN_CACHE_DIR"],
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
@@ -55,15 +62,15 @@ def worker_env() -> dict[str, str]:
 
 
 class Worker:
-    """One peer's worker process; its constructor waits until the corpus is indexed."""
+    """One peer's worker process; its constructor waits until the corpus is indexed. `src`: see `python_path`."""
 
-    def __init__(self, python: str, module: str, config: WorkerConfig) -> None:
+    def __init__(self, python: str, module: str, config: WorkerConfig, *, src: str | None = None) -> None:
         self.module = module
         self._process = subprocess.Popen(
             [python, "-m", module],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=worker_env(),
+            env=worker_env(src),
             cwd=ROOT,
             text=True,
         )

@@ -114,6 +114,20 @@ def test_peers_runs_ragsvc_through_the_whole_job(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(300)
+def test_side_by_side_measures_every_variant_every_round(tmp_path: Path) -> None:
+    variants = ["grpc:src", "grpc-threaded:src", "inprocess:src"]
+    run("bench.peers.side_by_side", *variants, "--passages", "60", "--queries", "3", "--rounds", "2", "--warmup", "1",
+        results=tmp_path)  # fmt: skip
+    measured = result(tmp_path, "side-by-side")["per_round_p50_ms"]
+    assert list(measured) == variants
+    for name in variants:
+        assert all(len(values) == 2 for values in measured[name].values())
+        assert all(ms > 0 for ms in measured[name]["overhead_excl_store"] + measured[name]["ragsvc_cpu"])
+    assert measured["inprocess:src"]["caller_cpu"] == [0.0, 0.0], "in process there is no gRPC caller"
+    assert all(ms > 0 for ms in measured["grpc:src"]["caller_cpu"])
+
+
+@pytest.mark.timeout(300)
 def test_eval_asks_and_scores_on_a_few_committed_pages(tmp_path: Path) -> None:
     pages = two_pages(tmp_path)
     completed = run("bench.quality.run", "--pages", str(pages), "--ids", "a061,a062,u001", "--no-write",

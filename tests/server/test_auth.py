@@ -211,12 +211,13 @@ async def test_auth_without_keys_refuses_to_start(tmp_path: Path) -> None:
 
 
 async def test_a_refused_call_is_logged_with_its_status_and_reason(rag) -> None:
-    from tests.server.test_request_log import request_log
+    from tests.server.test_request_log import logged, request_log
 
+    metadata = (*bearer("tok-finance"), ("x-request-id", "refused-1"))
     with request_log() as lines:
         with pytest.raises(grpc.aio.AioRpcError):
-            await rag.Ask(pb.AskRequest(query=QUESTION, tenant_id="globex"), metadata=bearer("tok-finance"), timeout=10)
-    (line,) = (json.loads(line) for line in lines)
+            await rag.Ask(pb.AskRequest(query=QUESTION, tenant_id="globex"), metadata=metadata, timeout=10)
+        (line,) = await logged(lines, "refused-1")
     assert (line["status"], line["error_reason"]) == ("PERMISSION_DENIED", "PERMISSION_DENIED")
     assert line["key"] == "acme-finance"
     assert line["tenant_id"] == "globex"

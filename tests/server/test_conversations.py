@@ -18,7 +18,7 @@ import pytest
 from ragsvc.judge import CONDENSE_PROMPT
 from ragsvc.server.app import RagServer
 from ragsvc.v1 import rag_service_pb2 as pb
-from tests.server.test_request_log import request_log
+from tests.server.test_request_log import logged, request_log
 from tests.support.openai_server import ScriptedOpenAIServer, replies_by_prompt
 from tests.support.servers import connected, running_server
 
@@ -91,12 +91,13 @@ async def test_a_stored_session_follow_up_finds_the_chunk_and_is_recorded(mode: 
     await ask(mode.server, FIRST, session_id=session)
     with request_log() as lines:
         answer = await ask(mode.server, FOLLOW_UP, session_id=session, tenant_id="default")
+        [line] = await logged(lines, answer.request_id)
     assert_found_the_grace_period(mode, answer)
 
-    [line] = [json.loads(line) for line in lines]
     rewrite = "llm" if mode.name == "llm" else "rule"
     assert line["search"] == {"rewrite": rewrite, "changed": True}
-    assert FOLLOW_UP not in lines[0] and answer.explanation.search_query not in lines[0], "no query text is logged"
+    logged_text = json.dumps(line)
+    assert FOLLOW_UP not in logged_text and answer.explanation.search_query not in logged_text, "no query text is logged"
 
     [row] = [r for r in await mode.server.components.answers.recent("default") if r["request_id"] == answer.request_id]
     assert (row["search_query"], row["query_rewrite"]) == (answer.explanation.search_query, rewrite)

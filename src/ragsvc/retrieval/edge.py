@@ -64,6 +64,7 @@ from ragsvc.retrieval.layout import (
     stored_document,
     unit_rows,
 )
+from ragsvc.retrieval.term_table import TermRow, TermTable
 
 _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
@@ -71,6 +72,8 @@ _log = logging.getLogger(__name__)
 _EDGE_VERSION = importlib.metadata.version("qdrant-edge-py")
 BUILDING_SUFFIX = ".indexing"  # the copy being optimized
 TERM_COUNTS_KEPT = 50_000  # document frequencies kept between writes (see _TermCounts)
+SCROLL_PAGE = 256  # points per page when the term table reads the shard (the engine holds the GIL for a page)
+_TERM_ROW_FIELDS = [TENANT_FIELD, "tags", TERMS_FIELD]
 PREVIOUS_SUFFIX = ".previous"  # the replaced shard, until it is deleted
 
 
@@ -86,10 +89,11 @@ class IndexBuild:
 
 
 class _TermCounts:
-    """Document frequencies already counted (the answerability gate asks for a question's terms every time),
-    per visibility (tenant, user tags, metadata filters) and term (None: the chunks with any term). An entry is
-    current while `version`, which every write bumps once it is done, is the one it was counted at. This process
-    is the shard's only writer (it holds the WAL lock), so no count can change without a bump."""
+    """Document frequencies already counted for questions with metadata filters, or in a tenant the term table
+    does not hold yet (it answers the others), per visibility (tenant, user tags, metadata filters) and term
+    (None: the chunks with any term). An entry is current while `version`, which every write bumps once it is
+    done, is the one it was counted at. This process is the shard's only writer (it holds the WAL lock), so no
+    count can change without a bump."""
 
     def __init__(self, capacity: int = TERM_COUNTS_KEPT) -> None:
         self.version = 0
@@ -180,6 +184,10 @@ class EdgeEngine:
         self._closed = False
         self._journal: list[tuple[Callable[..., Any], tuple[Any, ...]]] | None = None
         self._counted = _TermCounts()
+        # A tenant's rows are loaded in the background when its statistics are first asked for (the engine counts
+        # them until then), then kept in step: see _write.
+        self._terms = TermTable()
+        self._loading: dict[str, asyncio.Task[None]] = {}
         self._unindexed = 0
         self._due = 0.0
         self._scheduler: asyncio.Task[None] | None = None
@@ -246,6 +254,8 @@ class EdgeEngine:
         return await self._run_read(self._query, query, dense, limit)
 
     async def term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
+        if not self._terms.holds(query.tenant_id) and query.tenant_id not in self._loading:
+            self._loading[query.tenant_id] = asyncio.get_running_loop().create_task(self._load_terms(query.tenant_id))
         return await self._run_read(self._term_counts, query, terms)
 
     async def count(self, tenant_id: str | None = None) -> int:
@@ -269,7 +279,7 @@ class EdgeEngine:
         no-ops."""
         if self._closed:
             return
-        for task in (self._scheduler, self._building):
+        for task in (self._scheduler, self._building, *self._loading.values()):
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -433,15 +443,55 @@ class EdgeEngine:
                 raise RetrievalUnavailable("the vector store is closed")
             return call(*args)
 
-    def _write(self, call: Callable[..., _T], *args: Any) -> _T:
+    def _write(self, call: Callable[..., _T], tenant_id: str, document_id: str, *args: Any) -> _T:
+        """`call(tenant_id, document_id, *args)`, a write of one document's points; when the term table holds
+        the tenant, it is moved from the document's chunks as they were to the chunks as they are."""
         with self._gate.shared(), self._write_lock:
             if self._closed:
                 raise RetrievalUnavailable("the vector store is closed")
-            result = call(*args)
-            self._counted.version += 1  # after the write: a count made before it is never kept as current
+            counted = self._terms.holds(tenant_id)
+            document = qe.Filter(must=[_match(TENANT_FIELD, tenant_id), _match("document_id", document_id)])
+            before = self._term_rows(document) if counted else []
+            try:
+                result = call(tenant_id, document_id, *args)
+            finally:  # a write that failed half-way changed what it changed
+                if counted:
+                    self._terms.remove(before)
+                    self._terms.add(self._term_rows(document))
+                self._counted.version += 1  # after the write: a count made before it is never kept as current
             if self._journal is not None:  # a background build copied the shard: replay this after its swap
-                self._journal.append((call, args))
+                self._journal.append((call, (tenant_id, document_id, *args)))
             return result
+
+    async def _load_terms(self, tenant_id: str) -> None:
+        """Load the tenant's rows into the term table, in a worker thread under the write lock (no write can slip
+        between); a failed load is logged, and the engine goes on counting for the tenant."""
+
+        def load() -> None:
+            with self._gate.shared(), self._write_lock:
+                if not self._closed:
+                    self._terms.load(tenant_id, self._term_rows(qe.Filter(must=[_match(TENANT_FIELD, tenant_id)])))
+
+        try:
+            await self._run(load)
+        except RetrievalUnavailable as exc:
+            _log.warning("cannot load the term table of tenant %r, counting its terms in the engine: %s", tenant_id, exc)
+
+    def _term_rows(self, where: qe.Filter) -> list[TermRow]:
+        """The term table's rows of the points `where` selects."""
+        rows = []
+        offset = None
+        while True:
+            records, offset = self._shard.scroll(qe.ScrollRequest(
+                offset=offset, limit=SCROLL_PAGE, filter=where, with_payload=qe.PayloadSelector.Include(_TERM_ROW_FIELDS),
+                with_vector=False,
+            ))  # fmt: skip
+            for record in records:
+                data = record.payload or {}
+                rows.append(TermRow(str(data.get(TENANT_FIELD, "")), frozenset(data.get("tags") or ()),
+                                    frozenset(data.get(TERMS_FIELD) or ())))  # fmt: skip
+            if offset is None:
+                return rows
 
     def _replace(self, tenant_id: str, document_id: str, points: list[qe.Point]) -> None:
         """Upserts the new chunks, then deletes the document's other points: queries never see it missing."""
@@ -531,10 +581,13 @@ class EdgeEngine:
         return candidates_from([p.payload or {} for p in points], stored, cosines(stored, dense), query, self._access)
 
     def _term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
+        constraints = tuple(metadata_constraints(query.filters))
+        if not constraints and self._terms.holds(query.tenant_id):
+            return self._terms.counts(query.tenant_id, query.user_tags, self._access.untagged_visible, terms)
         visible = _visibility(query, self._access)
         if visible is None:
             return TermCounts(0, dict.fromkeys(terms, 0))
-        seen = (query.tenant_id, frozenset(query.user_tags), tuple(metadata_constraints(query.filters)))
+        seen = (query.tenant_id, frozenset(query.user_tags), constraints)
         version = self._counted.version
 
         def count(term: str | None, condition: Any) -> int:

@@ -58,6 +58,7 @@ async def _abort(context: Context, exc: Exception) -> None:
     state = current_call()
     if state is not None:
         state.error = error
+        await state.metadata_written()
     await context.abort_with_status(to_status(error))
 
 

@@ -1,4 +1,5 @@
-"""Prometheus metrics (seed 003's list), recorded when each call ends and served over HTTP (RAG_METRICS_PORT).
+"""Prometheus metrics (seed 003's list), recorded once each call's status is sent and served over HTTP
+(RAG_METRICS_PORT).
 
 | metric | labels | what |
 |---|---|---|
@@ -29,9 +30,8 @@ Not exported: seed 003's rag_model_cost_estimate (no price is known for a self-h
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from wsgiref.simple_server import WSGIServer
 
 import prometheus_client
@@ -177,12 +177,10 @@ class MetricsEndpoint:
 
 
 class MetricsInterceptor(Interceptor):
+    """Records each call once its status is sent."""
+
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
 
-    @contextlib.asynccontextmanager
-    async def intercept(self, call: CallInput) -> AsyncIterator[None]:
-        try:
-            yield
-        finally:
-            self._metrics.record(call)
+    def finished(self, call: CallInput) -> None:
+        self._metrics.record(call)

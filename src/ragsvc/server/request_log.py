@@ -56,18 +56,14 @@ class RequestIdInterceptor(Interceptor):
 
 
 class RequestLogInterceptor(Interceptor):
-    """Logs one JSON line when each call ends, however it ends."""
+    """Logs one JSON line once each call's status is sent, however it ended."""
 
     def __init__(self, logger: logging.Logger = _log) -> None:
         self._logger = logger
 
-    @contextlib.asynccontextmanager
-    async def intercept(self, call: CallInput) -> AsyncIterator[None]:
-        try:
-            yield
-        finally:
-            if self._logger.isEnabledFor(logging.INFO):
-                self._logger.info(json.dumps(log_record(call), separators=(",", ":")))
+    def finished(self, call: CallInput) -> None:
+        if self._logger.isEnabledFor(logging.INFO):
+            self._logger.info(json.dumps(log_record(call), separators=(",", ":")))
 
 
 def _ms(value: float) -> float:

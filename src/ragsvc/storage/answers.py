@@ -61,6 +61,11 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
+def _fields(flat: Any) -> dict[str, Any]:
+    """A dataclass of plain values as a dict (what dataclasses.asdict makes of it, without its deep copy)."""
+    return {f.name: getattr(flat, f.name) for f in dataclasses.fields(flat)}
+
+
 def _chunks(packed: tuple[ScoredChunk, ...]) -> str:
     return _json([{"marker": n, "score": s.score, **dataclasses.asdict(s.chunk)} for n, s in enumerate(packed, 1)])
 
@@ -111,15 +116,15 @@ class AnswerLog:
             grounded=answer.grounded,
             refusal_reason=answer.refusal.value,
             action=answer.action.value,
-            confidence=dataclasses.asdict(answer.confidence),
+            confidence=_fields(answer.confidence),
             citations=[
                 {"marker": c.marker, "source_id": c.chunk.source_id, "relevance_score": c.relevance_score}
                 for c in answer.citations
             ],
-            flags=dataclasses.asdict(answer.flags),
+            flags=_fields(answer.flags),
             model=answer.model,
             template_version=answer.template_version,
-            timings=dataclasses.asdict(answer.timings),
+            timings=_fields(answer.timings),
             packed_chunks=_chunks(packed) if packed is not None else None,
             search_query=answer.search.text if answer.search is not None else "",
             query_rewrite=answer.search.rewrite.value if answer.search is not None else "",
