@@ -103,8 +103,8 @@ def test_removing_what_was_added_leaves_nothing_and_only_loaded_tenants_are_kept
     table = TermTable()
     table.load("acme", rows)
     table.add([TermRow("globex", frozenset(), frozenset({"refund"}))])  # not loaded: its rows come with its load
-    assert table.counts("acme", ["hr"], True, ["refund"]) == TermCounts(1, {"refund": 1})
+    assert table.counts("acme", ["hr"], AccessPolicy(), ["refund"]) == TermCounts(1, {"refund": 1})
     assert not table.holds("globex")
     table.remove(rows)
-    assert table.counts("acme", ["hr"], True, ["refund"]) == TermCounts(0, {"refund": 0})
+    assert table.counts("acme", ["hr"], AccessPolicy(), ["refund"]) == TermCounts(0, {"refund": 0})
     assert table._tenants == {"acme": {}}, "no empty group is kept"

@@ -583,7 +583,7 @@ class EdgeEngine:
     def _term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
         constraints = tuple(metadata_constraints(query.filters))
         if not constraints and self._terms.holds(query.tenant_id):
-            return self._terms.counts(query.tenant_id, query.user_tags, self._access.untagged_visible, terms)
+            return self._terms.counts(query.tenant_id, query.user_tags, self._access, terms)
         visible = _visibility(query, self._access)
         if visible is None:
             return TermCounts(0, dict.fromkeys(terms, 0))

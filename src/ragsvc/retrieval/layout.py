@@ -26,7 +26,7 @@ the cosine similarity of its stored dense vector to the query vector, whatever i
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -73,12 +73,15 @@ class AccessPolicy:
     def may_read(self, chunk: Chunk, user_tags: Sequence[str]) -> bool:
         return not chunk.confidential or self.clearance_tag in user_tags
 
+    def sees(self, chunk_tags: Collection[str], user_tags: Collection[str]) -> bool:
+        """Whether a chunk tagged `chunk_tags` is visible to a caller holding `user_tags` (the engines' filter)."""
+        return bool(set(user_tags).intersection(chunk_tags)) if chunk_tags else self.untagged_visible
+
     def covers(self, evidence: Evidence, user_tags: Sequence[str]) -> bool:
         """Whether a caller holding `user_tags` could read every chunk `evidence` describes (the engines' filter
         and the redaction above, applied to what an answer was drawn from)."""
         tags = set(user_tags)
-        visible = all(tags.intersection(chunk_tags) if chunk_tags else self.untagged_visible
-                      for chunk_tags in evidence.tag_sets)  # fmt: skip
+        visible = all(self.sees(chunk_tags, tags) for chunk_tags in evidence.tag_sets)
         return visible and (not evidence.confidential or self.clearance_tag in tags)
 
 

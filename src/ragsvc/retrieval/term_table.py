@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ragsvc.retrieval.base import TermCounts
+from ragsvc.retrieval.layout import AccessPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,14 +54,10 @@ class TermTable:
         for row in rows:
             self._change(row, -1)
 
-    def counts(self, tenant_id: str, user_tags: Iterable[str], untagged_visible: bool, terms: Sequence[str]) -> TermCounts:
-        """The statistics of `terms` over the chunks of `tenant_id` a caller with `user_tags` sees."""
+    def counts(self, tenant_id: str, user_tags: Iterable[str], access: AccessPolicy, terms: Sequence[str]) -> TermCounts:
+        """The statistics of `terms` over the chunks of `tenant_id` a caller with `user_tags` sees under `access`."""
         tags = frozenset(user_tags)
-        visible = [
-            group
-            for group_tags, group in self._tenants.get(tenant_id, {}).items()
-            if (group_tags & tags) or (untagged_visible and not group_tags)
-        ]
+        visible = [group for group_tags, group in self._tenants.get(tenant_id, {}).items() if access.sees(group_tags, tags)]
         return TermCounts(
             sum(group.chunks for group in visible),
             {term: sum(group.frequencies[term] for group in visible) for term in terms},
