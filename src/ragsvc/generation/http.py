@@ -107,18 +107,18 @@ def serves(served: Iterable[str], model: str) -> bool:
     return model.removesuffix(":latest") in names
 
 
-async def records(response: httpx.Response, separator: bytes) -> AsyncIterator[list[bytes]]:
-    """The body of a streamed `response` as the records `separator` ends (b"\n\n": server-sent events, b"\n":
-    NDJSON), a list per network read, parsed from bytes: no str per line. CRLF line ends count as LF. A last
-    record without its separator comes last; empty records are dropped."""
+async def lines(response: httpx.Response) -> AsyncIterator[list[bytes]]:
+    """The lines of a streamed `response` (server-sent events, NDJSON), a list per network read, parsed from
+    bytes: no str per line. CRLF line ends count as LF. A last line without its end comes last; empty lines are
+    dropped."""
     pending = b""
     async for block in response.aiter_bytes():
         pending += block
         if b"\r" in pending:
             pending = pending.replace(b"\r\n", b"\n")
-        *complete, pending = pending.split(separator)
+        *complete, pending = pending.split(b"\n")
         if complete:
-            yield [record for record in complete if record]
+            yield [line for line in complete if line]
     if pending.strip():
         yield [pending]
 

@@ -20,7 +20,7 @@ from ragsvc.generation.http import (
     BadResponse,
     ErrorEvent,
     HttpGenerator,
-    records,
+    lines,
     upstream_errors,
 )
 
@@ -57,8 +57,8 @@ class OllamaGenerator(HttpGenerator):
         usage: Usage | None = None
         with upstream_errors(payload["model"]):
             async with self._post_stream("/api/chat", payload, accept="application/x-ndjson") as response:
-                async for lines in records(response, b"\n"):
-                    for line in lines:
+                async for read in lines(response):
+                    for line in read:
                         if not line.strip():
                             continue
                         if usage is not None:

@@ -15,7 +15,7 @@ from ragsvc.generation.http import (
     BadResponse,
     ErrorEvent,
     HttpGenerator,
-    records,
+    lines,
     upstream_errors,
 )
 
@@ -53,22 +53,21 @@ class OpenAICompatGenerator(HttpGenerator):
         finished = done = False
         with upstream_errors(payload["model"]):
             async with self._post_stream("/chat/completions", payload, accept="text/event-stream") as response:
-                # One JSON chunk per `data:` line; comments and other SSE fields carry nothing. After [DONE]
-                # the body is read to its end, so the connection goes back to the pool.
-                async for events in records(response, b"\n\n"):
-                    for event in events:
-                        for line in event.split(b"\n") if b"\n" in event else (event,):
-                            if done or not line.startswith(b"data:"):
-                                continue
-                            data = line[5:].strip()
-                            if data == b"[DONE]":
-                                done = True
-                                continue
-                            text, chunk_finished, chunk_usage = _parse_chunk(data)
-                            if text:
-                                yield GenerationDelta(text=text)
-                            usage = chunk_usage or usage
-                            finished = finished or chunk_finished
+                # One JSON chunk per `data:` line; the blank lines between events, comments and other SSE fields
+                # carry nothing. After [DONE] the body is read to its end, so the connection goes back to the pool.
+                async for read in lines(response):
+                    for line in read:
+                        if done or not line.startswith(b"data:"):
+                            continue
+                        data = line[5:].strip()
+                        if data == b"[DONE]":
+                            done = True
+                            continue
+                        text, chunk_finished, chunk_usage = _parse_chunk(data)
+                        if text:
+                            yield GenerationDelta(text=text)
+                        usage = chunk_usage or usage
+                        finished = finished or chunk_finished
                 if not (done or finished):
                     raise BadResponse("the stream ended before the model finished its answer")
         if usage is not None:
