@@ -126,7 +126,7 @@ DEFAULTS: dict[str, Any] = {
     "RAG_REDIS_URL": "",
     "RAG_REDIS_TIMEOUT_SECONDS": 0.5,
     "RAG_REDIS_RETRY_SECONDS": 1.0,
-    "RAG_CHANGES_POLL_SECONDS": 0.5,
+    "RAG_CHANGES_POLL_SECONDS": 0.25,
 }
 
 EFFECTIVE = Settings.from_env({})

@@ -30,6 +30,7 @@ from ragsvc.v1 import admin_service_pb2 as admin_pb
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import rag_service_pb2 as pb
 from tests.support.local_server import free_port
+from tests.support.polling import eventually
 from tests.support.postgres_server import PostgresServer
 from tests.support.redis_server import RedisServer
 from tests.support.servers import Stubs, connected, serve_process
@@ -70,6 +71,11 @@ class Replicas:
 
     def served(self, method: str = "Ask", code: str = "OK") -> tuple[float, float]:
         return self.a.requests(method, code), self.b.requests(method, code)
+
+    async def counted(self, calls: int, before: tuple[float, float], method: str = "Ask", code: str = "OK") -> None:
+        """Returns once both replicas together count `calls` more than `before`: a call is counted after its status
+        went out (the metrics interceptor's `finished`), so the caller can see its answer first."""
+        await eventually(lambda: sum(self.served(method, code)) - sum(before) >= calls, within_s=5.0)
 
 
 def caller(name: str) -> tuple[tuple[str, str], ...]:
@@ -121,6 +127,7 @@ async def test_a_session_continues_on_whichever_replica_serves_its_next_turn(rep
     answers = []
     for turn in turns:
         answers.append(await ask(replicas.balanced, "session", turn, session_id=session, explain=True))
+    await replicas.counted(len(turns), before)
     after = replicas.served()
     per_replica = [int(after[n] - before[n]) for n in range(2)]
     print(f"\nsession turns served per replica (round robin): {per_replica}")
@@ -138,12 +145,10 @@ async def test_a_template_created_on_one_replica_answers_on_the_other(replicas: 
         metadata=caller("template"), timeout=10,
     )  # fmt: skip
     created = time.monotonic()
-    attempt = 0
-    while (code := await template_status(replicas.b.stubs, f"template-{attempt}", "runbook")) != grpc.StatusCode.OK:
-        assert code == grpc.StatusCode.NOT_FOUND
-        assert time.monotonic() - created < PROPAGATION_S, "the other replica never learnt of the template"
-        attempt += 1
-        await asyncio.sleep(0.02)
+    await until_status(
+        lambda attempt: template_status(replicas.b.stubs, f"template-{attempt}", "runbook"),
+        grpc.StatusCode.OK, since=created, failure="the other replica never learnt of the template",
+    )  # fmt: skip
     elapsed = time.monotonic() - created
     print(f"\ntemplate created on A answered on B after {elapsed * 1000:.0f} ms")
     answer = await ask(replicas.b.stubs, "template", generation=pb.GenerationOptions(template_id="runbook"))
@@ -152,11 +157,26 @@ async def test_a_template_created_on_one_replica_answers_on_the_other(replicas: 
     await replicas.b.stubs.admin.DeletePromptTemplate(
         admin_pb.DeletePromptTemplateRequest(name="promptTemplates/runbook"), metadata=caller("template"), timeout=10
     )
-    deleted = time.monotonic()
-    while (code := await template_status(replicas.a.stubs, f"deleted-{attempt}", "runbook")) != grpc.StatusCode.NOT_FOUND:
-        assert code == grpc.StatusCode.OK
-        assert time.monotonic() - deleted < PROPAGATION_S, "a deletion on one replica never reached the other"
-        attempt += 1
+    await until_status(
+        lambda attempt: template_status(replicas.a.stubs, f"deleted-{attempt}", "runbook"),
+        grpc.StatusCode.NOT_FOUND, since=time.monotonic(), failure="a deletion on one replica never reached the other",
+    )  # fmt: skip
+
+
+async def until_status(
+    attempt_status: Callable[[int], Awaitable[grpc.StatusCode]], wanted: grpc.StatusCode, *, since: float, failure: str
+) -> None:
+    """Tries `attempt_status(attempt)` until it gives `wanted` (the other answer is the one of before the change:
+    OK for NOT_FOUND and back). An attempt that did not see the change fails the test when it was sent
+    PROPAGATION_S or more after `since`: a slow Ask on a loaded machine is not a slow propagation."""
+    before = grpc.StatusCode.NOT_FOUND if wanted == grpc.StatusCode.OK else grpc.StatusCode.OK
+    for attempt in itertools.count():
+        sent = time.monotonic()
+        code = await attempt_status(attempt)
+        if code == wanted:
+            return
+        assert code == before
+        assert sent - since < PROPAGATION_S, failure
         await asyncio.sleep(0.02)
 
 
@@ -182,13 +202,14 @@ async def test_ranking_weights_set_on_one_replica_apply_on_the_other(replicas: R
     )
     changed = time.monotonic()
     for attempt in itertools.count():
+        sent = time.monotonic()
         seen = await replicas.a.stubs.admin.GetRankingWeights(
             admin_pb.GetRankingWeightsRequest(), metadata=caller(f"weights-{attempt}"), timeout=10
         )
         current = seen.ranking_weights
         if (current.similarity_weight, current.recency_weight, current.trust_weight) == (0.6, 0.1, 0.3):
             break
-        assert time.monotonic() - changed < PROPAGATION_S, "the other replica still ranks with the old weights"
+        assert sent - changed < PROPAGATION_S, "the other replica still ranks with the old weights"
         await asyncio.sleep(0.02)
     print(f"\nweights set on B in force on A after {(time.monotonic() - changed) * 1000:.0f} ms")
 
@@ -202,6 +223,7 @@ async def test_the_rate_limit_holds_for_both_replicas_together(replicas: Replica
     allowed, refused = codes.count(grpc.StatusCode.OK), codes.count(grpc.StatusCode.RESOURCE_EXHAUSTED)
     refill = int(elapsed * RATE_LIMIT / 60)  # tokens that came back while the calls ran
     expected = RATE_LIMIT + refill
+    await replicas.counted(refused, before, "Ask", "RESOURCE_EXHAUSTED")
     after = replicas.served("Ask", "RESOURCE_EXHAUSTED")
     print(f"\nrate limit {RATE_LIMIT}/min over 2 replicas: {allowed} allowed of {3 * RATE_LIMIT} calls in "
           f"{elapsed:.1f} s (expected {expected}; per replica it would have been {2 * RATE_LIMIT + 2 * refill}); "

@@ -611,7 +611,7 @@ class SharedStateSettings(Group):
         1.0, "RAG_REDIS_RETRY_SECONDS", "while Redis is out, requests skip it for this long between tries", ge=0
     )
     changes_poll_s: float = env(
-        0.5,
+        0.25,
         "RAG_CHANGES_POLL_SECONDS",
         "how often a replica checks for template and ranking-weight changes made on another one",
         gt=0,

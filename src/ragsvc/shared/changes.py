@@ -32,7 +32,7 @@ class ChangeFeed:
         guard: RedisGuard,
         topics: Iterable[str],
         *,
-        interval_s: float = 0.5,
+        interval_s: float = 0.25,
         prefix: str = "{ragsvc}:changes",
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
