@@ -147,8 +147,7 @@ SOURCE_IDS = [scored.chunk.source_id for scored in CONTEXT]  # ["guide:0", "guid
 @pytest.mark.parametrize(
     ("text", "ids"),
     [
-        ("a [SourceId: guide:0] b [SourceId:guide:1] c [SourceId:  doc-abc_1.v2:12]",
-         ["guide:0", "guide:1", "doc-abc_1.v2:12"]),
+        ("a [SourceId: guide:0] b [SourceId:guide:1] c [SourceId:  doc-abc_1.v2:12]", ["guide:0", "guide:1", "doc-abc_1.v2:12"]),
         ("[SourceId: guide] [SourceId guide:0] [sourceid: guide:0] [SourceId: gu ide:0] [SourceId:   guide:0]", []),
     ],
 )
@@ -171,16 +170,23 @@ def test_an_unknown_source_id_is_an_invalid_citation_and_a_bare_marker_cites_not
 
 
 def test_a_source_id_answer_is_judged_like_the_same_answer_with_markers() -> None:
-    with_ids = POLICY.judge(normalize_source_ids("Hotel expenses are reimbursed up to 180 euros per night "
-                                                 "[SourceId: guide:0].", CONTEXT), CONTEXT)
+    with_ids = POLICY.judge(
+        normalize_source_ids("Hotel expenses are reimbursed up to 180 euros per night [SourceId: guide:0].", CONTEXT), CONTEXT
+    )
     with_markers = POLICY.judge("Hotel expenses are reimbursed up to 180 euros per night [#1].", CONTEXT)
     assert with_ids == with_markers and with_ids.grounded
 
 
 def test_scanner_finds_source_ids_split_across_deltas() -> None:
     scanner = MarkerScanner(source_ids=SOURCE_IDS)
-    deltas = ("Desk [Sour", "ceId: gui", "de:1] and [#1] [SourceId: x:9] ", "[SourceId: guide:1]", " hotels [SourceId:",
-              " guide:0]")
+    deltas = (
+        "Desk [Sour",
+        "ceId: gui",
+        "de:1] and [#1] [SourceId: x:9] ",
+        "[SourceId: guide:1]",
+        " hotels [SourceId:",
+        " guide:0]",
+    )
     # guide:1 is marker 2 (once), guide:0 marker 1; [#1] is not a marker in this style, x:9 names no chunk.
     assert [scanner.feed(d) for d in deltas] == [[], [], [2], [], [], [1]]
 
@@ -196,10 +202,13 @@ def test_strict_refuses_any_uncited_sentence() -> None:
     assert not verdict.grounded and verdict.refusal is RefusalReason.UNSUPPORTED_ANSWER
 
 
+def test_support_is_the_share_of_the_question_terms_its_best_sentence_holds() -> None:
+    question = "How many connections does max_connections allow by default?"  # many, connect, max_connections,
+    # allow, default
+    answer = "Connections are limited. [#2] The default max_connections is typically 100 connections. [#1]"
 
-def test_an_answer_stating_no_value_where_one_is_asked_supports_half() -> None:
-    question = "How many connections are allowed by default?"
-    stated = answer_support(question, "By default 100 connections are allowed. [#1]", ())
-    no_value = answer_support(question, "Connections are allowed by default. [#1]", ())
-
-    assert stated > 0.5 and no_value == pytest.approx(stated / 2)
+    assert answer_support(question, answer) == pytest.approx(3 / 5), "connect, max_connections, default"
+    assert answer_support(question, "Connections are limited. [#2]") == pytest.approx(1 / 5)
+    full = "By default max_connections allows 100 connections, however many clients ask. [#1]"
+    assert answer_support(question, full) == 1.0
+    assert answer_support("the of and", answer) == 0.0, "no terms: no support"

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 from ragsvc.domain import Action, Citation, Confidence, RefusalReason, ScoredChunk
 from ragsvc.lexical import content_terms, index_terms, key_phrases, question_terms
-from ragsvc.values import answers_value, asked_values, stated_values
 
 # Strict on purpose: "[1]", "[ #1 ]", "[#1a]" and "vec![1]" are not markers.
 MARKER = re.compile(r"\[#(\d{1,3})\]")
@@ -182,33 +181,24 @@ class AnswerPolicy:
         retrieval = _clamp(sum(c.relevance_score for c in citations) / len(citations)) if citations else 0.0
         coverage = coverage_of(MARKER.sub(" ", text), context)
         if llm_score is None:
-            llm_score = 100 * answer_support(question, text, citations) if question else self.default_llm_score
+            llm_score = 100 * answer_support(question, text) if question else self.default_llm_score
         llm = max(0.0, min(100.0, llm_score))
         overall = max(0.0, min(100.0, 30 * retrieval + 40 * coverage + 30 * llm / 100))
         return Confidence(overall=overall, retrieval=retrieval, coverage=coverage, llm=llm)
 
 
-def answer_support(question: str, answer: str, citations: Sequence[Citation]) -> float:
-    """How well `answer` answers `question`, 0-1, from the words alone: the share of the question's terms (names
-    such as "max_connections" or "PgBouncer" count double) that its best sentence holds, that sentence read with
-    the section headings and page titles of the chunks the answer cites; halved when the question asks for a value
-    ("how many", "how long", "default" ...) and that sentence states none of its kind (ragsvc.values)."""
-    terms = question_terms(question)
+def answer_support(question: str, answer: str) -> float:
+    """How well `answer` answers `question`, 0-1, from the words alone: the share of the question's terms that its
+    best sentence holds. (Counting names twice, reading the sentence with its chunks' headings and halving it when
+    no value of the asked-for kind is stated each separated right answers from wrong ones less well on the
+    benchmark's dev questions: bench/quality/changes.md, round 5.)"""
+    terms = {term.term for term in question_terms(question)}
     if not terms:
         return 0.0
-    weights = {term.term: 2.0 if term.named else 1.0 for term in terms}
-    total = sum(weights.values())
-    headings = set(index_terms(" ".join(f"{c.chunk.page_title}\n{c.chunk.section or ''}" for c in citations)))
-    asked = asked_values(question)
-    best = 0.0
+    best = 0
     for match in _SENTENCE.finditer(answer):
-        sentence = MARKER.sub(" ", match.group(0))
-        found = headings.union(index_terms(sentence))
-        share = sum(weight for term, weight in weights.items() if term in found) / total
-        if asked and not answers_value(asked, stated_values(sentence)):
-            share /= 2
-        best = max(best, share)
-    return best
+        best = max(best, len(terms.intersection(index_terms(MARKER.sub(" ", match.group(0))))))
+    return best / len(terms)
 
 
 def uncited_sentences(text: str) -> list[str]:
