@@ -9,13 +9,15 @@ import dataclasses
 
 import pytest
 
-from ragsvc.answering.conversation import Condenser, follow_up_search, lacks_subject
+from ragsvc.access import Evidence
+from ragsvc.answering.conversation import Condenser, Conversation, follow_up_search, lacks_subject
 from ragsvc.answering.deadlines import RequestBudget
 from ragsvc.answering.gate import Gate
 from ragsvc.answering.retrieve import QueryClassifier, RetrieveStage
 from ragsvc.answering.usage import UsageLedger
 from ragsvc.config import Settings
 from ragsvc.domain import (
+    Answer,
     CallPurpose,
     ChatMessage,
     Chunk,
@@ -31,6 +33,8 @@ from ragsvc.domain import (
 from ragsvc.generation.extractive import ExtractiveGenerator
 from ragsvc.generation.openai_compat import OpenAICompatGenerator
 from ragsvc.pricing import PriceTable
+from ragsvc.storage.backend import Backend
+from ragsvc.storage.sessions import SessionKey, SessionStore
 from tests.support.openai_server import ScriptedOpenAIServer
 
 SIGTERM = (ChatMessage(Role.USER, "What happens on SIGTERM?"), ChatMessage(Role.ASSISTANT, "It drains [#1]."))
@@ -80,16 +84,19 @@ def test_the_subject_comes_from_the_latest_question_that_had_one() -> None:
 
 @pytest.mark.parametrize(
     ("query", "lacks"),
-    [("Is it fast?", True), ("And then?", True), ("the default?", True), ("Who owns the travel tag?", False),
-     ("What permissions does server.key need?", False)],
+    [
+        ("Is it fast?", True),
+        ("And then?", True),
+        ("the default?", True),
+        ("Who owns the travel tag?", False),
+        ("What permissions does server.key need?", False),
+    ],
 )
 def test_lacks_subject(query: str, lacks: bool) -> None:
     assert lacks_subject(query) is lacks
 
 
-async def condensed(
-    condenser: Condenser, question: Question, ledger: UsageLedger | None = None
-) -> SearchQuery:
+async def condensed(condenser: Condenser, question: Question, ledger: UsageLedger | None = None) -> SearchQuery:
     budget = RequestBudget.start(30.0, None)
     return await condenser.search_for(question, budget, ledger or UsageLedger(PriceTable({})))
 
@@ -114,7 +121,8 @@ async def llm_condenser(reply: list[str], *, delay_s: float = 0.0, timeout_s: fl
 async def test_the_model_condenses_with_the_conversation_and_its_usage_is_counted() -> None:
     ledger = UsageLedger(PriceTable({}))
     async with llm_condenser(["Standalone question: ", '"How long is the grace period after SIGTERM?"']) as (
-        condenser, server,
+        condenser,
+        server,
     ):
         search = await condensed(condenser, Question(query="How long is the grace period?", chat_history=SIGTERM), ledger)
     assert search == SearchQuery("How long is the grace period after SIGTERM?", QueryRewrite.LLM)
@@ -126,8 +134,9 @@ async def test_the_model_condenses_with_the_conversation_and_its_usage_is_counte
     assert usage.usage == Usage(prompt_tokens=len(prompt.split()), completion_tokens=2)
 
 
-@pytest.mark.parametrize(("reply", "delay_s"), [([""], 0.0), (["x" * 600], 0.0), (["How long?"], 1.0)],
-                         ids=["empty", "too-long", "too-slow"])
+@pytest.mark.parametrize(
+    ("reply", "delay_s"), [([""], 0.0), (["x" * 600], 0.0), (["How long?"], 1.0)], ids=["empty", "too-long", "too-slow"]
+)
 async def test_a_failed_condensing_falls_back_to_the_rule(reply: list[str], delay_s: float) -> None:
     async with llm_condenser(reply, delay_s=delay_s, timeout_s=0.3) as (condenser, _):
         started = asyncio.get_running_loop().time()
@@ -173,3 +182,26 @@ async def test_a_follow_up_that_seemed_to_stand_alone_is_searched_again_with_the
     first = await stage.run(dataclasses.replace(follow_up, chat_history=()), RequestBudget.start(30.0, None), ledger)
     assert retriever.searched == ["How long is the grace period?"], "a first question is searched once"
     assert first.search == SearchQuery("How long is the grace period?")
+
+
+async def test_a_turn_is_stored_with_the_evidence_of_the_stored_turns_its_history_held(database: Backend) -> None:
+    sessions = SessionStore(database)
+    conversation = Conversation(sessions)
+    asked = Question("How big is the budget?", tenant_id="acme", user_tags=("finance",),
+                     session_id="9f1c1d4e-8a7b-4c6d-9e2f-0a1b2c3d4e5f", caller="key:acme/fin")  # fmt: skip
+    budget = Chunk("budget", 0, "The budget is 12000 euros.", tags=("finance",))
+    faq = Chunk("faq", 0, "The office opens at nine.")
+
+    first = await conversation.begin(asked)
+    assert first.question.chat_history == () and first.held == Evidence()
+    await conversation.remember(first, Answer("12000 euros [#1]"), Retrieval(hits=(ScoredChunk(budget, 0.9),)))
+    second = await conversation.begin(dataclasses.replace(asked, query="And when does the office open?"))
+    assert second.question.chat_history == (
+        ChatMessage(Role.USER, "How big is the budget?"),
+        ChatMessage(Role.ASSISTANT, "12000 euros [#1]"),
+    )
+    assert second.held == Evidence.of([budget])
+    await conversation.remember(second, Answer("At nine [#1]"), Retrieval(hits=(ScoredChunk(faq, 0.8),)))
+
+    *_, last = await sessions.history(SessionKey.of(asked))
+    assert last.evidence == Evidence.of([budget, faq]), "its answer may repeat the first turn's: it needs finance too"

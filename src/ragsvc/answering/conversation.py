@@ -22,7 +22,7 @@ import dataclasses
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from ragsvc.access import Evidence
@@ -48,12 +48,11 @@ class SessionPage:
     turns: tuple[StoredTurn, ...]
     next_after: int | None
 
+
 _log = logging.getLogger(__name__)
 
 # A follow-up that points back at the conversation: a pronoun or a "the other one" ...
-_REFERS_BACK = re.compile(
-    r"\b(it|its|it's|they|them|their|this|that|these|those|there|one|ones|former|latter)\b", re.IGNORECASE
-)
+_REFERS_BACK = re.compile(r"\b(it|its|it's|they|them|their|this|that|these|those|there|one|ones|former|latter)\b", re.IGNORECASE)
 # ... or one that continues the previous question ("and ...", "what about ...").
 _CONTINUES = re.compile(r"^\W*(and|also|but|so|or|then|what about|how about|what if|why not|what else)\b", re.IGNORECASE)
 # Words that name an attribute of something rather than the thing: "the default?", "what range is allowed?".
@@ -74,36 +73,48 @@ _EMPTY_IT = re.compile(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A question in its conversation: `question` carries the history it is answered with; `held` is the evidence
+    of the stored turns in that history (the new turn's evidence includes it: its answer may repeat them)."""
+
+    question: Question
+    held: Evidence = field(default_factory=Evidence)
+
+
 class Conversation:
     def __init__(self, sessions: SessionStore | None, access: AccessPolicy | None = None) -> None:
         self._sessions = sessions
         self._access = access or AccessPolicy()
 
-    async def with_history(self, question: Question) -> Question:
-        """`question` with its session's readable turns as history; NotFound when the session is another's."""
+    async def begin(self, question: Question) -> Turn:
+        """`question` as its session continues it: with the session's readable turns as history when it brings
+        none of its own; NotFound when the session is another's."""
         if self._sessions is None or not question.session_id:
-            return question
+            return Turn(question)
         key = SessionKey.of(question)
         if await self._sessions.owner(key) not in (None, question.caller):
             raise _unknown(key)
         if question.chat_history:
-            return question
-        history = tuple(stored.message for stored in await self._readable(self._sessions, key, question))
-        return dataclasses.replace(question, chat_history=history)
+            return Turn(question)
+        stored = await self._readable(self._sessions, key, question)
+        held = Evidence()
+        for message in stored:
+            held = held.merged(message.evidence or Evidence())
+        return Turn(dataclasses.replace(question, chat_history=tuple(m.message for m in stored)), held)
 
-    async def remember(self, question: Question, answer: Answer, retrieval: Retrieval) -> None:
-        """Store the turn, drawn from `retrieval`'s chunks and the session turns its prompt could hold."""
+    async def remember(self, turn: Turn, answer: Answer, retrieval: Retrieval) -> None:
+        """Store the turn, drawn from `retrieval`'s chunks and the session turns its prompt held."""
+        question = turn.question
         if self._sessions is None or not question.session_id or question.dry_run:
             return
         key = SessionKey.of(question)
         if await self._sessions.claim(key, question.caller, question.user_tags) != question.caller:
             raise _unknown(key)
-        evidence = Evidence.of(scored.chunk for scored in (*retrieval.hits, *retrieval.rejected))
-        for stored in await self._readable(self._sessions, key, question):
-            evidence = evidence.merged(stored.evidence or Evidence())
-        turn = (ChatMessage(Role.USER, question.query), ChatMessage(Role.ASSISTANT, answer.text))
+        evidence = Evidence.of(scored.chunk for scored in (*retrieval.hits, *retrieval.rejected)).merged(turn.held)
+        messages = (ChatMessage(Role.USER, question.query), ChatMessage(Role.ASSISTANT, answer.text))
         cited = dict.fromkeys(citation.chunk.document_id for citation in answer.citations)
-        await self._sessions.append(key, turn, evidence, tuple(cited))
+        await self._sessions.append(key, messages, evidence, tuple(cited))
 
     async def read(self, key: SessionKey, caller: str, user_tags: Sequence[str], *, after_seq: int, limit: int) -> SessionPage:
         """Up to `limit` turns after message `after_seq` of `caller`'s session, less those `user_tags` do not

@@ -73,7 +73,8 @@ class Pipeline:
         clock = Clock()
         budget = RequestBudget.start(self._total_timeout_s, deadline)
         ledger = UsageLedger(self._generation.prices)
-        question = await self._conversation.with_history(question)
+        turn = await self._conversation.begin(question)
+        question = turn.question
         model = question.model or self._generation.chat_model
         prompt = get_prompt(
             question.template_id or self._generation.default_template,
@@ -99,7 +100,7 @@ class Pipeline:
             answer = assemble.gate_refusal(
                 question, retrieved, refusal, verdict, await self._route(verdict), prompt, timings, ledger, text=text
             )
-            await self._conversation.remember(question, answer, retrieval)
+            await self._conversation.remember(turn, answer, retrieval)
             yield answer
             return
 
@@ -145,7 +146,7 @@ class Pipeline:
         )
         route = await self._route(validated.verdict)
         answer = assemble.answer(question, retrieved, generated, validated, route, prompt, timings, ledger)
-        await self._conversation.remember(question, answer, retrieval)
+        await self._conversation.remember(turn, answer, retrieval)
         yield answer
 
     async def _route(self, verdict: Verdict) -> RouteTarget | None:
