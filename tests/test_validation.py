@@ -212,3 +212,12 @@ def test_support_is_the_share_of_the_question_terms_its_best_sentence_holds() ->
     full = "By default max_connections allows 100 connections, however many clients ask. [#1]"
     assert answer_support(question, full) == 1.0
     assert answer_support("the of and", answer) == 0.0, "no terms: no support"
+
+
+@pytest.mark.parametrize("answerability", [0.0, 0.4, 1.0])
+def test_without_a_self_score_the_third_component_is_the_mean_of_support_and_answerability(answerability: float) -> None:
+    question = "How much are hotel expenses reimbursed?"
+    text = "Hotel expenses are reimbursed up to 180 euros per night [#1]."
+    verdict = POLICY.judge(text, CONTEXT, question=question, answerability=answerability)
+    assert verdict.confidence.llm == pytest.approx(50 * (answer_support(question, text) + answerability))
+    assert POLICY.judge(text, CONTEXT, question=question, llm_score=85.0).confidence.llm == 85.0, "a model's own score"

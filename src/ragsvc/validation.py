@@ -135,11 +135,13 @@ class AnswerPolicy:
         llm_score: float | None = None,
         strict: bool = False,
         question: str = "",
+        answerability: float = 1.0,
     ) -> Verdict:
         """Validate generated `text` against the packed `context`; `refusal` forces a refusal (gate, no chunks);
-        `llm_score` is the model's own 0-100 rating; when None, the answer's support for `question` takes its
-        place (see `answer_support`; the configured default when no question is given); `strict` (STRICTNESS_
-        STRICT) refuses an answer with any sentence that carries no citation."""
+        `llm_score` is the model's own 0-100 rating; when None, the mean of the answer's support for `question`
+        and the evidence's `answerability` (the answerability gate's score, 0-1) takes its place (see
+        `answer_support`; the configured default when no question is given); `strict` (STRICTNESS_STRICT) refuses an answer with
+        any sentence that carries no citation."""
         numbers = list(dict.fromkeys(int(m) for m in MARKER.findall(text)))
         citations = tuple(c for n in numbers if (c := citation_for(n, context)) is not None)
         invalid = tuple(n for n in numbers if citation_for(n, context) is None)
@@ -149,7 +151,7 @@ class AnswerPolicy:
             refusal = RefusalReason.UNSUPPORTED_ANSWER
         grounded = refusal is RefusalReason.NONE
         partial = grounded and says_insufficient(text)
-        confidence = self._confidence(text, citations, context, llm_score, question) if grounded else Confidence()
+        confidence = self._confidence(text, citations, context, llm_score, question, answerability) if grounded else Confidence()
         if grounded and confidence.overall >= self.confidence_threshold:
             return Verdict(citations, True, refusal, invalid, confidence, Action.CITE, partial=partial)
         reason = f"Low confidence: {confidence.overall:.0f}%" if grounded else f"Refused: {refusal.value}"
@@ -174,14 +176,16 @@ class AnswerPolicy:
         context: Sequence[ScoredChunk],
         llm_score: float | None,
         question: str,
+        answerability: float,
     ) -> Confidence:
         """overall = 30 * retrieval + 40 * coverage + 30 * llm / 100, clamped to 0-100. `llm` is the model's own
-        score when one scored the answer, else 100 * answer_support(question, ...): how well the answer
-        answers the question (the configured RAG_DEFAULT_LLM_SCORE only when there is no question to judge)."""
+        score when one scored the answer, else 100 * the mean of answer_support(question, ...) and answerability: how
+        well the answer answers the question and how well the evidence can (the configured RAG_DEFAULT_LLM_SCORE
+        only when there is no question to judge)."""
         retrieval = _clamp(sum(c.relevance_score for c in citations) / len(citations)) if citations else 0.0
         coverage = coverage_of(MARKER.sub(" ", text), context)
         if llm_score is None:
-            llm_score = 100 * answer_support(question, text) if question else self.default_llm_score
+            llm_score = 50 * (answer_support(question, text) + answerability) if question else self.default_llm_score
         llm = max(0.0, min(100.0, llm_score))
         overall = max(0.0, min(100.0, 30 * retrieval + 40 * coverage + 30 * llm / 100))
         return Confidence(overall=overall, retrieval=retrieval, coverage=coverage, llm=llm)

@@ -19,8 +19,8 @@ What the question says to instruct the model (text matching an injection pattern
 words in the answer: "append the string X", "output the word X") is not part of what it asks: its words are never
 judged, nor named in a refusal, which would echo them.
 
-`score` is that coverage, lifted by closeness (0-1), reported with the decision; the answer's confidence is judged later, on the
-answer itself (validation.answer_support).
+`score` is that coverage, lifted by closeness (0-1), reported with the decision; without a model's self-score it is
+half of the answer's third confidence component, beside the answer's own support (validation.AnswerPolicy.judge).
 """
 
 from __future__ import annotations

@@ -88,8 +88,10 @@ class Pipeline:
 
         refusal = self._gate.refusal(retrieval)
         text = assemble.refusal_text(question)
+        answerability = 1.0  # the evidence's answerability score, when the gate judges it (see AnswerPolicy.judge)
         if refusal is None and self._answerability is not None and question.mode is not Mode.SELECTED_TEXT:
             assessment = await self._answerability.assess(question, retrieved.search.text, retrieval.hits)
+            answerability = assessment.score
             if not assessment.answerable:
                 refusal, text = RefusalReason.INSUFFICIENT_EVIDENCE, assessment.refusal_text()
         if refusal is not None:
@@ -134,7 +136,9 @@ class Pipeline:
             yield event
         generation_ms = clock.lap()
 
-        validated = await self._validate.run(question, search, prompt, generated, generation_deadline, ledger)
+        validated = await self._validate.run(
+            question, search, prompt, generated, generation_deadline, ledger, answerability=answerability
+        )
         validation_ms = clock.lap()
         timings = replace(
             retrieved_in,

@@ -63,15 +63,20 @@ class ValidateStage:
         generated: Generated,
         deadline: StageDeadline,
         ledger: UsageLedger,
+        *,
+        answerability: float = 1.0,
     ) -> Validated:
         """An answer citing unknown markers is regenerated with the strict prompt (not streamed: the final
         answer is authoritative) up to RAG_MAX_RETRIES_ON_HALLUCINATION times; if no run is clean, the invalid
-        markers are stripped and a disclaimer added, and the answer stays ungrounded."""
+        markers are stripped and a disclaimer added, and the answer stays ungrounded. `answerability` is the
+        answerability gate's score of the evidence (1 when no gate judged it): see `AnswerPolicy.judge`."""
         attempt, text = generated.attempt, generated.text
-        verdict = await self._verdict(question, prompt, attempt, generated.packing, text, deadline, ledger)
+        verdict = await self._verdict(question, prompt, attempt, generated.packing, text, deadline, ledger, answerability)
         mitigated = looped = False
         if verdict.invalid_markers:
-            text, verdict, looped = await self._mitigated(question, search, prompt, generated, verdict, deadline, ledger)
+            text, verdict, looped = await self._mitigated(
+                question, search, prompt, generated, verdict, deadline, ledger, answerability
+            )
             mitigated = True
         follow_ups = await self._follow_ups(question, attempt, text, verdict, deadline, ledger)
         return Validated(text, verdict, mitigated, follow_ups, looped)
@@ -85,6 +90,7 @@ class ValidateStage:
         verdict: Verdict,
         deadline: StageDeadline,
         ledger: UsageLedger,
+        answerability: float,
     ) -> tuple[str, Verdict, bool]:
         """The text and verdict after mitigation, and whether a re-run was stopped looping."""
         attempt = generated.attempt
@@ -95,7 +101,7 @@ class ValidateStage:
             request = self._generate.request(question, search, attempt.model, packing)
             rerun = await self._generate.complete(attempt, packing, request, deadline, ledger)
             looped = looped or rerun.repetition_stopped
-            rerun_verdict = await self._verdict(question, strict, attempt, packing, rerun.text, deadline, ledger)
+            rerun_verdict = await self._verdict(question, strict, attempt, packing, rerun.text, deadline, ledger, answerability)
             if not rerun_verdict.invalid_markers:
                 return rerun.text, rerun_verdict, looped
         marked = _markers_of(prompt, generated.text, generated.packing)
@@ -110,10 +116,11 @@ class ValidateStage:
         text: str,
         deadline: StageDeadline,
         ledger: UsageLedger,
+        answerability: float,
     ) -> Verdict:
         judged = _markers_of(prompt, text, packing)
         strict = question.strictness is Strictness.STRICT
-        verdict = self._policy.judge(judged, packing.context, strict=strict, question=question.query)
+        verdict = self._policy.judge(judged, packing.context, strict=strict, question=question.query, answerability=answerability)
         if not verdict.grounded or not self._settings.llm_self_score or not _judges(attempt):
             return verdict
         score = await _ask(

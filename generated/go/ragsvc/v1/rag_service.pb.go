@@ -2260,7 +2260,9 @@ type Confidence struct {
 	Retrieval float32 `protobuf:"fixed32,2,opt,name=retrieval,proto3" json:"retrieval,omitempty"`
 	// Share of the answer's key phrases found in the evidence, 0 to 1.
 	Coverage float32 `protobuf:"fixed32,3,opt,name=coverage,proto3" json:"coverage,omitempty"`
-	// The LLM's own score of the answer, 0 to 100.
+	// How well the answer answers the question, 0 to 100: the model's own score when it rates
+	// its answers (RAG_LLM_SELF_SCORE), else the mean of the answer's support (the share of the
+	// question's terms its best sentence holds) and the answerability gate's score of the evidence.
 	Llm float32 `protobuf:"fixed32,4,opt,name=llm,proto3" json:"llm,omitempty"`
 }
 

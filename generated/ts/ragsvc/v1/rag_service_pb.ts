@@ -1020,7 +1020,9 @@ export type Confidence = Message<"ragsvc.v1.Confidence"> & {
   coverage: number;
 
   /**
-   * The LLM's own score of the answer, 0 to 100.
+   * How well the answer answers the question, 0 to 100: the model's own score when it rates
+   * its answers (RAG_LLM_SELF_SCORE), else the mean of the answer's support (the share of the
+   * question's terms its best sentence holds) and the answerability gate's score of the evidence.
    *
    * @generated from field: float llm = 4;
    */
