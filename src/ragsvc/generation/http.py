@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import re
 import time
+import urllib.request
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -19,6 +20,7 @@ import httpx
 from ragsvc.domain import GenerationDelta, GenerationRequest
 from ragsvc.errors import LLMTimeout, LLMUnavailable, ModelUnavailable, RagError
 from ragsvc.generation.base import Capabilities
+from ragsvc.generation.transport import StreamTransport
 
 CONNECT_TIMEOUT_S = 5.0
 PROBE_TIMEOUT_S = 5.0
@@ -123,6 +125,17 @@ async def lines(response: httpx.Response) -> AsyncIterator[list[bytes]]:
         yield [pending]
 
 
+def client_for(base_url: str) -> httpx.AsyncClient:
+    """The client a generator owns: on StreamTransport (see `ragsvc.generation.transport`), unless an environment
+    proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, not bypassed by NO_PROXY) applies to `base_url`: that transport
+    only speaks to the server directly, so httpx's own goes through the proxy."""
+    url = httpx.URL(base_url)
+    proxies = urllib.request.getproxies()
+    if (url.scheme in proxies or "all" in proxies) and not urllib.request.proxy_bypass(url.host):
+        return httpx.AsyncClient()
+    return httpx.AsyncClient(transport=StreamTransport())
+
+
 class ModelList:
     """The models a server serves, fetched with `fetch` and kept for `ttl_s`. Concurrent callers share one
     fetch; a failed fetch is not kept, so the next caller tries again."""
@@ -158,9 +171,9 @@ class ModelList:
 class HttpGenerator(abc.ABC):
     """A generator over an LLM server's HTTP API rooted at `base_url`.
 
-    `timeout_s` bounds each wait for the server (the response head, then every chunk); connecting is bounded
-    by 5 s. `models_ttl_s` is how long the server's model list is trusted for availability checks. `client`
-    is used as given and left open by `aclose`; by default the generator owns its own.
+    `timeout_s` bounds each wait for the server (the response head, then every read of the body); connecting is
+    bounded by 5 s. `models_ttl_s` is how long the server's model list is trusted for availability checks.
+    `client` is used as given and left open by `aclose`; by default the generator owns its own (`client_for`).
     """
 
     kind = "http"
@@ -182,7 +195,7 @@ class HttpGenerator(abc.ABC):
         self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, CONNECT_TIMEOUT_S))
         self._probe_timeout = httpx.Timeout(min(timeout_s, PROBE_TIMEOUT_S))
         self._owns_client = client is None
-        self._client = client if client is not None else httpx.AsyncClient()
+        self._client = client if client is not None else client_for(self._base_url)
         self._served = ModelList(self.available_models, ttl_s=models_ttl_s)
 
     @property
