@@ -41,13 +41,39 @@ async def test_streams_deltas_as_they_arrive_then_usage(backend: Backend) -> Non
             arrivals = [(time.monotonic(), delta) async for delta in generator.generate(request())]
 
     received = [delta for _, delta in arrivals]
-    assert [delta.text for delta in received[:-1]] == deltas
-    # Usage last, alone: the servers count 5 + 6 words of prompt and one token per delta.
-    assert received[-1] == GenerationDelta(text="", usage=Usage(prompt_tokens=11, completion_tokens=5))
+    assert [delta.text for delta in received if delta.text] == deltas
+    # Usage last, with what arrived with it: the servers count 5 + 6 words of prompt and one token per delta.
+    assert received[-1].usage == Usage(prompt_tokens=11, completion_tokens=5)
+    assert all(delta.usage is None for delta in received[:-1])
     # Each delta is yielded when it arrives (0.05 s apart), not once the answer is complete.
     assert arrivals[-2][0] - arrivals[0][0] >= 0.15
     assert generator.name == f"{backend.name}:llama3.2" == generator.model_name("llama3.2")
     assert generator.capabilities.follows_instructions
+
+
+async def test_a_burst_arriving_together_is_one_delta_with_the_usage(backend: Backend) -> None:
+    """What arrived in one network read (here, all of it: the consumer asks once it has) is one delta."""
+    deltas = [f" token{i}" for i in range(30)]
+    async with backend.server(deltas=deltas) as server:
+        async with contextlib.aclosing(backend.generator(server)) as generator:
+            async with contextlib.aclosing(generator.generate(request())) as stream:
+                first = await anext(stream)
+                await asyncio.sleep(0.2)  # meanwhile the server sends the rest (it does not wait between tokens)
+                rest = [delta async for delta in stream]
+    assert first.text + "".join(delta.text for delta in rest) == "".join(deltas)
+    assert len(rest) == 1 and rest[0].usage == Usage(prompt_tokens=11, completion_tokens=30)
+
+
+async def test_a_consumer_busy_for_a_while_gets_what_arrived_meanwhile_at_once(backend: Backend) -> None:
+    deltas = [str(n) for n in range(6)]
+    async with backend.server(deltas=deltas, token_delay_s=0.005) as server:
+        async with contextlib.aclosing(backend.generator(server)) as generator:
+            received = []
+            async for delta in generator.generate(request()):
+                received.append(delta.text)
+                await asyncio.sleep(0.02)  # a slow client: several tokens arrive while it is busy
+    assert "".join(received) == "012345"
+    assert len(received) < 6
 
 
 async def test_a_finished_stream_leaves_the_connection_for_the_next(backend: Backend) -> None:

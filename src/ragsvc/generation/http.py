@@ -7,6 +7,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import json
 import re
 import time
 import urllib.request
@@ -110,9 +111,9 @@ def serves(served: Iterable[str], model: str) -> bool:
 
 
 async def lines(response: httpx.Response) -> AsyncIterator[list[bytes]]:
-    """The lines of a streamed `response` (server-sent events, NDJSON), a list per network read, parsed from
-    bytes: no str per line. CRLF line ends count as LF. A last line without its end comes last; empty lines are
-    dropped."""
+    """The lines of a streamed `response` (server-sent events, NDJSON), a list per network read (the transport's
+    block), parsed from bytes: no str per line. CRLF line ends count as LF. A last line without its end comes
+    last; empty lines are dropped."""
     pending = b""
     async for block in response.aiter_bytes():
         pending += block
@@ -134,6 +135,24 @@ def client_for(base_url: str) -> httpx.AsyncClient:
     if (url.scheme in proxies or "all" in proxies) and not urllib.request.proxy_bypass(url.host):
         return httpx.AsyncClient()
     return httpx.AsyncClient(transport=StreamTransport())
+
+
+def parsed(items: list[bytes], what: str) -> tuple[list[Any], BadResponse | None]:
+    """The JSON values of one read's events or lines, in one parse (as one array); when one is not JSON, the
+    values before it and the error, so that the text before a broken event still goes out first."""
+    try:
+        values = json.loads(b"[" + b",".join(items) + b"]")
+    except ValueError:
+        values = None
+    if isinstance(values, list) and len(values) == len(items):  # else an item is not one value: find it
+        return values, None
+    values = []
+    for item in items:
+        try:
+            values.append(json.loads(item))
+        except ValueError:
+            return values, BadResponse(f"{what} is not JSON: {item[:80]!r}")
+    return values, None
 
 
 class ModelList:

@@ -9,7 +9,6 @@ token budget has already made the prompt fit that window.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
@@ -21,6 +20,7 @@ from ragsvc.generation.http import (
     ErrorEvent,
     HttpGenerator,
     lines,
+    parsed,
     upstream_errors,
 )
 
@@ -51,24 +51,34 @@ class OllamaGenerator(HttpGenerator):
         self._keep_alive = _keep_alive(keep_alive)
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
-        """Yields each content delta as it arrives, then one delta with the usage from the final object.
-        Closing this generator (or cancelling its consumer) closes the response, releasing the upstream."""
+        """Yields, per network read, the content of the objects that arrived in it as one delta (a burst of tokens
+        costs one), with the usage from the final object. A broken or error line is raised after the text that
+        came before it. Closing this generator (or cancelling its consumer) closes the response, releasing the
+        upstream."""
         payload = self._payload(request)
         usage: Usage | None = None
         with upstream_errors(payload["model"]):
             async with self._post_stream("/api/chat", payload, accept="application/x-ndjson") as response:
                 async for read in lines(response):
-                    for line in read:
-                        if not line.strip():
-                            continue
-                        if usage is not None:
-                            raise BadResponse(f"data after the final object: {line[:80]!r}")
-                        text, usage = _parse_line(line)
-                        if text:
-                            yield GenerationDelta(text=text)
+                    items = [line for line in read if line.strip()]
+                    objects, failure = parsed(items, "a line")
+                    parts: list[str] = []
+                    final = usage
+                    try:
+                        for line, item in zip(items, objects, strict=False):
+                            if usage is not None:
+                                raise BadResponse(f"data after the final object: {line[:80]!r}")
+                            text, usage = _contents(item, line)
+                            if text:
+                                parts.append(text)
+                    except BadResponse as exc:
+                        failure = exc
+                    if parts or usage is not final:
+                        yield GenerationDelta(text="".join(parts), usage=usage)
+                    if failure is not None:
+                        raise failure
                 if usage is None:
                     raise BadResponse("the stream ended before the model finished its answer")
-        yield GenerationDelta(usage=usage)
 
     async def available_models(self) -> list[str]:
         """The model names the server has pulled (`GET /api/tags`), e.g. "llama3.2:latest"."""
@@ -107,12 +117,9 @@ def _keep_alive(value: str) -> str | float:
         return value
 
 
-def _parse_line(line: bytes) -> tuple[str, Usage | None]:
-    """One NDJSON object of a chat stream: its content, and the usage when it is the final (`done`) one."""
-    try:
-        item = json.loads(line)
-    except ValueError as exc:
-        raise BadResponse(f"a line is not JSON: {line[:80]!r}") from exc
+def _contents(item: Any, line: bytes) -> tuple[str, Usage | None]:
+    """One NDJSON object of a chat stream (`line` parsed): its content, and the usage when it is the final
+    (`done`) one."""
     if not isinstance(item, dict):
         raise BadResponse(f"a line is not a JSON object: {line[:80]!r}")
     if "error" in item:

@@ -4,7 +4,6 @@ side and its error mapping are shared with the Ollama generator (`ragsvc.generat
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -16,6 +15,7 @@ from ragsvc.generation.http import (
     ErrorEvent,
     HttpGenerator,
     lines,
+    parsed,
     upstream_errors,
 )
 
@@ -46,32 +46,40 @@ class OpenAICompatGenerator(HttpGenerator):
         )
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
-        """Yields each content delta as it arrives, then one delta with the usage when the server reports it.
-        Closing this generator (or cancelling its consumer) closes the response, releasing the upstream."""
+        """Yields, per network read, the content of the events that arrived in it as one delta (a burst of tokens
+        costs one), with the usage in the read that reports it. A broken or error event is raised after the text
+        that came before it. Closing this generator (or cancelling its consumer) closes the response, releasing
+        the upstream."""
         payload = self._payload(request)
-        usage: Usage | None = None
         finished = done = False
         with upstream_errors(payload["model"]):
             async with self._post_stream("/chat/completions", payload, accept="text/event-stream") as response:
                 # One JSON chunk per `data:` line; the blank lines between events, comments and other SSE fields
                 # carry nothing. After [DONE] the body is read to its end, so the connection goes back to the pool.
                 async for read in lines(response):
-                    for line in read:
-                        if done or not line.startswith(b"data:"):
-                            continue
-                        data = line[5:].strip()
-                        if data == b"[DONE]":
-                            done = True
-                            continue
-                        text, chunk_finished, chunk_usage = _parse_chunk(data)
-                        if text:
-                            yield GenerationDelta(text=text)
-                        usage = chunk_usage or usage
-                        finished = finished or chunk_finished
+                    if done:
+                        continue
+                    events = [line[5:].strip() for line in read if line.startswith(b"data:")]
+                    if b"[DONE]" in events:
+                        done = True
+                        del events[events.index(b"[DONE]") :]
+                    chunks, failure = parsed(events, "an event")
+                    parts: list[str] = []
+                    usage: Usage | None = None
+                    try:
+                        for data, chunk in zip(events, chunks, strict=False):
+                            text, chunk_finished, usage = _contents(chunk, data, usage)
+                            if text:
+                                parts.append(text)
+                            finished = finished or chunk_finished
+                    except BadResponse as exc:
+                        failure = exc
+                    if parts or usage is not None:
+                        yield GenerationDelta(text="".join(parts), usage=usage)
+                    if failure is not None:
+                        raise failure
                 if not (done or finished):
                     raise BadResponse("the stream ended before the model finished its answer")
-        if usage is not None:
-            yield GenerationDelta(usage=usage)
 
     async def available_models(self) -> list[str]:
         """The model ids the server lists (`GET /models`)."""
@@ -98,12 +106,9 @@ class OpenAICompatGenerator(HttpGenerator):
         return payload
 
 
-def _parse_chunk(data: bytes) -> tuple[str, bool, Usage | None]:
-    """Reads one chat.completion.chunk event: its content delta, whether it finishes the answer, its usage."""
-    try:
-        chunk = json.loads(data)
-    except ValueError as exc:
-        raise BadResponse(f"an event is not JSON: {data[:80]!r}") from exc
+def _contents(chunk: Any, data: bytes, usage: Usage | None) -> tuple[str, bool, Usage | None]:
+    """One chat.completion.chunk event (`data` parsed): its content delta, whether it finishes the answer, and
+    its usage, or `usage` when it reports none."""
     if not isinstance(chunk, dict):
         raise BadResponse(f"an event is not a JSON object: {data[:80]!r}")
     if "error" in chunk or chunk.get("object") == "error":
@@ -111,12 +116,8 @@ def _parse_chunk(data: bytes) -> tuple[str, bool, Usage | None]:
     try:
         choice = (chunk.get("choices") or [{}])[0]
         text = (choice.get("delta") or {}).get("content") or ""
-        reported = chunk.get("usage")
-        usage = (
-            Usage(prompt_tokens=int(reported["prompt_tokens"]), completion_tokens=int(reported["completion_tokens"]))
-            if reported
-            else None
-        )
+        if reported := chunk.get("usage"):
+            usage = Usage(prompt_tokens=int(reported["prompt_tokens"]), completion_tokens=int(reported["completion_tokens"]))
         finished = choice.get("finish_reason") is not None
     except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
         raise BadResponse(f"an event is not a chat.completion.chunk: {data[:80]!r}") from exc
