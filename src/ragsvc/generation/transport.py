@@ -334,19 +334,20 @@ class Body(httpx.AsyncByteStream):
         """The data of every complete chunk in the buffer (and of the last one, so far); leaves a partial size
         line or trailer in it."""
         buffer = self._connection.peek()
-        parts: list[bytes] = []
+        parts: list[bytearray] = []
         position = 0
-        while position < len(buffer):
-            if self._chunk_left > 0:  # inside a chunk's data
+        length = len(buffer)
+        while position < length:
+            if self._chunk_left > 0:  # inside a chunk's data (cut by the end of a read)
                 taken = buffer[position : position + self._chunk_left]
-                parts.append(bytes(taken))
+                parts.append(taken)
                 position += len(taken)
                 self._chunk_left -= len(taken)
                 if self._chunk_left == 0:
                     self._chunk_left = -1  # its CRLF comes next
                 continue
             if self._chunk_left == -1:
-                if len(buffer) - position < 2:
+                if length - position < 2:
                     break
                 if buffer[position : position + 2] != b"\r\n":
                     raise httpx.RemoteProtocolError("a chunk does not end with CRLF", request=self._request)
@@ -355,7 +356,7 @@ class Body(httpx.AsyncByteStream):
                 continue
             end = buffer.find(b"\r\n", position)
             if end < 0:
-                if len(buffer) - position > 1024:
+                if length - position > 1024:
                     raise httpx.RemoteProtocolError("a chunk size line is too long", request=self._request)
                 break
             try:
@@ -370,8 +371,14 @@ class Body(httpx.AsyncByteStream):
                 position = stop + 4
                 self._done = True
                 break
-            position = end + 2
-            self._chunk_left = size
+            start, stop = end + 2, end + 2 + size
+            if stop + 2 > length:  # the chunk goes on in the next read
+                position, self._chunk_left = start, size
+                continue
+            if buffer[stop : stop + 2] != b"\r\n":
+                raise httpx.RemoteProtocolError("a chunk does not end with CRLF", request=self._request)
+            parts.append(buffer[start:stop])
+            position = stop + 2
         del buffer[:position]
         return b"".join(parts)
 
