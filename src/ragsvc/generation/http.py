@@ -25,6 +25,7 @@ from ragsvc.generation.transport import StreamTransport
 
 CONNECT_TIMEOUT_S = 5.0
 PROBE_TIMEOUT_S = 5.0
+USER_AGENT = "ragsvc"
 # OpenAI's error code, vLLM's and OpenAI's "The model `x` does not exist", Ollama's `model "x" not found`.
 _MODEL_MISSING = re.compile(r"model_not_found|\bmodel\b.*\b(does not exist|not found)", re.IGNORECASE)
 
@@ -126,15 +127,16 @@ async def lines(response: httpx.Response) -> AsyncIterator[list[bytes]]:
         yield [pending]
 
 
-def client_for(base_url: str) -> httpx.AsyncClient:
-    """The client a generator owns: on StreamTransport (see `ragsvc.generation.transport`), unless an environment
-    proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, not bypassed by NO_PROXY) applies to `base_url`: that transport
-    only speaks to the server directly, so httpx's own goes through the proxy."""
+def transport_for(base_url: str) -> httpx.AsyncBaseTransport:
+    """The transport a generator owns: StreamTransport (see `ragsvc.generation.transport`), unless an environment
+    proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, not bypassed by NO_PROXY) applies to `base_url`: StreamTransport
+    only speaks to the server directly, so then httpx's own goes through the proxy."""
     url = httpx.URL(base_url)
     proxies = urllib.request.getproxies()
-    if (url.scheme in proxies or "all" in proxies) and not urllib.request.proxy_bypass(url.host):
-        return httpx.AsyncClient()
-    return httpx.AsyncClient(transport=StreamTransport())
+    proxy = proxies.get(url.scheme) or proxies.get("all")
+    if proxy and not urllib.request.proxy_bypass(url.host):
+        return httpx.AsyncHTTPTransport(proxy=proxy)
+    return StreamTransport()
 
 
 def parsed(items: list[bytes], what: str) -> tuple[list[Any], BadResponse | None]:
@@ -192,7 +194,9 @@ class HttpGenerator(abc.ABC):
 
     `timeout_s` bounds each wait for the server (the response head, then every read of the body); connecting is
     bounded by 5 s. `models_ttl_s` is how long the server's model list is trusted for availability checks.
-    `client` is used as given and left open by `aclose`; by default the generator owns its own (`client_for`).
+    Requests go straight to an httpx transport, without an httpx client (no cookies, redirects, auth flows or
+    event hooks to go through: the APIs use none): `transport` is used as given and left open by `aclose`; by
+    default the generator owns its own (`transport_for`).
     """
 
     kind = "http"
@@ -206,15 +210,15 @@ class HttpGenerator(abc.ABC):
         headers: dict[str, str] | None = None,
         timeout_s: float = 30.0,
         models_ttl_s: float = 10.0,
-        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._base_url = base_url.rstrip("/")
         self._model = model
-        self._headers = dict(headers or {})
-        self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, CONNECT_TIMEOUT_S))
-        self._probe_timeout = httpx.Timeout(min(timeout_s, PROBE_TIMEOUT_S))
-        self._owns_client = client is None
-        self._client = client if client is not None else client_for(self._base_url)
+        self._headers = {"User-Agent": USER_AGENT, **(headers or {})}
+        self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, CONNECT_TIMEOUT_S)).as_dict()
+        self._probe_timeout = httpx.Timeout(min(timeout_s, PROBE_TIMEOUT_S)).as_dict()
+        self._owns_transport = transport is None
+        self._transport = transport if transport is not None else transport_for(self._base_url)
         self._served = ModelList(self.available_models, ttl_s=models_ttl_s)
 
     @property
@@ -246,38 +250,47 @@ class HttpGenerator(abc.ABC):
             raise self._missing(self._model, served)
 
     async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()
+        if self._owns_transport:
+            await self._transport.aclose()
 
     @contextlib.asynccontextmanager
     async def _post_stream(self, path: str, payload: dict[str, Any], *, accept: str) -> AsyncIterator[httpx.Response]:
         """A streamed POST whose response is open inside the block and closed when it exits, however it exits:
         leaving early (a consumer closing or cancelled) hangs up on the server. Use within `upstream_errors`."""
-        async with self._client.stream(
-            "POST",
-            f"{self._base_url}{path}",
-            json=payload,
-            headers={**self._headers, "Accept": accept},
-            timeout=self._timeout,
-        ) as response:
+        response = await self._send("POST", path, self._timeout, accept=accept, payload=payload)
+        try:
             if response.is_error:
                 await response.aread()
                 if response.status_code == 404:
                     self._served.forget()  # the model may be gone since the list was fetched
                 response.raise_for_status()
             yield response
+        finally:
+            await response.aclose()
 
     async def _get_json(self, path: str) -> Any:
         """GET a JSON document (a probe: short timeout); errors mapped."""
         with upstream_errors(None):
-            response = await self._client.get(
-                f"{self._base_url}{path}", headers=self._headers, timeout=self._probe_timeout
-            )
+            response = await self._send("GET", path, self._probe_timeout, accept="application/json")
+            await response.aread()
             response.raise_for_status()
             try:
                 return response.json()
             except ValueError as exc:
                 raise BadResponse(f"{path} did not answer JSON: {response.text[:80]!r}") from exc
+
+    async def _send(
+        self, method: str, path: str, limits: dict[str, float | None], *, accept: str, payload: Any = None
+    ) -> httpx.Response:
+        """The response (its body not read yet) to a request for `path`, a JSON `payload` its body; `limits` are
+        httpx's timeouts (`Timeout.as_dict()`)."""
+        request = httpx.Request(
+            method, self._base_url + path, json=payload, headers={**self._headers, "Accept": accept},
+            extensions={"timeout": limits},
+        )
+        response = await self._transport.handle_async_request(request)
+        response.request = request  # httpx's own transports leave that to the client
+        return response
 
     def _missing(self, model: str, served: list[str]) -> ModelUnavailable:
         return ModelUnavailable(

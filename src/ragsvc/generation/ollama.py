@@ -30,7 +30,7 @@ class OllamaGenerator(HttpGenerator):
 
     `context_windows` maps each model to the window sent as `num_ctx`; `keep_alive` is how long Ollama keeps
     the model loaded after a request (a duration such as "5m", or seconds; "-1" keeps it loaded). See
-    HttpGenerator for the timeouts and the client.
+    HttpGenerator for the timeouts and the transport.
     """
 
     kind = "ollama"
@@ -44,9 +44,9 @@ class OllamaGenerator(HttpGenerator):
         keep_alive: str = "5m",
         timeout_s: float = 30.0,
         models_ttl_s: float = 10.0,
-        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        super().__init__(base_url, model=model, timeout_s=timeout_s, models_ttl_s=models_ttl_s, client=client)
+        super().__init__(base_url, model=model, timeout_s=timeout_s, models_ttl_s=models_ttl_s, transport=transport)
         self._context_windows = dict(context_windows or {})
         self._keep_alive = _keep_alive(keep_alive)
 

@@ -22,7 +22,7 @@ from ragsvc.generation.http import (
 
 class OpenAICompatGenerator(HttpGenerator):
     """Streams chat completions from `base_url`, the API root (e.g. "http://127.0.0.1:8080/v1"); `api_key`,
-    when set, is sent as a bearer token. See HttpGenerator for the timeouts and the client."""
+    when set, is sent as a bearer token. See HttpGenerator for the timeouts and the transport."""
 
     kind = "openai"
 
@@ -34,7 +34,7 @@ class OpenAICompatGenerator(HttpGenerator):
         api_key: str = "",
         timeout_s: float = 30.0,
         models_ttl_s: float = 10.0,
-        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__(
             base_url,
@@ -42,7 +42,7 @@ class OpenAICompatGenerator(HttpGenerator):
             headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
             timeout_s=timeout_s,
             models_ttl_s=models_ttl_s,
-            client=client,
+            transport=transport,
         )
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
