@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 import pytest
 
 from ragsvc.generation.openai_compat import OpenAICompatGenerator
 from ragsvc.generation.transport import StreamTransport
+from tests.server.test_tls import make_ca, make_leaf
 
 # A reply: byte pieces sent one after the other (each flushed, with a pause between, so they arrive apart).
 Reply = Sequence[bytes]
@@ -187,3 +190,24 @@ async def test_a_generator_behind_an_environment_proxy_goes_through_it(monkeypat
         async with contextlib.aclosing(OpenAICompatGenerator("http://llm.invalid:8080/v1", model="llama3.2")) as llm:
             assert await llm.available_models() == ["llama3.2"]
     assert proxy.heads[0].startswith(b"GET http://llm.invalid:8080/v1/models HTTP/1.1\r\n")
+
+
+async def test_https_with_a_trusted_certificate_and_not_with_another(tmp_path: Path) -> None:
+    ca, ca_key, ca_cert = make_ca("test CA")
+    leaf = make_leaf("localhost", ca_key, ca_cert, server=True)
+    (tmp_path / "cert.pem").write_bytes(leaf.cert)
+    (tmp_path / "key.pem").write_bytes(leaf.key)
+    serving_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    serving_tls.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    trusting = ssl.create_default_context(cadata=ca.cert.decode())
+    server = RawServer([[b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"]])
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0, ssl=serving_tls)
+    url = f"https://localhost:{listener.sockets[0].getsockname()[1]}/"
+    async with listener:
+        async with httpx.AsyncClient(transport=StreamTransport(ssl_context=trusting)) as http:
+            assert (await http.get(url)).text == "ok"
+            assert (await http.get(url)).text == "ok"
+        async with client() as http:  # the default store does not know the test CA
+            with pytest.raises(httpx.ConnectError):
+                await http.get(url)
+    assert server.connections == 1

@@ -6,8 +6,9 @@ event, even when the events arrived in one network read. This transport decodes 
 at once, so a response body comes a network read at a time: a burst is one block, and a block is cheap.
 
 What it does: HTTP/1.1 over TCP or TLS (httpx's default certificate store), one request at a time per connection,
-the connections whose response was read to its end kept per origin for the next request (at most `max_idle`);
-a response closed before its end closes its connection (hangs up on the server). Bodies framed by chunked
+the connections whose response was read to its end kept per origin for the next request (at most `max_idle`,
+httpx's default keep-alive limit); a response closed before its end closes its connection (hangs up on the
+server). Bodies framed by chunked
 transfer coding, Content-Length, or the connection's end; 1xx responses skipped. The request's `timeout`
 extension bounds connecting (`connect`) and each wait for the server (`read`): requests are written without
 waiting (the kernel and asyncio buffer them) and connections are not limited in number, so `write` and `pool`
@@ -35,7 +36,7 @@ Release = Callable[["Connection", bool], None]
 
 
 class StreamTransport(httpx.AsyncBaseTransport):
-    def __init__(self, *, max_idle: int = 8, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, *, max_idle: int = 20, ssl_context: ssl.SSLContext | None = None) -> None:
         self._max_idle = max_idle
         self._ssl_context = ssl_context
         self._idle: dict[Origin, list[Connection]] = {}
