@@ -8,13 +8,12 @@ at once, so a response body comes a network read at a time: a burst is one block
 What it does: HTTP/1.1 over TCP or TLS (httpx's default certificate store), one request at a time per connection,
 the connections whose response was read to its end kept per origin for the next request (at most `max_idle`,
 httpx's default keep-alive limit); a response closed before its end closes its connection (hangs up on the
-server). Bodies framed by chunked
-transfer coding, Content-Length, or the connection's end; 1xx responses skipped. The request's `timeout`
-extension bounds connecting (`connect`) and each wait for the server (`read`): requests are written without
-waiting (the kernel and asyncio buffer them) and connections are not limited in number, so `write` and `pool`
-do not apply. Failures are httpx's exceptions (ConnectError, ConnectTimeout, ReadTimeout, ReadError,
-RemoteProtocolError). Not supported: proxies (a client given a transport ignores HTTP_PROXY and the
-like), HTTP/2, pipelining.
+server). Bodies framed by chunked transfer coding, Content-Length, or the connection's end; 1xx responses
+skipped. The request's `timeout` extension bounds connecting (`connect`) and each wait for the server (`read`):
+requests are written without waiting (the kernel and asyncio buffer them) and connections are not limited in
+number, so `write` and `pool` do not apply. Failures are httpx's exceptions (ConnectError, ConnectTimeout,
+ReadTimeout, ReadError, RemoteProtocolError). Not supported: proxies (`generation.http.transport_for` uses
+httpx's own transport when one is configured), HTTP/2, pipelining.
 """
 
 from __future__ import annotations
