@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 
 from bench.peers.common import Passage, corpus
 from bench.peers.workers import ROOT, LLMServer, job_config, python_path
-from bench.stats import write_result
+from bench.stats import run_record, write_result
 
 MEASURES = ("cpu_ms", "first_text_ms", "total_ms")
 
@@ -70,10 +70,7 @@ def main(argv: list[str] | None = None) -> None:
         llm.close()
     medians = {name: {m: statistics.median(v) for m, v in ms.items()} for name, ms in measured.items()}
     result = {
-        "benchmark": "llm_client",
-        "command": "python -m bench.llm_client " + " ".join(sys.argv[1:] if argv is None else argv),
-        "machine": {"cpus": os.cpu_count(), "loadavg_at_start": load_before, "loadavg_at_end": os.getloadavg()},
-        "settings": vars(args),
+        **run_record("bench.llm_client", load_before, vars(args), argv),
         "per_round_median_ms": measured,
         "median_over_rounds_ms": medians,
     }

@@ -139,7 +139,7 @@ def transport_for(base_url: str) -> httpx.AsyncBaseTransport:
     return StreamTransport()
 
 
-def parsed(items: list[bytes], what: str) -> tuple[list[Any], BadResponse | None]:
+def _parsed(items: list[bytes], what: str) -> tuple[list[Any], BadResponse | None]:
     """The JSON values of one read's events or lines, in one parse (as one array); when one is not JSON, the
     values before it and the error, so that the text before a broken event still goes out first."""
     try:
@@ -155,6 +155,21 @@ def parsed(items: list[bytes], what: str) -> tuple[list[Any], BadResponse | None
         except ValueError:
             return values, BadResponse(f"{what} is not JSON: {item[:80]!r}")
     return values, None
+
+
+def merged(items: list[bytes], what: str, read: Callable[[Any, bytes], str]) -> tuple[str, BadResponse | None]:
+    """The text of one read's events or lines: each parsed (`_parsed`) and read with `read` (the protocol's: it
+    returns an item's text and keeps what else the item says), joined; and the failure that stopped the reading
+    (raised by the caller after the text before it went out)."""
+    values, failure = _parsed(items, what)
+    parts: list[str] = []
+    try:
+        for item, value in zip(items, values, strict=False):
+            if text := read(value, item):
+                parts.append(text)
+    except BadResponse as exc:
+        failure = exc
+    return "".join(parts), failure
 
 
 class ModelList:

@@ -20,7 +20,7 @@ from ragsvc.generation.http import (
     ErrorEvent,
     HttpGenerator,
     lines,
-    parsed,
+    merged,
     upstream_errors,
 )
 
@@ -56,28 +56,17 @@ class OllamaGenerator(HttpGenerator):
         came before it. Closing this generator (or cancelling its consumer) closes the response, releasing the
         upstream."""
         payload = self._payload(request)
-        usage: Usage | None = None
+        stream = _Objects()
         with upstream_errors(payload["model"]):
             async with self._post_stream("/api/chat", payload, accept="application/x-ndjson") as response:
                 async for read in lines(response):
-                    items = [line for line in read if line.strip()]
-                    objects, failure = parsed(items, "a line")
-                    parts: list[str] = []
-                    final = usage
-                    try:
-                        for line, item in zip(items, objects, strict=False):
-                            if usage is not None:
-                                raise BadResponse(f"data after the final object: {line[:80]!r}")
-                            text, usage = _contents(item, line)
-                            if text:
-                                parts.append(text)
-                    except BadResponse as exc:
-                        failure = exc
-                    if parts or usage is not final:
-                        yield GenerationDelta(text="".join(parts), usage=usage)
+                    usage = stream.usage
+                    text, failure = merged([line for line in read if line.strip()], "a line", stream.read)
+                    if text or stream.usage is not usage:
+                        yield GenerationDelta(text=text, usage=stream.usage)
                     if failure is not None:
                         raise failure
-                if usage is None:
+                if stream.usage is None:
                     raise BadResponse("the stream ended before the model finished its answer")
 
     async def available_models(self) -> list[str]:
@@ -117,22 +106,26 @@ def _keep_alive(value: str) -> str | float:
         return value
 
 
-def _contents(item: Any, line: bytes) -> tuple[str, Usage | None]:
-    """One NDJSON object of a chat stream (`line` parsed): its content, and the usage when it is the final
-    (`done`) one."""
-    if not isinstance(item, dict):
-        raise BadResponse(f"a line is not a JSON object: {line[:80]!r}")
-    if "error" in item:
-        raise ErrorEvent(f"error in the stream: {str(item['error'])[:200]}")
-    try:
-        text = (item.get("message") or {}).get("content") or ""
-        usage = (
-            Usage(prompt_tokens=int(item.get("prompt_eval_count", 0)), completion_tokens=int(item.get("eval_count", 0)))
-            if item.get("done")
-            else None
-        )
-    except (AttributeError, TypeError, ValueError) as exc:
-        raise BadResponse(f"a line is not a chat response: {line[:80]!r}") from exc
-    if not isinstance(text, str):
-        raise BadResponse(f"message content is not text: {line[:80]!r}")
-    return text, usage
+class _Objects:
+    """What a chat stream's NDJSON objects said besides their text: the usage, once the final (`done`) one came."""
+
+    def __init__(self) -> None:
+        self.usage: Usage | None = None
+
+    def read(self, item: Any, line: bytes) -> str:
+        """One object (`line` parsed): its content."""
+        if self.usage is not None:
+            raise BadResponse(f"data after the final object: {line[:80]!r}")
+        if not isinstance(item, dict):
+            raise BadResponse(f"a line is not a JSON object: {line[:80]!r}")
+        if "error" in item:
+            raise ErrorEvent(f"error in the stream: {str(item['error'])[:200]}")
+        try:
+            text = (item.get("message") or {}).get("content") or ""
+            if item.get("done"):
+                self.usage = Usage(int(item.get("prompt_eval_count", 0)), int(item.get("eval_count", 0)))
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise BadResponse(f"a line is not a chat response: {line[:80]!r}") from exc
+        if not isinstance(text, str):
+            raise BadResponse(f"message content is not text: {line[:80]!r}")
+        return text

@@ -15,7 +15,7 @@ from ragsvc.generation.http import (
     ErrorEvent,
     HttpGenerator,
     lines,
-    parsed,
+    merged,
     upstream_errors,
 )
 
@@ -51,34 +51,25 @@ class OpenAICompatGenerator(HttpGenerator):
         that came before it. Closing this generator (or cancelling its consumer) closes the response, releasing
         the upstream."""
         payload = self._payload(request)
-        finished = done = False
+        stream = _Chunks()
         with upstream_errors(payload["model"]):
             async with self._post_stream("/chat/completions", payload, accept="text/event-stream") as response:
                 # One JSON chunk per `data:` line; the blank lines between events, comments and other SSE fields
                 # carry nothing. After [DONE] the body is read to its end, so the connection goes back to the pool.
                 async for read in lines(response):
-                    if done:
+                    if stream.done:
                         continue
                     events = [line[5:].strip() for line in read if line.startswith(b"data:")]
                     if b"[DONE]" in events:
-                        done = True
+                        stream.done = True
                         del events[events.index(b"[DONE]") :]
-                    chunks, failure = parsed(events, "an event")
-                    parts: list[str] = []
-                    usage: Usage | None = None
-                    try:
-                        for data, chunk in zip(events, chunks, strict=False):
-                            text, chunk_finished, usage = _contents(chunk, data, usage)
-                            if text:
-                                parts.append(text)
-                            finished = finished or chunk_finished
-                    except BadResponse as exc:
-                        failure = exc
-                    if parts or usage is not None:
-                        yield GenerationDelta(text="".join(parts), usage=usage)
+                    usage = stream.usage
+                    text, failure = merged(events, "an event", stream.read)
+                    if text or stream.usage is not usage:
+                        yield GenerationDelta(text=text, usage=stream.usage)
                     if failure is not None:
                         raise failure
-                if not (done or finished):
+                if not (stream.done or stream.finished):
                     raise BadResponse("the stream ended before the model finished its answer")
 
     async def available_models(self) -> list[str]:
@@ -106,21 +97,29 @@ class OpenAICompatGenerator(HttpGenerator):
         return payload
 
 
-def _contents(chunk: Any, data: bytes, usage: Usage | None) -> tuple[str, bool, Usage | None]:
-    """One chat.completion.chunk event (`data` parsed): its content delta, whether it finishes the answer, and
-    its usage, or `usage` when it reports none."""
-    if not isinstance(chunk, dict):
-        raise BadResponse(f"an event is not a JSON object: {data[:80]!r}")
-    if "error" in chunk or chunk.get("object") == "error":
-        raise ErrorEvent(f"error event: {data[:200].decode(errors='replace')}")
-    try:
-        choice = (chunk.get("choices") or [{}])[0]
-        text = (choice.get("delta") or {}).get("content") or ""
-        if reported := chunk.get("usage"):
-            usage = Usage(prompt_tokens=int(reported["prompt_tokens"]), completion_tokens=int(reported["completion_tokens"]))
-        finished = choice.get("finish_reason") is not None
-    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
-        raise BadResponse(f"an event is not a chat.completion.chunk: {data[:80]!r}") from exc
-    if not isinstance(text, str):
-        raise BadResponse(f"delta content is not text: {data[:80]!r}")
-    return text, finished, usage
+class _Chunks:
+    """What a stream of chat.completion.chunk events said besides its text: the usage, whether the answer finished,
+    whether [DONE] came."""
+
+    def __init__(self) -> None:
+        self.usage: Usage | None = None
+        self.finished = False
+        self.done = False
+
+    def read(self, chunk: Any, data: bytes) -> str:
+        """One event (`data` parsed): its content delta."""
+        if not isinstance(chunk, dict):
+            raise BadResponse(f"an event is not a JSON object: {data[:80]!r}")
+        if "error" in chunk or chunk.get("object") == "error":
+            raise ErrorEvent(f"error event: {data[:200].decode(errors='replace')}")
+        try:
+            choice = (chunk.get("choices") or [{}])[0]
+            text = (choice.get("delta") or {}).get("content") or ""
+            if reported := chunk.get("usage"):
+                self.usage = Usage(int(reported["prompt_tokens"]), int(reported["completion_tokens"]))
+            self.finished = self.finished or choice.get("finish_reason") is not None
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+            raise BadResponse(f"an event is not a chat.completion.chunk: {data[:80]!r}") from exc
+        if not isinstance(text, str):
+            raise BadResponse(f"delta content is not text: {data[:80]!r}")
+        return text
