@@ -228,6 +228,7 @@ class HttpGenerator(abc.ABC):
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._base_url = base_url.rstrip("/")
+        self._urls: dict[str, httpx.URL] = {}
         self._model = model
         self._headers = {"User-Agent": USER_AGENT, **(headers or {})}
         self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, CONNECT_TIMEOUT_S)).as_dict()
@@ -300,12 +301,19 @@ class HttpGenerator(abc.ABC):
         """The response (its body not read yet) to a request for `path`, a JSON `payload` its body; `limits` are
         httpx's timeouts (`Timeout.as_dict()`)."""
         request = httpx.Request(
-            method, self._base_url + path, json=payload, headers={**self._headers, "Accept": accept},
+            method, self._url(path), json=payload, headers={**self._headers, "Accept": accept},
             extensions={"timeout": limits},
         )
         response = await self._transport.handle_async_request(request)
         response.request = request  # httpx's own transports leave that to the client
         return response
+
+    def _url(self, path: str) -> httpx.URL:
+        """The URL of `path` under the API root, parsed once."""
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = httpx.URL(self._base_url + path)
+        return url
 
     def _missing(self, model: str, served: list[str]) -> ModelUnavailable:
         return ModelUnavailable(
