@@ -288,7 +288,10 @@ class HttpGenerator(abc.ABC):
         """GET a JSON document (a probe: short timeout); errors mapped."""
         with upstream_errors(None):
             response = await self._send("GET", path, self._probe_timeout, accept="application/json")
-            await response.aread()
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()  # after a failure too: its connection is not left open
             response.raise_for_status()
             try:
                 return response.json()
