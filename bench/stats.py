@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,6 +39,18 @@ def machine(load_before: tuple[float, float, float]) -> dict[str, Any]:
     """What a benchmark ran on, and how busy the machine was before and after (other processes count too)."""
     return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
             "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()}
+
+
+def run_record(benchmark: str, load_before: tuple[float, float, float], settings: dict[str, Any],
+               argv: list[str] | None) -> dict[str, Any]:
+    """How a side-by-side run was made, ahead of its numbers: the benchmark (its module), its command line (`argv`,
+    or the process's), the CPUs and the load average at its start and end, its settings."""
+    return {
+        "benchmark": benchmark.rsplit(".", 1)[-1],
+        "command": f"python -m {benchmark} " + " ".join(sys.argv[1:] if argv is None else argv),
+        "machine": {"cpus": os.cpu_count(), "loadavg_at_start": load_before, "loadavg_at_end": os.getloadavg()},
+        "settings": settings,
+    }
 
 
 def write_result(name: str, result: dict[str, Any], *, dated: bool = True) -> Path:

@@ -28,7 +28,7 @@ from bench.peers.common import queries
 from bench.peers.cpu import process_s
 from bench.peers.ragsvc_variant import RagsvcInProcess, RagsvcServer
 from bench.peers.workers import LLMServer, Reference, job_config
-from bench.stats import write_result
+from bench.stats import run_record, write_result
 
 KINDS = ("grpc", "grpc-threaded", "inprocess")
 MEASURES = ("overhead_excl_store", "ttft_overhead_excl_store", "outside_pipeline", "ragsvc_cpu", "caller_cpu")
@@ -72,10 +72,7 @@ def main(argv: list[str] | None = None) -> None:
             variant.close()
         llm.close()
     result = {
-        "benchmark": "side_by_side",
-        "command": "python -m bench.peers.side_by_side " + " ".join(sys.argv[1:] if argv is None else argv),
-        "machine": {"cpus": os.cpu_count(), "loadavg_at_start": load_before, "loadavg_at_end": os.getloadavg()},
-        "settings": vars(args),
+        **run_record("bench.peers.side_by_side", load_before, vars(args), argv),
         "per_round_p50_ms": measured,
         "median_over_rounds_ms": {name: {m: statistics.median(v) for m, v in ms.items()} for name, ms in measured.items()},
     }

@@ -103,7 +103,7 @@ async def measure(rag_address: str, llm: LLMControl, size: int, rounds: int, sec
 
             async def ask_stream(n: int) -> int:
                 """The LLM's STREAM_TOKENS tokens when the whole answer arrived, however ragsvc grouped them into
-                messages (it merges what arrived together: `ragsvc.generation.coalesce`)."""
+                messages (what arrived in one network read is one delta: `ragsvc.generation.transport`)."""
                 text = []
                 async for event in rag.AskStream(streams[n % len(streams)], timeout=30):
                     if event.HasField("text_delta"):

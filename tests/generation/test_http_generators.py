@@ -16,6 +16,7 @@ from ragsvc.generation.fallback import worth_another_model
 from ragsvc.generation.http import HttpGenerator
 from tests.generation.backends import BACKENDS, Backend
 from tests.support.http_server import Fault
+from tests.support.polling import eventually
 from tests.support.streams import collect_into
 
 pytestmark = pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
@@ -41,13 +42,30 @@ async def test_streams_deltas_as_they_arrive_then_usage(backend: Backend) -> Non
             arrivals = [(time.monotonic(), delta) async for delta in generator.generate(request())]
 
     received = [delta for _, delta in arrivals]
-    assert [delta.text for delta in received[:-1]] == deltas
-    # Usage last, alone: the servers count 5 + 6 words of prompt and one token per delta.
-    assert received[-1] == GenerationDelta(text="", usage=Usage(prompt_tokens=11, completion_tokens=5))
+    assert [delta.text for delta in received if delta.text] == deltas
+    # Usage last, with what arrived with it: the servers count 5 + 6 words of prompt and one token per delta.
+    assert received[-1].usage == Usage(prompt_tokens=11, completion_tokens=5)
+    assert all(delta.usage is None for delta in received[:-1])
     # Each delta is yielded when it arrives (0.05 s apart), not once the answer is complete.
     assert arrivals[-2][0] - arrivals[0][0] >= 0.15
     assert generator.name == f"{backend.name}:llama3.2" == generator.model_name("llama3.2")
     assert generator.capabilities.follows_instructions
+
+
+async def test_what_arrived_while_the_consumer_was_busy_is_one_delta_with_the_usage(backend: Backend) -> None:
+    """What arrived in one network read is one delta: here, everything the server sent while the consumer was busy
+    with the first delta."""
+    deltas = [f" token{i}" for i in range(30)]
+    async with backend.server(deltas=deltas, token_delay_s=0.002) as server:
+        async with contextlib.aclosing(backend.generator(server)) as generator:
+            async with contextlib.aclosing(generator.generate(request())) as stream:
+                first = await anext(stream)
+                await eventually(lambda: server.streams[0].completed, within_s=10)
+                await asyncio.sleep(0.05)  # the loop reads what the server sent into this side's buffer
+                rest = [delta async for delta in stream]
+    assert first.text + "".join(delta.text for delta in rest) == "".join(deltas)
+    assert len(rest) <= 1, "the rest came in one read"
+    assert (rest or [first])[-1].usage == Usage(prompt_tokens=11, completion_tokens=30)
 
 
 async def test_a_finished_stream_leaves_the_connection_for_the_next(backend: Backend) -> None:

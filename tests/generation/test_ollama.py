@@ -50,7 +50,7 @@ async def test_defaults_to_its_model_and_omits_unset_options() -> None:
             deltas = await collect(generator, request())
 
     assert "".join(d.text for d in deltas) == "Hello, world."
-    assert deltas[-1] == GenerationDelta(usage=Usage(prompt_tokens=4, completion_tokens=4))
+    assert deltas[-1].usage == Usage(prompt_tokens=4, completion_tokens=4)
     body = server.requests[0].body
     assert body["model"] == "llama3.2" and body["keep_alive"] == "5m"
     assert body["options"] == {"num_ctx": 8192}, "the window is always sent: Ollama's own default is small"

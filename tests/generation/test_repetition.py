@@ -3,11 +3,21 @@ generation keeps each sentence once."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from ragsvc.generation.repetition import MIN_COPIES, RepetitionGuard, looping, without_repeats
+from ragsvc.generation.repetition import (
+    MAX_UNIT_CHARS,
+    MIN_COPIES,
+    MIN_LOOP_CHARS,
+    RepetitionGuard,
+    looping,
+    without_repeats,
+)
 
 CORPUS = Path(__file__).parents[2] / "src/ragsvc/demo_corpus"
 SENTENCE = "The daily meal allowance on Mars is 85 credits [#1]. "
@@ -59,3 +69,30 @@ def test_the_text_of_a_stopped_generation_keeps_each_sentence_once() -> None:
     text = "Intro [#2]. " + SENTENCE * 3 + "The daily meal"
     assert without_repeats(text) == "Intro [#2]. " + SENTENCE.strip()
     assert without_repeats("the the the the the") == "", "a loop without a sentence leaves nothing"
+
+
+def loops_by_definition(text: str) -> bool:
+    """`looping` as the module docstring defines it, every passage length tried."""
+    for unit in range(1, MAX_UNIT_CHARS + 1):
+        span = unit * max(MIN_COPIES, -(-MIN_LOOP_CHARS // unit))
+        if span <= len(text) and text[-span:] == text[-unit:] * (span // unit):
+            return True
+    return False
+
+
+@given(
+    st.lists(st.sampled_from(["ab", "a", "b ", " ", "abc. ", "x" * 30]), max_size=60),
+    st.integers(min_value=0, max_value=6),
+)
+def test_looping_agrees_with_its_definition(pieces: list[str], copies: int) -> None:
+    text = "".join(pieces)
+    text += text[-37:] * copies  # often a loop, of passages of every length
+    assert looping(text) is loops_by_definition(text)
+
+
+@given(st.lists(st.text(alphabet="ab \n\t.", max_size=12), max_size=40))
+def test_the_guard_sees_the_text_with_whitespace_runs_as_one_space(deltas: list[str]) -> None:
+    guard = RepetitionGuard()
+    tripped = [guard.feed(delta) for delta in deltas]
+    normalized = [re.sub(r"\s+", " ", "".join(deltas[: n + 1]))[-MAX_UNIT_CHARS * MIN_COPIES :] for n in range(len(deltas))]
+    assert tripped == [any(looping(text) for text in normalized[: n + 1]) for n in range(len(deltas))]

@@ -28,7 +28,6 @@ from ragsvc.domain import (
     Usage,
 )
 from ragsvc.errors import RagError
-from ragsvc.generation.coalesce import coalesced
 from ragsvc.generation.fallback import Attempt, FallbackChain, worth_another_model
 from ragsvc.generation.repetition import RepetitionGuard, without_repeats
 from ragsvc.prompts import Prompt
@@ -176,11 +175,11 @@ class GenerateStage:
     async def attempt_stream(
         attempt: Attempt, request: GenerationRequest, deadline: StageDeadline, guard: RepetitionGuard
     ) -> AsyncGenerator[GenerationDelta, None]:
-        """The attempt's stream (after checking its model is served), its bursts merged (`coalesced`), bounded by
-        the stage's deadline, ended when `guard` sees a loop, and always closed upstream."""
+        """The attempt's stream (after checking its model is served; a burst of tokens comes as one delta), bounded
+        by the stage's deadline, ended when `guard` sees a loop, and always closed upstream."""
         async with deadline.bound():
             await attempt.generator.ensure_available(attempt.model)
-        async with contextlib.aclosing(coalesced(attempt.generator.generate(request))) as stream:
+        async with contextlib.aclosing(attempt.generator.generate(request)) as stream:
             while True:
                 try:
                     async with deadline.bound():

@@ -7,8 +7,10 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import json
 import re
 import time
+import urllib.request
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -19,9 +21,11 @@ import httpx
 from ragsvc.domain import GenerationDelta, GenerationRequest
 from ragsvc.errors import LLMTimeout, LLMUnavailable, ModelUnavailable, RagError
 from ragsvc.generation.base import Capabilities
+from ragsvc.generation.transport import StreamTransport
 
 CONNECT_TIMEOUT_S = 5.0
 PROBE_TIMEOUT_S = 5.0
+USER_AGENT = "ragsvc"
 # OpenAI's error code, vLLM's and OpenAI's "The model `x` does not exist", Ollama's `model "x" not found`.
 _MODEL_MISSING = re.compile(r"model_not_found|\bmodel\b.*\b(does not exist|not found)", re.IGNORECASE)
 
@@ -108,9 +112,9 @@ def serves(served: Iterable[str], model: str) -> bool:
 
 
 async def lines(response: httpx.Response) -> AsyncIterator[list[bytes]]:
-    """The lines of a streamed `response` (server-sent events, NDJSON), a list per network read, parsed from
-    bytes: no str per line. CRLF line ends count as LF. A last line without its end comes last; empty lines are
-    dropped."""
+    """The lines of a streamed `response` (server-sent events, NDJSON), a list per network read (the transport's
+    block), parsed from bytes: no str per line. CRLF line ends count as LF. A last line without its end comes
+    last; empty lines are dropped."""
     pending = b""
     async for block in response.aiter_bytes():
         pending += block
@@ -121,6 +125,51 @@ async def lines(response: httpx.Response) -> AsyncIterator[list[bytes]]:
             yield [line for line in complete if line]
     if pending.strip():
         yield [pending]
+
+
+def transport_for(base_url: str) -> httpx.AsyncBaseTransport:
+    """The transport a generator owns: StreamTransport (see `ragsvc.generation.transport`), unless an environment
+    proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, not bypassed by NO_PROXY) applies to `base_url`: StreamTransport
+    only speaks to the server directly, so then httpx's own goes through the proxy."""
+    url = httpx.URL(base_url)
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(url.scheme) or proxies.get("all")
+    if proxy and not urllib.request.proxy_bypass(url.host):
+        return httpx.AsyncHTTPTransport(proxy=proxy)
+    return StreamTransport()
+
+
+def _parsed(items: list[bytes], what: str) -> tuple[list[Any], BadResponse | None]:
+    """The JSON values of one read's events or lines, in one parse (as one array); when one is not JSON, the
+    values before it and the error, so that the text before a broken event still goes out first."""
+    try:
+        values = json.loads(b"[" + b",".join(items) + b"]")
+    except ValueError:
+        values = None
+    if isinstance(values, list) and len(values) == len(items):  # else an item is not one value: find it
+        return values, None
+    values = []
+    for item in items:
+        try:
+            values.append(json.loads(item))
+        except ValueError:
+            return values, BadResponse(f"{what} is not JSON: {item[:80]!r}")
+    return values, None
+
+
+def merged(items: list[bytes], what: str, read: Callable[[Any, bytes], str]) -> tuple[str, BadResponse | None]:
+    """The text of one read's events or lines: each parsed (`_parsed`) and read with `read` (the protocol's: it
+    returns an item's text and keeps what else the item says), joined; and the failure that stopped the reading
+    (raised by the caller after the text before it went out)."""
+    values, failure = _parsed(items, what)
+    parts: list[str] = []
+    try:
+        for item, value in zip(items, values, strict=False):
+            if text := read(value, item):
+                parts.append(text)
+    except BadResponse as exc:
+        failure = exc
+    return "".join(parts), failure
 
 
 class ModelList:
@@ -158,9 +207,11 @@ class ModelList:
 class HttpGenerator(abc.ABC):
     """A generator over an LLM server's HTTP API rooted at `base_url`.
 
-    `timeout_s` bounds each wait for the server (the response head, then every chunk); connecting is bounded
-    by 5 s. `models_ttl_s` is how long the server's model list is trusted for availability checks. `client`
-    is used as given and left open by `aclose`; by default the generator owns its own.
+    `timeout_s` bounds each wait for the server (the response head, then every read of the body); connecting is
+    bounded by 5 s. `models_ttl_s` is how long the server's model list is trusted for availability checks.
+    Requests go straight to an httpx transport, without an httpx client (no cookies, redirects, auth flows or
+    event hooks to go through: the APIs use none): `transport` is used as given and left open by `aclose`; by
+    default the generator owns its own (`transport_for`).
     """
 
     kind = "http"
@@ -174,15 +225,16 @@ class HttpGenerator(abc.ABC):
         headers: dict[str, str] | None = None,
         timeout_s: float = 30.0,
         models_ttl_s: float = 10.0,
-        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._base_url = base_url.rstrip("/")
+        self._urls: dict[str, httpx.URL] = {}
         self._model = model
-        self._headers = dict(headers or {})
-        self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, CONNECT_TIMEOUT_S))
-        self._probe_timeout = httpx.Timeout(min(timeout_s, PROBE_TIMEOUT_S))
-        self._owns_client = client is None
-        self._client = client if client is not None else httpx.AsyncClient()
+        self._headers = {"User-Agent": USER_AGENT, **(headers or {})}
+        self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, CONNECT_TIMEOUT_S)).as_dict()
+        self._probe_timeout = httpx.Timeout(min(timeout_s, PROBE_TIMEOUT_S)).as_dict()
+        self._owns_transport = transport is None
+        self._transport = transport if transport is not None else transport_for(self._base_url)
         self._served = ModelList(self.available_models, ttl_s=models_ttl_s)
 
     @property
@@ -214,38 +266,57 @@ class HttpGenerator(abc.ABC):
             raise self._missing(self._model, served)
 
     async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()
+        if self._owns_transport:
+            await self._transport.aclose()
 
     @contextlib.asynccontextmanager
     async def _post_stream(self, path: str, payload: dict[str, Any], *, accept: str) -> AsyncIterator[httpx.Response]:
         """A streamed POST whose response is open inside the block and closed when it exits, however it exits:
         leaving early (a consumer closing or cancelled) hangs up on the server. Use within `upstream_errors`."""
-        async with self._client.stream(
-            "POST",
-            f"{self._base_url}{path}",
-            json=payload,
-            headers={**self._headers, "Accept": accept},
-            timeout=self._timeout,
-        ) as response:
+        response = await self._send("POST", path, self._timeout, accept=accept, payload=payload)
+        try:
             if response.is_error:
                 await response.aread()
                 if response.status_code == 404:
                     self._served.forget()  # the model may be gone since the list was fetched
                 response.raise_for_status()
             yield response
+        finally:
+            await response.aclose()
 
     async def _get_json(self, path: str) -> Any:
         """GET a JSON document (a probe: short timeout); errors mapped."""
         with upstream_errors(None):
-            response = await self._client.get(
-                f"{self._base_url}{path}", headers=self._headers, timeout=self._probe_timeout
-            )
+            response = await self._send("GET", path, self._probe_timeout, accept="application/json")
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()  # after a failure too: its connection is not left open
             response.raise_for_status()
             try:
                 return response.json()
             except ValueError as exc:
                 raise BadResponse(f"{path} did not answer JSON: {response.text[:80]!r}") from exc
+
+    async def _send(
+        self, method: str, path: str, limits: dict[str, float | None], *, accept: str, payload: Any = None
+    ) -> httpx.Response:
+        """The response (its body not read yet) to a request for `path`, a JSON `payload` its body; `limits` are
+        httpx's timeouts (`Timeout.as_dict()`)."""
+        request = httpx.Request(
+            method, self._url(path), json=payload, headers={**self._headers, "Accept": accept},
+            extensions={"timeout": limits},
+        )
+        response = await self._transport.handle_async_request(request)
+        response.request = request  # httpx's own transports leave that to the client
+        return response
+
+    def _url(self, path: str) -> httpx.URL:
+        """The URL of `path` under the API root, parsed once."""
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = httpx.URL(self._base_url + path)
+        return url
 
     def _missing(self, model: str, served: list[str]) -> ModelUnavailable:
         return ModelUnavailable(

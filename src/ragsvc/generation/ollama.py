@@ -9,7 +9,6 @@ token budget has already made the prompt fit that window.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
@@ -21,6 +20,7 @@ from ragsvc.generation.http import (
     ErrorEvent,
     HttpGenerator,
     lines,
+    merged,
     upstream_errors,
 )
 
@@ -30,7 +30,7 @@ class OllamaGenerator(HttpGenerator):
 
     `context_windows` maps each model to the window sent as `num_ctx`; `keep_alive` is how long Ollama keeps
     the model loaded after a request (a duration such as "5m", or seconds; "-1" keeps it loaded). See
-    HttpGenerator for the timeouts and the client.
+    HttpGenerator for the timeouts and the transport.
     """
 
     kind = "ollama"
@@ -44,31 +44,30 @@ class OllamaGenerator(HttpGenerator):
         keep_alive: str = "5m",
         timeout_s: float = 30.0,
         models_ttl_s: float = 10.0,
-        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        super().__init__(base_url, model=model, timeout_s=timeout_s, models_ttl_s=models_ttl_s, client=client)
+        super().__init__(base_url, model=model, timeout_s=timeout_s, models_ttl_s=models_ttl_s, transport=transport)
         self._context_windows = dict(context_windows or {})
         self._keep_alive = _keep_alive(keep_alive)
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
-        """Yields each content delta as it arrives, then one delta with the usage from the final object.
-        Closing this generator (or cancelling its consumer) closes the response, releasing the upstream."""
+        """Yields, per network read, the content of the objects that arrived in it as one delta (a burst of tokens
+        costs one), with the usage from the final object. A broken or error line is raised after the text that
+        came before it. Closing this generator (or cancelling its consumer) closes the response, releasing the
+        upstream."""
         payload = self._payload(request)
-        usage: Usage | None = None
+        stream = _Objects()
         with upstream_errors(payload["model"]):
             async with self._post_stream("/api/chat", payload, accept="application/x-ndjson") as response:
                 async for read in lines(response):
-                    for line in read:
-                        if not line.strip():
-                            continue
-                        if usage is not None:
-                            raise BadResponse(f"data after the final object: {line[:80]!r}")
-                        text, usage = _parse_line(line)
-                        if text:
-                            yield GenerationDelta(text=text)
-                if usage is None:
+                    usage = stream.usage
+                    text, failure = merged([line for line in read if line.strip()], "a line", stream.read)
+                    if text or stream.usage is not usage:
+                        yield GenerationDelta(text=text, usage=stream.usage)
+                    if failure is not None:
+                        raise failure
+                if stream.usage is None:
                     raise BadResponse("the stream ended before the model finished its answer")
-        yield GenerationDelta(usage=usage)
 
     async def available_models(self) -> list[str]:
         """The model names the server has pulled (`GET /api/tags`), e.g. "llama3.2:latest"."""
@@ -107,25 +106,26 @@ def _keep_alive(value: str) -> str | float:
         return value
 
 
-def _parse_line(line: bytes) -> tuple[str, Usage | None]:
-    """One NDJSON object of a chat stream: its content, and the usage when it is the final (`done`) one."""
-    try:
-        item = json.loads(line)
-    except ValueError as exc:
-        raise BadResponse(f"a line is not JSON: {line[:80]!r}") from exc
-    if not isinstance(item, dict):
-        raise BadResponse(f"a line is not a JSON object: {line[:80]!r}")
-    if "error" in item:
-        raise ErrorEvent(f"error in the stream: {str(item['error'])[:200]}")
-    try:
-        text = (item.get("message") or {}).get("content") or ""
-        usage = (
-            Usage(prompt_tokens=int(item.get("prompt_eval_count", 0)), completion_tokens=int(item.get("eval_count", 0)))
-            if item.get("done")
-            else None
-        )
-    except (AttributeError, TypeError, ValueError) as exc:
-        raise BadResponse(f"a line is not a chat response: {line[:80]!r}") from exc
-    if not isinstance(text, str):
-        raise BadResponse(f"message content is not text: {line[:80]!r}")
-    return text, usage
+class _Objects:
+    """What a chat stream's NDJSON objects said besides their text: the usage, once the final (`done`) one came."""
+
+    def __init__(self) -> None:
+        self.usage: Usage | None = None
+
+    def read(self, item: Any, line: bytes) -> str:
+        """One object (`line` parsed): its content."""
+        if self.usage is not None:
+            raise BadResponse(f"data after the final object: {line[:80]!r}")
+        if not isinstance(item, dict):
+            raise BadResponse(f"a line is not a JSON object: {line[:80]!r}")
+        if "error" in item:
+            raise ErrorEvent(f"error in the stream: {str(item['error'])[:200]}")
+        try:
+            text = (item.get("message") or {}).get("content") or ""
+            if item.get("done"):
+                self.usage = Usage(int(item.get("prompt_eval_count", 0)), int(item.get("eval_count", 0)))
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise BadResponse(f"a line is not a chat response: {line[:80]!r}") from exc
+        if not isinstance(text, str):
+            raise BadResponse(f"message content is not text: {line[:80]!r}")
+        return text

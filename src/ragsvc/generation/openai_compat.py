@@ -4,7 +4,6 @@ side and its error mapping are shared with the Ollama generator (`ragsvc.generat
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -16,13 +15,14 @@ from ragsvc.generation.http import (
     ErrorEvent,
     HttpGenerator,
     lines,
+    merged,
     upstream_errors,
 )
 
 
 class OpenAICompatGenerator(HttpGenerator):
     """Streams chat completions from `base_url`, the API root (e.g. "http://127.0.0.1:8080/v1"); `api_key`,
-    when set, is sent as a bearer token. See HttpGenerator for the timeouts and the client."""
+    when set, is sent as a bearer token. See HttpGenerator for the timeouts and the transport."""
 
     kind = "openai"
 
@@ -34,7 +34,7 @@ class OpenAICompatGenerator(HttpGenerator):
         api_key: str = "",
         timeout_s: float = 30.0,
         models_ttl_s: float = 10.0,
-        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__(
             base_url,
@@ -42,36 +42,35 @@ class OpenAICompatGenerator(HttpGenerator):
             headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
             timeout_s=timeout_s,
             models_ttl_s=models_ttl_s,
-            client=client,
+            transport=transport,
         )
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
-        """Yields each content delta as it arrives, then one delta with the usage when the server reports it.
-        Closing this generator (or cancelling its consumer) closes the response, releasing the upstream."""
+        """Yields, per network read, the content of the events that arrived in it as one delta (a burst of tokens
+        costs one), with the usage in the read that reports it. A broken or error event is raised after the text
+        that came before it. Closing this generator (or cancelling its consumer) closes the response, releasing
+        the upstream."""
         payload = self._payload(request)
-        usage: Usage | None = None
-        finished = done = False
+        stream = _Chunks()
         with upstream_errors(payload["model"]):
             async with self._post_stream("/chat/completions", payload, accept="text/event-stream") as response:
                 # One JSON chunk per `data:` line; the blank lines between events, comments and other SSE fields
                 # carry nothing. After [DONE] the body is read to its end, so the connection goes back to the pool.
                 async for read in lines(response):
-                    for line in read:
-                        if done or not line.startswith(b"data:"):
-                            continue
-                        data = line[5:].strip()
-                        if data == b"[DONE]":
-                            done = True
-                            continue
-                        text, chunk_finished, chunk_usage = _parse_chunk(data)
-                        if text:
-                            yield GenerationDelta(text=text)
-                        usage = chunk_usage or usage
-                        finished = finished or chunk_finished
-                if not (done or finished):
+                    if stream.done:
+                        continue
+                    events = [line[5:].strip() for line in read if line.startswith(b"data:")]
+                    if b"[DONE]" in events:
+                        stream.done = True
+                        del events[events.index(b"[DONE]") :]
+                    usage = stream.usage
+                    text, failure = merged(events, "an event", stream.read)
+                    if text or stream.usage is not usage:
+                        yield GenerationDelta(text=text, usage=stream.usage)
+                    if failure is not None:
+                        raise failure
+                if not (stream.done or stream.finished):
                     raise BadResponse("the stream ended before the model finished its answer")
-        if usage is not None:
-            yield GenerationDelta(usage=usage)
 
     async def available_models(self) -> list[str]:
         """The model ids the server lists (`GET /models`)."""
@@ -98,28 +97,29 @@ class OpenAICompatGenerator(HttpGenerator):
         return payload
 
 
-def _parse_chunk(data: bytes) -> tuple[str, bool, Usage | None]:
-    """Reads one chat.completion.chunk event: its content delta, whether it finishes the answer, its usage."""
-    try:
-        chunk = json.loads(data)
-    except ValueError as exc:
-        raise BadResponse(f"an event is not JSON: {data[:80]!r}") from exc
-    if not isinstance(chunk, dict):
-        raise BadResponse(f"an event is not a JSON object: {data[:80]!r}")
-    if "error" in chunk or chunk.get("object") == "error":
-        raise ErrorEvent(f"error event: {data[:200].decode(errors='replace')}")
-    try:
-        choice = (chunk.get("choices") or [{}])[0]
-        text = (choice.get("delta") or {}).get("content") or ""
-        reported = chunk.get("usage")
-        usage = (
-            Usage(prompt_tokens=int(reported["prompt_tokens"]), completion_tokens=int(reported["completion_tokens"]))
-            if reported
-            else None
-        )
-        finished = choice.get("finish_reason") is not None
-    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
-        raise BadResponse(f"an event is not a chat.completion.chunk: {data[:80]!r}") from exc
-    if not isinstance(text, str):
-        raise BadResponse(f"delta content is not text: {data[:80]!r}")
-    return text, finished, usage
+class _Chunks:
+    """What a stream of chat.completion.chunk events said besides its text: the usage, whether the answer finished,
+    whether [DONE] came."""
+
+    def __init__(self) -> None:
+        self.usage: Usage | None = None
+        self.finished = False
+        self.done = False
+
+    def read(self, chunk: Any, data: bytes) -> str:
+        """One event (`data` parsed): its content delta."""
+        if not isinstance(chunk, dict):
+            raise BadResponse(f"an event is not a JSON object: {data[:80]!r}")
+        if "error" in chunk or chunk.get("object") == "error":
+            raise ErrorEvent(f"error event: {data[:200].decode(errors='replace')}")
+        try:
+            choice = (chunk.get("choices") or [{}])[0]
+            text = (choice.get("delta") or {}).get("content") or ""
+            if reported := chunk.get("usage"):
+                self.usage = Usage(int(reported["prompt_tokens"]), int(reported["completion_tokens"]))
+            self.finished = self.finished or choice.get("finish_reason") is not None
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+            raise BadResponse(f"an event is not a chat.completion.chunk: {data[:80]!r}") from exc
+        if not isinstance(text, str):
+            raise BadResponse(f"delta content is not text: {data[:80]!r}")
+        return text

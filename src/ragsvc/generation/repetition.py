@@ -14,6 +14,9 @@ MIN_COPIES = 3
 MIN_LOOP_CHARS = 64
 MAX_UNIT_CHARS = 200
 _TAIL_CHARS = MAX_UNIT_CHARS * MIN_COPIES
+# A text ending in copies of a passage ends in these many characters that also stand one passage earlier (every
+# loop is longer than a passage plus this: MIN_LOOP_CHARS and MIN_COPIES see to it).
+_PROBE_CHARS = 8
 _WHITESPACE = re.compile(r"\s+")
 # A sentence with the markers after its closing punctuation, as validation splits them; or an unfinished one.
 _SENTENCE = re.compile(r"\s*[^.!?]+[.!?]+(?:\s*\[#\d{1,3}\])*|\s*[^.!?]+$")
@@ -29,24 +32,28 @@ class RepetitionGuard:
     def feed(self, delta: str) -> bool:
         """Add `delta`; True once the text ends in a loop (and from then on)."""
         if not self.tripped:
-            self._tail = _WHITESPACE.sub(" ", self._tail + delta)[-_TAIL_CHARS:]
+            piece = _WHITESPACE.sub(" ", delta)
+            if piece[:1] == " " and self._tail[-1:] == " ":  # the tail's whitespace is already one space a run
+                piece = piece[1:]
+            self._tail = (self._tail + piece)[-_TAIL_CHARS:]
             self.tripped = looping(self._tail)
         return self.tripped
 
 
 def looping(text: str) -> bool:
     """Whether `text` ends in MIN_COPIES or more copies of one passage adding up to MIN_LOOP_CHARS or more."""
-    end = len(text) - 1
-    if end < 0:
+    size = len(text)
+    if size < MIN_LOOP_CHARS:
         return False
-    # A passage of `unit` characters repeats only where the last character recurs `unit` characters earlier.
-    position = end
-    while (position := text.rfind(text[end], max(0, end - MAX_UNIT_CHARS), position)) >= 0:
-        unit = end - position
+    # A passage of `unit` characters repeats only where the text's last _PROBE_CHARS characters recur `unit`
+    # characters earlier: in prose, seldom within MAX_UNIT_CHARS.
+    probe = text[-_PROBE_CHARS:]
+    start = size - _PROBE_CHARS
+    lowest = max(0, start - MAX_UNIT_CHARS)
+    while (start := text.rfind(probe, lowest, start + _PROBE_CHARS - 1)) >= 0:
+        unit = size - _PROBE_CHARS - start
         span = unit * max(MIN_COPIES, -(-MIN_LOOP_CHARS // unit))
-        if span > len(text):
-            return False
-        if text[-span:] == text[-unit:] * (span // unit):
+        if span <= size and text[-span:] == text[-unit:] * (span // unit):
             return True
     return False
 
