@@ -175,8 +175,8 @@ async def until_status(
         code = await attempt_status(attempt)
         if code == wanted:
             return
-        assert code == before
-        assert sent - since < PROPAGATION_S, failure
+        assert code == before, f"{failure}: {code.name}"
+        assert sent - since < PROPAGATION_S, f"{failure}: still {code.name} {sent - since:.2f} s after the change"
         await asyncio.sleep(0.02)
 
 

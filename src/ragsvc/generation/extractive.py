@@ -19,7 +19,7 @@ _WORD = re.compile(r"\S+\s*")
 
 
 class ExtractiveGenerator:
-    """Answers from the packed context alone; cheap, deterministic, and streamed a word at a time."""
+    """Answers from the packed context alone; cheap and deterministic."""
 
     def __init__(self, *, max_sentences: int = 3) -> None:
         if max_sentences < 1:
@@ -40,11 +40,10 @@ class ExtractiveGenerator:
         """Always available: there is nothing upstream."""
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]:
-        """Yields the answer one word (with its following whitespace) per delta, then the usage."""
-        words = _WORD.findall(self._compose(request))
-        for word in words:
-            yield GenerationDelta(text=word)
-        yield GenerationDelta(usage=Usage(prompt_tokens=0, completion_tokens=len(words)))
+        """Yields the whole answer as one delta, with its usage (a completion token per word): it is composed at
+        once, and like an LLM's burst it costs one trip down the pipeline."""
+        text = self._compose(request)
+        yield GenerationDelta(text=text, usage=Usage(prompt_tokens=0, completion_tokens=len(_WORD.findall(text))))
 
     async def check_health(self) -> None:
         """Always healthy: there is nothing upstream."""
