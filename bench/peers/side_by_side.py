@@ -5,8 +5,10 @@ buys, in one run. Not part of `make bench-peers`.
         grpc:/tmp/main/src grpc:src inprocess:/tmp/main/src inprocess:src
 
 A variant is KIND:SRC, SRC a src/ directory put first on the child's PYTHONPATH (`git archive main src | tar -x
--C /tmp/main` gives main's). KIND: `grpc` (a server process, the caller on `CALLER_OPTIONS`), `grpc-threaded` (the
-same with grpc's default channel, whose channel thread hands every message over to the caller) or `inprocess`.
+-C /tmp/main` gives main's), optionally followed by settings of its own, `+NAME=VALUE` each
+(`inprocess:src+RAG_AUDIT_BEFORE_ANSWER=false`). KIND: `grpc` (a server process, the caller on `CALLER_OPTIONS`),
+`grpc-threaded` (the same with grpc's default channel, whose channel thread hands every message over to the
+caller) or `inprocess`.
 Every variant gets the same warm-up, then `--rounds` rounds of the same `--queries` questions, the variants in a
 new order each round. Per variant and round: the p50 of the overhead and first-token overhead excluding the store
 (as bench-peers computes them), of the time outside the pipeline's clock, and per question the CPU time of
@@ -26,7 +28,7 @@ from typing import Any
 
 from bench.peers.common import queries
 from bench.peers.cpu import process_s
-from bench.peers.ragsvc_variant import RagsvcInProcess, RagsvcServer
+from bench.peers.ragsvc_variant import CALLER_OPTIONS, RagsvcInProcess, RagsvcServer
 from bench.peers.workers import LLMServer, Reference, job_config
 from bench.stats import write_result
 
@@ -50,11 +52,14 @@ def main(argv: list[str] | None = None) -> None:
         config = job_config(args.passages, llm.base_url)
         reference = Reference(config)
         for name in args.variants:
-            kind, _, src = name.partition(":")
+            kind, _, spec = name.partition(":")
+            src, *settings = spec.split("+")
+            env = dict(setting.split("=", 1) for setting in settings)
             if kind == "inprocess":
-                variants[name] = RagsvcInProcess(config, src=src)
+                variants[name] = RagsvcInProcess(config, src=src, env=env)
             elif kind in ("grpc", "grpc-threaded"):
-                server = RagsvcServer(config, src=src, **({"caller_options": ()} if kind == "grpc-threaded" else {}))
+                caller = () if kind == "grpc-threaded" else CALLER_OPTIONS
+                server = RagsvcServer(config, src=src, env=env, caller_options=caller)
                 server.ingest(reference.passages)
                 variants[name] = server
             else:
