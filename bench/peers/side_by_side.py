@@ -11,8 +11,9 @@ A variant is KIND:SRC, SRC a src/ directory put first on the child's PYTHONPATH 
 caller) or `inprocess`.
 Every variant gets the same warm-up, then `--rounds` rounds of the same `--queries` questions, the variants in a
 new order each round. Per variant and round: the p50 of the overhead and first-token overhead excluding the store
-(as bench-peers computes them), of the time outside the pipeline's clock, and per question the CPU time of
-ragsvc's process (from /proc) and of this process (the gRPC caller; nothing for in process). Results:
+(as bench-peers computes them), of the time outside the pipeline's clock, of the retrieval stage without
+embedding and store (the stage's own work around the engine's query call), of validation, and per question the
+CPU time of ragsvc's process (from /proc) and of this process (the gRPC caller; nothing for in process). Results:
 bench/results/side-by-side-<label>-<date>.json, and a table on stderr.
 """
 
@@ -33,7 +34,8 @@ from bench.peers.workers import LLMServer, Reference, job_config
 from bench.stats import write_result
 
 KINDS = ("grpc", "grpc-threaded", "inprocess")
-MEASURES = ("overhead_excl_store", "ttft_overhead_excl_store", "outside_pipeline", "ragsvc_cpu", "caller_cpu")
+MEASURES = ("overhead_excl_store", "ttft_overhead_excl_store", "outside_pipeline", "retrieval_excl_store", "validation",
+            "ragsvc_cpu", "caller_cpu")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -108,6 +110,9 @@ def round_of(
         statistics.median(r["ttft_ms"] - r["store_ms"] - s["first_token_ms"] for r, s in pairs)
     )
     out["outside_pipeline"].append(statistics.median(r["total_ms"] - r["server"]["total"] for r, _ in pairs))
+    around_store = (r["server"]["retrieval"] - r["embed_ms"] - r["store_ms"] for r in results)
+    out["retrieval_excl_store"].append(statistics.median(around_store))
+    out["validation"].append(statistics.median(r["server"]["validation"] for r in results))
     out["ragsvc_cpu"].append(ragsvc_cpu * 1000 / len(asked))
     out["caller_cpu"].append(0.0 if isinstance(variant, RagsvcInProcess) else caller_cpu * 1000 / len(asked))
 
