@@ -559,7 +559,7 @@ class RecordsSettings(Group):
         True,
         "RAG_AUDIT_BEFORE_ANSWER",
         "the final answer waits for its audit row's commit (no crash loses the row of an answer a client got); "
-        "false: the row is committed just after the answer goes out (0.3-0.7 ms sooner on SQLite; a crash in "
+        "false: the row is committed just after the answer goes out (~0.7 ms sooner on SQLite; a crash in "
         "between loses it, a failed commit is logged instead of failing the answer)",
     )
     retention_interval_s: float = env(
