@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,11 +75,11 @@ class RagsvcServer:
     """A ragsvc server process for `config`; `cold_start_s` is the time from spawning it to health SERVING.
     `data_dir`: a RAG_DATA_DIR of the caller's (kept on close) instead of a temporary one; `workers`: RAG_WORKERS;
     `src`: another checkout's src/ to serve (see `workers.python_path`); `caller_options`: the caller's channel
-    options."""
+    options; `env`: settings on top of the job's (RAG_...)."""
 
     def __init__(
         self, config: WorkerConfig, *, data_dir: Path | None = None, workers: int = 1, src: str | None = None,
-        caller_options: Sequence[tuple[str, int]] = CALLER_OPTIONS,
+        caller_options: Sequence[tuple[str, int]] = CALLER_OPTIONS, env: Mapping[str, str] = {},
     ) -> None:
         self.config = config
         self._data_dir = tempfile.TemporaryDirectory(prefix="ragsvc-peers-") if data_dir is None else None
@@ -89,6 +89,7 @@ class RagsvcServer:
             "PYTHONPATH": python_path(src),
             "RAG_GRPC_ADDRESS": "127.0.0.1:0",
             "RAG_WORKERS": str(workers),
+            **env,
         }
         started = time.perf_counter()
         self._process = subprocess.Popen(
@@ -196,8 +197,8 @@ class RagsvcInProcess(Worker):
     """ragsvc's answering service without gRPC, in a worker process of its own (`bench.peers.ragsvc_inprocess`,
     in this venv)."""
 
-    def __init__(self, config: WorkerConfig, *, src: str | None = None) -> None:
-        super().__init__(sys.executable, "bench.peers.ragsvc_inprocess", config, src=src)
+    def __init__(self, config: WorkerConfig, *, src: str | None = None, env: Mapping[str, str] = {}) -> None:
+        super().__init__(sys.executable, "bench.peers.ragsvc_inprocess", config, src=src, env=env)
 
     def context_ids(self, queries: Sequence[tuple[str, str]]) -> list[list[str]]:
         """The passages packed into each prompt, in marker order (an untimed explained answer)."""

@@ -5,12 +5,15 @@ buys, in one run. Not part of `make bench-peers`.
         grpc:/tmp/main/src grpc:src inprocess:/tmp/main/src inprocess:src
 
 A variant is KIND:SRC, SRC a src/ directory put first on the child's PYTHONPATH (`git archive main src | tar -x
--C /tmp/main` gives main's). KIND: `grpc` (a server process, the caller on `CALLER_OPTIONS`), `grpc-threaded` (the
-same with grpc's default channel, whose channel thread hands every message over to the caller) or `inprocess`.
+-C /tmp/main` gives main's), optionally followed by settings of its own, `+NAME=VALUE` each
+(`inprocess:src+RAG_AUDIT_BEFORE_ANSWER=false`). KIND: `grpc` (a server process, the caller on `CALLER_OPTIONS`),
+`grpc-threaded` (the same with grpc's default channel, whose channel thread hands every message over to the
+caller) or `inprocess`.
 Every variant gets the same warm-up, then `--rounds` rounds of the same `--queries` questions, the variants in a
 new order each round. Per variant and round: the p50 of the overhead and first-token overhead excluding the store
-(as bench-peers computes them), of the time outside the pipeline's clock, and per question the CPU time of
-ragsvc's process (from /proc) and of this process (the gRPC caller; nothing for in process). Results:
+(as bench-peers computes them), of the time outside the pipeline's clock, of the retrieval stage without
+embedding and store (the stage's own work around the engine's query call), of validation, and per question the
+CPU time of ragsvc's process (from /proc) and of this process (the gRPC caller; nothing for in process). Results:
 bench/results/side-by-side-<label>-<date>.json, and a table on stderr.
 """
 
@@ -26,12 +29,13 @@ from typing import Any
 
 from bench.peers.common import queries
 from bench.peers.cpu import process_s
-from bench.peers.ragsvc_variant import RagsvcInProcess, RagsvcServer
+from bench.peers.ragsvc_variant import CALLER_OPTIONS, RagsvcInProcess, RagsvcServer
 from bench.peers.workers import LLMServer, Reference, job_config
 from bench.stats import run_record, write_result
 
 KINDS = ("grpc", "grpc-threaded", "inprocess")
-MEASURES = ("overhead_excl_store", "ttft_overhead_excl_store", "outside_pipeline", "ragsvc_cpu", "caller_cpu")
+MEASURES = ("overhead_excl_store", "ttft_overhead_excl_store", "outside_pipeline", "retrieval_excl_store", "validation",
+            "ragsvc_cpu", "caller_cpu")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -50,11 +54,14 @@ def main(argv: list[str] | None = None) -> None:
         config = job_config(args.passages, llm.base_url)
         reference = Reference(config)
         for name in args.variants:
-            kind, _, src = name.partition(":")
+            kind, _, spec = name.partition(":")
+            src, *settings = spec.split("+")
+            env = dict(setting.split("=", 1) for setting in settings)
             if kind == "inprocess":
-                variants[name] = RagsvcInProcess(config, src=src)
+                variants[name] = RagsvcInProcess(config, src=src, env=env)
             elif kind in ("grpc", "grpc-threaded"):
-                server = RagsvcServer(config, src=src, **({"caller_options": ()} if kind == "grpc-threaded" else {}))
+                caller = () if kind == "grpc-threaded" else CALLER_OPTIONS
+                server = RagsvcServer(config, src=src, env=env, caller_options=caller)
                 server.ingest(reference.passages)
                 variants[name] = server
             else:
@@ -100,6 +107,9 @@ def round_of(
         statistics.median(r["ttft_ms"] - r["store_ms"] - s["first_token_ms"] for r, s in pairs)
     )
     out["outside_pipeline"].append(statistics.median(r["total_ms"] - r["server"]["total"] for r, _ in pairs))
+    around_store = (r["server"]["retrieval"] - r["embed_ms"] - r["store_ms"] for r in results)
+    out["retrieval_excl_store"].append(statistics.median(around_store))
+    out["validation"].append(statistics.median(r["server"]["validation"] for r in results))
     out["ragsvc_cpu"].append(ragsvc_cpu * 1000 / len(asked))
     out["caller_cpu"].append(0.0 if isinstance(variant, RagsvcInProcess) else caller_cpu * 1000 / len(asked))
 

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -62,15 +62,18 @@ def worker_env(src: str | None = None) -> dict[str, str]:
 
 
 class Worker:
-    """One peer's worker process; its constructor waits until the corpus is indexed. `src`: see `python_path`."""
+    """One peer's worker process; its constructor waits until the corpus is indexed. `src`: see `python_path`;
+    `env`: variables set in its environment on top of `worker_env`'s."""
 
-    def __init__(self, python: str, module: str, config: WorkerConfig, *, src: str | None = None) -> None:
+    def __init__(
+        self, python: str, module: str, config: WorkerConfig, *, src: str | None = None, env: Mapping[str, str] = {}
+    ) -> None:
         self.module = module
         self._process = subprocess.Popen(
             [python, "-m", module],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=worker_env(src),
+            env={**worker_env(src), **env},
             cwd=ROOT,
             text=True,
         )

@@ -183,7 +183,8 @@ class AnswerPolicy:
         well the answer answers the question and how well the evidence can (the configured RAG_DEFAULT_LLM_SCORE
         only when there is no question to judge)."""
         retrieval = _clamp(sum(c.relevance_score for c in citations) / len(citations)) if citations else 0.0
-        coverage = coverage_of(MARKER.sub(" ", text), context)
+        cited_first = [*(context[c.marker - 1] for c in citations), *context]  # where the phrases most likely are
+        coverage = coverage_of(MARKER.sub(" ", text), cited_first)
         if llm_score is None:
             llm_score = 50 * (answer_support(question, text) + answerability) if question else self.default_llm_score
         llm = max(0.0, min(100.0, llm_score))
@@ -223,9 +224,20 @@ def coverage_of(answer: str, context: Sequence[ScoredChunk]) -> float:
     phrases = key_phrases(answer)
     if not phrases:
         return 0.0
-    chunks = [_term_line(scored.chunk.text) for scored in context]
-    found = sum(any(" " + " ".join(phrase) + " " in chunk for chunk in chunks) for phrase in phrases)
-    return found / len(phrases)
+    unread = (scored.chunk.text for scored in context)
+    lines: list[str] = []  # the term lines of the chunks read so far: a chunk is read only when a phrase needs it
+
+    def found(phrase: tuple[str, ...]) -> bool:
+        run = " " + " ".join(phrase) + " "
+        if any(run in line for line in lines):
+            return True
+        for text in unread:
+            lines.append(_term_line(text))
+            if run in lines[-1]:
+                return True
+        return False
+
+    return sum(found(phrase) for phrase in phrases) / len(phrases)
 
 
 @functools.lru_cache(maxsize=4096)  # the same chunks come back as evidence query after query

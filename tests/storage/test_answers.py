@@ -66,6 +66,30 @@ async def test_the_answer_is_passed_on_only_once_its_row_is_committed(database: 
     assert isinstance(seen[-1], Answer) and len(seen) == 2
 
 
+async def test_not_before_answer_the_answer_goes_out_and_its_row_is_committed_next(database: Backend) -> None:
+    log = AnswerLog(database, before_answer=False)
+    seen = []
+    async for event in log.recorded(question(request_id="r-next"), events(answer())):
+        if isinstance(event, Answer):
+            assert log.transactions == 0, "the answer did not wait for a transaction"
+        seen.append(event)
+    assert isinstance(seen[-1], Answer) and len(seen) == 2
+    await log.drain()
+    rows = await database.fetch_all("SELECT request_id, outcome, answer FROM answers")
+    assert rows == [{"request_id": "r-next", "outcome": "answered", "answer": "Up to 180 euros [#1]."}]
+    assert log.transactions == 1
+
+
+async def test_not_before_answer_a_row_that_cannot_be_committed_is_logged(database: Backend, caplog) -> None:
+    log = AnswerLog(database, before_answer=False)
+    await database.aclose()  # every write now fails with DatabaseUnavailable
+    seen: list[Event] = []
+    await consumed(log.recorded(question(), events(answer())), seen)
+    assert isinstance(seen[-1], Answer), "the answer went out"
+    await log.drain()
+    assert "the audit log lost 1 rows" in caplog.text
+
+
 async def test_concurrent_answers_share_transactions(database: Backend) -> None:
     log = AnswerLog(database)
 

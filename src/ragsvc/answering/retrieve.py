@@ -54,10 +54,10 @@ class QueryClassifier:
     def __init__(self, generator: Generator, *, default_model: str, by_model: bool) -> None:
         self._generator = generator
         self._default_model = default_model
-        self._by_model = by_model and generator.capabilities.follows_instructions
+        self.by_model = by_model and generator.capabilities.follows_instructions
 
     async def classify(self, question: Question, ledger: UsageLedger) -> QueryClass:
-        if self._by_model:
+        if self.by_model:
             model = question.model or self._default_model
             judge = LLMJudge(
                 self._generator,
@@ -91,11 +91,15 @@ class RetrieveStage:
         self._settings = settings
 
     async def run(self, question: Question, budget: RequestBudget, ledger: UsageLedger) -> Retrieved:
-        """Condense and classify (side by side: both may ask the model), then search by the retrieval stage's
-        deadline."""
-        search, query_class = await asyncio.gather(
-            self._condenser.search_for(question, budget, ledger), self._classifier.classify(question, ledger)
-        )
+        """Condense and classify (side by side when the classifier asks the model: both may), then search by the
+        retrieval stage's deadline."""
+        if self._classifier.by_model:
+            search, query_class = await asyncio.gather(
+                self._condenser.search_for(question, budget, ledger), self._classifier.classify(question, ledger)
+            )
+        else:  # by rules, at once: two tasks and their loop turns would cost more than the rules (~0.1 ms)
+            search = await self._condenser.search_for(question, budget, ledger)
+            query_class = await self._classifier.classify(question, ledger)
         deadline = budget.stage("retrieval", self._settings.retrieval_timeout_s, "RAG_RETRIEVAL_TIMEOUT_SECONDS")
         async with deadline.bound():
             if question.mode is Mode.SELECTED_TEXT:  # seed 001: evidence only from the selection, never the index

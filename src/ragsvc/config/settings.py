@@ -555,6 +555,13 @@ class RecordsSettings(Group):
     audit_retention_days: float = env(
         0.0, "RAG_AUDIT_RETENTION_DAYS", "audit rows older than this are purged; 0: kept forever", ge=0
     )
+    audit_before_answer: bool = env(
+        True,
+        "RAG_AUDIT_BEFORE_ANSWER",
+        "the final answer waits for its audit row's commit (no crash loses the row of an answer a client got); "
+        "false: the row is committed just after the answer goes out (~0.7 ms sooner on SQLite; a crash in "
+        "between loses it, a failed commit is logged instead of failing the answer)",
+    )
     retention_interval_s: float = env(
         3600.0,
         "RAG_RETENTION_INTERVAL_SECONDS",

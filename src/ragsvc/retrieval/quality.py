@@ -105,10 +105,11 @@ def drop_near_duplicates(candidates: Sequence[Candidate], threshold: float) -> l
     if len(candidates) < 2:
         return list(candidates)
     vectors = np.stack([candidate.dense for candidate in candidates])
-    too_close = (vectors @ vectors.T) > threshold  # every pair at once
+    # Every pair at once, then read as Python lists: indexing the array row by row cost more than the product.
+    too_close: list[list[bool]] = ((vectors @ vectors.T) > threshold).tolist()
     kept: list[int] = []
-    for i in range(len(candidates)):
-        if not too_close[i, kept].any():
+    for i, close in enumerate(too_close):
+        if not any(close[j] for j in kept):
             kept.append(i)
     return [candidates[i] for i in kept]
 

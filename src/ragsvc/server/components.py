@@ -137,7 +137,9 @@ async def open_components(
             command_timeout_s=records.database_command_timeout_s,
         )
         stack.push_async_callback(database.aclose)
-        answers = AnswerLog(database, default_tenant=settings.server.default_tenant)
+        answers = AnswerLog(
+            database, default_tenant=settings.server.default_tenant, before_answer=records.audit_before_answer
+        )
         stack.push_async_callback(answers.drain)  # the last rows are written before the database closes
 
         owners = OwnerDirectory(database, admin_email=settings.trust.admin_email)
