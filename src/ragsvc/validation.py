@@ -140,8 +140,8 @@ class AnswerPolicy:
         """Validate generated `text` against the packed `context`; `refusal` forces a refusal (gate, no chunks);
         `llm_score` is the model's own 0-100 rating; when None, the mean of the answer's support for `question`
         and the evidence's `answerability` (the answerability gate's score, 0-1) takes its place (see
-        `answer_support`; the configured default when no question is given); `strict` (STRICTNESS_STRICT) refuses an answer with
-        any sentence that carries no citation."""
+        `answer_support`; the configured default when no question is given); `strict` (STRICTNESS_STRICT) refuses
+        an answer with any sentence that carries no citation."""
         numbers = list(dict.fromkeys(int(m) for m in MARKER.findall(text)))
         citations = tuple(c for n in numbers if (c := citation_for(n, context)) is not None)
         invalid = tuple(n for n in numbers if citation_for(n, context) is None)
@@ -151,7 +151,9 @@ class AnswerPolicy:
             refusal = RefusalReason.UNSUPPORTED_ANSWER
         grounded = refusal is RefusalReason.NONE
         partial = grounded and says_insufficient(text)
-        confidence = self._confidence(text, citations, context, llm_score, question, answerability) if grounded else Confidence()
+        confidence = (
+            self._confidence(text, citations, context, llm_score, question, answerability) if grounded else Confidence()
+        )
         if grounded and confidence.overall >= self.confidence_threshold:
             return Verdict(citations, True, refusal, invalid, confidence, Action.CITE, partial=partial)
         reason = f"Low confidence: {confidence.overall:.0f}%" if grounded else f"Refused: {refusal.value}"

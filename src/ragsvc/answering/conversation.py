@@ -52,7 +52,9 @@ class SessionPage:
 _log = logging.getLogger(__name__)
 
 # A follow-up that points back at the conversation: a pronoun or a "the other one" ...
-_REFERS_BACK = re.compile(r"\b(it|its|it's|they|them|their|this|that|these|those|there|one|ones|former|latter)\b", re.IGNORECASE)
+_REFERS_BACK = re.compile(
+    r"\b(it|its|it's|they|them|their|this|that|these|those|there|one|ones|former|latter)\b", re.IGNORECASE
+)
 # ... or one that continues the previous question ("and ...", "what about ...").
 _CONTINUES = re.compile(r"^\W*(and|also|but|so|or|then|what about|how about|what if|why not|what else)\b", re.IGNORECASE)
 # Words that name an attribute of something rather than the thing: "the default?", "what range is allowed?".

@@ -71,7 +71,9 @@ class ValidateStage:
         markers are stripped and a disclaimer added, and the answer stays ungrounded. `answerability` is the
         answerability gate's score of the evidence (1 when no gate judged it): see `AnswerPolicy.judge`."""
         attempt, text = generated.attempt, generated.text
-        verdict = await self._verdict(question, prompt, attempt, generated.packing, text, deadline, ledger, answerability)
+        verdict = await self._verdict(
+            question, prompt, attempt, generated.packing, text, deadline, ledger, answerability
+        )
         mitigated = looped = False
         if verdict.invalid_markers:
             text, verdict, looped = await self._mitigated(
@@ -101,7 +103,9 @@ class ValidateStage:
             request = self._generate.request(question, search, attempt.model, packing)
             rerun = await self._generate.complete(attempt, packing, request, deadline, ledger)
             looped = looped or rerun.repetition_stopped
-            rerun_verdict = await self._verdict(question, strict, attempt, packing, rerun.text, deadline, ledger, answerability)
+            rerun_verdict = await self._verdict(
+                question, strict, attempt, packing, rerun.text, deadline, ledger, answerability
+            )
             if not rerun_verdict.invalid_markers:
                 return rerun.text, rerun_verdict, looped
         marked = _markers_of(prompt, generated.text, generated.packing)
@@ -120,7 +124,9 @@ class ValidateStage:
     ) -> Verdict:
         judged = _markers_of(prompt, text, packing)
         strict = question.strictness is Strictness.STRICT
-        verdict = self._policy.judge(judged, packing.context, strict=strict, question=question.query, answerability=answerability)
+        verdict = self._policy.judge(
+            judged, packing.context, strict=strict, question=question.query, answerability=answerability
+        )
         if not verdict.grounded or not self._settings.llm_self_score or not _judges(attempt):
             return verdict
         score = await _ask(
