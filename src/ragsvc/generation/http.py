@@ -14,11 +14,11 @@ import urllib.request
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
-from ragsvc.domain import GenerationDelta, GenerationRequest
+from ragsvc.domain import GenerationDelta, GenerationRequest, Usage
 from ragsvc.errors import LLMTimeout, LLMUnavailable, ModelUnavailable, RagError
 from ragsvc.generation.base import Capabilities
 from ragsvc.generation.transport import StreamTransport
@@ -157,19 +157,33 @@ def _parsed(items: list[bytes], what: str) -> tuple[list[Any], BadResponse | Non
     return values, None
 
 
-def merged(items: list[bytes], what: str, read: Callable[[Any, bytes], str]) -> tuple[str, BadResponse | None]:
-    """The text of one read's events or lines: each parsed (`_parsed`) and read with `read` (the protocol's: it
-    returns an item's text and keeps what else the item says), joined; and the failure that stopped the reading
-    (raised by the caller after the text before it went out)."""
+class StreamState(Protocol):
+    """What a protocol's stream said besides its text (the usage, once reported), and how it reads one parsed item:
+    its text, keeping the rest (raises BadResponse for an item that breaks the protocol)."""
+
+    usage: Usage | None
+
+    def read(self, item: Any, raw: bytes) -> str: ...
+
+
+def read_delta(
+    items: list[bytes], what: str, stream: StreamState
+) -> tuple[GenerationDelta | None, BadResponse | None]:
+    """The delta of one network read's events or lines: their text, each parsed (`_parsed`) and read by `stream`,
+    joined, with the usage when this read reported it (None when the read said neither); and the failure that
+    stopped the reading (raised by the caller after the text before it went out)."""
     values, failure = _parsed(items, what)
+    usage = stream.usage
     parts: list[str] = []
     try:
         for item, value in zip(items, values, strict=False):
-            if text := read(value, item):
+            if text := stream.read(value, item):
                 parts.append(text)
     except BadResponse as exc:
         failure = exc
-    return "".join(parts), failure
+    text = "".join(parts)
+    delta = GenerationDelta(text=text, usage=stream.usage) if text or stream.usage is not usage else None
+    return delta, failure
 
 
 class ModelList:

@@ -20,7 +20,7 @@ from ragsvc.generation.http import (
     ErrorEvent,
     HttpGenerator,
     lines,
-    merged,
+    read_delta,
     upstream_errors,
 )
 
@@ -60,10 +60,9 @@ class OllamaGenerator(HttpGenerator):
         with upstream_errors(payload["model"]):
             async with self._post_stream("/api/chat", payload, accept="application/x-ndjson") as response:
                 async for read in lines(response):
-                    usage = stream.usage
-                    text, failure = merged([line for line in read if line.strip()], "a line", stream.read)
-                    if text or stream.usage is not usage:
-                        yield GenerationDelta(text=text, usage=stream.usage)
+                    delta, failure = read_delta([line for line in read if line.strip()], "a line", stream)
+                    if delta is not None:
+                        yield delta
                     if failure is not None:
                         raise failure
                 if stream.usage is None:

@@ -15,7 +15,7 @@ from ragsvc.generation.http import (
     ErrorEvent,
     HttpGenerator,
     lines,
-    merged,
+    read_delta,
     upstream_errors,
 )
 
@@ -63,10 +63,9 @@ class OpenAICompatGenerator(HttpGenerator):
                     if b"[DONE]" in events:
                         stream.done = True
                         del events[events.index(b"[DONE]") :]
-                    usage = stream.usage
-                    text, failure = merged(events, "an event", stream.read)
-                    if text or stream.usage is not usage:
-                        yield GenerationDelta(text=text, usage=stream.usage)
+                    delta, failure = read_delta(events, "an event", stream)
+                    if delta is not None:
+                        yield delta
                     if failure is not None:
                         raise failure
                 if not (stream.done or stream.finished):
