@@ -5,7 +5,8 @@ The signals are ones a reader would accept as a reason:
 
 - the question's **terms**, each weighted by its inverse document frequency over the chunks the caller can see
   (the engine counts them: `VectorEngine.term_counts`), so that words every page uses weigh little and a word the
-  documents never use weighs most;
+  documents never use weighs most, and by how distinctive it is in everyday English (`english.distinctiveness`):
+  "How far has a running VACUUM got?" is about VACUUM, however rarely the documents say "far" or "got";
 - **names**: terms written as names (capitalised inside the question, an acronym, mixed case, a compound such as
   `max_connections`, or holding digits such as a version or a size). A name the evidence lacks and the documents
   (almost) never mention is something they do not cover: "The documents do not cover PgBouncer.";
@@ -29,6 +30,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ragsvc import english
 from ragsvc.config import TrustSettings
 from ragsvc.domain import Question, RetrievalQuery, ScoredChunk
 from ragsvc.lexical import QuestionTerm, idf, index_terms, question_terms
@@ -69,6 +71,7 @@ class Assessment:
 
 class AnswerabilityGate:
     def __init__(self, retriever: Retriever, settings: TrustSettings) -> None:
+        english.load()
         self._retriever = retriever
         self._min_coverage = settings.answerability_min_coverage
         self._rare_share = settings.answerability_rare_share
@@ -90,6 +93,11 @@ class AnswerabilityGate:
         return assess(terms, counts, evidence, min_coverage=self._min_coverage, rare_share=self._rare_share)
 
 
+def _distinctive(term: QuestionTerm) -> float:
+    """How much a term can say what the question is about: a name fully, another word by its rarity in English."""
+    return 1.0 if term.named else english.distinctiveness(term.surface.lower())
+
+
 def without_instructions(question: str) -> str:
     """`question` without what instructs the model: the spans that match an injection pattern
     (`sanitize.without_injections`) and the sentences that ask for given words in the answer."""
@@ -108,7 +116,7 @@ def assess(
     """The decision on given statistics (see the module's docstring)."""
     if counts.chunks == 0:  # no statistics (chunks indexed before terms were): judge by the evidence alone
         counts = TermCounts(len(evidence), {t.term: 0 for t in terms})
-    weights = {t.term: idf(counts.frequencies.get(t.term, 0), max(counts.chunks, 1)) for t in terms}
+    weights = {t.term: idf(counts.frequencies.get(t.term, 0), max(counts.chunks, 1)) * _distinctive(t) for t in terms}
     pieces = [set(index_terms(indexed_text(scored.chunk))) for scored in evidence]
     everywhere = set().union(*pieces)
     total = sum(weights.values())

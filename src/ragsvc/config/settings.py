@@ -500,9 +500,10 @@ class TrustSettings(Group):
         "after the score gate, refuse with INSUFFICIENT_EVIDENCE when the evidence cannot answer the question",
     )
     answerability_min_coverage: float = env(
-        0.40,
+        0.50,
         "RAG_ANSWERABILITY_MIN_COVERAGE",
-        "least IDF-weighted share of the question's terms one piece of evidence must hold (0-1)",
+        "least share of the question's terms (weighted by rarity in the documents and in English) one piece of "
+        "evidence must hold (0-1)",
         ge=0,
         le=1,
     )

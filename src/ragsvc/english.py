@@ -1,0 +1,29 @@
+"""How common a word is in everyday English, from wordfreq's word lists (Zipf scale: log10 of a word's frequency per
+billion words; "the" is 7.7, "watch" 5.3, "vacuum" 4.1, "pg_basebackup" 0).
+
+A question's words that everyone uses ("How far has a running VACUUM got?") are how it is asked, not what it is
+about, however rare the documents make them; its subject is in the words that are rare in English ("VACUUM",
+"pg_basebackup", "Kerberos")."""
+
+from __future__ import annotations
+
+import functools
+
+from wordfreq import zipf_frequency
+
+COMMON = 6.0  # from this Zipf frequency (one word in a thousand: "time", "take", "many") a word tells least
+RARE = 3.0  # up to this one (one in a million: "md5", "incremental") a word is distinctive
+LEAST = 0.05  # what the commonest words still count: a question made of them only is judged by them
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def distinctiveness(word: str) -> float:
+    """How much `word` can say what a question is about (LEAST-1): LEAST for the commonest English words, 1 for
+    rare ones and for words English does not use, linear in the Zipf frequency between."""
+    frequency = zipf_frequency(word, "en")
+    return min(1.0, max(LEAST, (COMMON - frequency) / (COMMON - RARE)))
+
+
+def load() -> None:
+    """Read the English word list now (about 0.15 s), so that the first question does not wait for it."""
+    distinctiveness("postgres")
