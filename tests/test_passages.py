@@ -1,4 +1,4 @@
-from ragsvc.passages import Kind, passages
+from ragsvc.passages import Kind, held_text, passages
 
 ENTRY = """max_connections (integer)
 
@@ -42,6 +42,11 @@ def test_the_chunk_borders_cut_its_first_and_last_sentences() -> None:
     found = passages("the middle of a sentence. A whole sentence here. And one the border cut")
 
     assert [p.cut for p in found] == [True, False, True]
+    assert [held_text(p) for p in found] == [
+        "… the middle of a sentence.",
+        "A whole sentence here.",
+        "And one the border cut …",
+    ], "quoted as the chunk holds them, marked where cut"
 
 
 def test_a_chunk_starting_under_a_carried_label_is_judged_after_it() -> None:

@@ -90,6 +90,16 @@ def _mark_cuts(found: list[Passage], text: str) -> Iterator[Passage]:
         yield Passage(passage.text, passage.kind, passage.block, passage.entry, cut) if cut else passage
 
 
+def held_text(passage: Passage) -> str:
+    """A passage's text as its chunk holds it: a sentence the chunk's border cuts is marked "…" where it is cut
+    (before it when it starts mid-sentence, after it when it is unfinished)."""
+    if not passage.cut:
+        return passage.text
+    start = "… " if passage.text[:1].islower() else ""
+    end = "" if _finished(passage.text) else " …"
+    return f"{start}{passage.text}{end}"
+
+
 def _finished(sentence: str) -> bool:
     return sentence.rstrip("\"')]*_ ").endswith((*_CLOSED, ":"))
 

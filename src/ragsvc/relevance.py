@@ -16,7 +16,9 @@ judged with what it sits under: its chunk's page title and section heading, its 
   that names something to use (code, a name such as pg_hba.conf, a keyword in capitals such as CREATEDB) gains
   INSTRUMENT_WEIGHT of its score;
 
-and a passage that only points elsewhere ("For more information see Section 25.1.5.") keeps POINTER_WEIGHT of it.
+and a passage that only points elsewhere ("For more information see Section 25.1.5.") keeps POINTER_WEIGHT of it; a
+sentence the chunk's border cuts (the whole of it is in the neighbouring chunk, which may not be in the context)
+keeps CUT_WEIGHT, and is quoted as far as the chunk holds it, marked "…".
 
 All is weighted by its chunk's retrieval relevance. A passage under the label of another name than the one the
 question asks about ("wal_segment_size (integer)" for "max_wal_size default") keeps a small share of its word score
@@ -33,7 +35,7 @@ from dataclasses import dataclass
 
 from ragsvc.domain import ScoredChunk
 from ragsvc.lexical import compound_terms, content_terms
-from ragsvc.passages import Kind, Passage, passages
+from ragsvc.passages import Kind, Passage, held_text, passages
 from ragsvc.sanitize import injection_patterns
 from ragsvc.values import answers_value, asked_values, stated_values
 
@@ -47,6 +49,8 @@ OTHER_ENTRY_WEIGHT = 0.3  # of the word score of a passage under the label of an
 CARRIED_WEIGHT = 0.5  # of a follow-up's search term the user did not write (the earlier turns' subject)
 INSTRUMENT_WEIGHT = 1.0  # gained by a passage naming what to use (code, a name, a keyword) when asked how to do
 POINTER_WEIGHT = 0.3  # of the score of a passage that points elsewhere ("For more information see Section 25.1.5.")
+CUT_WEIGHT = 0.5  # of the score of a sentence the chunk's border cuts, quoted as far as the chunk holds it
+_MIN_CUT_WORDS = 8  # a cut sentence showing fewer words is not quoted
 _MIN_WORDS = 3  # shorter fragments (stray headings, "See below.") are never an answer
 
 # A question asking how to do something, or which command, function or setting does it.
@@ -90,6 +94,7 @@ class Candidate:
     heading: frozenset[str]  # terms of its chunk's section heading and page title
     scope: tuple[int, int, int]  # (marker, entry, paragraph): the passages it is read with
     values: frozenset[str]  # the kinds of value it states (lexical.stated_values)
+    cut: bool = False  # a sentence the chunk's border cuts: `text` is the part the chunk holds, "…" where it is cut
 
 
 def passage_terms(text: str) -> list[str]:
@@ -107,8 +112,8 @@ def query_terms(query: str) -> list[str]:
 
 
 def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:
-    """Every passage of the context that may be quoted: long enough to be an answer, holding a content term, not
-    cut by its chunk's border (overlapping chunks hold it whole), not in a paragraph that instructs a model."""
+    """Every passage of the context that may be quoted: long enough to be an answer (a sentence its chunk's border
+    cuts, longer still), holding a content term, not in a paragraph that instructs a model."""
     for marker, scored in enumerate(context, start=1):
         chunk = scored.chunk
         heading = frozenset(passage_terms(f"{chunk.page_title}\n{chunk.section or ''}"))
@@ -125,10 +130,12 @@ def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:
             if carried and depth > 1:
                 term = ""  # past the first passage under a label the chunk carries, the entry may have ended
             terms = frozenset(passage_terms(passage.text))
-            if passage.cut or passage.block in instructing or not terms or len(passage.text.split()) < _MIN_WORDS:
+            if passage.block in instructing or not terms or len(passage.text.split()) < _MIN_WORDS:
+                continue
+            if passage.cut and len(passage.text.split()) < _MIN_CUT_WORDS:
                 continue
             yield Candidate(
-                passage.text,
+                held_text(passage),
                 marker,
                 position,
                 max(scored.score, 0.0),
@@ -139,6 +146,7 @@ def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:
                 heading,
                 _scope(marker, passage),
                 stated_values(passage.text),
+                passage.cut,
             )
 
 
@@ -203,6 +211,8 @@ def ranked(query: str, found: Sequence[Candidate], *, question: str = "") -> lis
             score *= 1 + INSTRUMENT_WEIGHT
         if _POINTER.search(candidate.text):
             score *= POINTER_WEIGHT
+        if candidate.cut:
+            score *= CUT_WEIGHT
         result.append((score * (0.5 + candidate.relevance), candidate))
     result.sort(key=lambda pair: (-pair[0], pair[1].marker, pair[1].position))
     return [candidate for _, candidate in result]

@@ -96,6 +96,27 @@ async def test_drops_a_sentence_repeated_by_overlapping_chunks() -> None:
     assert text.startswith(f"{shared} [#1]")
 
 
+async def test_quotes_a_sentence_the_chunk_border_cuts_as_far_as_it_holds_it_marked() -> None:
+    context = (scored(4, "subdirectory, which is why the default is a relatively low 200 million transactions. Set it once."),)
+
+    text = await answer(ExtractiveGenerator(max_sentences=1), request("Why is the default so low?", context))
+
+    assert text == "… subdirectory, which is why the default is a relatively low 200 million transactions. [#1]"
+
+
+async def test_a_cut_sentence_weighs_less_than_a_whole_one_saying_as_much() -> None:
+    cut = scored(0, "checkpoint happens every five minutes by default on a server")  # the border cuts both ends
+    whole = scored(1, "Notes. A checkpoint happens every five minutes by default.")
+
+    assert (await answer(ExtractiveGenerator(), request("How often does a checkpoint happen?", (cut,)))).startswith(
+        "… checkpoint happens every five minutes by default on a server … [#1]"
+    )
+
+    text = await answer(ExtractiveGenerator(max_sentences=1), request("How often does a checkpoint happen?", (cut, whole)))
+
+    assert text == "A checkpoint happens every five minutes by default. [#2]"
+
+
 async def test_falls_back_without_a_marker_when_nothing_matches() -> None:
     for req in (request("What is the capital of France?"), request("Which port?", context=())):
         text = await answer(ExtractiveGenerator(), req)
