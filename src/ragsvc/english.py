@@ -11,6 +11,8 @@ import functools
 
 from wordfreq import zipf_frequency
 
+from ragsvc.lexical import QuestionTerm
+
 COMMON = 6.0  # from this Zipf frequency (one word in a thousand: "time", "take", "many") a word tells least
 RARE = 3.0  # up to this one (one in a million: "md5", "incremental") a word is distinctive
 LEAST = 0.05  # what the commonest words still count: a question made of them only is judged by them
@@ -22,6 +24,12 @@ def distinctiveness(word: str) -> float:
     rare ones and for words English does not use, linear in the Zipf frequency between."""
     frequency = zipf_frequency(word, "en")
     return min(1.0, max(LEAST, (COMMON - frequency) / (COMMON - RARE)))
+
+
+def weight(term: QuestionTerm) -> float:
+    """How much a question's term can say what the question is about: a name fully, another word by its
+    distinctiveness."""
+    return 1.0 if term.named else distinctiveness(term.surface.lower())
 
 
 def load() -> None:

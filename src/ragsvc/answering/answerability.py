@@ -93,11 +93,6 @@ class AnswerabilityGate:
         return assess(terms, counts, evidence, min_coverage=self._min_coverage, rare_share=self._rare_share)
 
 
-def _distinctive(term: QuestionTerm) -> float:
-    """How much a term can say what the question is about: a name fully, another word by its rarity in English."""
-    return 1.0 if term.named else english.distinctiveness(term.surface.lower())
-
-
 def without_instructions(question: str) -> str:
     """`question` without what instructs the model: the spans that match an injection pattern
     (`sanitize.without_injections`) and the sentences that ask for given words in the answer."""
@@ -116,7 +111,7 @@ def assess(
     """The decision on given statistics (see the module's docstring)."""
     if counts.chunks == 0:  # no statistics (chunks indexed before terms were): judge by the evidence alone
         counts = TermCounts(len(evidence), {t.term: 0 for t in terms})
-    weights = {t.term: idf(counts.frequencies.get(t.term, 0), max(counts.chunks, 1)) * _distinctive(t) for t in terms}
+    weights = {t.term: idf(counts.frequencies.get(t.term, 0), max(counts.chunks, 1)) * english.weight(t) for t in terms}
     pieces = [set(index_terms(indexed_text(scored.chunk))) for scored in evidence]
     everywhere = set().union(*pieces)
     total = sum(weights.values())
