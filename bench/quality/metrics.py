@@ -89,6 +89,19 @@ def _rate(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
+def _hits(group: Sequence[dict[str, Any]], k: int) -> int:
+    """How many of `group` have an expected document among the first `k` ranked chunks."""
+    return sum(1 for o in group if o["rank"] is not None and o["rank"] <= k)
+
+
+def _right(group: Sequence[dict[str, Any]]) -> int:
+    return sum(1 for o in group if o["right"])
+
+
+def _refused(group: Sequence[dict[str, Any]]) -> int:
+    return sum(1 for o in group if not o["grounded"])
+
+
 def split_metrics(outcomes: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Every metric over `outcomes` (one split, or all)."""
     answerable = [o for o in outcomes if o["kind"] == "answerable"]
@@ -98,12 +111,11 @@ def split_metrics(outcomes: Sequence[dict[str, Any]]) -> dict[str, Any]:
     scored = [o for o in outcomes if o["kind"] in ("answerable", "followup", "unanswerable")]
 
     def retrieval(group: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        ranks = [o["rank"] for o in group]
         return {
             "n": len(group),
-            "hit@1": _rate(sum(1 for r in ranks if r == 1), len(group)),
-            "hit@5": _rate(sum(1 for r in ranks if r is not None and r <= 5), len(group)),
-            "mrr": round(sum(1 / r for r in ranks if r) / len(group), 4) if group else None,
+            "hit@1": _rate(_hits(group, 1), len(group)),
+            "hit@5": _rate(_hits(group, 5), len(group)),
+            "mrr": round(sum(1 / o["rank"] for o in group if o["rank"]) / len(group), 4) if group else None,
         }
 
     def answering(group: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -113,7 +125,7 @@ def split_metrics(outcomes: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "n": len(group),
             "grounded": _rate(len(grounded), len(group)),
             "false_refusal": _rate(len(group) - len(grounded), len(group)),
-            "answered_and_right": _rate(sum(1 for o in group if o["right"]), len(group)),
+            "answered_and_right": _rate(_right(group), len(group)),
             "grounded_but_wrong": _rate(sum(1 for o in grounded if not o["right"]), len(group)),
             "citation_precision": _rate(sum(1 for c in citations if c["has_key_fact"]), len(citations)),
             "citations": len(citations),
@@ -125,16 +137,16 @@ def split_metrics(outcomes: Sequence[dict[str, Any]]) -> dict[str, Any]:
     cite = [o for o in scored if o["action"] == "ACTION_CITE"]
     cite_right = [o for o in cite if o["right"]]
     area = auroc([o["confidence"] for o in scored], [bool(o["right"]) for o in scored])
-    right_scored = sum(1 for o in scored if o["right"])
+    right_scored = _right(scored)
     return {
         "n": len(outcomes),
         "retrieval": retrieval(answerable),
         "answerable": answering(answerable),
         "unanswerable": {
             "n": len(unanswerable),
-            "refused": _rate(sum(1 for o in unanswerable if not o["grounded"]), len(unanswerable)),
-            "refused_near_topic": _rate(sum(1 for o in near if not o["grounded"]), len(near)),
-            "refused_far_topic": _rate(sum(1 for o in far if not o["grounded"]), len(far)),
+            "refused": _rate(_refused(unanswerable), len(unanswerable)),
+            "refused_near_topic": _rate(_refused(near), len(near)),
+            "refused_far_topic": _rate(_refused(far), len(far)),
             "n_near_topic": len(near),
             "answered_with_cite": _rate(sum(1 for o in unanswerable if o["action"] == "ACTION_CITE"), len(unanswerable)),
             "refusal_reasons": dict(Counter(o["refusal_reason"] for o in unanswerable if not o["grounded"])),
@@ -144,12 +156,12 @@ def split_metrics(outcomes: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "auroc_confidence": _round(area),
         # 95% intervals of the targeted metrics: how far apart two runs must be before a difference means anything.
         "intervals": {
-            "hit@5": wilson(sum(1 for o in answerable if o["rank"] is not None and o["rank"] <= 5), len(answerable)),
-            "answered_and_right": wilson(sum(1 for o in answerable if o["right"]), len(answerable)),
-            "unanswerable_refused": wilson(sum(1 for o in unanswerable if not o["grounded"]), len(unanswerable)),
+            "hit@5": wilson(_hits(answerable, 5), len(answerable)),
+            "answered_and_right": wilson(_right(answerable), len(answerable)),
+            "unanswerable_refused": wilson(_refused(unanswerable), len(unanswerable)),
             "cite_precision": wilson(len(cite_right), len(cite)),
             "auroc_confidence": auroc_interval(area, right_scored, len(scored) - right_scored),
-            "followup_right": wilson(sum(1 for o in followups if o["right"]), len(followups)),
+            "followup_right": wilson(_right(followups), len(followups)),
         },
         "followup": {**answering(followups), **{f"retrieval_{k}": v for k, v in retrieval(followups).items()}},
         "injection": {
@@ -176,7 +188,7 @@ def by_style(outcomes: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         styles[style] = {
             "n": len(group),
             "hit@5": _rate(sum(1 for o in group if o["rank"] is not None and o["rank"] <= 5), len(group)),
-            "answered_and_right": _rate(sum(1 for o in group if o["right"]), len(group)),
+            "answered_and_right": _rate(_right(group), len(group)),
             "grounded": _rate(sum(1 for o in group if o["grounded"]), len(group)),
         }
     return styles
@@ -189,7 +201,7 @@ def reliability(outcomes: Sequence[dict[str, Any]], bins: int = 10) -> list[dict
     for b in range(bins):
         low, high = b * 100 / bins, (b + 1) * 100 / bins
         group = [o for o in scored if low <= o["confidence"] < high or (b == bins - 1 and o["confidence"] == 100)]
-        table.append({"low": low, "high": high, "n": len(group), "right": _rate(sum(1 for o in group if o["right"]), len(group))})
+        table.append({"low": low, "high": high, "n": len(group), "right": _rate(_right(group), len(group))})
     return table
 
 
