@@ -59,8 +59,9 @@ _PROCEDURAL = re.compile(
     r"setting|parameter|option|file|signal)s?\b)",
     re.IGNORECASE,
 )
-# What a passage tells the reader to use: a code block, a name written as one, or an SQL/command keyword in capitals.
-_INSTRUMENT = re.compile(r"`|\b[a-z][a-z0-9]*(?:[_.][a-z0-9]+)+\b|\b[A-Z]{3,}(?:\s+[A-Z]{2,})*\b")
+# What a passage tells the reader to use, besides a name written as one (`_names`): code, or an SQL/command keyword in
+# capitals.
+_CODE_OR_KEYWORD = re.compile(r"`|\b[A-Z]{3,}(?:\s+[A-Z]{2,})*\b")
 # A passage that sends the reader to another part of the documentation instead of saying something itself.
 _POINTER = re.compile(
     r"\b(?:see|found in|described in|discussed in|explained in|covered in|refer to|documented in)\b[^.]{0,60}?"
@@ -207,7 +208,7 @@ def ranked(query: str, found: Sequence[Candidate], *, question: str = "") -> lis
             score = OTHER_ENTRY_WEIGHT * own
         else:
             score = own + (CONTEXT_WEIGHT + VALUE_WEIGHT * value) * around
-        if procedural and _INSTRUMENT.search(candidate.text):
+        if procedural and (_names(candidate.terms) or _CODE_OR_KEYWORD.search(candidate.text)):
             score *= 1 + INSTRUMENT_WEIGHT
         if _POINTER.search(candidate.text):
             score *= POINTER_WEIGHT
