@@ -49,6 +49,13 @@ def test_the_chunk_borders_cut_its_first_and_last_sentences() -> None:
     ], "quoted as the chunk holds them, marked where cut"
 
 
+def test_a_chunk_starting_after_an_opening_bracket_it_does_not_hold_starts_mid_sentence() -> None:
+    found = passages("9.90) allow users to access information about the standby. (See also Section 2.) Done here.")
+
+    assert [p.cut for p in found] == [True, False, False]
+    assert held_text(found[0]) == "… 9.90) allow users to access information about the standby."
+
+
 def test_a_chunk_starting_under_a_carried_label_is_judged_after_it() -> None:
     found = passages("shared_buffers (integer)\n\nmemory the server uses. The default is 128MB.")
 

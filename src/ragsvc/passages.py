@@ -78,13 +78,13 @@ def passages(text: str) -> tuple[Passage, ...]:
 
 def _mark_cuts(found: list[Passage], text: str) -> Iterator[Passage]:
     """The passages, the chunk's first one after its labels (a chunk carries the label of the entry it starts in)
-    marked cut when it starts in lower case (a chunk border cut it: the whole sentence is in the neighbouring
+    marked cut when it starts mid-sentence (a chunk border cut it: the whole sentence is in the neighbouring
     chunk), and its last one when it is an unfinished sentence."""
     first = next((i for i, passage in enumerate(found) if passage.kind is not Kind.LABEL), -1)
     last = len(found) - 1
     ends_in_prose = not text.rstrip().endswith(("```", "~~~", "|"))
     for index, passage in enumerate(found):
-        cut = (index == first and passage.text[:1].islower()) or (
+        cut = (index == first and _starts_mid_sentence(passage.text)) or (
             index == last and ends_in_prose and passage.kind is Kind.SENTENCE and not _finished(passage.text)
         )
         yield Passage(passage.text, passage.kind, passage.block, passage.entry, cut) if cut else passage
@@ -95,9 +95,16 @@ def held_text(passage: Passage) -> str:
     (before it when it starts mid-sentence, after it when it is unfinished)."""
     if not passage.cut:
         return passage.text
-    start = "… " if passage.text[:1].islower() else ""
+    start = "… " if _starts_mid_sentence(passage.text) else ""
     end = "" if _finished(passage.text) else " …"
     return f"{start}{passage.text}{end}"
+
+
+def _starts_mid_sentence(text: str) -> bool:
+    """A chunk's first passage that starts in lower case, or closes a bracket it never opened ("9.90) allow users
+    to ...", the rest of "(Table 9.90) allow users to ..."), begins inside a sentence."""
+    closing = text.find(")")
+    return text[:1].islower() or (closing >= 0 and not 0 <= text.find("(") < closing)
 
 
 def _finished(sentence: str) -> bool:
