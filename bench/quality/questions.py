@@ -6,9 +6,10 @@ key_facts (alternatives: the answer is right when it contains any one of them, n
 the sentence quoted from it), near_topic and why (unanswerables), unsafe_markers (injection probes).
 
 The split is a fixed function of the ids: within each kind, questions ordered by sha256(id) alternate dev, heldout.
-`python -m bench.quality.questions` checks the file: the split rule, that every quoted sentence is in its page as
-ragsvc's HTML loader reads it, that a key fact of every answerable question is in its expected page, and that no key
-fact is already in the question (or its earlier turns).
+`python -m bench.quality.questions [FILE]` checks the file (or another set, such as tuning_followups.jsonl, without
+the split rule): the split rule, that every quoted sentence is in its page as ragsvc's HTML loader reads it, that a
+key fact of every answerable question is in its expected page, and that no key fact is already in the question (or
+its earlier turns).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
@@ -113,8 +115,9 @@ def expected_split(questions: list[Question]) -> dict[str, str]:
     return splits
 
 
-def check(questions: list[Question], page_texts: dict[str, str]) -> list[str]:
-    """Problems with the question set (empty when it is sound); `page_texts` maps document id to its text."""
+def check(questions: list[Question], page_texts: dict[str, str], *, split_rule: bool = True) -> list[str]:
+    """Problems with the question set (empty when it is sound); `page_texts` maps document id to its text.
+    `split_rule` False for a set outside the benchmark (tuning_followups.jsonl), whose splits the rule does not set."""
     problems = []
     ids = Counter(q.id for q in questions)
     problems += [f"{i}: repeated id" for i, n in ids.items() if n > 1]
@@ -123,7 +126,7 @@ def check(questions: list[Question], page_texts: dict[str, str]) -> list[str]:
     for q in questions:
         if q.kind not in KINDS:
             problems.append(f"{q.id}: unknown kind {q.kind}")
-        if q.split != splits.get(q.id):
+        if split_rule and q.split != splits.get(q.id):
             problems.append(f"{q.id}: split {q.split}, the rule says {splits.get(q.id)}")
         if q.should_answer:
             if not q.expected_documents or not q.key_facts:
@@ -161,8 +164,9 @@ if __name__ == "__main__":
 
     pages = corpus.load_pages(corpus.fetch())
     texts = {p.document_id: "\n".join(f"{s.heading or ''}\n{s.text}" for s in html_sections(p.content)) for p in pages}
-    loaded = load()
-    found = check(loaded, texts)
-    print("\n".join(found) or "questions.jsonl is sound")
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else QUESTIONS
+    loaded = load(path)
+    found = check(loaded, texts, split_rule=path.resolve() == QUESTIONS)
+    print("\n".join(found) or f"{path.name} is sound")
     print(json.dumps(summary(loaded)))
     raise SystemExit(1 if found else 0)

@@ -2,6 +2,7 @@
 
     python -m bench.quality.run [--split dev|heldout|all] [--limit N] [--slice] [--ids a001,u002]
                                 [--followups history|session] [--llm none|openai|local] [--fresh] [--no-write]
+                                [--questions FILE]
 
 Starts a real `ragsvc serve` (temporary RAG_DATA_DIR, no demo corpus, no rate limit, no answer cache), ingests
 the corpus over IndexService (or reuses the index ingested by an earlier run of the same corpus and ingestion
@@ -11,6 +12,9 @@ docs/quality.md and docs/quality.png.
 
 Follow-ups: the earlier user turns are asked first; then the follow-up is sent with those turns and their answers
 as chat_history (`--followups history`, the default) or in the same session_id (`--followups session`).
+
+`--questions bench/quality/tuning_followups.jsonl` asks a tuning set instead: conversations written for tuning
+follow-ups on, outside the benchmark and its splits (see bench/quality/README.md).
 
 LLM runs (`--llm openai`): EVAL_OPENAI_BASE_URL, EVAL_CHAT_MODEL, EVAL_RAG_MODELS (default
 "<model>=8192/512") and EVAL_OPENAI_API_KEY become the server's OPENAI_BASE_URL, CHAT_MODEL, RAG_MODELS and
@@ -241,7 +245,7 @@ async def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         pages = corpus.load_pages(args.pages, sorted(p.name for p in args.pages.glob("*.html")))
     else:
         pages = corpus.load_pages(corpus.fetch())
-    all_questions = questions.load()
+    all_questions = questions.load(args.questions)
     chosen = select(all_questions, args)
     local = LocalLlama() if args.llm == "local" else None
     try:
@@ -284,7 +288,8 @@ async def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "git_commit": git_commit(),
         "generator": generator,
         "selection": {"split": args.split, "limit": args.limit, "slice": args.slice, "ids": args.ids,
-                      "followups": args.followups, "questions": len(chosen)},
+                      "followups": args.followups, "questions": len(chosen),
+                      "questions_file": str(args.questions.resolve().relative_to(ROOT))},
         "corpus": {
             "package": corpus.PACKAGE,
             "version": corpus.VERSION,
@@ -344,6 +349,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fresh", action="store_true", help="ingest again even when a matching index is cached")
     parser.add_argument("--no-write", action="store_true", help="print the metrics; write no files")
     parser.add_argument("--pages", type=Path, help="ingest the .html pages of this directory, not the fetched package")
+    parser.add_argument("--questions", type=Path, default=questions.QUESTIONS,
+                        help="ask the questions of this file (e.g. bench/quality/tuning_followups.jsonl), not the benchmark's")
     args = parser.parse_args(argv)
     result = asyncio.run(evaluate(args))
     from bench.quality import report
@@ -356,7 +363,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"results of this run kept in {scratch.relative_to(ROOT)} only")
         return
     name = "quality" if args.llm == "none" else f"quality-{args.llm}"
-    if args.split != "all" or args.limit or args.slice or args.ids:
+    if args.split != "all" or args.limit or args.slice or args.ids or args.questions != questions.QUESTIONS:
         name += "-partial"
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"{name}-{datetime.now(UTC):%Y-%m-%d}.json"

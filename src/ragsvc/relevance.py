@@ -53,9 +53,10 @@ CUT_WEIGHT = 0.5  # of the score of a sentence the chunk's border cuts, quoted a
 _MIN_CUT_WORDS = 8  # a cut sentence showing fewer words is not quoted
 _MIN_WORDS = 3  # shorter fragments (stray headings, "See below.") are never an answer
 
-# A question asking how to do something, or which command, function or setting does it.
+# A question asking how to do something, or which command, function or setting does it (also when it continues a
+# conversation: "and how do I delete one?").
 _PROCEDURAL = re.compile(
-    r"^\W*(?:how\s+(?:do|can|should|would|could|to)\b|(?:what|which)\s+(?:command|function|view|tool|utility|program|"
+    r"^\W*(?:(?:and|also|but|so|then)\W+)?(?:how\s+(?:do|can|should|would|could|to)\b|(?:what|which)\s+(?:command|function|view|tool|utility|program|"
     r"setting|parameter|option|file|signal)s?\b)",
     re.IGNORECASE,
 )
@@ -195,7 +196,7 @@ def ranked(query: str, found: Sequence[Candidate], *, question: str = "") -> lis
         surroundings[candidate.scope] = max(surroundings.get(candidate.scope, 0.0), words[id(candidate)])
     asked = asked_values(query)
     named = _names(own_terms)  # the setting asked about, not one an earlier turn named
-    procedural = bool(_PROCEDURAL.search(question or query))
+    procedural = asks_how_to(question or query)
     result: list[tuple[float, Candidate]] = []
     for candidate in found:
         own, around = words[id(candidate)], surroundings[candidate.scope]
@@ -217,6 +218,11 @@ def ranked(query: str, found: Sequence[Candidate], *, question: str = "") -> lis
         result.append((score * (0.5 + candidate.relevance), candidate))
     result.sort(key=lambda pair: (-pair[0], pair[1].marker, pair[1].position))
     return [candidate for _, candidate in result]
+
+
+def asks_how_to(question: str) -> bool:
+    """Whether `question` asks how to do something, or which command, function or setting does it."""
+    return bool(_PROCEDURAL.search(question))
 
 
 def _frequencies(found: Sequence[Candidate]) -> Counter[str]:

@@ -22,7 +22,7 @@ _ASKS = {
     SIZE: re.compile(r"\bhow (big|large|small)\b|\bhow much (memory|space|disk|ram|data)\b|\b(what )?size\b", re.IGNORECASE),
     AMOUNT: re.compile(
         r"\bhow (many|much|far|fast)\b|\bdefaults?\b|\b(limit|maximum|minimum|number)\b"
-        r"|\bwhat (port|value|percentage|fraction)\b",
+        r"|\bwhat (port|value|percentage|fraction)\b|\bout of the box\b|\bwhat is (it|\S+) set to\b",
         re.IGNORECASE,
     ),
 }
@@ -44,8 +44,8 @@ _WHY = re.compile(r"^\s*why\b", re.IGNORECASE)
 
 def asked_values(question: str) -> frozenset[str]:
     """The kinds of value `question` asks for: DURATION ("how long", "how often"), SIZE ("how big", "how much
-    memory"), AMOUNT (any amount: "how many", "default", "limit"); none for a "why" question, which asks for a
-    reason."""
+    memory"), AMOUNT (any amount: "how many", "default", "out of the box", "what is it set to", "limit"); none for
+    a "why" question, which asks for a reason."""
     if _WHY.search(question):
         return frozenset()
     return frozenset(kind for kind, pattern in _ASKS.items() if pattern.search(question))

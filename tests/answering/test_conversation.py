@@ -71,8 +71,23 @@ def test_a_follow_up_without_a_subject_gets_the_previous_one(follow_up: str, sea
         ("What is trust authentication?", "trust authentication and how do I delete one?"),  # neither: its words
     ],
 )
-def test_the_subject_is_the_earlier_questions_noun_phrases_and_names(first: str, search: str) -> None:
+def test_a_follow_up_asking_how_carries_the_earlier_questions_noun_phrases_and_names(first: str, search: str) -> None:
     assert follow_up_search("and how do I delete one?", turns(first)) == search
+
+
+@pytest.mark.parametrize(
+    ("first", "follow_up", "search"),
+    [
+        ("How do I start the server by hand?", "Does it need root?", "Does start server hand need root?"),
+        ("How do I back up every database at once?", "Does that include the roles?",
+         "back database Does that include the roles?"),
+        ("How do I create a database from the shell?", "And how can I drop one?", "database shell And how can I drop one?"),
+    ],
+)
+def test_a_follow_up_with_no_action_of_its_own_carries_the_earlier_questions_action(
+    first: str, follow_up: str, search: str
+) -> None:
+    assert follow_up_search(follow_up, turns(first)) == search, "its action is the earlier one's, unless it asks how"
 
 
 def test_the_subject_comes_from_the_latest_question_that_had_one() -> None:

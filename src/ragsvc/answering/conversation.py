@@ -33,6 +33,7 @@ from ragsvc.errors import NotFound, RagError
 from ragsvc.generation.base import Generator
 from ragsvc.judge import LLMJudge
 from ragsvc.lexical import STOPWORDS, content_terms, key_phrases, question_terms, stem
+from ragsvc.relevance import asks_how_to
 from ragsvc.retrieval.layout import AccessPolicy
 from ragsvc.storage.sessions import SessionKey, SessionStore, StoredMessage, StoredTurn
 
@@ -201,7 +202,7 @@ def follow_up_search(query: str, history: Sequence[ChatMessage]) -> str:
     turns = _turns(history)
     if not turns or not lacks_subject(query, turns[-1][1]):
         return query
-    subject = _subject(turns)
+    subject = _subject(turns, own_action=asks_how_to(query))
     pronoun = _standing_for_the_subject(query)
     if not subject or pronoun is None:
         return with_subject(query, history)
@@ -212,15 +213,18 @@ def follow_up_search(query: str, history: Sequence[ChatMessage]) -> str:
 def with_subject(query: str, history: Sequence[ChatMessage]) -> str:
     """`query` after the subject words of the earlier questions (the retrieve stage's second try for a follow-up
     that seemed to stand alone but finds nothing searched as asked)."""
-    return " ".join(filter(None, [_subject(_turns(history)), query.strip()]))
+    return " ".join(filter(None, [_subject(_turns(history), own_action=asks_how_to(query)), query.strip()]))
 
 
-def _subject(turns: Sequence[tuple[str, str]]) -> str:
-    """The subject words of the earlier questions, the latest back to the first that had its own."""
+def _subject(turns: Sequence[tuple[str, str]], *, own_action: bool) -> str:
+    """The subject words of the earlier questions, the latest back to the first that had its own. A follow-up that
+    asks how to do something (`own_action`: "and how do I delete one?") brings its own action, so the earlier
+    questions' actions are left out; any other follow-up is about what they asked ("What if I don't pass -D?"
+    after "How do I start the server by hand?"), so every word of theirs that is not a stopword is carried."""
     subjects: list[str] = []
     for index in range(len(turns) - 1, -1, -1):
         question = turns[index][0]
-        subjects.insert(0, _subject_words(question))
+        subjects.insert(0, _subject_words(question) if own_action else _content_words(question))
         if index == 0 or not lacks_subject(question, turns[index - 1][1]):
             break
     return " ".join(filter(None, subjects))
@@ -263,6 +267,12 @@ def _subject_words(question: str) -> str:
     if not picked:
         picked = [word for word in words if word.lower() not in STOPWORDS]
     return " ".join(word for word in picked if stem(word.lower()) not in _ATTRIBUTES)
+
+
+def _content_words(question: str) -> str:
+    """The words of `question` but stopwords and attribute words, in order."""
+    words = (word for word in _WORD.findall(question) if word.lower() not in STOPWORDS)
+    return " ".join(word for word in words if stem(word.lower()) not in _ATTRIBUTES)
 
 
 def _turns(history: Sequence[ChatMessage]) -> list[tuple[str, str]]:
