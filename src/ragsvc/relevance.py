@@ -7,7 +7,9 @@ judged with what it sits under: its chunk's page title and section heading, its 
 - **its words**: each query term found counts its rarity among the candidate passages (IDF; a label counts once
   for its entry), fully in the passage, more in its label (a passage under a label is about it; the more so the
   closer it follows the label: an entry's first sentences define it), less in its heading or page title; a
-  follow-up's search terms that the user did not write (an earlier turn's subject) count CARRIED_WEIGHT;
+  follow-up's search terms that the user did not write (an earlier turn's subject) count CARRIED_WEIGHT; words the
+  documentation and its readers use for the same action meet ("switch it off" and "disables", "lower" and
+  "decreasing");
 - **its surroundings**: a share of the best word score in its entry (or paragraph), so that "The default is
   three." under a label that matches the question counts;
 - **the value asked for**: when the question asks for an amount ("how many", "how long", "default" ...), a
@@ -101,7 +103,7 @@ class Candidate:
 
 def passage_terms(text: str) -> list[str]:
     """Content terms and compound names ("max_connections" is a term besides its parts)."""
-    return [*content_terms(text), *compound_terms(text)]
+    return [*_same_sense(content_terms(_PHRASAL.sub(_one_word, text))), *compound_terms(text)]
 
 
 def query_terms(query: str) -> list[str]:
@@ -110,7 +112,25 @@ def query_terms(query: str) -> list[str]:
     rest = query.lower()
     for compound in compounds:
         rest = rest.replace(compound, " ")
-    return sorted({*compounds, *content_terms(rest)})
+    return sorted({*compounds, *_same_sense(content_terms(_PHRASAL.sub(_one_word, rest)))})
+
+
+# Words the documentation and its readers use for the same action: each stem stands for the first of its group.
+_SYNONYMS = {stem: group[0] for group in (
+    ("disabl", "deactivat"),
+    ("enabl", "activat"),
+    ("lower", "decreas", "reduc"),
+    ("rais", "increas"),
+) for stem in group}
+_PHRASAL = re.compile(r"\b(turn|switch)(?:s|ed|ing)?\s+(?:\w+\s+)?(on|off)\b", re.IGNORECASE)  # "switch it off"
+
+
+def _one_word(match: re.Match[str]) -> str:
+    return "enable" if match.group(2).lower() == "on" else "disable"
+
+
+def _same_sense(terms: list[str]) -> list[str]:
+    return [_SYNONYMS.get(term, term) for term in terms]
 
 
 def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:

@@ -117,6 +117,18 @@ async def test_a_cut_sentence_weighs_less_than_a_whole_one_saying_as_much() -> N
     assert text == "A checkpoint happens every five minutes by default. [#2]"
 
 
+async def test_words_for_the_same_action_meet() -> None:
+    context = (
+        scored(0, "The sampler logs every statement. A value of -1 disables the sampler. Raising it logs less."),
+    )
+
+    off = await answer(ExtractiveGenerator(max_sentences=1), request("How do I switch it off?", context))
+    up = await answer(ExtractiveGenerator(max_sentences=1), request("When should I increase it for the sampler?", context))
+
+    assert off == "A value of -1 disables the sampler. [#1]", "'switch off' is 'disable'"
+    assert up == "Raising it logs less. [#1]", "'increase' is 'raise'"
+
+
 async def test_falls_back_without_a_marker_when_nothing_matches() -> None:
     for req in (request("What is the capital of France?"), request("Which port?", context=())):
         text = await answer(ExtractiveGenerator(), req)
