@@ -7,8 +7,8 @@ judged with what it sits under: its chunk's page title and section heading, its 
 - **its words**: each query term found counts its rarity among the candidate passages (IDF; a label counts once
   for its entry), fully in the passage, more in its label (a passage under a label is about it; the more so the
   closer it follows the label: an entry's first sentences define it), less in its heading or page title; a
-  follow-up's search terms that the user did not write (an earlier turn's subject) count CARRIED_WEIGHT; words the
-  documentation and its readers use for the same action meet ("switch it off" and "disables", "lower" and
+  follow-up's search terms that the user did not write (an earlier turn's subject) count CARRIED_WEIGHT; what users
+  write and what the documentation says meet (`ragsvc.paraphrase`: "switch it off" and "disables", "lower" and
   "decreasing");
 - **its surroundings**: a share of the best word score in its entry (or paragraph), so that "The default is
   three." under a label that matches the question counts;
@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from ragsvc.domain import ScoredChunk
 from ragsvc.lexical import compound_terms, content_terms
+from ragsvc.paraphrase import plain, same_sense
 from ragsvc.passages import Kind, Passage, held_text, passages
 from ragsvc.sanitize import injection_patterns
 from ragsvc.values import answers_value, asked_values, stated_values
@@ -103,7 +104,7 @@ class Candidate:
 
 def passage_terms(text: str) -> list[str]:
     """Content terms and compound names ("max_connections" is a term besides its parts)."""
-    return [*_same_sense(content_terms(_PHRASAL.sub(_one_word, text))), *compound_terms(text)]
+    return [*same_sense(content_terms(plain(text))), *compound_terms(text)]
 
 
 def query_terms(query: str) -> list[str]:
@@ -112,25 +113,7 @@ def query_terms(query: str) -> list[str]:
     rest = query.lower()
     for compound in compounds:
         rest = rest.replace(compound, " ")
-    return sorted({*compounds, *_same_sense(content_terms(_PHRASAL.sub(_one_word, rest)))})
-
-
-# Words the documentation and its readers use for the same action: each stem stands for the first of its group.
-_SYNONYMS = {stem: group[0] for group in (
-    ("disabl", "deactivat"),
-    ("enabl", "activat"),
-    ("lower", "decreas", "reduc"),
-    ("rais", "increas"),
-) for stem in group}
-_PHRASAL = re.compile(r"\b(turn|switch)(?:s|ed|ing)?\s+(?:\w+\s+)?(on|off)\b", re.IGNORECASE)  # "switch it off"
-
-
-def _one_word(match: re.Match[str]) -> str:
-    return "enable" if match.group(2).lower() == "on" else "disable"
-
-
-def _same_sense(terms: list[str]) -> list[str]:
-    return [_SYNONYMS.get(term, term) for term in terms]
+    return sorted({*compounds, *same_sense(content_terms(plain(rest)))})
 
 
 def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:

@@ -6,7 +6,8 @@ The signals are ones a reader would accept as a reason:
 - the question's **terms**, each weighted by its inverse document frequency over the chunks the caller can see
   (the engine counts them: `VectorEngine.term_counts`), so that words every page uses weigh little and a word the
   documents never use weighs most, and by how distinctive it is in everyday English (`english.distinctiveness`):
-  "How far has a running VACUUM got?" is about VACUUM, however rarely the documents say "far" or "got";
+  "How far has a running VACUUM got?" is about VACUUM, however rarely the documents say "far" or "got"; a phrase
+  users write is read as the documentation's word (`paraphrase.plain`: "by hand" as "manually");
 - **names**: terms written as names (capitalised inside the question, an acronym, mixed case, a compound such as
   `max_connections`, or holding digits such as a version or a size). A name the evidence lacks and the documents
   (almost) never mention is something they do not cover: "The documents do not cover PgBouncer.";
@@ -34,6 +35,7 @@ from ragsvc import english
 from ragsvc.config import TrustSettings
 from ragsvc.domain import Question, RetrievalQuery, ScoredChunk
 from ragsvc.lexical import QuestionTerm, idf, index_terms, question_terms
+from ragsvc.paraphrase import plain
 from ragsvc.retrieval.base import Retriever, TermCounts
 from ragsvc.retrieval.layout import indexed_text
 from ragsvc.sanitize import without_injections
@@ -81,7 +83,7 @@ class AnswerabilityGate:
         follows), with corpus statistics over what the question's caller can see. What instructs the model is
         not part of what is asked and is left out (see `without_instructions`)."""
         asked = without_instructions(search)
-        terms = question_terms(asked)
+        terms = question_terms(plain(asked))
         if not terms and question_terms(search):  # nothing asked but instructions
             return Assessment(answerable=False, score=0.0)
         if not terms or not evidence:

@@ -33,6 +33,7 @@ from ragsvc.errors import NotFound, RagError
 from ragsvc.generation.base import Generator
 from ragsvc.judge import LLMJudge
 from ragsvc.lexical import STOPWORDS, content_terms, key_phrases, question_terms, stem
+from ragsvc.paraphrase import plain
 from ragsvc.relevance import asks_how_to
 from ragsvc.retrieval.layout import AccessPolicy
 from ragsvc.storage.sessions import SessionKey, SessionStore, StoredMessage, StoredTurn
@@ -270,8 +271,9 @@ def _subject_words(question: str) -> str:
 
 
 def _content_words(question: str) -> str:
-    """The words of `question` but stopwords and attribute words, in order."""
-    words = (word for word in _WORD.findall(question) if word.lower() not in STOPWORDS)
+    """The words of `question` but stopwords and attribute words, in order, its phrases read as the documentation's
+    words ("by hand" as "manually": `paraphrase.plain`)."""
+    words = (word for word in _WORD.findall(plain(question)) if word.lower() not in STOPWORDS)
     return " ".join(word for word in words if stem(word.lower()) not in _ATTRIBUTES)
 
 

@@ -1,0 +1,44 @@
+"""The words users ask with and the words the documentation answers with, made to meet: a phrase a user writes is
+read as the documentation's word ("switch it off" as "disable", "by hand" as "manually"), and words for the same
+action count as one ("lower", "decrease", "reduce"). Used where questions are matched against passages word by
+word: the answerability gate and the extractive selection."""
+
+from __future__ import annotations
+
+import re
+
+_VERB = r"(?<!\bthe )(?<!\ba )\b(?:turn|switch)(?:s|ed|ing)?"  # a verb: not after an article ("the switch on")
+_OBJECT = r"(?:it|them|this|that|these|those)"
+# Phrases users write, and the documentation's word for each.
+_PHRASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), word)
+    for pattern, word in (
+        (rf"{_VERB}\s+(?:{_OBJECT}\s+)?off\b", "disable"),  # "switch it off", not "the switch off the main"
+        (rf"{_VERB}\s+(?:{_OBJECT}\s+)?on\b", "enable"),
+        (r"\bby hand\b", "manually"),
+        (r"\bout of the box\b", "by default"),
+    )
+)
+# Stems of words for the same action: each stands for the first of its group.
+_SAME_SENSE = {
+    stem: group[0]
+    for group in (
+        ("disabl", "deactivat"),
+        ("enabl", "activat"),
+        ("lower", "decreas", "reduc"),
+        ("rais", "increas"),
+    )
+    for stem in group
+}
+
+
+def plain(text: str) -> str:
+    """`text` with the phrases users write read as the documentation's words."""
+    for pattern, word in _PHRASES:
+        text = pattern.sub(word, text)
+    return text
+
+
+def same_sense(terms: list[str]) -> list[str]:
+    """Stemmed `terms` with words for the same action as one."""
+    return [_SAME_SENSE.get(term, term) for term in terms]

@@ -1,0 +1,21 @@
+"""What users write meets what the documentation says: phrases read as the documentation's word, words for the same
+action counted as one."""
+
+from __future__ import annotations
+
+from ragsvc.lexical import content_terms
+from ragsvc.paraphrase import plain, same_sense
+
+
+def test_phrases_users_write_read_as_the_documentations_words() -> None:
+    assert plain("How do I switch it off?") == "How do I disable?"
+    assert plain("Turn on logging") == "enable logging"
+    assert plain("How do I start the server by hand?") == "How do I start the server manually?"
+    assert plain("What is it set to out of the box?") == "What is it set to by default?"
+    assert plain("Is the switch on the left?") == "Is the switch on the left?", "'switch' as a noun stays"
+
+
+def test_words_for_the_same_action_count_as_one() -> None:
+    assert same_sense(content_terms("lower it")) == same_sense(content_terms("decreasing it")) == ["lower"]
+    assert same_sense(content_terms("raise the limit")) == same_sense(content_terms("increase the limit"))
+    assert same_sense(content_terms("deactivate")) == same_sense(content_terms("disables"))
