@@ -16,7 +16,7 @@ judged with what it sits under: its chunk's page title and section heading, its 
   passage stating one of that kind (a duration, a size, a number) gains in proportion to its surroundings;
 - **what to use**: when the question asks how to do something ("How do I ...", "Which command ..."), a passage
   that names something to use (code, a name such as pg_hba.conf, a keyword in capitals such as CREATEDB) gains
-  INSTRUMENT_WEIGHT of its score;
+  INSTRUMENT_WEIGHT of its score, and the best such passage ranks no lower than third (TOOL_WITHIN);
 
 and a passage that only points elsewhere ("For more information see Section 25.1.5.") keeps POINTER_WEIGHT of it; a
 sentence the chunk's border cuts (the whole of it is in the neighbouring chunk, which may not be in the context)
@@ -51,6 +51,7 @@ VALUE_WEIGHT = 1.0  # share of that best score a passage stating the asked-for k
 OTHER_ENTRY_WEIGHT = 0.3  # of the word score of a passage under the label of another name than the one asked about
 CARRIED_WEIGHT = 0.5  # of a follow-up's search term the user did not write (the earlier turns' subject)
 INSTRUMENT_WEIGHT = 1.0  # gained by a passage naming what to use (code, a name, a keyword) when asked how to do
+TOOL_WITHIN = 2  # when asked how, the best passage naming what to use is quoted at least third (0-based place 2)
 POINTER_WEIGHT = 0.3  # of the score of a passage that points elsewhere ("For more information see Section 25.1.5.")
 CUT_WEIGHT = 0.5  # of the score of a sentence the chunk's border cuts, quoted as far as the chunk holds it
 _MIN_CUT_WORDS = 8  # a cut sentence showing fewer words is not quoted
@@ -212,7 +213,7 @@ def ranked(query: str, found: Sequence[Candidate], *, question: str = "") -> lis
             score = OTHER_ENTRY_WEIGHT * own
         else:
             score = own + (CONTEXT_WEIGHT + VALUE_WEIGHT * value) * around
-        if procedural and (_names(candidate.terms) or _CODE_OR_KEYWORD.search(candidate.text)):
+        if procedural and _names_a_tool(candidate):
             score *= 1 + INSTRUMENT_WEIGHT
         if _POINTER.search(candidate.text):
             score *= POINTER_WEIGHT
@@ -220,7 +221,21 @@ def ranked(query: str, found: Sequence[Candidate], *, question: str = "") -> lis
             score *= CUT_WEIGHT
         result.append((score * (0.5 + candidate.relevance), candidate))
     result.sort(key=lambda pair: (-pair[0], pair[1].marker, pair[1].position))
-    return [candidate for _, candidate in result]
+    order = [candidate for _, candidate in result]
+    return _naming_a_tool_within(TOOL_WITHIN, order) if procedural else order
+
+
+def _naming_a_tool_within(place: int, order: list[Candidate]) -> list[Candidate]:
+    """`order` with its best passage that names something to use moved up to `place` (0-based) when it ranks lower:
+    an answer to "How do I back up a single database?" names pg_dump."""
+    tools = [i for i, candidate in enumerate(order) if _names_a_tool(candidate)]
+    if tools and tools[0] > place:
+        order.insert(place, order.pop(tools[0]))
+    return order
+
+
+def _names_a_tool(candidate: Candidate) -> bool:
+    return bool(_names(candidate.terms) or _CODE_OR_KEYWORD.search(candidate.text))
 
 
 def asks_how_to(question: str) -> bool:

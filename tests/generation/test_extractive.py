@@ -129,6 +129,23 @@ async def test_words_for_the_same_action_meet() -> None:
     assert up == "Raising it logs less. [#1]", "'increase' is 'raise'"
 
 
+async def test_asked_how_the_answer_names_what_to_use() -> None:
+    context = (
+        scored(
+            0,
+            "Back up each database often to tape. A database you back up daily survives disk failures. Backing up a "
+            "large database takes hours. Every database should be backed up before upgrades.\n\n"
+            "The pg_dump program reads a database.",
+        ),
+    )
+
+    text = await answer(ExtractiveGenerator(), request("How do I back up a database?", context))
+    about = await answer(ExtractiveGenerator(), request("Why back up a database?", context))
+
+    assert text.endswith("The pg_dump program reads a database. [#1]"), "the best passage naming a tool, third"
+    assert "pg_dump" not in about, "not asked how: ranked by its words alone (fourth or lower)"
+
+
 async def test_falls_back_without_a_marker_when_nothing_matches() -> None:
     for req in (request("What is the capital of France?"), request("Which port?", context=())):
         text = await answer(ExtractiveGenerator(), req)
