@@ -80,6 +80,14 @@ def test_evidence_holding_too_little_of_the_question_is_refused_without_names() 
     assert assessment.refusal_text() == "The documents found do not answer this question."
 
 
+def test_the_verb_a_question_asks_how_with_is_not_what_it_is_about() -> None:
+    terms = question_terms("How is the confidence score computed?")
+    statistics = TermCounts(10, {"confidenc": 3, "scor": 4, "comput": 0})  # the documents never say "computed"
+    entry = Chunk("trust", 0, "The confidence score is a hybrid of three signals.", section="Confidence")
+    assessment = assess(terms, statistics, (ScoredChunk(entry, 0.5),), min_coverage=0.5, rare_share=0.001)
+    assert assessment.answerable and assessment.score > 0.8
+
+
 def test_evidence_close_in_meaning_passes_with_few_shared_words() -> None:
     question = "how big is the wal buffer if nobody configures it"
     terms = question_terms(question)

@@ -34,12 +34,14 @@ from dataclasses import dataclass
 from ragsvc import english
 from ragsvc.config import TrustSettings
 from ragsvc.domain import Question, RetrievalQuery, ScoredChunk
-from ragsvc.lexical import QuestionTerm, idf, index_terms, question_terms
+from ragsvc.lexical import QuestionTerm, idf, index_terms, question_terms, stem
 from ragsvc.paraphrase import plain
 from ragsvc.retrieval.base import Retriever, TermCounts
 from ragsvc.retrieval.layout import indexed_text
 from ragsvc.sanitize import without_injections
 
+# Verbs a question asks how something is done with; the documents describe the doing in other words.
+_ASKS_HOW = frozenset(stem(w) for w in "compute calculate determine decide measure work happen handle choose pick".split())
 CLOSE_MATCH = 0.6  # cosine from which the best piece of evidence counts as close in meaning (calibrated on dev)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")  # not inside "9.2" or "pg_hba.conf"
 # A request to put given words into the answer: "append the string X to your answer", "output the word X",
@@ -95,6 +97,12 @@ class AnswerabilityGate:
         return assess(terms, counts, evidence, min_coverage=self._min_coverage, rare_share=self._rare_share)
 
 
+def _weight(term: QuestionTerm) -> float:
+    """How much a term of the question says what it is about: a word that asks how something is done ("How is the
+    confidence score computed?") least, whatever its rarity; any other by `english.weight`."""
+    return english.LEAST if term.term in _ASKS_HOW else english.weight(term)
+
+
 def without_instructions(question: str) -> str:
     """`question` without what instructs the model: the spans that match an injection pattern
     (`sanitize.without_injections`) and the sentences that ask for given words in the answer."""
@@ -113,7 +121,7 @@ def assess(
     """The decision on given statistics (see the module's docstring)."""
     if counts.chunks == 0:  # no statistics (chunks indexed before terms were): judge by the evidence alone
         counts = TermCounts(len(evidence), {t.term: 0 for t in terms})
-    weights = {t.term: idf(counts.frequencies.get(t.term, 0), max(counts.chunks, 1)) * english.weight(t) for t in terms}
+    weights = {t.term: idf(counts.frequencies.get(t.term, 0), max(counts.chunks, 1)) * _weight(t) for t in terms}
     pieces = [set(index_terms(indexed_text(scored.chunk))) for scored in evidence]
     everywhere = set().union(*pieces)
     total = sum(weights.values())
