@@ -68,8 +68,11 @@ def outcome_of(question: Question, answer: Answer) -> Outcome:
     return Outcome.ROUTED if answer.action is Action.ROUTE else Outcome.ANSWERED
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)  # made once: json.dumps with options makes one a call
+
+
 def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), default=str)
+    return _ENCODER.encode(value)
 
 
 def _fields(flat: Any) -> dict[str, Any]:
