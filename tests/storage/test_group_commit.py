@@ -66,17 +66,18 @@ def committed(path: Path) -> list[str]:
         return [row[0] for row in reader.execute("SELECT id FROM users ORDER BY id")]
 
 
-async def test_on_sqlite_a_row_is_committed_before_commit_or_enqueue_returns(tmp_path: Path) -> None:
+async def test_on_sqlite_a_row_is_committed_before_commit_or_enqueue_returns(tmp_path: Path, caplog) -> None:
     path = tmp_path / "records.sqlite3"
     database = SQLiteDatabase.open(path)
     try:
-        rows = GroupCommitter(database, INSERT)
+        rows = GroupCommitter(database, INSERT, what="directory")
         rows.enqueue(("u1", "a@example.com"))
         assert committed(path) == ["u1"], "committed with no await in between"
         await rows.commit(("u2", "b@example.com"))
         with pytest.raises(DatabaseUnavailable):
             await rows.commit(("u2", "again@example.com"))  # alone in its transaction: it fails alone
         assert committed(path) == ["u1", "u2"] and rows.transactions == 3
+        assert "the directory lost 1 rows" in caplog.text
     finally:
         await database.aclose()
 

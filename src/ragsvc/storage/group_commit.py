@@ -56,20 +56,20 @@ class GroupCommitter:
         try:
             if self._written_now(row):
                 return
-        except RagError as exc:
-            _log.error("the %s lost 1 rows: %s", self._what, exc)
-            return
+        except RagError:
+            return  # logged
         self._add(row)
 
     def _written_now(self, row: Sequence[Any]) -> bool:
         """Whether `row` was committed at once, alone (see the module's docstring); DatabaseUnavailable when that
-        transaction failed."""
+        transaction failed (logged, as a failed batch is)."""
         if self._now is None or (self._writer is not None and not self._writer.done()):
             return False
         try:
             written = self._now.execute_many_now(self._sql, [row])
-        except RagError:
+        except RagError as exc:
             self.transactions += 1
+            _log.error("the %s lost 1 rows: %s", self._what, exc)
             raise
         self.transactions += written
         return written
