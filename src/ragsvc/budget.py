@@ -11,10 +11,9 @@ RAG_MAX_CONTEXT_TOKENS until the next one would not fit; at least one chunk is k
 What is counted per request: the system prompt (remembered), the question in its template (only when its bytes,
 which bound its tokens, could make a cap bind), the history, and each passage's header. A passage's text between
 its fences was counted at ingest (`Chunk.token_count`, in cl100k_base; a chunk without it, or a budget in another
-encoding, counts it here, remembered). The rendered user
-message is counted whole only when it could be over the limit: a token is at least one byte, so a message of
-no more UTF-8 bytes than the tokens left cannot be; the prompt's exact count (`Packing.prompt_tokens`) is then
-made only when asked for (an explanation, a dry run).
+encoding, counts it here, remembered). The rendered user message is counted whole only when it could be over the
+limit: a token is at least one byte, so a message of no more UTF-8 bytes than the tokens left cannot be; the
+prompt's exact count (`Packing.prompt_tokens`) is then made only when asked for (an explanation, a dry run).
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ class SQLiteDatabase:
             finally:
                 connection.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorname == "SQLITE_BUSY":
+            if (exc.sqlite_errorname or "").startswith("SQLITE_BUSY"):  # its extended codes too
                 return False
             raise _unavailable(exc) from exc
         except sqlite3.Error as exc:
