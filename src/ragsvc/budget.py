@@ -8,12 +8,12 @@ RAG_SYSTEM_PROMPT_TOKENS), the question is never cut, history is kept newest fir
 RAG_MAX_HISTORY_TOKENS and at most a third of what is left, and context chunks go in by rank up to
 RAG_MAX_CONTEXT_TOKENS until the next one would not fit; at least one chunk is kept, cut to fit.
 
-What is counted per request: the system prompt and the question's template (remembered), the history, and each
-passage's header. A passage's text between its fences was counted at ingest (`Chunk.token_count`, in
-cl100k_base; a chunk without it, or a budget in another encoding, counts it here, remembered). The rendered user
-message is counted whole only when it could be over the limit: a token is at least one byte, so a message of
-no more UTF-8 bytes than the tokens left cannot be; the prompt's exact count (`Packing.prompt_tokens`) is then
-made only when asked for (an explanation, a dry run).
+What is counted per request: the system prompt (remembered), the question in its template (only when its bytes,
+which bound its tokens, could make a cap bind), the history, and each passage's header. A passage's text between
+its fences was counted at ingest (`Chunk.token_count`, in cl100k_base; a chunk without it, or a budget in another
+encoding, counts it here, remembered). The rendered user message is counted whole only when it could be over the
+limit: a token is at least one byte, so a message of no more UTF-8 bytes than the tokens left cannot be; the
+prompt's exact count (`Packing.prompt_tokens`) is then made only when asked for (an explanation, a dry run).
 """
 
 from __future__ import annotations
@@ -99,8 +99,13 @@ class TokenBudget:
         Raises TokenBudgetExceeded when the question leaves no room for a piece of evidence."""
         system_tokens = self.count_recurring(prompt.system)
         system = max(system_tokens, self.system_prompt_tokens) + MESSAGE_OVERHEAD_TOKENS
-        question = self.count(prompt.user_message(query, ())) + MESSAGE_OVERHEAD_TOKENS
+        asked = prompt.user_message(query, ())
+        # The question's bytes bound its tokens (a token is at least a byte). When even that bound leaves both caps
+        # below whole, the exact count could change nothing that follows and is not made (see _exactly).
+        question = len(asked.encode()) + MESSAGE_OVERHEAD_TOKENS
         remaining = self.prompt_limit - REPLY_PRIMER_TOKENS - system - question
+        if remaining // 3 < self.max_history_tokens or remaining - self.max_history_tokens < self.max_context_tokens:
+            remaining, question = self._exactly(asked, remaining, question)
         if remaining <= 0:
             raise self._too_long(question, remaining)
 
@@ -128,6 +133,7 @@ class TokenBudget:
         if not context and candidates:
             # RAG_MAX_CONTEXT_TOKENS only ever drops chunks after the first: if the cap cannot hold a passage
             # header and a word, the one chunk is cut to what the window leaves instead.
+            remaining, question = self._exactly(asked, remaining, question)
             first = self._cut_to_fit(prompt, candidates[0], context_cap) or self._cut_to_fit(
                 prompt, candidates[0], remaining
             )
@@ -156,7 +162,7 @@ class TokenBudget:
             else:
                 cut = self._cut_to_fit(prompt, context[0], costs[0] - excess)
                 if cut is None:
-                    raise self._too_long(question, -excess)
+                    raise self._too_long(self._exactly(asked, remaining, question)[1], -excess)
                 context[0] = cut
                 costs[0] = self._passage_cost(prompt, 1, cut)
         return Packing(
@@ -168,6 +174,12 @@ class TokenBudget:
             encoding=self.encoding,
             user_tokens=user,
         )
+
+    def _exactly(self, asked: str, remaining: int, question: int) -> tuple[int, int]:
+        """`remaining` and `question` (the question's tokens with its message overhead, perhaps its bytes' bound)
+        with the question counted exactly."""
+        exact = self.count(asked) + MESSAGE_OVERHEAD_TOKENS
+        return remaining + question - exact, exact
 
     def _passage_cost(self, prompt: Prompt, marker: int, scored: ScoredChunk) -> int:
         """The passage's tokens counted alone (its header's and its fenced text's: see `prompts.fenced`), plus

@@ -10,6 +10,7 @@ from ragsvc.domain import Action, Answer, Event, RefusalReason, TextDelta
 from ragsvc.errors import DatabaseUnavailable, FieldViolation, InvalidRequest, LLMUnavailable
 from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.backend import Backend
+from ragsvc.storage.group_commit import WritesNow
 from tests.storage.samples import CHUNK, answer, consumed, events, question
 
 
@@ -71,7 +72,8 @@ async def test_not_before_answer_the_answer_goes_out_and_its_row_is_committed_ne
     seen = []
     async for event in log.recorded(question(request_id="r-next"), events(answer())):
         if isinstance(event, Answer):
-            assert log.transactions == 0, "the answer did not wait for a transaction"
+            # SQLite wrote it at once, on this thread (see storage/group_commit.py); nothing else waits.
+            assert log.transactions == int(isinstance(database, WritesNow)), "the answer did not wait"
         seen.append(event)
     assert isinstance(seen[-1], Answer) and len(seen) == 2
     await log.drain()
@@ -102,16 +104,18 @@ async def test_concurrent_answers_share_transactions(database: Backend) -> None:
     await asyncio.gather(*(ask(n) for n in range(32)))
     rows = await database.fetch_all("SELECT request_id FROM answers")
     assert sorted(r["request_id"] for r in rows) == sorted(f"r{n}" for n in range(32))
-    assert 1 <= log.transactions <= 2, f"32 rows in {log.transactions} transactions"
+    # On SQLite a row is written at once, alone, unless the connection is busy (here: another ask's read).
+    most = 32 if isinstance(database, WritesNow) else 2
+    assert 1 <= log.transactions <= most, f"32 rows in {log.transactions} transactions"
 
 
 async def test_rows_arriving_during_a_transaction_go_in_the_next_one(database: Backend) -> None:
     log = AnswerLog(database)
     first = asyncio.ensure_future(log.record_answer(question(request_id="first"), answer()))
-    await asyncio.sleep(0)  # the first transaction is in flight
+    await asyncio.sleep(0)  # the first transaction is in flight (on SQLite: committed at once)
     rest = [asyncio.ensure_future(log.record_answer(question(request_id=f"r{n}"), answer())) for n in range(10)]
     await asyncio.gather(first, *rest)
-    assert log.transactions == 2
+    assert log.transactions == (11 if isinstance(database, WritesNow) else 2)
 
 
 async def test_a_row_that_cannot_be_committed_fails_the_answer(database: Backend, caplog) -> None:

@@ -26,6 +26,8 @@ from ragsvc.generation.transport import StreamTransport
 CONNECT_TIMEOUT_S = 5.0
 PROBE_TIMEOUT_S = 5.0
 USER_AGENT = "ragsvc"
+# httpx's JSON body encoding (`httpx._content.encode_json`).
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 # OpenAI's error code, vLLM's and OpenAI's "The model `x` does not exist", Ollama's `model "x" not found`.
 _MODEL_MISSING = re.compile(r"model_not_found|\bmodel\b.*\b(does not exist|not found)", re.IGNORECASE)
 
@@ -316,11 +318,14 @@ class HttpGenerator(abc.ABC):
         self, method: str, path: str, limits: dict[str, float | None], *, accept: str, payload: Any = None
     ) -> httpx.Response:
         """The response (its body not read yet) to a request for `path`, a JSON `payload` its body; `limits` are
-        httpx's timeouts (`Timeout.as_dict()`)."""
-        request = httpx.Request(
-            method, self._url(path), json=payload, headers={**self._headers, "Accept": accept},
-            extensions={"timeout": limits},
-        )
+        httpx's timeouts (`Timeout.as_dict()`). The body is the bytes httpx's `json=` would send, encoded here by
+        an encoder made once (httpx makes one per request, then wraps the body twice more)."""
+        headers = {**self._headers, "Accept": accept}
+        body = None
+        if payload is not None:
+            body = _JSON.encode(payload).encode()
+            headers["Content-Type"] = "application/json"
+        request = httpx.Request(method, self._url(path), content=body, headers=headers, extensions={"timeout": limits})
         response = await self._transport.handle_async_request(request)
         response.request = request  # httpx's own transports leave that to the client
         return response

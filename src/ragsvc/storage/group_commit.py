@@ -6,14 +6,19 @@ concurrent writers pay about two transactions' time each while the database sees
 
 `commit(row)` returns once the row's transaction has committed and raises DatabaseUnavailable when it failed;
 `enqueue(row)` hands a row over without waiting (a failure is then only logged). `drain()` waits for both.
+
+On a database that can commit a short write at once on the event loop's thread (`WritesNow`: SQLite, see
+storage/sqlite.py), a row handed over while no transaction is in flight is written that way, before `commit` or
+`enqueue` returns: no task, no future, no worker thread. Rows then share transactions only while one is in flight
+in a worker thread (when the database declined to write at once).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from ragsvc.errors import RagError
 from ragsvc.storage.backend import Backend
@@ -21,9 +26,18 @@ from ragsvc.storage.backend import Backend
 _log = logging.getLogger(__name__)
 
 
+@runtime_checkable
+class WritesNow(Protocol):
+    def execute_many_now(self, sql: str, rows: Iterable[Sequence[Any]]) -> bool:
+        """`execute_many` on the calling thread when it needs no waiting: False (nothing done) when it would."""
+        ...
+
+
 class GroupCommitter:
-    def __init__(self, database: Backend, sql: str, *, what: str = "rows") -> None:
+    def __init__(self, database: Backend, sql: str, *, what: str = "rows", at_once: bool = True) -> None:
+        """`at_once`: write a row at once when the database can (`WritesNow`) and no transaction is in flight."""
         self._db = database
+        self._now = database if at_once and isinstance(database, WritesNow) else None
         self._sql = sql
         self._what = what  # named in the log line of a failed transaction
         self._pending: list[Sequence[Any]] = []
@@ -34,11 +48,31 @@ class GroupCommitter:
     async def commit(self, row: Sequence[Any]) -> None:
         """Write `row` and return once it is committed; DatabaseUnavailable when its transaction failed. A
         cancelled caller leaves the row to be committed all the same."""
-        await asyncio.shield(self._add(row))
+        if not self._written_now(row):
+            await asyncio.shield(self._add(row))
 
     def enqueue(self, row: Sequence[Any]) -> None:
         """Write `row` with the next transaction without waiting for it."""
+        try:
+            if self._written_now(row):
+                return
+        except RagError:
+            return  # logged
         self._add(row)
+
+    def _written_now(self, row: Sequence[Any]) -> bool:
+        """Whether `row` was committed at once, alone (see the module's docstring); DatabaseUnavailable when that
+        transaction failed (logged, as a failed batch is)."""
+        if self._now is None or (self._writer is not None and not self._writer.done()):
+            return False
+        try:
+            written = self._now.execute_many_now(self._sql, [row])
+        except RagError as exc:
+            self.transactions += 1
+            _log.error("the %s lost 1 rows: %s", self._what, exc)
+            raise
+        self.transactions += written
+        return written
 
     async def drain(self) -> None:
         """Wait until every row handed over so far is committed (or its failure logged)."""
