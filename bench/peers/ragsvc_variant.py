@@ -43,6 +43,10 @@ JOB_SETTINGS = {
     # No refusals either: the answerability gate judges the made-up words of the synthetic corpus and refused
     # 2 of 200 questions at 10k passages, which the peers answer (and the harness needs one LLM call a question).
     "RAG_ANSWERABILITY_GATE": "false",
+    # Tokens relayed as they come, as the peers relay them: the first token is compared with theirs. (ragsvc's
+    # default, validated, releases a sentence once its citations are checked; its cost against the first token is
+    # measured by bench/generation.py.)
+    "RAG_STREAM_POLICY": "raw",
     # Every question is new to the server: measure the work, not the answer cache.
     "RAG_CACHE_MAX_ENTRIES": "0",
     # A benchmark client is one caller sending far more than 60 calls a minute, up to 32 at a time.

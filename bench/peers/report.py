@@ -184,7 +184,10 @@ def markdown(result: dict[str, Any], result_path: Path) -> str:
         "integrations in qdrant-client's local mode (no Qdrant server can be installed here); ragsvc uses its "
         "embedded qdrant-edge engine. ragsvc runs twice: as a server called over gRPC (AskStream), and in "
         "process, its answering service driven the way the AskStream servicer drives it but without gRPC (a "
-        "worker process of its own, the same components, settings and ingest). "
+        "worker process of its own, the same components, settings and ingest). Both stream with "
+        "RAG_STREAM_POLICY=raw, relaying tokens as they come as the peers do (the default, validated, releases the "
+        "first text once a sentence's citations are checked: here the whole 24-token answer; bench/generation.py "
+        "measures that cost). "
         f"{settings['warmup']} warm-ups, then {settings['rounds']} rounds of {settings['queries']} sequential "
         "questions per variant, the variants interleaved in a different order each round. "
         "Cells are the median over rounds of each round's percentile, with the lowest and highest round.",

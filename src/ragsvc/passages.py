@@ -165,7 +165,8 @@ def _blocks(text: str) -> Iterator[tuple[Kind, str]]:
 
 def is_label(block: str) -> bool:
     """A short line that names what follows: few words, no closing punctuation."""
-    return len(block.split()) <= _LABEL_MAX_WORDS and not block.rstrip("\"')]*_ ").endswith((*_CLOSED, ":", ";", ","))
+    few = len(block.split(maxsplit=_LABEL_MAX_WORDS)) <= _LABEL_MAX_WORDS  # stops splitting past the limit
+    return few and not block.rstrip("\"')]*_ ").endswith((*_CLOSED, ":", ";", ","))
 
 
 def _sentences(block: str) -> list[str]:
