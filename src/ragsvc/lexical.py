@@ -104,6 +104,9 @@ def index_terms(text: str) -> list[str]:
     return sorted({*_terms(set(_tokens(text))), *compound_terms(text)})  # a word repeated is stemmed once
 
 
+_POSSESSIVE = re.compile(r"['\u2019]s$")
+_JOINED = re.compile(r"[._]")
+_JOINED_OR_DIGIT = re.compile(r"[._\d]")
 # A word of the question as written: letters and digits, joined by "_", "." or "-" inside a name.
 _QUESTION_WORD = re.compile(r"[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*(?:['\u2019][A-Za-z]+)?")
 
@@ -122,28 +125,28 @@ def question_terms(query: str) -> list[QuestionTerm]:
     """The question's distinct terms in order: compound names whole, other words stemmed; stopwords dropped."""
     found: dict[str, QuestionTerm] = {}
     for position, match in enumerate(_QUESTION_WORD.finditer(query)):
-        surface = re.sub(r"['\u2019]s$", "", match.group().strip("._-"))
+        surface = _POSSESSIVE.sub("", match.group().strip("._-"))
         lower = surface.lower().replace("\u2019", "'")
-        if "'" in lower:
+        if "'" in lower or lower in STOPWORDS:
             continue  # a contraction ("don't") carries no subject
-        if re.search(r"[._]", lower):
+        if _JOINED.search(lower):
             terms = [lower]  # a compound name ("max_connections", "9.2") is indexed whole (compound_terms)
         else:
             terms = [t for t in index_terms(surface) if "." not in t and "_" not in t]
-        named = _written_as_name(surface, first=position == 0)
         for term in terms:
-            if term not in found and lower not in STOPWORDS:
-                found[term] = QuestionTerm(term, surface, named)
+            if term not in found:
+                found[term] = QuestionTerm(term, surface, _written_as_name(surface, first=position == 0))
     return list(found.values())
 
 
 def _written_as_name(word: str, *, first: bool) -> bool:
     """A name: a compound, digits, an acronym, mixed case, or a capital inside the sentence."""
-    if re.search(r"[._]", word) or any(c.isdigit() for c in word):
+    if _JOINED_OR_DIGIT.search(word):
         return True
     if len(word) >= 2 and word.isupper():
         return True
-    if any(c.isupper() for c in word[1:]):
+    rest = word[1:]
+    if rest != rest.lower():  # a capital after the first letter
         return True
     return word[:1].isupper() and not first
 
