@@ -49,6 +49,13 @@ def test_the_chunk_borders_cut_its_first_and_last_sentences() -> None:
     ], "quoted as the chunk holds them, marked where cut"
 
 
+def test_only_the_end_the_border_cuts_is_marked() -> None:
+    found = passages("- of the options listed on this page and the ones below it\n- Another item of the list here.")
+
+    assert found[0].starts_cut and not found[0].ends_cut, "a list item without a stop, not the chunk's last"
+    assert held_text(found[0]) == "… of the options listed on this page and the ones below it"
+
+
 def test_a_chunk_starting_after_an_opening_bracket_it_does_not_hold_starts_mid_sentence() -> None:
     found = passages("9.90) allow users to access information about the standby. (See also Section 2.) Done here.")
 

@@ -34,7 +34,13 @@ class Passage:
     kind: Kind
     block: int  # the paragraph, list item, code block or row it is part of (counted from 1 in the chunk)
     entry: int  # the label it sits under (counted from 1), 0 before the chunk's first label
-    cut: bool = False  # the chunk's border cuts it: its first passage starting mid-sentence, or its last unfinished
+    starts_cut: bool = False  # the chunk's border cuts its start: the chunk's first passage, starting mid-sentence
+    ends_cut: bool = False  # the chunk's border cuts its end: the chunk's last passage, an unfinished sentence
+
+    @property
+    def cut(self) -> bool:
+        """The chunk's border cuts it, at either end (the whole of it is in the neighbouring chunk)."""
+        return self.starts_cut or self.ends_cut
 
 
 MAX_CODE_LINES = 3  # a longer code block is an example, not an answer
@@ -84,20 +90,17 @@ def _mark_cuts(found: list[Passage], text: str) -> Iterator[Passage]:
     last = len(found) - 1
     ends_in_prose = not text.rstrip().endswith(("```", "~~~", "|"))
     for index, passage in enumerate(found):
-        cut = (index == first and _starts_mid_sentence(passage.text)) or (
-            index == last and ends_in_prose and passage.kind is Kind.SENTENCE and not _finished(passage.text)
-        )
-        yield Passage(passage.text, passage.kind, passage.block, passage.entry, cut) if cut else passage
+        starts_cut = index == first and _starts_mid_sentence(passage.text)
+        ends_cut = index == last and ends_in_prose and passage.kind is Kind.SENTENCE and not _finished(passage.text)
+        if starts_cut or ends_cut:
+            passage = Passage(passage.text, passage.kind, passage.block, passage.entry, starts_cut, ends_cut)
+        yield passage
 
 
 def held_text(passage: Passage) -> str:
     """A passage's text as its chunk holds it: a sentence the chunk's border cuts is marked "…" where it is cut
-    (before it when it starts mid-sentence, after it when it is unfinished)."""
-    if not passage.cut:
-        return passage.text
-    start = "… " if _starts_mid_sentence(passage.text) else ""
-    end = "" if _finished(passage.text) else " …"
-    return f"{start}{passage.text}{end}"
+    (before it when its start is cut, after it when its end is)."""
+    return f"{'… ' if passage.starts_cut else ''}{passage.text}{' …' if passage.ends_cut else ''}"
 
 
 def _starts_mid_sentence(text: str) -> bool:
