@@ -12,6 +12,7 @@ from ragsvc.values import AMOUNT, DURATION, SIZE, answers_value, asked_values, s
         ("How many autovacuum workers can run at once?", {AMOUNT}),
         ("max_wal_size default", {AMOUNT}),
         ("And what is it set to out of the box?", {AMOUNT}),
+        ("Which addresses does it listen on out of the box?", {AMOUNT}),  # read as "by default"
         ("Why is track_io_timing off by default?", set()),
         ("How do I restore a dump?", set()),
     ],

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from ragsvc.paraphrase import plain
+
 # The kinds of value a question can ask for, and a text state. A question asking for an amount in general
 # ("default", "limit", "what value") accepts any; a sentence states an amount when it holds a number.
 DURATION = "duration"
@@ -22,7 +24,7 @@ _ASKS = {
     SIZE: re.compile(r"\bhow (big|large|small)\b|\bhow much (memory|space|disk|ram|data)\b|\b(what )?size\b", re.IGNORECASE),
     AMOUNT: re.compile(
         r"\bhow (many|much|far|fast)\b|\bdefaults?\b|\b(limit|maximum|minimum|number)\b"
-        r"|\bwhat (port|value|percentage|fraction)\b|\bout of the box\b|\bwhat is (it|\S+) set to\b",
+        r"|\bwhat (port|value|percentage|fraction)\b|\bwhat is (it|\S+) set to\b",
         re.IGNORECASE,
     ),
 }
@@ -44,10 +46,12 @@ _WHY = re.compile(r"^\s*why\b", re.IGNORECASE)
 
 def asked_values(question: str) -> frozenset[str]:
     """The kinds of value `question` asks for: DURATION ("how long", "how often"), SIZE ("how big", "how much
-    memory"), AMOUNT (any amount: "how many", "default", "out of the box", "what is it set to", "limit"); none for
-    a "why" question, which asks for a reason."""
+    memory"), AMOUNT (any amount: "how many", "default", "what is it set to", "limit"); none for a "why" question,
+    which asks for a reason. Read with the documentation's words (`paraphrase.plain`: "out of the box" asks for the
+    default)."""
     if _WHY.search(question):
         return frozenset()
+    question = plain(question)
     return frozenset(kind for kind, pattern in _ASKS.items() if pattern.search(question))
 
 
