@@ -10,13 +10,15 @@ import re
 _VERB = r"(?<!\bthe )(?<!\ba )\b(?:turn|switch)(?:s|ed|ing)?"  # a verb: not after an article ("the switch on")
 _OBJECT = r"(?:it|them|this|that|these|those)"
 # Phrases users write, and the documentation's word for each.
-_PHRASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), word)
-    for pattern, word in (
-        (rf"{_VERB}\s+(?:{_OBJECT}\s+)?off\b", "disable"),  # "switch it off", not "the switch off the main"
-        (rf"{_VERB}\s+(?:{_OBJECT}\s+)?on\b", "enable"),
-        (r"\bby hand\b", "manually"),
-        (r"\bout of the box\b", "by default"),
+# Each after the words it cannot match without one of (lower case): most texts hold none, and are not searched.
+_VERBS = ("turn", "switch")
+_PHRASES: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = tuple(
+    (needs, re.compile(pattern, re.IGNORECASE), word)
+    for needs, pattern, word in (
+        (_VERBS, rf"{_VERB}\s+(?:{_OBJECT}\s+)?off\b", "disable"),  # "switch it off", not "the switch off the main"
+        (_VERBS, rf"{_VERB}\s+(?:{_OBJECT}\s+)?on\b", "enable"),
+        (("by hand",), r"\bby hand\b", "manually"),
+        (("out of the box",), r"\bout of the box\b", "by default"),
     )
 )
 # Stems of words for the same action: each stands for the first of its group.
@@ -34,8 +36,10 @@ _SAME_SENSE = {
 
 def plain(text: str) -> str:
     """`text` with the phrases users write read as the documentation's words."""
-    for pattern, word in _PHRASES:
-        text = pattern.sub(word, text)
+    lower = text.lower()
+    for needs, pattern, word in _PHRASES:
+        if any(needed in lower for needed in needs):
+            text = pattern.sub(word, text)
     return text
 
 
