@@ -80,6 +80,7 @@ def markdown(before: dict[str, Any], after: dict[str, Any], split: str) -> str:
     rows = [
         ("hit@5", ("retrieval", "hit@5")),
         ("answered and right", ("answerable", "answered_and_right")),
+        ("right in the first passage", ("answerable", "right_first")),
         ("unanswerable refused", ("unanswerable", "refused")),
         ("CITE precision", ("cite_precision",)),
         ("follow-ups right", ("followup", "answered_and_right")),

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from bench.quality.questions import GLOBAL_UNSAFE_MARKERS, Question, answer_text, contains
+from bench.quality.questions import GLOBAL_UNSAFE_MARKERS, Question, answer_text, contains, first_passage
 from bench.stats import percentile
 
 
@@ -98,6 +98,11 @@ def _right(group: Sequence[dict[str, Any]]) -> int:
     return sum(1 for o in group if o["right"])
 
 
+def _right_first(group: Sequence[dict[str, Any]]) -> int:
+    """How many of `group` are right in what their answer says first (`first_passage`): the key fact leads."""
+    return sum(1 for o in group if o["right"] and any(contains(first_passage(o["answer"]), f) for f in o["key_facts"]))
+
+
 def _refused(group: Sequence[dict[str, Any]]) -> int:
     return sum(1 for o in group if not o["grounded"])
 
@@ -126,6 +131,7 @@ def split_metrics(outcomes: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "grounded": _rate(len(grounded), len(group)),
             "false_refusal": _rate(len(group) - len(grounded), len(group)),
             "answered_and_right": _rate(_right(group), len(group)),
+            "right_first": _rate(_right_first(group), len(group)),
             "grounded_but_wrong": _rate(sum(1 for o in grounded if not o["right"]), len(group)),
             "citation_precision": _rate(sum(1 for c in citations if c["has_key_fact"]), len(citations)),
             "citations": len(citations),

@@ -74,6 +74,11 @@ def answer_text(answer: str) -> str:
     return _MARKERS.sub(" ", answer)
 
 
+def first_passage(answer: str) -> str:
+    """What an answer says first: its text before the first citation marker (an extractive answer's first quote)."""
+    return _MARKERS.split(answer, maxsplit=1)[0]
+
+
 def contains(text: str, fact: str) -> bool:
     """True when normalised `fact` occurs in normalised `text` on word boundaries ("100" is not in "1000")."""
     needle = normalise(fact)

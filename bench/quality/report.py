@@ -53,6 +53,7 @@ def rows(result: dict[str, Any], split: str) -> list[tuple[str, str, str]]:
         ("answerable: grounded", pct(a["grounded"]), ""),
         ("answerable: false refusals", pct(a["false_refusal"]), ""),
         ("answerable: answered and right", pct(a["answered_and_right"]) + interval(m, "answered_and_right"), "≥ 85%"),
+        ("answerable: right in the answer's first passage (before its first marker)", pct(a["right_first"]), ""),
         ("answerable: grounded but wrong (no key fact)", pct(a["grounded_but_wrong"]), ""),
         ("citation precision (cited chunk holds a key fact)", f"{pct(a['citation_precision'])} of {a['citations']}", ""),
         ("unanswerable: refused", pct(u["refused"]) + interval(m, "unanswerable_refused"), "≥ 95%"),

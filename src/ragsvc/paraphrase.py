@@ -1,7 +1,7 @@
 """The words users ask with and the words the documentation answers with, made to meet: a phrase a user writes is
 read as the documentation's word ("switch it off" as "disable", "by hand" as "manually"), and words for the same
-action count as one ("lower", "decrease", "reduce"). Used where questions are matched against passages word by
-word: the answerability gate and the extractive selection."""
+action or quality count as one ("lower", "decrease", "reduce"; "safe", "secure"). Used where questions are matched
+against passages word by word: the answerability gate and the extractive selection."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ _PHRASES: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = tuple(
         (_VERBS, rf"{_VERB}\s+(?:{_OBJECT}\s+)?on\b", "enable"),
         (("by hand",), r"\bby hand\b", "manually"),
         (("out of the box",), r"\bout of the box\b", "by default"),
+        (("fill",), r"\bfill(?:s|ed|ing)? up\b", "full"),
     )
 )
-# Stems of words for the same action: each stands for the first of its group.
+# Stems of words for the same action or quality: each stands for the first of its group.
 _SAME_SENSE = {
     stem: group[0]
     for group in (
@@ -29,6 +30,7 @@ _SAME_SENSE = {
         ("enabl", "activat"),
         ("lower", "decreas", "reduc"),
         ("rais", "increas"),
+        ("saf", "secur"),
     )
     for stem in group
 }

@@ -13,10 +13,12 @@ judged with what it sits under: its chunk's page title and section heading, its 
 - **its surroundings**: a share of the best word score in its entry (or paragraph), so that "The default is
   three." under a label that matches the question counts;
 - **the value asked for**: when the question asks for an amount ("how many", "how long", "default" ...), a
-  passage stating one of that kind (a duration, a size, a number) gains in proportion to its surroundings;
+  passage stating one of that kind (a duration, a size, a number) gains in proportion to its surroundings, and
+  one stating it as the default ("The default is five minutes.") gains DEFAULT_WEIGHT of its score, unless the
+  question asks for another bound ("maximum", "range", "recommended") without saying "default", or asks yes or no;
 - **what to use**: when the question asks how to do something ("How do I ...", "Which command ..."), a passage
   that names something to use (code, a name such as pg_hba.conf, a keyword in capitals such as CREATEDB) gains
-  INSTRUMENT_WEIGHT of its score, and the best such passage ranks no lower than third (TOOL_WITHIN);
+  INSTRUMENT_WEIGHT of its score, and the best such passage leads the answer (TOOL_WITHIN);
 
 and a passage that only points elsewhere ("For more information see Section 25.1.5.") keeps POINTER_WEIGHT of it; a
 sentence the chunk's border cuts (the whole of it is in the neighbouring chunk, which may not be in the context)
@@ -51,8 +53,9 @@ VALUE_WEIGHT = 1.0  # share of that best score a passage stating the asked-for k
 OTHER_ENTRY_WEIGHT = 0.3  # of the word score of a passage under the label of another name than the one asked about
 CARRIED_WEIGHT = 0.5  # of a follow-up's search term the user did not write (the earlier turns' subject)
 INSTRUMENT_WEIGHT = 1.0  # gained by a passage naming what to use (code, a name, a keyword) when asked how to do
-TOOL_WITHIN = 2  # when asked how, the best passage naming what to use is quoted at least third (0-based place 2)
+TOOL_WITHIN = 0  # when asked how, the answer leads with the best passage naming what to use (0-based place)
 POINTER_WEIGHT = 0.3  # of the score of a passage that points elsewhere ("For more information see Section 25.1.5.")
+DEFAULT_WEIGHT = 1.0  # gained by a passage stating the asked-for kind of value as the default ("The default is 5min.")
 CUT_WEIGHT = 0.5  # of the score of a sentence the chunk's border cuts, quoted as far as the chunk holds it
 _MIN_CUT_WORDS = 8  # a cut sentence showing fewer words is not quoted
 _MIN_WORDS = 3  # shorter fragments (stray headings, "See below.") are never an answer
@@ -71,6 +74,14 @@ _CODE_OR_KEYWORD = re.compile(r"`|\b[A-Z]{3,}(?:\s+[A-Z]{2,})*\b")
 _POINTER = re.compile(
     r"\b(?:see|found in|described in|discussed in|explained in|covered in|refer to|documented in)\b[^.]{0,60}?"
     r"\b(?:section|chapter|table|appendix|part)\s+[\dIVX]",
+    re.IGNORECASE,
+)
+# A passage stating a default ("The default is three.", "5432 by default"); a question asking yes or no, or for
+# another bound than the default (see `_asks_for_the_default`).
+_DEFAULT = re.compile(r"\bdefaults?\b", re.IGNORECASE)
+_YES_OR_NO = re.compile(r"^\W*(?:is|are|was|were|does|do|did|can|could|will|would|should|has|have)\b", re.IGNORECASE)
+_ASKS_ANOTHER_BOUND = re.compile(
+    r"\b(?:range|maximum|minimum|max|min|highest|lowest|largest|smallest|at most|at least|up to|limit|recommend\w*|suggest\w*)\b",
     re.IGNORECASE,
 )
 _DEFINED_TERM = re.compile(r"([A-Za-z][\w.-]*\w)( \([a-z ]+\))?")
@@ -201,6 +212,7 @@ def ranked(query: str, found: Sequence[Candidate], *, question: str = "") -> lis
     asked = asked_values(query)
     named = _names(own_terms)  # the setting asked about, not one an earlier turn named
     procedural = asks_how_to(question or query)
+    asks_default = _asks_for_the_default(question or query)
     result: list[tuple[float, Candidate]] = []
     for candidate in found:
         own, around = words[id(candidate)], surroundings[candidate.scope]
@@ -213,6 +225,8 @@ def ranked(query: str, found: Sequence[Candidate], *, question: str = "") -> lis
             score = OTHER_ENTRY_WEIGHT * own
         else:
             score = own + (CONTEXT_WEIGHT + VALUE_WEIGHT * value) * around
+        if asks_default and value == 1.0 and _DEFAULT.search(candidate.text):
+            score *= 1 + DEFAULT_WEIGHT
         if procedural and _names_a_tool(candidate):
             score *= 1 + INSTRUMENT_WEIGHT
         if _POINTER.search(candidate.text):
@@ -223,6 +237,15 @@ def ranked(query: str, found: Sequence[Candidate], *, question: str = "") -> lis
     result.sort(key=lambda pair: (-pair[0], pair[1].marker, pair[1].position))
     order = [candidate for _, candidate in result]
     return _naming_a_tool_within(TOOL_WITHIN, order) if procedural else order
+
+
+def _asks_for_the_default(question: str) -> bool:
+    """Whether the value `question` asks for is a setting's default: it says "default", or asks for a value ("how
+    often", "how many") without naming another bound ("maximum", "range", "recommended"); not a yes-or-no question
+    ("Are data pages checksummed by default?" is answered by a statement, not a value)."""
+    if _YES_OR_NO.search(question):
+        return False
+    return bool(_DEFAULT.search(question)) or not _ASKS_ANOTHER_BOUND.search(question)
 
 
 def _naming_a_tool_within(place: int, order: list[Candidate]) -> list[Candidate]:

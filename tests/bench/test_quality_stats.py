@@ -75,11 +75,15 @@ def test_held_out_flips_are_counted_but_not_named() -> None:
     assert "lost 1" in text and "a1" not in text
 
 
+def answered(qid: str, *, right: bool, answer: str, confidence: float = 90.0) -> dict[str, Any]:
+    """An answerable question's outcome, answered (grounded) with `answer`; its key fact is "7"."""
+    return {**outcome(qid, "answerable", right=right), "rank": 1, "action": "ACTION_CITE", "citations": [],
+            "refusal_reason": "", "confidence": confidence, "latency_ms": 1.0, "answer": answer, "key_facts": ["7"]}
+
+
 def test_split_metrics_carry_the_intervals_of_the_targets() -> None:
     outcomes = [
-        {**outcome(f"a{i}", "answerable", right=i < 6), "rank": 1, "action": "ACTION_CITE", "citations": [],
-         "refusal_reason": "", "confidence": 90.0 if i < 6 else 40.0, "latency_ms": 1.0}
-        for i in range(10)
+        answered(f"a{i}", right=i < 6, answer="It is 7. [#1]", confidence=90.0 if i < 6 else 40.0) for i in range(10)
     ]
 
     intervals = split_metrics(outcomes)["intervals"]
@@ -88,3 +92,17 @@ def test_split_metrics_carry_the_intervals_of_the_targets() -> None:
     assert intervals["hit@5"] == wilson(10, 10)
     assert intervals["unanswerable_refused"] is None
     assert intervals["auroc_confidence"] == (1.0, 1.0)
+
+
+def test_right_first_counts_the_answers_that_state_the_key_fact_before_their_first_marker() -> None:
+    outcomes = [
+        answered("a1", right=True, answer="The default is 7. [#1] It can be changed. [#2]"),
+        answered("a2", right=True, answer="It can be changed. [#1] The default is 7. [#2]"),
+        answered("a3", right=False, answer="It can be changed. [#1]"),
+        answered("a4", right=True, answer="Up to 7 [#1] workers."),
+    ]
+
+    answering = split_metrics(outcomes)["answerable"]
+
+    assert answering["answered_and_right"] == 0.75
+    assert answering["right_first"] == 0.5

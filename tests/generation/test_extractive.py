@@ -142,8 +142,27 @@ async def test_asked_how_the_answer_names_what_to_use() -> None:
     text = await answer(ExtractiveGenerator(), request("How do I back up a database?", context))
     about = await answer(ExtractiveGenerator(), request("Why back up a database?", context))
 
-    assert text.endswith("The pg_dump program reads a database. [#1]"), "the best passage naming a tool, third"
+    assert text.startswith("The pg_dump program reads a database. [#1]"), "the best passage naming a tool leads"
     assert "pg_dump" not in about, "not asked how: ranked by its words alone (fourth or lower)"
+
+
+async def test_asked_for_a_value_the_answer_leads_with_the_default() -> None:
+    context = (
+        scored(
+            0,
+            "checkpoint_timeout (integer)\n\nMaximum time between automatic WAL checkpoints. The valid range is between "
+            "30 seconds and one day. The default is five minutes.",
+        ),
+    )
+
+    first = ExtractiveGenerator(max_sentences=1)
+    often = await answer(first, request("How often is there a checkpoint?", context))
+    widest = await answer(first, request("What is the maximum checkpoint timeout?", context))
+    yes_or_no = await answer(first, request("Is a checkpoint taken every day by default?", context))
+
+    assert often == "checkpoint_timeout: The default is five minutes. [#1]"
+    assert "valid range" in widest, "asked for another bound: the default gains nothing"
+    assert "default" not in yes_or_no, "a yes-or-no question is not asking for the default value"
 
 
 async def test_falls_back_without_a_marker_when_nothing_matches() -> None:
