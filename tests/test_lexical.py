@@ -5,7 +5,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragsvc.lexical import compound_terms, content_terms, key_phrases, stem
+from ragsvc.lexical import compound_terms, content_terms, index_terms, key_phrases, option_terms, stem
 
 
 def test_stems_meet() -> None:
@@ -37,6 +37,13 @@ def test_compound_names_are_kept_whole() -> None:
     assert compound_terms("Set max_connections in pg_hba.conf (9.2 and later); e.g. not this.") == [
         "max_connections", "pg_hba.conf", "9.2", "e.g"
     ]
+
+
+def test_command_line_options_are_kept_whole() -> None:
+    text = "Without -D, use --PGDATA or --globals-only; not read-only, -1, -- a comment or -Fc."
+    assert option_terms(text) == ["-D", "--pgdata", "--globals-only"]
+    assert {"-D", "--pgdata", "--globals-only"} <= set(index_terms(text))
+    assert option_terms("-d") == ["-d"], "a short option keeps its case: -d is not -D"
 
 
 @given(st.text(alphabet="aZ09._ -\u00e9\n", max_size=60))

@@ -98,10 +98,20 @@ def compound_terms(text: str) -> list[str]:
     return _COMPOUND.findall(text.lower())
 
 
+# A command-line option ("-D", "--pgdata"), kept whole as a term: not inside a word ("read-only") or a number ("-1").
+_OPTION = re.compile(r"(?<![\w-])(?:--[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*|-[A-Za-z])(?![\w-])")
+
+
+def option_terms(text: str) -> list[str]:
+    """The command-line options of `text`, in order: a long one in lower case, a short one as written ("-D" is not
+    "-d")."""
+    return [option if len(option) == 2 else option.lower() for option in _OPTION.findall(text)]
+
+
 def index_terms(text: str) -> list[str]:
-    """The distinct terms a chunk is indexed under for corpus statistics: its content terms and its compound
-    names, sorted."""
-    return sorted({*_terms(set(_tokens(text))), *compound_terms(text)})  # a word repeated is stemmed once
+    """The distinct terms a chunk is indexed under for corpus statistics: its content terms, its compound names
+    and its command-line options, sorted."""
+    return sorted({*_terms(set(_tokens(text))), *compound_terms(text), *option_terms(text)})  # a word stemmed once
 
 
 _POSSESSIVE = re.compile(r"['\u2019]s$")
@@ -122,7 +132,8 @@ class QuestionTerm:
 
 
 def question_terms(query: str) -> list[QuestionTerm]:
-    """The question's distinct terms in order: compound names whole, other words stemmed; stopwords dropped."""
+    """The question's distinct terms in order: compound names whole, other words stemmed, stopwords dropped; then
+    its command-line options ("--pgdata"), names too."""
     found: dict[str, QuestionTerm] = {}
     for position, match in enumerate(_QUESTION_WORD.finditer(query)):
         surface = _POSSESSIVE.sub("", match.group().strip("._-"))
@@ -136,6 +147,8 @@ def question_terms(query: str) -> list[QuestionTerm]:
         for term in terms:
             if term not in found:
                 found[term] = QuestionTerm(term, surface, _written_as_name(surface, first=position == 0))
+    for option in option_terms(query):
+        found.setdefault(option, QuestionTerm(option, option, named=True))
     return list(found.values())
 
 

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ragsvc.domain import ScoredChunk
-from ragsvc.lexical import compound_terms, content_terms
+from ragsvc.lexical import compound_terms, content_terms, option_terms
 from ragsvc.paraphrase import plain, same_sense
 from ragsvc.passages import Kind, Passage, held_text, passages
 from ragsvc.sanitize import injection_patterns
@@ -115,17 +115,18 @@ class Candidate:
 
 
 def passage_terms(text: str) -> list[str]:
-    """Content terms and compound names ("max_connections" is a term besides its parts)."""
-    return [*same_sense(content_terms(plain(text))), *compound_terms(text)]
+    """Content terms, compound names ("max_connections" is a term besides its parts) and command-line options."""
+    return [*same_sense(content_terms(plain(text))), *compound_terms(text), *option_terms(text)]
 
 
 def query_terms(query: str) -> list[str]:
-    """The query's compound names, and its other content terms: a compound's parts do not count again."""
-    compounds = compound_terms(query)
+    """The query's compound names and command-line options, and its other content terms: a compound's or an
+    option's words do not count again."""
+    whole = [*compound_terms(query), *option_terms(query)]
     rest = query.lower()
-    for compound in compounds:
-        rest = rest.replace(compound, " ")
-    return sorted({*compounds, *same_sense(content_terms(plain(rest)))})
+    for term in whole:
+        rest = rest.replace(term.lower(), " ")
+    return sorted({*whole, *same_sense(content_terms(plain(rest)))})
 
 
 def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:

@@ -41,6 +41,7 @@ def test_question_terms_keep_compound_names_whole_and_mark_names() -> None:
         "a capital opening the question is not a name"
     )
     assert question_terms("How do I use Kubernetes?")[-1].named
+    assert [(t.term, t.named) for t in question_terms("What if I don't pass -D?")] == [("pass", False), ("-D", True)]
 
 
 def test_a_natural_phrasing_of_what_the_evidence_holds_passes() -> None:
@@ -56,6 +57,12 @@ def test_a_name_the_evidence_lacks_and_the_documents_never_mention_is_refused_by
     assert assessment.refusal_text() == "The documents do not cover Kubernetes."
     two = decide("Does PgBouncer support Patroni?", counts(pgbouncer=0, patroni=1))
     assert two.refusal_text() == "The documents do not cover PgBouncer or Patroni."
+
+
+def test_an_option_the_documents_never_mention_is_refused_by_name() -> None:
+    assessment = decide("How do I take an incremental backup with --incremental?", counts(**{"--incremental": 0}))
+    assert assessment.missing == ("--incremental",)
+    assert assessment.refusal_text() == "The documents do not cover --incremental."
 
 
 def test_a_name_the_documents_mention_often_enough_is_not_called_missing() -> None:

@@ -165,6 +165,16 @@ async def test_asked_for_a_value_the_answer_leads_with_the_default() -> None:
     assert "default" not in yes_or_no, "a yes-or-no question is not asking for the default value"
 
 
+async def test_a_command_line_option_is_a_term_of_its_own() -> None:
+    context = (
+        scored(0, "Start the server with the data directory given. Without -D, the server reads the PGDATA variable."),
+    )
+
+    text = await answer(ExtractiveGenerator(max_sentences=1), request("What if I don't pass -D to the server?", context))
+
+    assert text == "Without -D, the server reads the PGDATA variable. [#1]"
+
+
 async def test_falls_back_without_a_marker_when_nothing_matches() -> None:
     for req in (request("What is the capital of France?"), request("Which port?", context=())):
         text = await answer(ExtractiveGenerator(), req)
