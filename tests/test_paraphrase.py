@@ -14,6 +14,8 @@ def test_phrases_users_write_read_as_the_documentations_words() -> None:
     assert plain("What is it set to out of the box?") == "What is it set to by default?"
     assert plain("Is the switch on the left?") == "Is the switch on the left?", "'switch' as a noun stays"
     assert plain("What happens when the disk fills up?") == "What happens when the disk full?"
+    assert plain("How many can connect at the same time?") == plain("How many can connect simultaneously?")
+    assert plain("How many can connect simultaneously?") == "How many can connect concurrent?"
 
 
 def test_words_for_the_same_action_count_as_one() -> None:

@@ -20,6 +20,7 @@ _PHRASES: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = tuple(
         (("by hand",), r"\bby hand\b", "manually"),
         (("out of the box",), r"\bout of the box\b", "by default"),
         (("fill",), r"\bfill(?:s|ed|ing)? up\b", "full"),
+        (("same time", "simultaneous"), r"\bat the same time\b|\bsimultaneous(?:ly)?\b", "concurrent"),
     )
 )
 # Stems of words for the same action or quality: each stands for the first of its group.

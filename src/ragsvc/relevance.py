@@ -76,6 +76,8 @@ _POINTER = re.compile(
     r"\b(?:section|chapter|table|appendix|part)\s+[\dIVX]",
     re.IGNORECASE,
 )
+# The words of a question asking for an amount: "many" in "how many clients" is not what a passage must say.
+_ASKS_HOW_MUCH = re.compile(r"\bhow\s+(?:many|much|long|often|far|big|large|small|soon|fast|frequently)\b")
 # A passage stating a default ("The default is three.", "5432 by default"); a question asking yes or no, or for
 # another bound than the default (see `_asks_for_the_default`).
 _DEFAULT = re.compile(r"\bdefaults?\b", re.IGNORECASE)
@@ -121,9 +123,10 @@ def passage_terms(text: str) -> list[str]:
 
 def query_terms(query: str) -> list[str]:
     """The query's compound names and command-line options, and its other content terms: a compound's or an
-    option's words do not count again."""
+    option's words do not count again, nor the word asking for an amount ("how many", "how long": the value asked
+    for is judged on its own, see `values`)."""
     whole = [*compound_terms(query), *option_terms(query)]
-    rest = query.lower()
+    rest = _ASKS_HOW_MUCH.sub(" ", query.lower())
     for term in whole:
         rest = rest.replace(term.lower(), " ")
     return sorted({*whole, *same_sense(content_terms(plain(rest)))})

@@ -165,6 +165,14 @@ async def test_asked_for_a_value_the_answer_leads_with_the_default() -> None:
     assert "default" not in yes_or_no, "a yes-or-no question is not asking for the default value"
 
 
+async def test_the_words_asking_for_an_amount_are_not_what_a_passage_must_say() -> None:
+    context = (scored(0, "Many clients wait in a queue of 128. Up to 100 clients connect."),)
+
+    text = await answer(ExtractiveGenerator(max_sentences=1), request("How many clients connect?", context))
+
+    assert text == "Up to 100 clients connect. [#1]", "'many' of 'how many' is not a word to match"
+
+
 async def test_a_command_line_option_is_a_term_of_its_own() -> None:
     context = (
         scored(0, "Start the server with the data directory given. Without -D, the server reads the PGDATA variable."),
