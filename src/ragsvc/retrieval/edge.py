@@ -52,10 +52,12 @@ from ragsvc.retrieval.layout import (
     SPARSE,
     TENANT_FIELD,
     TERMS_FIELD,
+    TIE_MARGIN,
     AccessPolicy,
     SparseEncoder,
     candidates_from,
     cosines,
+    first_by_score,
     indexed_text,
     metadata_constraints,
     page_after,
@@ -564,7 +566,7 @@ class EdgeEngine:
         if visible is None or limit <= 0:
             return []
         request = qe.QueryRequest(
-            limit=limit,
+            limit=limit + TIE_MARGIN,
             prefetches=[
                 qe.Prefetch(limit=limit, query=qe.Query.Nearest(list(dense), using=DENSE), filter=visible),
                 qe.Prefetch(limit=limit, query=qe.Query.Nearest(self._sparse.edge_query(query.text), using=SPARSE),
@@ -574,7 +576,7 @@ class EdgeEngine:
             with_vector=[DENSE],
             with_payload=RETURNED_FIELDS,
         )
-        points = self._shard.query(request)
+        points = first_by_score(self._shard.query(request), limit)
         if not points:
             return []
         stored = unit_rows(_dense_rows(points))

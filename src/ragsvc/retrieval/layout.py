@@ -28,7 +28,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import qdrant_edge as qe
@@ -41,6 +41,8 @@ from ragsvc.retrieval.base import Candidate
 DENSE = "dense"
 SPARSE = "bm25"
 RRF_K = 60
+# Fused candidates asked of an engine beyond the limit, so that ties at the limit are settled by `first_by_score`.
+TIE_MARGIN = 5
 TENANT_FIELD = "tenant_id"
 TERMS_FIELD = "terms"
 KEYWORD_FIELDS = ("tags", "document_id", "source_url", "page_title", "section", TERMS_FIELD)
@@ -232,6 +234,24 @@ def metadata_constraints(query_filters: Any) -> list[tuple[str, tuple[str, ...]]
         ("section", query_filters.section_headings),
     )
     return [(key, tuple(values)) for key, values in constraints if values]
+
+
+class _Scored(Protocol):
+    @property
+    def id(self) -> Any: ...
+    @property
+    def score(self) -> float: ...
+
+
+_P = TypeVar("_P", bound=_Scored)
+
+
+def first_by_score(points: Sequence[_P], limit: int) -> list[_P]:
+    """The `limit` best `points` by fused score, equal scores by point id. RRF gives equal scores to a chunk ranked
+    r-th by meaning and another ranked r-th by words, and the engines return those in any order: cut at the limit
+    as they come, the same question could draw different evidence from one call to the next. So engines ask for
+    TIE_MARGIN more and cut here."""
+    return sorted(points, key=lambda point: (-point.score, str(point.id)))[:limit]
 
 
 def candidates_from(

@@ -36,10 +36,12 @@ from ragsvc.retrieval.layout import (
     SPARSE,
     TENANT_FIELD,
     TERMS_FIELD,
+    TIE_MARGIN,
     AccessPolicy,
     SparseEncoder,
     candidates_from,
     cosines,
+    first_by_score,
     indexed_text,
     metadata_constraints,
     page_after,
@@ -186,12 +188,12 @@ class QdrantServerEngine:
                                limit=limit),
                 ],
                 query=m.RrfQuery(rrf=m.Rrf(k=RRF_K)),
-                limit=limit,
+                limit=limit + TIE_MARGIN,
                 with_payload=RETURNED_FIELDS,
                 with_vectors=[DENSE],
             )
         )
-        points = response.points
+        points = first_by_score(response.points, limit)
         if not points:
             return []
         stored = unit_rows(np.array([_dense_of(p) for p in points], dtype=np.float32))
