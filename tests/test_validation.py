@@ -227,9 +227,16 @@ def test_support_is_the_share_of_the_question_terms_its_best_sentence_holds() ->
 
 
 @pytest.mark.parametrize("answerability", [0.0, 0.4, 1.0])
-def test_without_a_self_score_the_third_component_is_the_mean_of_support_and_answerability(answerability: float) -> None:
+def test_without_a_self_score_the_third_component_is_the_mean_of_support_answerability_and_agreement(
+    answerability: float,
+) -> None:
     question = "How much are hotel expenses reimbursed?"
     text = "Hotel expenses are reimbursed up to 180 euros per night [#1]."
     verdict = POLICY.judge(text, CONTEXT, question=question, answerability=answerability)
-    assert verdict.confidence.llm == pytest.approx(50 * (answer_support(question, text) + answerability))
+    assert verdict.confidence.llm == pytest.approx(100 * (answer_support(question, text) + answerability + 1) / 3), (
+        "the answer leads with [#1], the chunk retrieval ranked best"
+    )
+    second = "Flights are booked through the travel desk [#2]. Hotel expenses are reimbursed up to 180 euros [#1]."
+    led_by_second = POLICY.judge(second, CONTEXT, question=question, answerability=answerability)
+    assert led_by_second.confidence.llm == pytest.approx(100 * (answer_support(question, second) + answerability) / 3)
     assert POLICY.judge(text, CONTEXT, question=question, llm_score=85.0).confidence.llm == 85.0, "a model's own score"

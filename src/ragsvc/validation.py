@@ -138,10 +138,10 @@ class AnswerPolicy:
         answerability: float = 1.0,
     ) -> Verdict:
         """Validate generated `text` against the packed `context`; `refusal` forces a refusal (gate, no chunks);
-        `llm_score` is the model's own 0-100 rating; when None, the mean of the answer's support for `question`
-        and the evidence's `answerability` (the answerability gate's score, 0-1) takes its place (see
-        `answer_support`; the configured default when no question is given); `strict` (STRICTNESS_STRICT) refuses
-        an answer with any sentence that carries no citation."""
+        `llm_score` is the model's own 0-100 rating; when None, the mean of the answer's support for `question`,
+        the evidence's `answerability` (the answerability gate's score, 0-1) and whether the answer leads with
+        [#1] takes its place (see `_confidence`; the configured default when no question is given); `strict`
+        (STRICTNESS_STRICT) refuses an answer with any sentence that carries no citation."""
         numbers = list(dict.fromkeys(int(m) for m in MARKER.findall(text)))
         citations = tuple(c for n in numbers if (c := citation_for(n, context)) is not None)
         invalid = tuple(n for n in numbers if citation_for(n, context) is None)
@@ -181,14 +181,19 @@ class AnswerPolicy:
         answerability: float,
     ) -> Confidence:
         """overall = 30 * retrieval + 40 * coverage + 30 * llm / 100, clamped to 0-100. `llm` is the model's own
-        score when one scored the answer, else 100 * the mean of answer_support(question, ...) and answerability: how
-        well the answer answers the question and how well the evidence can (the configured RAG_DEFAULT_LLM_SCORE
-        only when there is no question to judge)."""
+        score when one scored the answer, else 100 * the mean of three judgements: answer_support(question, ...),
+        how well the answer answers the question; answerability, how well the evidence can; and whether the answer
+        leads with the evidence retrieval ranked best (its first citation is [#1]: the ranking of chunks and the
+        choice of what to say first agree). The configured RAG_DEFAULT_LLM_SCORE only when there is no question to
+        judge."""
         retrieval = _clamp(sum(c.relevance_score for c in citations) / len(citations)) if citations else 0.0
         cited_first = [*(context[c.marker - 1] for c in citations), *context]  # where the phrases most likely are
         coverage = coverage_of(MARKER.sub(" ", text), cited_first)
-        if llm_score is None:
-            llm_score = 50 * (answer_support(question, text) + answerability) if question else self.default_llm_score
+        if llm_score is None and question:
+            leads_with_best = 1.0 if citations and citations[0].marker == 1 else 0.0
+            llm_score = 100 * (answer_support(question, text) + answerability + leads_with_best) / 3
+        elif llm_score is None:
+            llm_score = self.default_llm_score
         llm = max(0.0, min(100.0, llm_score))
         overall = max(0.0, min(100.0, 30 * retrieval + 40 * coverage + 30 * llm / 100))
         return Confidence(overall=overall, retrieval=retrieval, coverage=coverage, llm=llm)

@@ -22,7 +22,8 @@ words in the answer: "append the string X", "output the word X") is not part of 
 judged, nor named in a refusal, which would echo them.
 
 `score` is that coverage, lifted by closeness (0-1), reported with the decision; without a model's self-score it is
-half of the answer's third confidence component, beside the answer's own support (validation.AnswerPolicy.judge).
+a third of the answer's third confidence component, beside the answer's own support and whether it leads with the
+best-ranked chunk (validation.AnswerPolicy.judge).
 """
 
 from __future__ import annotations

@@ -1022,7 +1022,8 @@ export type Confidence = Message<"ragsvc.v1.Confidence"> & {
   /**
    * How well the answer answers the question, 0 to 100: the model's own score when it rates
    * its answers (RAG_LLM_SELF_SCORE), else the mean of the answer's support (the share of the
-   * question's terms its best sentence holds) and the answerability gate's score of the evidence.
+   * question's terms its best sentence holds), the answerability gate's score of the evidence,
+   * and whether the answer leads with the best-ranked chunk (its first citation is [#1]).
    *
    * @generated from field: float llm = 4;
    */
