@@ -46,6 +46,13 @@ def test_command_line_options_are_kept_whole() -> None:
     assert option_terms("-d") == ["-d"], "a short option keeps its case: -d is not -D"
 
 
+@given(st.text(alphabet="aZ09._ -\u00e9\n", max_size=40))
+def test_options_are_what_the_plain_pattern_finds(text: str) -> None:
+    """The pattern that opens with the dash finds what the one that looks behind first does."""
+    plain = re.findall(r"(?<![\w-])(?:--[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*|-[A-Za-z])(?![\w-])", text)
+    assert option_terms(text) == [o if len(o) == 2 else o.lower() for o in plain]
+
+
 @given(st.text(alphabet="aZ09._ -\u00e9\n", max_size=60))
 def test_compound_names_are_what_the_plain_pattern_finds(text: str) -> None:
     """The pattern that never backtracks finds what the plain one does (which is quadratic in word length)."""
