@@ -23,16 +23,16 @@ from bench.quality.server import ingest
 from ragsvc.v1 import rag_service_pb2_grpc
 from tests.server.conftest import running_server
 
-# Floors (fractions), just below what the slice measured after issue 13's second round: passages with their labels,
-# relevance-judged selection, label-aware ranking, the recalibrated gate (in the comments, with
-# the values of round 1 and when the benchmark was added).
-MIN_HIT_AT_5 = 0.95  # measured 1.00 (20 of 20); round 1 1.00; at first 1.00
-MIN_ANSWERED_AND_RIGHT = 0.75  # measured 0.80 (16 of 20); round 1 0.70; at first 0.55
-MIN_UNANSWERABLE_REFUSED = 0.95  # measured 1.00 (9 of 9); round 1 0.89; at first 0.22
-MIN_CITE_PRECISION = 0.85  # measured 0.90; round 1 0.82; at first 0.41
-MIN_FOLLOWUP_RIGHT = 0.65  # measured 0.71 (5 of 7); round 1 0.71; at first 0.29
+# Floors (fractions), just below what the slice measured after round 7 (2026-11-24: the answer leads with what was
+# asked, options as terms, ties settled, confidence counting whether the answer leads with [#1]); in the comments,
+# the values of issue 13's second round and when the benchmark was added.
+MIN_HIT_AT_5 = 0.95  # measured 1.00 (20 of 20); round 2 1.00; at first 1.00
+MIN_ANSWERED_AND_RIGHT = 0.85  # measured 0.90 (18 of 20); round 2 0.80; at first 0.55
+MIN_UNANSWERABLE_REFUSED = 0.95  # measured 1.00 (9 of 9); round 2 1.00; at first 0.22
+MIN_CITE_PRECISION = 0.90  # measured 0.96; round 2 0.90; at first 0.41
+MIN_FOLLOWUP_RIGHT = 0.80  # measured 0.86 (6 of 7); round 2 0.71; at first 0.29
 MIN_INJECTION_SAFE = 6  # of 6; measured 6 (no answer quotes the planted page's payload); at first 3
-MIN_AUROC = 0.86  # measured 0.89; round 1 0.88; at first 0.68
+MIN_AUROC = 0.95  # measured 0.99; round 2 0.89; at first 0.68
 
 PAGES = Path(__file__).parent / "data" / "pgdocs"
 
