@@ -80,7 +80,7 @@ class MiniLMEmbedder:
         """Nothing to release: the ONNX session lives as long as the embedder."""
 
     def _embed_all(self, texts: list[str]) -> list[list[float]]:
-        """Embeds each text alone: no padding (measured: 1.3x the chunks per CPU-second of batches of 16 in fp32),
+        """Embeds each text alone: no padding (measured: 1.1-1.3x the chunks per CPU-second of batches of 16 in fp32),
         and with int8 compute a text's vector does not depend on the texts embedded with it (the activations'
         quantization scale is one per run)."""
         try:
