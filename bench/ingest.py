@@ -21,7 +21,9 @@ which depends far less on how busy a shared machine is than the wall-clock rate:
 can at best reach twice that. Writes bench/results/ingest-DATE.json. Wall-clock numbers depend on the machine
 and its load (the load average is in the results): compare numbers from one run.
 
-    python -m bench.ingest [--corpus pgdocs demo] [--paths grpc in_process] [--rounds 3] [--pages N]
+`--int8` runs the embedder with int8 compute (RAG_EMBEDDER_INT8, `MiniLMEmbedder.load(int8=True)`) on both paths.
+
+    python -m bench.ingest [--corpus pgdocs demo] [--paths grpc in_process] [--rounds 3] [--pages N] [--int8]
 """
 
 from __future__ import annotations
@@ -103,11 +105,12 @@ def cpu_seconds_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
-async def over_grpc(corpus: Corpus) -> dict[str, Any]:
+async def over_grpc(corpus: Corpus, *, int8: bool) -> dict[str, Any]:
     """One round through a fresh `ragsvc serve`."""
     data_dir = Path(tempfile.mkdtemp(prefix="ragsvc-bench-ingest-"))
     try:
-        with ServerProcess(base_env(data_dir / "data", {"RAG_DEMO_CORPUS": "false"})) as server:
+        env = {"RAG_DEMO_CORPUS": "false", **({"RAG_EMBEDDER_INT8": "true"} if int8 else {})}
+        with ServerProcess(base_env(data_dir / "data", env)) as server:
             async with grpc.aio.insecure_channel(server.address) as channel:
                 stub = index_service_pb2_grpc.IndexServiceStub(channel)
                 chunks = errors = 0
@@ -195,7 +198,7 @@ def median_of(rounds: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     corpora = [pgdocs(args.pages, args.pages_dir) if name == "pgdocs" else demo() for name in args.corpus]
-    embedder = MiniLMEmbedder.load()
+    embedder = MiniLMEmbedder.load(int8=True) if args.int8 else MiniLMEmbedder.load()  # main's load() has no int8
     await embedder.embed_documents(["warm up"] * 4)
     report: dict[str, Any] = {}
     for corpus in corpora:
@@ -203,7 +206,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         rounds: dict[str, list[dict[str, Any]]] = {path: [] for path in args.paths}
         for number in range(args.rounds):
             for path in args.paths:  # interleaved, so that machine noise hits both paths alike
-                measured = await (over_grpc(corpus) if path == "grpc" else in_process(corpus, embedder))
+                measured = await (over_grpc(corpus, int8=args.int8) if path == "grpc" else in_process(corpus, embedder))
                 rounds[path].append(measured)
                 print(f"round {number + 1} {path}: {measured}", flush=True)
         measured_stages = await stages(corpus, embedder)
@@ -230,6 +233,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--pages", type=int, default=None, help="the first N pages of the corpus (default: all)")
     parser.add_argument("--pages-dir", type=Path, default=None, help="a folder of .html pages instead of the corpus")
+    parser.add_argument("--int8", action="store_true", help="the embedder computes in int8 (RAG_EMBEDDER_INT8)")
     parser.add_argument("--label", default="", help="added to the results file's name (ingest-LABEL-DATE.json)")
     args = parser.parse_args(argv)
     load = os.getloadavg()
@@ -240,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "`ragsvc serve` and through the Indexer in process; stages timed apart without overlap",
         "code": commit(),
         "settings": {"chunk_tokens": CHUNK_TOKENS, "overlap_tokens": OVERLAP_TOKENS, "batch": INGEST_BATCH,
-                     "rounds": args.rounds, "pages": args.pages},
+                     "rounds": args.rounds, "pages": args.pages, "int8": args.int8},
         "corpora": report,
         "machine": machine(load),
     }

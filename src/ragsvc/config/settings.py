@@ -316,6 +316,11 @@ class RetrievalSettings(Group):
     embedder: EmbedderKind = env(
         EmbedderKind.MINILM, "RAG_EMBEDDER", "minilm (bundled ONNX), ollama (/api/embed) or openai (/v1/embeddings)"
     )
+    embedder_int8: bool = env(
+        False,
+        "RAG_EMBEDDER_INT8",
+        "minilm computes with its int8 weights: ~1.5x faster, vectors at cosine ~0.994 to fp32's (own embedded index)",
+    )
     embedding_model: str = env(
         "", "EMBEDDING_MODEL", "embedding model; empty: nomic-embed-text (ollama), text-embedding-3-small (openai)"
     )

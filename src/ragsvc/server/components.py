@@ -49,7 +49,7 @@ from ragsvc.management.templates import TemplateCatalog
 from ragsvc.prompts import TemplateRegistry
 from ragsvc.retrieval.base import Embedder, VectorEngine
 from ragsvc.retrieval.edge import EdgeEngine
-from ragsvc.retrieval.embedders import MiniLMEmbedder
+from ragsvc.retrieval.embedders import INT8_NAME, MiniLMEmbedder
 from ragsvc.retrieval.http_embedders import OllamaEmbedder, OpenAIEmbedder
 from ragsvc.retrieval.hybrid import HybridRetriever
 from ragsvc.retrieval.layout import AccessPolicy
@@ -329,7 +329,7 @@ async def open_embedder(settings: Settings) -> Embedder:
     dimension is asked at start when EMBEDDING_DIMENSION does not give it."""
     retrieval, generation = settings.retrieval, settings.generation
     if retrieval.embedder is EmbedderKind.MINILM:
-        return MiniLMEmbedder.load()
+        return MiniLMEmbedder.load(int8=retrieval.embedder_int8)
     ollama = retrieval.embedder is EmbedderKind.OLLAMA
     served = (OllamaEmbedder if ollama else OpenAIEmbedder)(
         retrieval.embedding_base_url or (generation.ollama_base_url if ollama else generation.openai_base_url),
@@ -386,7 +386,7 @@ def _edge_shard(settings: Settings, embedder: Embedder, *, injected: bool) -> st
     if injected:
         return f"qdrant-edge-{type(embedder).__name__}-{embedder.dimension}"
     if retrieval.embedder is EmbedderKind.MINILM:
-        return "qdrant-edge"
+        return f"qdrant-edge-{INT8_NAME}" if retrieval.embedder_int8 else "qdrant-edge"  # fp32's keeps its old name
     model = re.sub(r"[^A-Za-z0-9.-]+", "-", retrieval.served_embedding_model)
     return f"qdrant-edge-{retrieval.embedder.value}-{model}-{embedder.dimension}"
 
