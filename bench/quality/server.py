@@ -30,7 +30,7 @@ TENANT = "pgdocs"
 INDEX_CACHE = Path(os.environ.get("EVAL_INDEX_DIR", ROOT / ".bench" / "quality-index"))
 INGEST_BATCH = 8  # documents per IngestDocuments call
 # Settings that decide what the index holds (read by the server from the environment, defaults as in ragsvc).
-INDEX_SETTINGS = ("RAG_CHUNK_TOKENS", "RAG_CHUNK_OVERLAP_TOKENS", "RAG_EMBEDDER", "EMBEDDING_MODEL")
+INDEX_SETTINGS = ("RAG_CHUNK_TOKENS", "RAG_CHUNK_OVERLAP_TOKENS", "RAG_EMBEDDER", "RAG_EMBEDDER_INT8", "EMBEDDING_MODEL")
 # The code that decides what the index holds: ingestion and the engines' storage, not the query-time stages
 # (retrieval/hybrid.py, quality.py, selection.py: ranking, filters, selected text), whose changes need no new index.
 INDEX_CODE = (
