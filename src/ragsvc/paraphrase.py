@@ -47,5 +47,5 @@ def plain(text: str) -> str:
 
 
 def same_sense(terms: list[str]) -> list[str]:
-    """Stemmed `terms` with words for the same action as one."""
+    """Stemmed `terms` with words for the same action or quality as one."""
     return [_SAME_SENSE.get(term, term) for term in terms]

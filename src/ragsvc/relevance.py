@@ -42,7 +42,7 @@ from ragsvc.lexical import compound_terms, content_terms, option_terms
 from ragsvc.paraphrase import plain, same_sense
 from ragsvc.passages import Kind, Passage, held_text, passages
 from ragsvc.sanitize import injection_patterns
-from ragsvc.values import answers_value, asked_values, stated_values
+from ragsvc.values import ASKS_HOW_MUCH, answers_value, asked_values, stated_values
 
 # How much a query term counts when found in the passage's label, or only in its section heading or page title.
 LABEL_WEIGHT = 1.2  # a passage under a label is about it: more than one naming it in passing
@@ -76,8 +76,6 @@ _POINTER = re.compile(
     r"\b(?:section|chapter|table|appendix|part)\s+[\dIVX]",
     re.IGNORECASE,
 )
-# The words of a question asking for an amount: "many" in "how many clients" is not what a passage must say.
-_ASKS_HOW_MUCH = re.compile(r"\bhow\s+(?:many|much|long|often|far|big|large|small|soon|fast|frequently)\b")
 # A passage stating a default ("The default is three.", "5432 by default"); a question asking yes or no, or for
 # another bound than the default (see `_asks_for_the_default`).
 _DEFAULT = re.compile(r"\bdefaults?\b", re.IGNORECASE)
@@ -126,7 +124,7 @@ def query_terms(query: str) -> list[str]:
     option's words do not count again, nor the word asking for an amount ("how many", "how long": the value asked
     for is judged on its own, see `values`)."""
     whole = [*compound_terms(query), *option_terms(query)]
-    rest = _ASKS_HOW_MUCH.sub(" ", query.lower())
+    rest = ASKS_HOW_MUCH.sub(" ", query.lower())  # "many" of "how many clients" is not what a passage must say
     for term in whole:
         rest = rest.replace(term.lower(), " ")
     return sorted({*whole, *same_sense(content_terms(plain(rest)))})

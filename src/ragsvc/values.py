@@ -19,11 +19,22 @@ _NUMBER = (
     r"(?:\d[\d,.]*|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|"
     r"fifty|sixty|hundred|thousand|million|billion|half)"
 )
+# The word after "how" that asks for each kind ("how long" asks for a duration).
+_HOW_WORDS = {DURATION: ("long", "often", "frequently", "soon"), SIZE: ("big", "large", "small"),
+              AMOUNT: ("many", "much", "far", "fast")}
+# "how" and the word asking for an amount ("how many clients"): how a question asks, not what it is about.
+ASKS_HOW_MUCH = re.compile(rf"\bhow\s+(?:{'|'.join(w for words in _HOW_WORDS.values() for w in words)})\b", re.IGNORECASE)
+
+
+def _how(kind: str) -> str:
+    return rf"\bhow ({'|'.join(_HOW_WORDS[kind])})\b"
+
+
 _ASKS = {
-    DURATION: re.compile(r"\bhow (long|often|frequently|soon)\b|\bwhen does\b|\bafter how\b", re.IGNORECASE),
-    SIZE: re.compile(r"\bhow (big|large|small)\b|\bhow much (memory|space|disk|ram|data)\b|\b(what )?size\b", re.IGNORECASE),
+    DURATION: re.compile(rf"{_how(DURATION)}|\bwhen does\b|\bafter how\b", re.IGNORECASE),
+    SIZE: re.compile(rf"{_how(SIZE)}|\bhow much (memory|space|disk|ram|data)\b|\b(what )?size\b", re.IGNORECASE),
     AMOUNT: re.compile(
-        r"\bhow (many|much|far|fast)\b|\bdefaults?\b|\b(limit|maximum|minimum|number)\b"
+        rf"{_how(AMOUNT)}|\bdefaults?\b|\b(limit|maximum|minimum|number)\b"
         r"|\bwhat (port|value|percentage|fraction)\b|\bwhat is (it|\S+) set to\b",
         re.IGNORECASE,
     ),
