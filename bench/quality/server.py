@@ -36,7 +36,7 @@ INDEX_SETTINGS = ("RAG_CHUNK_TOKENS", "RAG_CHUNK_OVERLAP_TOKENS", "RAG_EMBEDDER"
 INDEX_CODE = (
     "src/ragsvc/ingest",
     *(f"src/ragsvc/retrieval/{name}" for name in ("__init__.py", "base.py", "edge.py", "edge_optimize.py", "embedders.py")),
-    *(f"src/ragsvc/retrieval/{name}" for name in ("http_embedders.py", "layout.py", "qdrant_server.py")),
+    *(f"src/ragsvc/retrieval/{name}" for name in ("http_embedders.py", "int8_graph.py", "layout.py", "qdrant_server.py")),
     "src/ragsvc/lexical.py",
     "src/ragsvc/domain.py",
     "src/ragsvc/passages.py",  # the chunker carries labels as passages finds them

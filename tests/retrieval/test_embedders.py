@@ -10,7 +10,8 @@ import pytest
 
 from ragsvc.config import Settings
 from ragsvc.errors import EmbeddingFailed
-from ragsvc.retrieval.embedders import MiniLMEmbedder, int8_compute
+from ragsvc.retrieval.embedders import MiniLMEmbedder
+from ragsvc.retrieval.int8_graph import int8_compute
 from ragsvc.server.components import open_components
 
 PASSAGES = [
