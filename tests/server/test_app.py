@@ -1,13 +1,19 @@
-"""RagServer.start with an embedder of the caller's own, and the stage timings it reports."""
+"""RagServer.start with an embedder of the caller's own, and the stage timings it reports; `serve` freezes what
+start-up allocated."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import os
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 
+from ragsvc.server.app import serve
 from ragsvc.v1 import rag_service_pb2 as pb
 from tests.support.http_server import hashed_embedding
-from tests.support.servers import connected, running_server
+from tests.support.servers import connected, running_server, server_settings
 
 
 class CountingEmbedder:
@@ -51,3 +57,18 @@ async def test_a_given_embedder_embeds_the_corpus_and_the_questions(tmp_path: Pa
         assert timings.total.ToNanoseconds() >= (timings.retrieval.ToNanoseconds() + timings.budget.ToNanoseconds()
                                                  + timings.generation.ToNanoseconds())
     assert not embedder.closed, "an embedder the caller gave stays the caller's to close"
+
+
+async def test_serve_freezes_what_start_up_allocated_before_it_serves(tmp_path: Path) -> None:
+    frozen_when_serving: list[int] = []
+
+    def on_serving(port: int) -> None:
+        frozen_when_serving.append(gc.get_freeze_count())
+        # SIGTERM once serve() listens for it (it installs its handlers right after this call)
+        asyncio.get_running_loop().call_later(0.1, os.kill, os.getpid(), signal.SIGTERM)
+
+    try:
+        assert await serve(server_settings(tmp_path, demo_corpus=False), on_serving=on_serving) == 0
+    finally:
+        gc.unfreeze()  # this test process goes on: its later garbage must stay collectable
+    assert frozen_when_serving and frozen_when_serving[0] > 10_000, "start-up's objects are frozen"

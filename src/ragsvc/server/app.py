@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 from collections.abc import Callable
@@ -171,6 +172,10 @@ async def serve(
     if settings.hardening.request_log:
         log_requests_as_json_lines()
     server = await RagServer.start(settings, embedder=embedder, slot=slot)
+    # What start-up allocated (modules, the embedder, word lists, encodings: ~130k tracked objects) lives as long
+    # as the process: the garbage collector's full collections no longer walk it (~80 ms each on this machine,
+    # a pause of whichever answers are in flight; `docs/profile/README.md`).
+    gc.freeze()
     if on_serving is None:
         print(f"ragsvc serving on {server.address}", flush=True)
     else:
