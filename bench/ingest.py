@@ -198,7 +198,7 @@ def median_of(rounds: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     corpora = [pgdocs(args.pages, args.pages_dir) if name == "pgdocs" else demo() for name in args.corpus]
-    embedder = MiniLMEmbedder.load(int8=True) if args.int8 else MiniLMEmbedder.load()  # main's load() has no int8
+    embedder = MiniLMEmbedder.load(int8=True) if args.int8 else MiniLMEmbedder.load()  # older src on PYTHONPATH: no int8 argument
     await embedder.embed_documents(["warm up"] * 4)
     report: dict[str, Any] = {}
     for corpus in corpora:

@@ -18,19 +18,19 @@ import grpc
 
 from bench.peers.ceilings import ECHO, STREAM
 from bench.peers.ragsvc_variant import CALLER_OPTIONS
+from bench.stats import summary
 
 REQUEST = b"\n" + b"x" * 120  # about an AskStreamRequest of the job's questions
 
 
-def percentiles(call: Callable[[], object], calls: int) -> tuple[float, float]:
-    """p50 and p90 in ms of `calls` sequential calls."""
+def timed(call: Callable[[], object], calls: int) -> list[float]:
+    """The time of each of `calls` sequential calls, in ms."""
     times = []
     for _ in range(calls):
         started = time.perf_counter()
         call()
         times.append((time.perf_counter() - started) * 1000)
-    times.sort()
-    return times[len(times) // 2], times[int(len(times) * 0.9)]
+    return times
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -64,8 +64,9 @@ def measure(address: str, messages: int, calls: int, warmup: int) -> None:
             for _ in range(warmup):
                 call()
         for name, call in kinds.items():
-            p50, p90 = percentiles(call, calls)
-            print(f"{name}: p50 {p50:.3f} ms, p90 {p90:.3f} ms", flush=True)
+            times = summary(timed(call, calls), (0.5, 0.9))
+            print(f"{name}: p50 {times['p50_ms']:.3f} ms, p90 {times['p90_ms']:.3f} ms", flush=True)
+
 
 if __name__ == "__main__":
     main()

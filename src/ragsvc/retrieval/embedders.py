@@ -95,4 +95,3 @@ class MiniLMEmbedder:
         pooled = hidden[0].mean(axis=0)  # mean pooling: no padding, every token counts
         unit: np.ndarray = pooled / max(float(np.linalg.norm(pooled)), 1e-12)
         return unit
-
