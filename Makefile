@@ -112,7 +112,7 @@ profile: $(VENV)/.bench  ## flame graph and top ten of an Ask at 10k passages, d
 # reader trained without it when bench/quality/folds/without-<corpus>.npz exists. Writes
 # bench/results/quality-DATE.json, docs/quality.md and docs/quality/<corpus>-risk-coverage.png. One corpus:
 # .venv/bin/python -m bench.quality.run --corpus NAME (repeatable).
-eval: $(VENV)/.bench  ## answer quality on every corpus, docs/quality.md (minutes; about an hour the first time: ingest)
+eval: $(VENV)/.bench  ## answer quality on four corpora, docs/quality.md (about 1 minute; 10 minutes the first time)
 	$(BIN)/python -m bench.quality.run
 
 $(VENV)/.runtime: pyproject.toml

@@ -310,7 +310,9 @@ def markdown(result: dict[str, Any], results_file: Path, images: dict[str, Path]
         "Each corpus's server read with the model trained without that corpus (`reader` column; path and sha256 in "
         "the results file); `default` means no fold model existed for it and the server's default reader served."
     )
-    pgdocs_changes = CHANGES.read_text() if CHANGES.exists() and "pgdocs" in result["corpora"] else ""
+    pgdocs_changes = ("The sections below are pgdocs' history: what each round of word rules did on its dev and held-out "
+                      "splits (bench/quality/changes.md, kept by hand).\n\n" + CHANGES.read_text()
+                      if CHANGES.exists() and "pgdocs" in result["corpora"] else "")
     return f"""# How good are the answers: the quality benchmark
 
 `make eval` measures whether ragsvc's answers are right or honestly refused, on public documentation sets that

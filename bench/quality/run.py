@@ -130,8 +130,6 @@ def select(all_questions: list[questions.Question], spec: corpus.Corpus,
            args: argparse.Namespace) -> list[questions.Question]:
     chosen = all_questions
     if args.slice:
-        if not spec.slice_file.exists():
-            raise SystemExit(f"--slice: {spec.name} has no regression slice ({corpus.shown(spec.slice_file)})")
         ids = [line.split("#")[0].strip() for line in spec.slice_file.read_text().splitlines()]
         wanted = [i for i in ids if i]
         by_id = {q.id: q for q in all_questions}
@@ -377,6 +375,8 @@ async def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             questions_file = args.questions or spec.questions_file
             if not questions_file.exists():
                 skipped[name] = f"no questions file ({corpus.shown(questions_file)})"
+            elif args.slice and not spec.slice_file.exists():
+                skipped[name] = "no regression slice"
             elif not (chosen := select(questions.load(questions_file), spec, args)):
                 skipped[name] = "no question selected"
             else:
