@@ -96,9 +96,12 @@ def parse_timestamp(text: str) -> datetime:
     """An ISO 8601 date (`2024-01-01`, midnight UTC) or date-time (`2024-01-01T09:30:00Z`; UTC when it names no
     offset), in UTC. ValueError otherwise."""
     text = text.strip()
-    if not (_DATE.fullmatch(text) or _DATE_TIME.fullmatch(text)):
-        raise ValueError(f"{text!r} is not an ISO 8601 date (2024-01-31) or date-time (2024-01-31T09:30:00Z)")
-    parsed = datetime.fromisoformat(text)
+    try:
+        if not (_DATE.fullmatch(text) or _DATE_TIME.fullmatch(text)):
+            raise ValueError(text)
+        parsed = datetime.fromisoformat(text)  # checks the fields: no month 13, no hour 25
+    except ValueError:
+        raise ValueError(f"{text!r} is not an ISO 8601 date (2024-01-31) or date-time (2024-01-31T09:30:00Z)") from None
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
