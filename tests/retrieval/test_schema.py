@@ -28,6 +28,7 @@ async def test_the_first_declaration_of_a_key_wins_on_every_replica(database: Ba
         first, second = (MetadataSchema(MetadataKeyStore(database), engine) for _ in range(2))
         assert await first.declare("acme", {"year": N, "court": S}) == {}
         assert await second.declare("acme", {"year": S, "open": B}) == {"year": N}, "the other replica's type stays"
+        assert await second.declare("acme", {"open": B}) == {}
         assert await second.declare("globex", {"year": S}) == {}, "tenants declare keys of their own"
         assert await first.declared("acme") == {"year": N, "court": S, "open": B}
         assert await MetadataKeyStore(database).declared("globex") == {"year": S}
@@ -76,3 +77,10 @@ async def test_declared_keys_get_their_payload_index_in_the_embedded_engine(reco
         "meta.b.open": qe.PayloadSchemaType.Keyword,  # booleans are stored as keywords (see layout)
         "meta.t.published_at": qe.PayloadSchemaType.Datetime,
     }
+
+
+async def test_a_refused_document_declares_none_of_its_keys(records: Backend, engine: EdgeEngine) -> None:
+    schema = MetadataSchema(MetadataKeyStore(records), engine)
+    await schema.declare("acme", {"year": N})
+    assert await schema.declare("acme", {"year": S, "code": S}) == {"year": N}
+    assert await schema.declared("acme") == {"year": N}, "code came with a refused document"

@@ -44,17 +44,23 @@ class MetadataSchema:
 
     async def declare(self, tenant_id: str, keys: Mapping[str, MetadataType]) -> dict[str, MetadataType]:
         """Declare the keys the tenant has not declared yet, and make sure of the payload index of each; returns
-        the keys the tenant declared before with another type (their declared type), which the caller refuses."""
+        the keys the tenant declared before with another type (with that type), which the caller refuses: then
+        nothing is declared."""
         async with self._lock:  # one declaration at a time: the first of two equal ones finds the second's work done
             known = self._known.get(tenant_id, {})
-            if any(known.get(key) != kind for key, kind in keys.items()):
-                await self._store.declare(tenant_id, {k: t for k, t in keys.items() if k not in known})
-                known = await self.declared(tenant_id)
+            if not keys.keys() <= known.keys():
+                known = await self.declared(tenant_id)  # another replica may have declared them
+            new = {key: kind for key, kind in keys.items() if key not in known}
+            if new and not _conflicts(keys, known):
+                await self._store.declare(tenant_id, new)
+                known = await self.declared(tenant_id)  # a replica declaring one of them meanwhile won
+            if conflicts := _conflicts(keys, known):
+                return conflicts
             for key, kind in sorted(keys.items(), key=lambda item: item[0]):
-                if known.get(key) is kind and (key, kind) not in self._indexed:
+                if (key, kind) not in self._indexed:
                     await self._engine.ensure_metadata_index(key, kind)
                     self._indexed.add((key, kind))
-        return {key: known[key] for key, kind in keys.items() if known.get(key) is not kind}
+        return {}
 
     async def resolve(self, tenant_id: str, filters: MetadataFilter) -> MetadataFilter:
         """`filters` with its expression resolved against the tenant's keys (unchanged when it has none).
@@ -73,3 +79,8 @@ class MetadataSchema:
                 [FieldViolation(EXPRESSION_FIELD, f"{what}: {why}" if what else why) for what, why in exc.problems]
             ) from None
         return dataclasses.replace(filters, where=where)
+
+
+def _conflicts(keys: Mapping[str, MetadataType], known: Mapping[str, MetadataType]) -> dict[str, MetadataType]:
+    """The keys `known` holds with another type, with that type."""
+    return {key: known[key] for key, kind in keys.items() if key in known and known[key] is not kind}
