@@ -5,6 +5,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from ragsvc.filters import Where
+from ragsvc.metadata import MetadataValue
+
 
 class Mode(enum.Enum):
     """Where the evidence comes from."""
@@ -89,11 +92,16 @@ class ChatMessage:
 
 @dataclass(frozen=True, slots=True)
 class MetadataFilter:
-    """Metadata constraints; each tuple is "any of these values", empty means unconstrained."""
+    """Metadata constraints; each tuple is "any of these values", empty means unconstrained. `expression` is a
+    filter over the documents' typed metadata (`ragsvc.filters`), as the caller wrote it; `where` is that
+    expression resolved against the tenant's declared keys (`retrieval.schema.MetadataSchema.resolve`), which is
+    what the engines apply."""
 
     source_urls: tuple[str, ...] = ()
     page_titles: tuple[str, ...] = ()
     section_headings: tuple[str, ...] = ()
+    expression: str = ""
+    where: Where | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,9 +373,11 @@ class SourceDocument:
     tags: tuple[str, ...] = ()
     source_url: str = ""
     title: str = ""
-    trust: float = 1.0
+    trust: float | None = None  # None: the weight of its source type (ragsvc.source_trust)
     published_at: str = ""  # ISO 8601 date, empty when unknown
     confidential: bool = False  # see Chunk.confidential
+    # Typed metadata by key (ragsvc.metadata); `source_type` and `published_at` are completed at ingest.
+    metadata: dict[str, MetadataValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,6 +415,8 @@ class StoredDocument:
     confidential: bool
     chunks: int
     source: DocumentSource | None  # None for documents stored before sources were
+    metadata: dict[str, MetadataValue] = field(default_factory=dict)  # empty for documents stored before metadata
+    trust: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

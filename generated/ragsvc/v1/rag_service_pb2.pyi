@@ -294,14 +294,16 @@ class RetrievalOptions(_message.Message):
     def __init__(self, top_k: _Optional[int] = ..., score_threshold: _Optional[float] = ..., filter: _Optional[_Union[MetadataFilter, _Mapping]] = ...) -> None: ...
 
 class MetadataFilter(_message.Message):
-    __slots__ = ("source_urls", "page_titles", "section_headings")
+    __slots__ = ("source_urls", "page_titles", "section_headings", "expression")
     SOURCE_URLS_FIELD_NUMBER: _ClassVar[int]
     PAGE_TITLES_FIELD_NUMBER: _ClassVar[int]
     SECTION_HEADINGS_FIELD_NUMBER: _ClassVar[int]
+    EXPRESSION_FIELD_NUMBER: _ClassVar[int]
     source_urls: _containers.RepeatedScalarFieldContainer[str]
     page_titles: _containers.RepeatedScalarFieldContainer[str]
     section_headings: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, source_urls: _Optional[_Iterable[str]] = ..., page_titles: _Optional[_Iterable[str]] = ..., section_headings: _Optional[_Iterable[str]] = ...) -> None: ...
+    expression: str
+    def __init__(self, source_urls: _Optional[_Iterable[str]] = ..., page_titles: _Optional[_Iterable[str]] = ..., section_headings: _Optional[_Iterable[str]] = ..., expression: _Optional[str] = ...) -> None: ...
 
 class GenerationOptions(_message.Message):
     __slots__ = ("model", "template_id", "citation_style", "strictness", "temperature", "seed")

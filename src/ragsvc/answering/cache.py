@@ -3,9 +3,9 @@
 (shared by replicas, when RAG_REDIS_URL is set). Both are keyed by everything that shapes an answer.
 
 The key is the SHA-256 of the tenant, the normalised query (control characters stripped, whitespace collapsed,
-case folded), the template, top_k, the citation style, the tags (sorted), the metadata filters, the model, the
-mode and selection, and the remaining knobs that change an answer (score threshold, strictness, temperature,
-seed). Tenant and tags are part of the key, so an answer is never served to another tenant or tag set.
+case folded), the template, top_k, the citation style, the tags (sorted), the metadata filters (the expression as
+resolved), the model, the mode and selection, and the remaining knobs that change an answer (score threshold,
+strictness, temperature, seed). Tenant and tags are part of the key, so an answer is never served to another tenant or tag set.
 
 What is cached: grounded answers with action CITE only. Refusals are not: the gate refusals (NO_CHUNKS,
 SCORE_GATE) cost no LLM call, so caching them saves little, and the others (UNSUPPORTED_ANSWER,
@@ -86,7 +86,8 @@ def _answer_shaping(question: Question) -> list[object]:
         question.top_k,
         question.citation_style.value,
         sorted(set(question.user_tags)),
-        [sorted(filters.source_urls), sorted(filters.page_titles), sorted(filters.section_headings)],
+        [sorted(filters.source_urls), sorted(filters.page_titles), sorted(filters.section_headings),
+         repr(filters.where) if filters.where is not None else filters.expression],
         question.model,
         question.mode.value,
         question.selected_text,

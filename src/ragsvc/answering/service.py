@@ -1,6 +1,7 @@
 """The answering service: the one way a question is answered, whichever RPC asked (Ask, AskStream, SimulateAsk).
 
-    admit -> replay of its idempotency key | cached answer | the pipeline -> cache and replay store -> audit log
+    admit -> resolve its metadata filter -> replay of its idempotency key | cached answer | the pipeline
+      -> cache and replay store -> audit log
 
 A replayed or cached answer comes back as the pipeline's would: one text delta, its citations, then the Answer
 (with `flags.cache_hit`). A replay is the caller's own (see `cache.replay_key`); its key sent again with another
@@ -21,6 +22,7 @@ from ragsvc.answering.context import CallContext
 from ragsvc.answering.pipeline import Pipeline
 from ragsvc.domain import Answer, Event, Flags, Question, TextDelta, Timings
 from ragsvc.errors import IdempotencyKeyReused, RagError
+from ragsvc.retrieval.schema import MetadataSchema
 from ragsvc.storage.answers import AnswerLog
 
 
@@ -29,6 +31,7 @@ class AnsweringService:
         self,
         pipeline: Pipeline,
         admission: Admission,
+        schema: MetadataSchema,
         *,
         cache: AnswerStore | None = None,
         replays: AnswerStore | None = None,
@@ -36,6 +39,7 @@ class AnsweringService:
     ) -> None:
         self.pipeline = pipeline
         self._admission = admission
+        self._schema = schema  # resolves a filter expression against the tenant's metadata keys
         self._cache = cache
         self._replays = replays  # answers by idempotency key, whatever their outcome
         self._answers = answers
@@ -44,6 +48,8 @@ class AnsweringService:
         """The events answering `question`; closing the stream (a caller leaving) stops the work at once."""
         try:
             admitted = self._admission.admit(question, call)
+            filters = await self._schema.resolve(admitted.tenant_id, admitted.filters)
+            admitted = dataclasses.replace(admitted, filters=filters)
         except RagError as exc:
             if self._answers is not None:
                 self._answers.record_failure(self._admission.provisional(question, call), exc)

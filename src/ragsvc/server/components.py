@@ -54,11 +54,13 @@ from ragsvc.retrieval.http_embedders import OllamaEmbedder, OpenAIEmbedder
 from ragsvc.retrieval.hybrid import HybridRetriever
 from ragsvc.retrieval.layout import AccessPolicy
 from ragsvc.retrieval.qdrant_server import QdrantServerEngine
+from ragsvc.retrieval.schema import MetadataSchema
 from ragsvc.server.health import Probe
 from ragsvc.server.limits import RateLimit, TokenBuckets
 from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.backend import Backend
 from ragsvc.storage.database import open_database
+from ragsvc.storage.metadata_keys import MetadataKeyStore
 from ragsvc.storage.owners import OwnerDirectory
 from ragsvc.storage.retention import RetentionJob
 from ragsvc.storage.sessions import SessionStore
@@ -97,6 +99,7 @@ class Components:
     rate_limit: RateLimit | None  # the limit of all replicas together, on Redis (None: the server's own)
     conversation: Conversation  # the stored sessions, as their callers may read and delete them
     owners: OwnerControl  # the tag-owner directory
+    schema: MetadataSchema  # each tenant's metadata keys and their types
 
     def probes(self) -> Mapping[str, Probe]:
         """The health probe of each dependency, by its health name (`redis` only when Redis is configured)."""
@@ -113,19 +116,25 @@ class Components:
 
 @contextlib.asynccontextmanager
 async def open_components(
-    settings: Settings, *, embedder: Embedder | None = None, engine_dir: Path | None = None
+    settings: Settings,
+    *,
+    embedder: Embedder | None = None,
+    engine: VectorEngine | None = None,
+    engine_dir: Path | None = None,
 ) -> AsyncIterator[Components]:
     """Open every component; `embedder`, when given, replaces the one RAG_EMBEDDER names (a program embedding
-    ragsvc with its own model) and stays the caller's to close. `engine_dir` holds the embedded engine's shards
-    instead of RAG_DATA_DIR (a worker's read-only copy: `server.workers`)."""
+    ragsvc with its own model) and stays the caller's to close; so does `engine`, for the vector engine (a
+    program with a Qdrant client of its own, such as qdrant-client's local mode). `engine_dir` holds the embedded
+    engine's shards instead of RAG_DATA_DIR (a worker's read-only copy: `server.workers`)."""
     async with contextlib.AsyncExitStack() as stack:
         models = ModelCatalog(settings.generation.model_limits, settings.budget)
         injected = embedder is not None
         if embedder is None:
             embedder = await open_embedder(settings)
             stack.push_async_callback(embedder.aclose)
-        engine = await open_engine(settings, embedder, injected=injected, directory=engine_dir)
-        stack.push_async_callback(engine.close)
+        if engine is None:
+            engine = await open_engine(settings, embedder, injected=injected, directory=engine_dir)
+            stack.push_async_callback(engine.close)
         generator = build_generator(settings, models)
         stack.push_async_callback(generator.aclose)
         records = settings.records
@@ -164,9 +173,11 @@ async def open_components(
 
         conversation = Conversation(sessions, retrieval_access(settings))
         pipeline = build_pipeline(settings, retriever, generator, models, registry, owners, conversation)
+        schema = MetadataSchema(MetadataKeyStore(database), engine)
         answering = AnsweringService(
             pipeline,
             Admission(settings.hardening, models, default_tenant=settings.server.default_tenant),
+            schema,
             cache=cache,
             replays=replays,
             answers=answers,
@@ -174,13 +185,15 @@ async def open_components(
         indexer = Indexer(
             embedder,
             engine,
+            schema,
+            sources=settings.ingest.source_trust,
             chunk_tokens=settings.ingest.chunk_tokens,
             overlap_tokens=settings.ingest.chunk_overlap_tokens,
         )
         yield Components(
             settings, embedder, engine, retriever, generator, database, answers, indexer, answering,
             catalog, weights, cache, retention, shared, global_rate_limit(settings, shared), conversation,
-            OwnerControl(owners),
+            OwnerControl(owners), schema,
         )  # fmt: skip
 
 

@@ -98,6 +98,17 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE answers ADD COLUMN query_rewrite TEXT NOT NULL DEFAULT '';
     ALTER TABLE answers ADD COLUMN draft TEXT NOT NULL DEFAULT '';
     """,
+    # The metadata keys each tenant's documents declared, with the type the first of them gave (filters check
+    # their keys against it: ragsvc.retrieval.schema).
+    """
+    CREATE TABLE metadata_keys (
+        tenant_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        type TEXT NOT NULL,
+        created_at {timestamp} NOT NULL,
+        PRIMARY KEY (tenant_id, name)
+    );
+    """,
 )
 
 # The columns declared {timestamp} above: SQLite keeps them as ISO 8601 text, which the SQLite backend turns

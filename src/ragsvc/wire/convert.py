@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from ragsvc import domain
 from ragsvc.errors import FieldViolation, InvalidRequest
+from ragsvc.metadata import MetadataType, MetadataValue
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import rag_service_pb2 as pb
 
@@ -92,6 +93,7 @@ def question_from_proto(request: pb.AskRequest | pb.AskStreamRequest, request_id
             source_urls=tuple(retrieval.filter.source_urls),
             page_titles=tuple(retrieval.filter.page_titles),
             section_headings=tuple(retrieval.filter.section_headings),
+            expression=retrieval.filter.expression,
         ),
         model=generation.model,
         template_id=generation.template_id,
@@ -236,8 +238,10 @@ def event_to_proto(event: domain.Event) -> pb.AskStreamResponse:
 
 
 def documents_from_proto(request: index_pb.IngestDocumentsRequest, default_tenant: str) -> list[domain.SourceDocument]:
+    """The documents of an ingest; InvalidRequest naming each metadata value that sets no kind."""
     tenant = request.tenant_id.strip() or default_tenant
-    return [
+    violations: list[FieldViolation] = []
+    documents = [
         domain.SourceDocument(
             document_id=d.document_id,
             name=d.name or d.document_id,
@@ -247,12 +251,45 @@ def documents_from_proto(request: index_pb.IngestDocumentsRequest, default_tenan
             tags=tuple(d.tags),
             source_url=d.source_url,
             title=d.title,
-            trust=d.trust if d.HasField("trust") else 1.0,
+            trust=d.trust if d.HasField("trust") else None,
             published_at=d.published_date,
             confidential=d.confidential,
+            metadata=_metadata_from_proto(d.metadata, f"documents[{i}]", violations),
         )
-        for d in request.documents
+        for i, d in enumerate(request.documents)
     ]
+    if violations:
+        raise InvalidRequest(violations)
+    return documents
+
+
+def _metadata_from_proto(
+    values: Mapping[str, index_pb.MetadataValue], at: str, violations: list[FieldViolation]
+) -> dict[str, MetadataValue]:
+    metadata: dict[str, MetadataValue] = {}
+    for key, value in sorted(values.items()):
+        kind = value.WhichOneof("kind")
+        if kind is None:
+            violations.append(FieldViolation(f'{at}.metadata["{key}"]', "sets no value"))
+        elif kind == "timestamp_value":
+            metadata[key] = value.timestamp_value.ToDatetime(tzinfo=UTC)
+        else:
+            metadata[key] = getattr(value, kind)
+    return metadata
+
+
+def metadata_to_proto(metadata: Mapping[str, MetadataValue]) -> dict[str, index_pb.MetadataValue]:
+    values = {}
+    for key, value in metadata.items():
+        if isinstance(value, bool):
+            values[key] = index_pb.MetadataValue(bool_value=value)
+        elif isinstance(value, int | float):
+            values[key] = index_pb.MetadataValue(number_value=float(value))
+        elif isinstance(value, datetime):
+            values[key] = index_pb.MetadataValue(timestamp_value=timestamp_of(value))
+        else:
+            values[key] = index_pb.MetadataValue(string_value=value)
+    return values
 
 
 def document_to_proto(document: domain.SourceDocument) -> index_pb.Document:
@@ -268,6 +305,7 @@ def document_to_proto(document: domain.SourceDocument) -> index_pb.Document:
         trust=document.trust,
         published_date=document.published_at,
         confidential=document.confidential,
+        metadata=metadata_to_proto(document.metadata),
     )
 
 
@@ -291,6 +329,8 @@ def stored_document_to_proto(document: domain.StoredDocument) -> index_pb.Indexe
         source_url=document.source_url,
         confidential=document.confidential,
         chunk_count=document.chunks,
+        metadata=metadata_to_proto(document.metadata),
+        trust=document.trust,
     )
     source = document.source
     if source is not None:
@@ -303,9 +343,15 @@ def stored_document_to_proto(document: domain.StoredDocument) -> index_pb.Indexe
     return message
 
 
-def index_stats_to_proto(stats: domain.IndexStats) -> index_pb.GetIndexStatsResponse:
+def index_stats_to_proto(
+    stats: domain.IndexStats, keys: Mapping[str, MetadataType]
+) -> index_pb.GetIndexStatsResponse:
     return index_pb.GetIndexStatsResponse(
-        document_count=stats.documents, chunk_count=stats.chunks, content_bytes=stats.content_bytes, engine=stats.engine
+        document_count=stats.documents,
+        chunk_count=stats.chunks,
+        content_bytes=stats.content_bytes,
+        engine=stats.engine,
+        metadata_keys=[index_pb.MetadataKey(name=name, type=kind.value) for name, kind in sorted(keys.items())],
     )
 
 
