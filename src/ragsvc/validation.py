@@ -84,7 +84,7 @@ def citation_for(marker: int, context: Sequence[ScoredChunk]) -> Citation | None
     if not 1 <= marker <= len(context):
         return None
     scored = context[marker - 1]
-    return Citation(marker=marker, chunk=scored.chunk, relevance_score=scored.score)
+    return Citation(marker=marker, chunk=scored.chunk, relevance_score=scored.score, rank_score=scored.rank_score)
 
 
 def says_insufficient(text: str) -> bool:

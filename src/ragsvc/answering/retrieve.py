@@ -126,6 +126,7 @@ class RetrieveStage:
                 top_k=self._top_k(question),
                 score_threshold=question.score_threshold,
                 filters=question.filters,
+                search_mode=question.search_mode,
             )
         )
 

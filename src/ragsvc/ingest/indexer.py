@@ -25,8 +25,10 @@ from ragsvc.domain import Chunk, DocumentSource, IngestResult, SourceDocument
 from ragsvc.errors import InvalidRequest
 from ragsvc.ingest.chunker import chunk_sections, fenced_token_counts
 from ragsvc.ingest.loaders import load_sections
+from ragsvc.ingest.spans import chunk_spans
 from ragsvc.retrieval.base import Embedder, IndexedChunk, VectorEngine
 from ragsvc.retrieval.layout import indexed_text
+from ragsvc.storage.index_versions import IndexVersions
 
 EMBED_BATCH = 64  # texts per embedder call, across documents; a cancelled ingest stops between calls
 READ_AHEAD = 4  # documents taken up (read and chunked) ahead of the one whose chunks are next to embed
@@ -44,13 +46,22 @@ class _Pending:
 
 
 class Indexer:
-    def __init__(self, embedder: Embedder, engine: VectorEngine, *, chunk_tokens: int, overlap_tokens: int) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        engine: VectorEngine,
+        *,
+        chunk_tokens: int,
+        overlap_tokens: int,
+        versions: IndexVersions | None = None,
+    ) -> None:
         if not chunk_tokens > overlap_tokens >= 0:
             raise ValueError(f"need chunk_tokens > overlap_tokens >= 0, got {chunk_tokens} and {overlap_tokens}")
         self._embedder = embedder
         self._engine = engine
         self._chunk_tokens = chunk_tokens
         self._overlap_tokens = overlap_tokens
+        self._versions = versions  # each tenant's index version, raised by every change of its documents
 
     async def ingest(self, document: SourceDocument) -> IngestResult:
         """Re-ingesting replaces the document's chunks, unless nothing changed since (then `unchanged`, and nothing
@@ -82,15 +93,28 @@ class Indexer:
                     results |= await self._embed_next(pending)
             while pending:
                 results |= await self._embed_next(pending)
+        except BaseException:  # documents written before stay written: their tenants' indexes changed
+            await self._bump({d.tenant_id for d in documents})
+            raise
         finally:
             for task in ahead:
                 task.cancel()
             await asyncio.gather(*ahead, return_exceptions=True)
+        await self._bump({tenant for (tenant, _), result in results.items() if result.chunks_indexed})
         return [results[_key(d)] for d in documents]
+
+    async def _bump(self, tenants: set[str]) -> None:
+        """Raises the index version (R-003-13) of each tenant whose documents changed."""
+        if self._versions is not None:
+            for tenant in sorted(tenants):
+                await self._versions.bump(tenant)
 
     async def delete(self, tenant_id: str, document_id: str) -> int:
         """Removes the document's chunks; returns how many there were."""
-        return await self._engine.delete_document(tenant_id, document_id)
+        deleted = await self._engine.delete_document(tenant_id, document_id)
+        if deleted:
+            await self._bump({tenant_id})
+        return deleted
 
     def source(self, document: SourceDocument) -> DocumentSource:
         """What the document's chunks are made from, as stored with them (ingested now)."""
@@ -114,10 +138,10 @@ class Indexer:
     def chunks(self, document: SourceDocument) -> list[Chunk]:
         """The document read and chunked. Raises InvalidRequest or UnicodeDecodeError for a document that cannot be
         read."""
-        drafts = chunk_sections(
-            load_sections(document), chunk_tokens=self._chunk_tokens, overlap_tokens=self._overlap_tokens
-        )
+        sections = load_sections(document)
+        drafts = chunk_sections(sections, chunk_tokens=self._chunk_tokens, overlap_tokens=self._overlap_tokens)
         counts = fenced_token_counts([draft.text for draft in drafts])
+        spans = chunk_spans(sections, drafts)
         return [
             Chunk(
                 document_id=document.document_id,
@@ -134,8 +158,10 @@ class Indexer:
                 published_at=document.published_at,
                 confidential=document.confidential,
                 token_count=count,
+                char_start=span[0] if span else None,
+                char_end=span[1] if span else None,
             )
-            for index, (draft, count) in enumerate(zip(drafts, counts, strict=True))
+            for index, (draft, count, span) in enumerate(zip(drafts, counts, spans, strict=True))
         ]
 
     async def _take(self, document: SourceDocument) -> _Pending | IngestResult:

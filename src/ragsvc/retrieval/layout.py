@@ -18,8 +18,9 @@ passage is found by the words of the headings it sits under ("Travel Policy", "m
 A tenant's documents are listed from the engine's facet counts of document_id, with the document's fields read
 from its chunk 0 (whose point id is known).
 
-A query fuses a dense and a sparse prefetch with RRF (k=60); the access filter (tenant, tags) and the metadata
-filters sit inside both prefetches, so nothing the caller may not see is ever a candidate. Each result's score is
+A query fuses a dense and a sparse prefetch with RRF (k=60), or, in the dense or sparse search mode (R-002-03), has
+only the one prefetch (`searched_vectors`); the access filter (tenant, tags) and the metadata filters sit inside
+every prefetch, so nothing the caller may not see is ever a candidate. Each result's score is
 the cosine similarity of its stored dense vector to the query vector, whatever its fused rank.
 """
 
@@ -34,7 +35,7 @@ import numpy as np
 import qdrant_edge as qe
 
 from ragsvc.access import Evidence
-from ragsvc.domain import Chunk, DocumentSource, RetrievalQuery, StoredDocument
+from ragsvc.domain import Chunk, DocumentSource, RetrievalQuery, SearchMode, StoredDocument
 from ragsvc.lexical import index_terms
 from ragsvc.retrieval.base import Candidate
 
@@ -49,7 +50,7 @@ KEYWORD_FIELDS = ("tags", "document_id", "source_url", "page_title", "section", 
 # What a query returns of a point's payload: the chunk, not its index terms.
 RETURNED_FIELDS = [
     "document_id", "chunk_index", "text", "document_name", "tenant_id", "tags", "source_url", "page_title",
-    "section", "page_number", "trust", "published_at", "confidential", "token_count",
+    "section", "page_number", "trust", "published_at", "confidential", "token_count", "char_start", "char_end",
 ]
 REDACTED_TEXT = "[REDACTED]"
 # The payload fields that describe the chunk's document (what a listing reads from chunk 0).
@@ -90,7 +91,9 @@ class AccessPolicy:
 def redact(chunk: Chunk) -> Chunk:
     """The chunk with everything that tells its content removed: text, section heading and title. What
     identifies the document (id, name, URL, page) stays, so a caller can ask for access."""
-    return replace(chunk, text=REDACTED_TEXT, section=None, page_title="", token_count=None)
+    return replace(
+        chunk, text=REDACTED_TEXT, section=None, page_title="", token_count=None, char_start=None, char_end=None
+    )
 
 
 def point_id(tenant_id: str, document_id: str, chunk_index: int) -> uuid.UUID:
@@ -165,6 +168,8 @@ def payload(chunk: Chunk, source: DocumentSource | None = None) -> dict[str, Any
         "confidential": chunk.confidential,
         "token_count": chunk.token_count,
     }
+    if chunk.char_start is not None and chunk.char_end is not None:  # its span in the document (R-004-03)
+        stored |= {"char_start": chunk.char_start, "char_end": chunk.char_end}
     if source is not None:
         stored |= {
             "content_sha256": source.content_sha256,
@@ -223,7 +228,14 @@ def chunk_from_payload(data: dict[str, Any]) -> Chunk:
         published_at=data.get("published_at", ""),
         confidential=bool(data.get("confidential", False)),
         token_count=data.get("token_count"),
+        char_start=data.get("char_start"),  # None for chunks stored before spans were (R-004-03)
+        char_end=data.get("char_end"),
     )
+
+
+def searched_vectors(mode: SearchMode) -> tuple[str, ...]:
+    """The named vectors a search in `mode` ranks by, each a prefetch fused with RRF (R-002-03)."""
+    return {SearchMode.HYBRID: (DENSE, SPARSE), SearchMode.DENSE: (DENSE,), SearchMode.SPARSE: (SPARSE,)}[mode]
 
 
 def metadata_constraints(query_filters: Any) -> list[tuple[str, tuple[str, ...]]]:

@@ -3,6 +3,7 @@ whose labels name what the query asks about, near-duplicate removal and the per-
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import math
@@ -74,15 +75,15 @@ def rank_score(chunk: Chunk, similarity: float, weights: RankingWeights, today: 
 def rank(
     candidates: Sequence[Candidate], weights: RankingWeights, today: dt.date, query_terms: Sequence[str] = ()
 ) -> list[Candidate]:
-    """Best rank first: the weighted rank plus the label boost for `query_terms` (`lexical.index_terms` of the
-    query); equal ranks keep the engine's fused order."""
+    """Best rank first, each with its rank score (R-003-14): the weighted rank plus the label boost for
+    `query_terms` (`lexical.index_terms` of the query); equal ranks keep the engine's fused order."""
     asked = frozenset(query_terms)
     scores = [
         rank_score(c.chunk, c.score, weights, today) + LABEL_BOOST * label_match(c.chunk.text, asked)
         for c in candidates
     ]
     order = sorted(range(len(candidates)), key=lambda i: -scores[i])
-    return [candidates[i] for i in order]
+    return [dataclasses.replace(candidates[i], rank_score=scores[i]) for i in order]
 
 
 def label_match(text: str, query_terms: frozenset[str]) -> float:

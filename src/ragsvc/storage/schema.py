@@ -98,6 +98,16 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE answers ADD COLUMN query_rewrite TEXT NOT NULL DEFAULT '';
     ALTER TABLE answers ADD COLUMN draft TEXT NOT NULL DEFAULT '';
     """,
+    # Provenance (R-003-13, R-003-04): each tenant's index version, and the version and language of each answer.
+    """
+    CREATE TABLE index_versions (
+        tenant_id TEXT PRIMARY KEY,
+        version BIGINT NOT NULL,
+        updated_at {timestamp} NOT NULL
+    );
+    ALTER TABLE answers ADD COLUMN index_version TEXT NOT NULL DEFAULT '';
+    ALTER TABLE answers ADD COLUMN language TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 # The columns declared {timestamp} above: SQLite keeps them as ISO 8601 text, which the SQLite backend turns
