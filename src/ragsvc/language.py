@@ -9,7 +9,7 @@ Short questions are where detectors fail: "Kafka consumer lag" or "sick days" re
 language is therefore reported only when the text tells it: the model's probability is at least `min_confidence`,
 and a text in Latin script has at least two words (of two letters or more). Otherwise the language is "" (too short
 or too mixed to tell) and the question is answered as if it were in its template's language: never refused.
-Measured on 78 English questions (30 of them terse technical fragments) and 33 short questions in 13 other
+Measured on 45 English questions (30 of them terse technical fragments) and 33 short questions in 13 other
 languages (tests/test_language.py): with these rules no English question is reported as another language, and every
 other question is either reported right or left undetermined.
 """

@@ -107,6 +107,8 @@ MIGRATIONS: tuple[str, ...] = (
     );
     ALTER TABLE answers ADD COLUMN index_version TEXT NOT NULL DEFAULT '';
     ALTER TABLE answers ADD COLUMN language TEXT NOT NULL DEFAULT '';
+    ALTER TABLE prompt_templates ADD COLUMN language TEXT NOT NULL DEFAULT 'en';
+    ALTER TABLE prompt_templates ADD COLUMN response_style TEXT NOT NULL DEFAULT '';
     """,
 )
 
