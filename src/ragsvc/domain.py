@@ -60,7 +60,7 @@ class RefusalReason(enum.Enum):
 
 
 class QueryClass(enum.Enum):
-    """What kind of question it is (seed 000); every class still goes through retrieval."""
+    """What kind of question it is (R-000-14); every class still goes through retrieval."""
 
     FACTUAL = "factual"
     PROCEDURAL = "procedural"
@@ -131,7 +131,7 @@ class Chunk:
     page_number: int | None = None
     trust: float = 1.0  # source trust weight used in ranking, 0-1
     published_at: str = ""  # ISO 8601 date of the document, empty when unknown
-    # Readable only by callers holding the confidential clearance tag; redacted for the others (seed 003).
+    # Readable only by callers holding the confidential clearance tag; redacted for the others (R-003-07).
     confidential: bool = False
     # Tokens of the text between its data fences (prompts.fenced) in cl100k_base, counted once at ingest (see
     # budget.py); None when not counted (stored before counts were, or made from a caller's selection).
@@ -184,7 +184,7 @@ class Retrieval:
     hits: tuple[ScoredChunk, ...] = ()
     rejected: tuple[ScoredChunk, ...] = ()
     # Confidential chunks that met the threshold but that the caller may not read, already redacted: never
-    # evidence, reported so the answer can say redactions were applied (seed 003).
+    # evidence, reported so the answer can say redactions were applied (R-003-07).
     redacted: tuple[ScoredChunk, ...] = ()
     embedding_ms: float = 0.0  # spent embedding the query
     store_ms: float = 0.0  # spent inside the vector engine's query call

@@ -12,7 +12,7 @@ data.
 A built-in version's text never changes: a different wording is a new version (tests pin every rendering), so
 an answer's `prompt_template_version` always names the exact prompt it was written from.
 
-Custom templates (AdminService, seed 003) live beside the built-ins in a `TemplateRegistry`: the server loads
+Custom templates (AdminService, R-003-21) live beside the built-ins in a `TemplateRegistry`: the server loads
 them from its database at start and the admin RPCs change them. A custom template keeps its id when its text
 changes, so the answer cache drops the answers written from it (`AnswerCache.invalidate_template`). The
 built-ins can be neither replaced nor removed. Each server has its own registry, handed to the pipeline and the

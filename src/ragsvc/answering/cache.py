@@ -1,4 +1,4 @@
-"""The answer cache (seed 003) and the idempotent replays: one interface, `AnswerStore`, with two implementations:
+"""The answer cache (R-003-05) and the idempotent replays: one interface, `AnswerStore`, with two implementations:
 `MemoryAnswerCache` here (an LRU with a TTL, per process: the default) and `ragsvc.shared.cache.RedisAnswerCache`
 (shared by replicas, when RAG_REDIS_URL is set). Both are keyed by everything that shapes an answer.
 
@@ -13,7 +13,7 @@ INVALID_CITATIONS) come from one unlucky generation that a new call may well get
 left for the human they are routed to. Questions with chat history or a session, dry runs and explain requests
 bypass the cache.
 
-Idempotency (seed 003, with Stripe's and AIP-155's semantics): an answer recorded for an idempotency key is bound
+Idempotency (R-003-03, with Stripe's and AIP-155's semantics): an answer recorded for an idempotency key is bound
 to the caller that sent it (`Question.caller`: its key, or its peer without authentication) in its tenant, and
 to the fingerprint of its request (`request_fingerprint`: every field that changes the answer, the effective tags
 included, never the request id). The same key from the same caller with the same request replays the answer,

@@ -67,7 +67,7 @@ class AccessPolicy:
     - A chunk is visible when it shares a tag with the caller; an untagged chunk is visible to everyone when
       `untagged_visible` (the default), to no one otherwise. A caller without tags sees only untagged chunks.
     - A visible chunk marked confidential is readable only by a caller holding `clearance_tag`; for the others
-      the engine returns it redacted (seed 003: content "[REDACTED]", redactions_applied).
+      the engine returns it redacted (R-003-07: content "[REDACTED]", redactions_applied).
     """
 
     untagged_visible: bool = True

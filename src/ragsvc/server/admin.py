@@ -1,4 +1,4 @@
-"""AdminService (seed 003 "Admin Controls") over gRPC: prompt templates, ranking weights, the tag-owner directory
+"""AdminService (R-003-21, admin controls) over gRPC: prompt templates, ranking weights, the tag-owner directory
 and the dry run.
 
 Transport only: resource names, field masks and pages are read here (Google AIP style); what they ask is done
