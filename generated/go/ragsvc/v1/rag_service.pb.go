@@ -2038,7 +2038,8 @@ type Answer struct {
 	// The version of the tenant's index the evidence was searched in: it changes on every ingest or
 	// delete that changes the tenant's documents (an opaque string; compare it for equality only). An
 	// answer from the cache carries the version it was written from, which is the current one: a change
-	// of the index drops the tenant's cached answers.
+	// of the index drops the tenant's cached answers. Empty in MODE_SELECTED_TEXT (no index is searched)
+	// and for a refusal decided before the search (REFUSAL_REASON_UNSUPPORTED_LANGUAGE).
 	IndexVersion string `protobuf:"bytes,21,opt,name=index_version,json=indexVersion,proto3" json:"index_version,omitempty"`
 	// When the answer was written (for an answer from the cache, when it was first written).
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`

@@ -876,7 +876,8 @@ export type Answer = Message<"ragsvc.v1.Answer"> & {
    * The version of the tenant's index the evidence was searched in: it changes on every ingest or
    * delete that changes the tenant's documents (an opaque string; compare it for equality only). An
    * answer from the cache carries the version it was written from, which is the current one: a change
-   * of the index drops the tenant's cached answers.
+   * of the index drops the tenant's cached answers. Empty in MODE_SELECTED_TEXT (no index is searched)
+   * and for a refusal decided before the search (REFUSAL_REASON_UNSUPPORTED_LANGUAGE).
    *
    * @generated from field: string index_version = 21;
    */
