@@ -85,7 +85,7 @@ def validate_question(
     )
 
 
-# Prompt-injection patterns (seed 003): instruction overrides, role markers, markup that executes, SQL injection,
+# Prompt-injection patterns (R-003-02): instruction overrides, role markers, markup that executes, SQL injection,
 # and text made mostly of special characters. Each has a name, reported in the request log.
 INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern, re.IGNORECASE))
@@ -121,7 +121,7 @@ SPECIAL_CHARS_MAX_SHARE = 0.4
 
 
 def injection_patterns(text: str) -> tuple[str, ...]:
-    """The names of the prompt-injection patterns `text` matches (seed 003); empty when it looks benign."""
+    """The names of the prompt-injection patterns `text` matches (R-003-02); empty when it looks benign."""
     found = [name for name, pattern in INJECTION_PATTERNS if pattern.search(text)]
     stripped = "".join(text.split())
     if len(stripped) >= SPECIAL_CHARS_MIN_LENGTH:

@@ -420,6 +420,20 @@ class GenerationSettings(Group):
     default_template: str = env(
         DEFAULT_TEMPLATE, "RAG_DEFAULT_TEMPLATE", "prompt template of requests naming none: " + ", ".join(TEMPLATES)
     )
+    language_detection: bool = env(
+        True,
+        "RAG_LANGUAGE_DETECTION",
+        "detect each question's language offline and answer with a template of that language, refusing questions in "
+        "a language no template answers in (UNSUPPORTED_LANGUAGE); off: every question is answered as asked",
+    )
+    language_min_confidence: float = env(
+        0.65,
+        "RAG_LANGUAGE_MIN_CONFIDENCE",
+        "probability the language detector needs before a question counts as being in a language (below it, or with "
+        "fewer than two words, the language is undetermined and the question is never refused)",
+        gt=0,
+        le=1,
+    )
     ollama_keep_alive: str = env(
         "5m", "RAG_OLLAMA_KEEP_ALIVE", "how long Ollama keeps the model loaded after a request (-1: always)"
     )

@@ -35,11 +35,13 @@ from ragsvc.domain import Chunk, DocumentSource, IngestResult, SourceDocument
 from ragsvc.errors import InvalidRequest
 from ragsvc.ingest.chunker import chunk_sections, fenced_token_counts
 from ragsvc.ingest.loaders import load_sections
+from ragsvc.ingest.spans import chunk_spans
 from ragsvc.metadata import PUBLISHED_AT, SOURCE_TYPE, as_text, parse_timestamp, type_of
 from ragsvc.retrieval.base import Embedder, IndexedChunk, VectorEngine
 from ragsvc.retrieval.layout import indexed_text
 from ragsvc.retrieval.schema import MetadataSchema
 from ragsvc.source_trust import SourceTrust
+from ragsvc.storage.index_versions import IndexVersions
 
 EMBED_BATCH = 64  # texts per embedder call, across documents; a cancelled ingest stops between calls
 READ_AHEAD = 4  # documents taken up (read and chunked) ahead of the one whose chunks are next to embed
@@ -66,6 +68,7 @@ class Indexer:
         sources: SourceTrust,
         chunk_tokens: int,
         overlap_tokens: int,
+        versions: IndexVersions | None = None,
     ) -> None:
         if not chunk_tokens > overlap_tokens >= 0:
             raise ValueError(f"need chunk_tokens > overlap_tokens >= 0, got {chunk_tokens} and {overlap_tokens}")
@@ -75,6 +78,7 @@ class Indexer:
         self.sources = sources
         self._chunk_tokens = chunk_tokens
         self._overlap_tokens = overlap_tokens
+        self._versions = versions  # each tenant's index version, raised by every change of its documents
 
     async def ingest(self, document: SourceDocument) -> IngestResult:
         """Re-ingesting replaces the document's chunks, unless nothing changed since (then `unchanged`, and nothing
@@ -109,15 +113,28 @@ class Indexer:
                     results |= await self._embed_next(pending)
             while pending:
                 results |= await self._embed_next(pending)
+        except BaseException:  # documents written before stay written: their tenants' indexes changed
+            await self._bump({d.tenant_id for d in documents})
+            raise
         finally:
             for task in ahead:
                 task.cancel()
             await asyncio.gather(*ahead, return_exceptions=True)
+        await self._bump({tenant for (tenant, _), result in results.items() if result.chunks_indexed})
         return [results[_key(d)] for d in documents]
+
+    async def _bump(self, tenants: set[str]) -> None:
+        """Raises the index version (R-003-13) of each tenant whose documents changed."""
+        if self._versions is not None:
+            for tenant in sorted(tenants):
+                await self._versions.bump(tenant)
 
     async def delete(self, tenant_id: str, document_id: str, *, tags: Collection[str] | None = None) -> int:
         """Removes the document's chunks; returns how many there were (0 when `tags` do not show it)."""
-        return await self._engine.delete_document(tenant_id, document_id, tags=tags)
+        deleted = await self._engine.delete_document(tenant_id, document_id, tags=tags)
+        if deleted:
+            await self._bump({tenant_id})
+        return deleted
 
     def completed(self, document: SourceDocument) -> SourceDocument:
         """The document as indexed: its metadata with `source_type` (the default type when it names none) and
@@ -158,10 +175,10 @@ class Indexer:
     def chunks(self, document: SourceDocument) -> list[Chunk]:
         """The document read and chunked. Raises InvalidRequest or UnicodeDecodeError for a document that cannot be
         read."""
-        drafts = chunk_sections(
-            load_sections(document), chunk_tokens=self._chunk_tokens, overlap_tokens=self._overlap_tokens
-        )
+        sections = load_sections(document)
+        drafts = chunk_sections(sections, chunk_tokens=self._chunk_tokens, overlap_tokens=self._overlap_tokens)
         counts = fenced_token_counts([draft.text for draft in drafts])
+        spans = chunk_spans(sections, drafts)
         return [
             Chunk(
                 document_id=document.document_id,
@@ -178,8 +195,10 @@ class Indexer:
                 published_at=document.published_at,
                 confidential=document.confidential,
                 token_count=count,
+                char_start=span[0] if span else None,
+                char_end=span[1] if span else None,
             )
-            for index, (draft, count) in enumerate(zip(drafts, counts, strict=True))
+            for index, (draft, count, span) in enumerate(zip(drafts, counts, spans, strict=True))
         ]
 
     async def _take(self, document: SourceDocument, tags: Collection[str] | None) -> _Pending | IngestResult:

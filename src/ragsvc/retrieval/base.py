@@ -63,10 +63,11 @@ class Candidate:
     score: float
     dense: np.ndarray = field(compare=False, repr=False)
     redacted: bool = False
+    rank_score: float | None = None  # set by the retriever's ranking (quality.rank)
 
     @property
     def scored(self) -> ScoredChunk:
-        return ScoredChunk(self.chunk, self.score)
+        return ScoredChunk(self.chunk, self.score, self.rank_score)
 
 
 @dataclass(frozen=True, slots=True)

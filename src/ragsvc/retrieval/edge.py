@@ -67,6 +67,7 @@ from ragsvc.retrieval.layout import (
     point_id,
     render,
     resolved_where,
+    searched_vectors,
     stored_document,
     unit_rows,
 )
@@ -604,11 +605,7 @@ class EdgeEngine:
             return []
         request = qe.QueryRequest(
             limit=limit + TIE_MARGIN,
-            prefetches=[
-                qe.Prefetch(limit=limit, query=qe.Query.Nearest(list(dense), using=DENSE), filter=visible),
-                qe.Prefetch(limit=limit, query=qe.Query.Nearest(self._sparse.edge_query(query.text), using=SPARSE),
-                            filter=visible),
-            ],
+            prefetches=self._prefetches(query, dense, limit, visible),
             query=qe.Fusion.Rrf(k=RRF_K),  # type: ignore[arg-type]  # the stub types it Fusion; it builds an Rrf
             with_vector=[DENSE],
             with_payload=RETURNED_FIELDS,
@@ -618,6 +615,16 @@ class EdgeEngine:
             return []
         stored = unit_rows(_dense_rows(points))
         return candidates_from([p.payload or {} for p in points], stored, cosines(stored, dense), query, self._access)
+
+    def _prefetches(
+        self, query: RetrievalQuery, dense: Sequence[float], limit: int, visible: qe.Filter
+    ) -> list[qe.Prefetch]:
+        """One filtered prefetch per vector the query's search mode ranks by (R-002-03)."""
+        prefetches = []
+        for name in searched_vectors(query.search_mode):
+            vector: list[float] | qe.SparseVector = list(dense) if name == DENSE else self._sparse.edge_query(query.text)
+            prefetches.append(qe.Prefetch(limit=limit, query=qe.Query.Nearest(vector, using=name), filter=visible))
+        return prefetches
 
     def _term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
         constraints = (tuple(metadata_constraints(query.filters)), resolved_where(query.filters))

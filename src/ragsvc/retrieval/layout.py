@@ -25,10 +25,11 @@ index of a key when it is declared (`ensure_metadata_index`: keyword, float, key
 A tenant's documents are listed from the engine's facet counts of document_id, with the document's fields read
 from its chunk 0 (whose point id is known).
 
-A query fuses a dense and a sparse prefetch with RRF (k=60); the access filter (tenant, tags) and the metadata
-filters sit inside both prefetches, so nothing the caller may not see is ever a candidate. Each result's score is
-the cosine similarity of its stored dense vector to the query vector, whatever its fused rank. A metadata filter
-expression, resolved (`ragsvc.filters`), is rendered into each engine's filter by `render`.
+A query fuses a dense and a sparse prefetch with RRF (k=60), or, in the dense or sparse search mode (R-002-03), has
+only the one prefetch (`searched_vectors`); the access filter (tenant, tags) and the metadata filters sit inside
+every prefetch, so nothing the caller may not see is ever a candidate. Each result's score is the cosine similarity
+of its stored dense vector to the query vector, whatever its fused rank. A metadata filter expression, resolved
+(`ragsvc.filters`), is rendered into each engine's filter by `render`.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import numpy as np
 import qdrant_edge as qe
 
 from ragsvc.access import Evidence
-from ragsvc.domain import Chunk, DocumentSource, MetadataFilter, RetrievalQuery, StoredDocument
+from ragsvc.domain import Chunk, DocumentSource, MetadataFilter, RetrievalQuery, SearchMode, StoredDocument
 from ragsvc.filters import And, Condition, Match, Node, Or, Range, Where
 from ragsvc.lexical import index_terms
 from ragsvc.metadata import MetadataType, MetadataValue, format_timestamp, parse_timestamp, type_of
@@ -59,7 +60,7 @@ KEYWORD_FIELDS = ("tags", "document_id", "source_url", "page_title", "section", 
 # What a query returns of a point's payload: the chunk, not its index terms.
 RETURNED_FIELDS = [
     "document_id", "chunk_index", "text", "document_name", "tenant_id", "tags", "source_url", "page_title",
-    "section", "page_number", "trust", "published_at", "confidential", "token_count",
+    "section", "page_number", "trust", "published_at", "confidential", "token_count", "char_start", "char_end",
 ]
 REDACTED_TEXT = "[REDACTED]"
 META_FIELD = "meta"
@@ -79,7 +80,7 @@ class AccessPolicy:
     - A chunk is visible when it shares a tag with the caller; an untagged chunk is visible to everyone when
       `untagged_visible` (the default), to no one otherwise. A caller without tags sees only untagged chunks.
     - A visible chunk marked confidential is readable only by a caller holding `clearance_tag`; for the others
-      the engine returns it redacted (seed 003: content "[REDACTED]", redactions_applied).
+      the engine returns it redacted (R-003-07: content "[REDACTED]", redactions_applied).
     """
 
     untagged_visible: bool = True
@@ -108,7 +109,9 @@ class AccessPolicy:
 def redact(chunk: Chunk) -> Chunk:
     """The chunk with everything that tells its content removed: text, section heading and title. What
     identifies the document (id, name, URL, page) stays, so a caller can ask for access."""
-    return replace(chunk, text=REDACTED_TEXT, section=None, page_title="", token_count=None)
+    return replace(
+        chunk, text=REDACTED_TEXT, section=None, page_title="", token_count=None, char_start=None, char_end=None
+    )
 
 
 def point_id(tenant_id: str, document_id: str, chunk_index: int) -> uuid.UUID:
@@ -222,6 +225,8 @@ def payload(
     }
     if metadata:
         stored[META_FIELD] = meta_payload(metadata)
+    if chunk.char_start is not None and chunk.char_end is not None:  # its span in the document (R-004-03)
+        stored |= {"char_start": chunk.char_start, "char_end": chunk.char_end}
     if source is not None:
         stored |= {
             "content_sha256": source.content_sha256,
@@ -282,11 +287,18 @@ def chunk_from_payload(data: dict[str, Any]) -> Chunk:
         published_at=data.get("published_at", ""),
         confidential=bool(data.get("confidential", False)),
         token_count=data.get("token_count"),
+        char_start=data.get("char_start"),  # None for chunks stored before spans were (R-004-03)
+        char_end=data.get("char_end"),
     )
 
 
+def searched_vectors(mode: SearchMode) -> tuple[str, ...]:
+    """The named vectors a search in `mode` ranks by, each a prefetch fused with RRF (R-002-03)."""
+    return {SearchMode.HYBRID: (DENSE, SPARSE), SearchMode.DENSE: (DENSE,), SearchMode.SPARSE: (SPARSE,)}[mode]
+
+
 def metadata_constraints(query_filters: MetadataFilter) -> list[tuple[str, tuple[str, ...]]]:
-    """(payload key, accepted values) for each list filter the query sets."""
+    """(payload key, accepted values) for each metadata filter the query sets."""
     constraints = (
         ("source_url", query_filters.source_urls),
         ("page_title", query_filters.page_titles),

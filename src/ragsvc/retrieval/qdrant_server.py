@@ -51,6 +51,7 @@ from ragsvc.retrieval.layout import (
     point_id,
     render,
     resolved_where,
+    searched_vectors,
     stored_document,
     unit_rows,
 )
@@ -199,15 +200,10 @@ class QdrantServerEngine:
         visible = _visibility(query, self._access)
         if visible is None or limit <= 0:
             return []
-        indices, values = self._sparse.query(query.text)
         response = await self._call(
             self._client.query_points(
                 self._collection,
-                prefetch=[
-                    m.Prefetch(query=[float(x) for x in dense], using=DENSE, filter=visible, limit=limit),
-                    m.Prefetch(query=m.SparseVector(indices=indices, values=values), using=SPARSE, filter=visible,
-                               limit=limit),
-                ],
+                prefetch=self._prefetches(query, dense, limit, visible),
                 query=m.RrfQuery(rrf=m.Rrf(k=RRF_K)),
                 limit=limit + TIE_MARGIN,
                 with_payload=RETURNED_FIELDS,
@@ -219,6 +215,20 @@ class QdrantServerEngine:
             return []
         stored = unit_rows(np.array([_dense_of(p) for p in points], dtype=np.float32))
         return candidates_from([p.payload or {} for p in points], stored, cosines(stored, dense), query, self._access)
+
+    def _prefetches(
+        self, query: RetrievalQuery, dense: Sequence[float], limit: int, visible: m.Filter
+    ) -> list[m.Prefetch]:
+        """One filtered prefetch per vector the query's search mode ranks by (R-002-03)."""
+        prefetches = []
+        for name in searched_vectors(query.search_mode):
+            if name == DENSE:
+                vector: list[float] | m.SparseVector = [float(x) for x in dense]
+            else:
+                indices, values = self._sparse.query(query.text)
+                vector = m.SparseVector(indices=indices, values=values)
+            prefetches.append(m.Prefetch(query=vector, using=name, filter=visible, limit=limit))
+        return prefetches
 
     async def term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
         visible = _visibility(query, self._access)

@@ -28,6 +28,7 @@ from ragsvc.answering.cache import AnswerStore, MemoryAnswerCache, keeps_every_a
 from ragsvc.answering.conversation import Condenser, Conversation
 from ragsvc.answering.gate import Gate
 from ragsvc.answering.generate import GenerateStage
+from ragsvc.answering.language import LanguageGate
 from ragsvc.answering.pack import Packer
 from ragsvc.answering.pipeline import Pipeline
 from ragsvc.answering.retrieve import QueryClassifier, RetrieveStage
@@ -42,6 +43,7 @@ from ragsvc.generation.ollama import OllamaGenerator
 from ragsvc.generation.openai_compat import OpenAICompatGenerator
 from ragsvc.ingest.indexer import Indexer
 from ragsvc.ingest.loaders import source_documents_from_paths
+from ragsvc.language import LanguageDetector
 from ragsvc.management import ranking, templates
 from ragsvc.management.owners import OwnerControl
 from ragsvc.management.ranking import RankingControl
@@ -60,6 +62,7 @@ from ragsvc.server.limits import RateLimit, TokenBuckets
 from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.backend import Backend
 from ragsvc.storage.database import open_database
+from ragsvc.storage.index_versions import IndexVersions
 from ragsvc.storage.metadata_keys import MetadataKeyStore
 from ragsvc.storage.owners import OwnerDirectory
 from ragsvc.storage.retention import RetentionJob
@@ -174,6 +177,7 @@ async def open_components(
         conversation = Conversation(sessions, retrieval_access(settings))
         pipeline = build_pipeline(settings, retriever, generator, models, registry, owners, conversation)
         schema = MetadataSchema(MetadataKeyStore(database), engine)
+        index_versions = IndexVersions(database)
         answering = AnsweringService(
             pipeline,
             Admission(settings.hardening, models, default_tenant=settings.server.default_tenant),
@@ -181,6 +185,8 @@ async def open_components(
             cache=cache,
             replays=replays,
             answers=answers,
+            languages=language_gate(settings, registry, owners),
+            index_versions=index_versions,
         )
         indexer = Indexer(
             embedder,
@@ -189,6 +195,7 @@ async def open_components(
             sources=settings.ingest.source_trust,
             chunk_tokens=settings.ingest.chunk_tokens,
             overlap_tokens=settings.ingest.chunk_overlap_tokens,
+            versions=index_versions,
         )
         yield Components(
             settings, embedder, engine, retriever, generator, database, answers, indexer, answering,
@@ -242,6 +249,15 @@ async def open_management(
         changes.on_change(ranking.CHANGES_TOPIC, weights.reload)
         changes.start()
     return catalog, weights
+
+
+def language_gate(settings: Settings, registry: TemplateRegistry, owners: OwnerDirectory) -> LanguageGate | None:
+    """The question's language and its template (RAG_LANGUAGE_DETECTION; the detector loads in ~50 ms)."""
+    generation = settings.generation
+    if not generation.language_detection:
+        return None
+    detector = LanguageDetector.load(min_confidence=generation.language_min_confidence)
+    return LanguageGate(detector, registry, owners, default_template=generation.default_template)
 
 
 def answer_stores(settings: Settings, shared: SharedState | None) -> tuple[AnswerStore | None, AnswerStore | None]:

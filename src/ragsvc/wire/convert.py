@@ -26,7 +26,14 @@ _ROLES = {pb.ROLE_USER: domain.Role.USER, pb.ROLE_ASSISTANT: domain.Role.ASSISTA
 _ROLES_TO_PROTO = {role: number for number, role in _ROLES.items()}
 _STYLES = {pb.CITATION_STYLE_UNSPECIFIED: domain.CitationStyle.MARKER,
            pb.CITATION_STYLE_MARKER: domain.CitationStyle.MARKER,
-           pb.CITATION_STYLE_SOURCE_ID: domain.CitationStyle.SOURCE_ID}
+           pb.CITATION_STYLE_SOURCE_ID: domain.CitationStyle.SOURCE_ID,
+           pb.CITATION_STYLE_END_LIST: domain.CitationStyle.END_LIST}
+_SEARCH_MODES = {pb.SEARCH_MODE_UNSPECIFIED: domain.SearchMode.HYBRID, pb.SEARCH_MODE_HYBRID: domain.SearchMode.HYBRID,
+                 pb.SEARCH_MODE_DENSE: domain.SearchMode.DENSE, pb.SEARCH_MODE_SPARSE: domain.SearchMode.SPARSE}
+RESPONSE_STYLES = {pb.RESPONSE_STYLE_UNSPECIFIED: None, pb.RESPONSE_STYLE_CONCISE: domain.ResponseStyle.CONCISE,
+                   pb.RESPONSE_STYLE_DETAILED: domain.ResponseStyle.DETAILED,
+                   pb.RESPONSE_STYLE_BULLETS: domain.ResponseStyle.BULLETS}
+RESPONSE_STYLES_TO_PROTO = {style: number for number, style in RESPONSE_STYLES.items()}
 _STRICTNESS = {pb.STRICTNESS_UNSPECIFIED: domain.Strictness.NORMAL, pb.STRICTNESS_LENIENT: domain.Strictness.LENIENT,
                pb.STRICTNESS_NORMAL: domain.Strictness.NORMAL, pb.STRICTNESS_STRICT: domain.Strictness.STRICT}
 _QUERY_CLASSES = {
@@ -60,6 +67,7 @@ _REFUSALS = {
     domain.RefusalReason.INVALID_CITATIONS: pb.REFUSAL_REASON_INVALID_CITATIONS,
     domain.RefusalReason.NOT_IN_SELECTION: pb.REFUSAL_REASON_NOT_IN_SELECTION,
     domain.RefusalReason.INSUFFICIENT_EVIDENCE: pb.REFUSAL_REASON_INSUFFICIENT_EVIDENCE,
+    domain.RefusalReason.UNSUPPORTED_LANGUAGE: pb.REFUSAL_REASON_UNSUPPORTED_LANGUAGE,
 }
 
 
@@ -95,6 +103,8 @@ def question_from_proto(request: pb.AskRequest | pb.AskStreamRequest, request_id
             section_headings=tuple(retrieval.filter.section_headings),
             expression=retrieval.filter.expression,
         ),
+        search_mode=_enum(_SEARCH_MODES, retrieval.search_mode, "retrieval.search_mode", violations),
+        response_style=_enum(RESPONSE_STYLES, generation.response_style, "generation.response_style", violations),
         model=generation.model,
         template_id=generation.template_id,
         citation_style=_enum(_STYLES, generation.citation_style, "generation.citation_style", violations),
@@ -120,10 +130,14 @@ def _duration(ms: float) -> duration_pb2.Duration:
 
 
 def citation_to_proto(citation: domain.Citation) -> pb.Citation:
-    return _chunk_to_proto(citation.chunk, citation.relevance_score, marker=citation.marker)
+    return _chunk_to_proto(citation.chunk, citation.relevance_score, marker=citation.marker, rank=citation.rank_score)
 
 
-def _chunk_to_proto(chunk: domain.Chunk, score: float, *, marker: int = 0) -> pb.Citation:
+def _scored_to_proto(scored: domain.ScoredChunk, *, marker: int = 0) -> pb.Citation:
+    return _chunk_to_proto(scored.chunk, scored.score, marker=marker, rank=scored.rank_score)
+
+
+def _chunk_to_proto(chunk: domain.Chunk, score: float, *, marker: int = 0, rank: float | None = None) -> pb.Citation:
     snippet = domain.Citation(marker=marker, chunk=chunk, relevance_score=score).snippet
     return pb.Citation(
         marker=marker,
@@ -142,6 +156,8 @@ def _chunk_to_proto(chunk: domain.Chunk, score: float, *, marker: int = 0) -> pb
         line_start=chunk.line_start,
         line_end=chunk.line_end,
         page_title=chunk.page_title,
+        rank_score=rank,
+        page_numbers=chunk.page_numbers,
     )
 
 
@@ -156,7 +172,7 @@ def answer_to_proto(answer: domain.Answer) -> pb.Answer:
         action=_ACTIONS[answer.action],
         grounded=answer.grounded,
         refusal_reason=_REFUSALS[answer.refusal],
-        candidates=[_chunk_to_proto(s.chunk, s.score) for s in answer.candidates],
+        candidates=[_scored_to_proto(s) for s in answer.candidates],
         model=answer.model,
         usage=_usage(answer.usage),
         timings=pb.Timings(
@@ -186,7 +202,11 @@ def answer_to_proto(answer: domain.Answer) -> pb.Answer:
         request_id=answer.request_id,
         query_class=_QUERY_CLASSES[answer.query_class],
         cost_estimate_usd=answer.cost_estimate_usd,
+        index_version=answer.index_version,
+        language=answer.language,
     )
+    if answer.created_at is not None:
+        message.create_time.CopyFrom(timestamp_of(answer.created_at))
     if answer.route is not None:
         route = answer.route
         message.route.CopyFrom(
@@ -203,9 +223,7 @@ def answer_to_proto(answer: domain.Answer) -> pb.Answer:
         message.explanation.CopyFrom(
             pb.Explanation(
                 prompt=[pb.ChatMessage(role=_ROLES_TO_PROTO[m.role], content=m.content) for m in explanation.prompt],
-                packed_chunks=[
-                    _chunk_to_proto(s.chunk, s.score, marker=n) for n, s in enumerate(explanation.packed, start=1)
-                ],
+                packed_chunks=[_scored_to_proto(s, marker=n) for n, s in enumerate(explanation.packed, start=1)],
                 prompt_tokens=explanation.prompt_tokens,
                 search_query=answer.search.text if answer.search is not None else "",
                 query_rewrite=_REWRITES[answer.search.rewrite] if answer.search is not None else pb.QUERY_REWRITE_UNSPECIFIED,
