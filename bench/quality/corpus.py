@@ -23,7 +23,8 @@ from pathlib import Path
 
 from selectolax.lexbor import LexborHTMLParser
 
-from ragsvc.ingest.loaders import html_title, slugify
+from ragsvc.ingest.html import html_title
+from ragsvc.ingest.loaders import slugify
 
 PACKAGE = "postgresql-doc-15"
 VERSION = "15.18-0+deb12u1"

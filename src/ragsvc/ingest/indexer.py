@@ -5,6 +5,11 @@ Each chunk is stored with its document's source: the content's SHA-256 and size,
 the chunks are made from. Re-ingesting a document whose stored fingerprint is the same is skipped (`unchanged`);
 any change (content, metadata, chunk settings) replaces its chunks.
 
+A document is read and chunked in a worker thread (the event loop serves on) within its `DocumentLimits`, and
+within the chunk limit of the way it came in: past any of them it fails alone with DocumentLimitExceeded naming the
+limit, before anything of it is embedded or written. Its chunks replace its old ones in one write, once all are
+embedded: a document fails or is indexed whole.
+
 Several documents are ingested as a pipeline (`ingest_many`): the next documents are read and chunked in worker
 threads while the embedder works on the chunks before them, and the chunks of consecutive documents are embedded
 together, EMBED_BATCH at a time, so that short documents fill a batch. Each document's chunks are written as soon
@@ -14,8 +19,10 @@ as they are all embedded. Embedding takes ~95% of the time (bench/ingest.py).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
+import logging
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -24,12 +31,16 @@ from dataclasses import dataclass, field
 from ragsvc.domain import Chunk, DocumentSource, IngestResult, SourceDocument
 from ragsvc.errors import InvalidRequest
 from ragsvc.ingest.chunker import chunk_sections, fenced_token_counts
-from ragsvc.ingest.loaders import load_sections
+from ragsvc.ingest.decoding import unreadable
+from ragsvc.ingest.limits import ChunkLimit, Deadline, DocumentLimits, exceeded
+from ragsvc.ingest.loaders import load_document
+from ragsvc.ingest.sections import Section
 from ragsvc.retrieval.base import Embedder, IndexedChunk, VectorEngine
 from ragsvc.retrieval.layout import indexed_text
 
 EMBED_BATCH = 64  # texts per embedder call, across documents; a cancelled ingest stops between calls
 READ_AHEAD = 4  # documents taken up (read and chunked) ahead of the one whose chunks are next to embed
+_log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -44,36 +55,51 @@ class _Pending:
 
 
 class Indexer:
-    def __init__(self, embedder: Embedder, engine: VectorEngine, *, chunk_tokens: int, overlap_tokens: int) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        engine: VectorEngine,
+        *,
+        chunk_tokens: int,
+        overlap_tokens: int,
+        limits: DocumentLimits = DocumentLimits(),
+    ) -> None:
         if not chunk_tokens > overlap_tokens >= 0:
             raise ValueError(f"need chunk_tokens > overlap_tokens >= 0, got {chunk_tokens} and {overlap_tokens}")
         self._embedder = embedder
         self._engine = engine
         self._chunk_tokens = chunk_tokens
         self._overlap_tokens = overlap_tokens
+        self._limits = limits
 
-    async def ingest(self, document: SourceDocument) -> IngestResult:
+    async def ingest(self, document: SourceDocument, *, chunk_limit: ChunkLimit | None = None) -> IngestResult:
         """Re-ingesting replaces the document's chunks, unless nothing changed since (then `unchanged`, and nothing
-        is written). A document that cannot be read is reported in the result's `error`; EmbeddingFailed and
-        RetrievalUnavailable propagate."""
-        [result] = await self.ingest_many([document])
+        is written). A document that cannot be read, or is past a limit, is reported in the result's `failure`;
+        EmbeddingFailed and RetrievalUnavailable propagate. `chunk_limit`, when lower than the limits' own, bounds
+        the document's chunks (the limit of one way in)."""
+        [result] = await self.ingest_many([document], chunk_limit=chunk_limit)
         return result
 
-    async def ingest_many(self, documents: Sequence[SourceDocument]) -> list[IngestResult]:
+    async def ingest_many(
+        self, documents: Sequence[SourceDocument], *, chunk_limit: ChunkLimit | None = None
+    ) -> list[IngestResult]:
         """Each document as `ingest` does it, in a pipeline (see the module's docstring); the results in the
         documents' order, each one's `elapsed_ms` from when it was taken up to its write. The documents must have
         distinct (tenant, id). When EmbeddingFailed or RetrievalUnavailable propagates, the documents written
         before stay written."""
         if len({(d.tenant_id, d.document_id) for d in documents}) < len(documents):
             raise ValueError("ingest_many needs documents of distinct (tenant, id)")
+        limit = ChunkLimit(self._limits.chunks)
+        if chunk_limit is not None and chunk_limit.maximum < limit.maximum:
+            limit = chunk_limit
         results: dict[tuple[str, str], IngestResult] = {}
         pending: deque[_Pending] = deque()
-        ahead = deque(asyncio.ensure_future(self._take(d)) for d in documents[:READ_AHEAD])
+        ahead = deque(asyncio.ensure_future(self._take(d, limit)) for d in documents[:READ_AHEAD])
         try:
             for position, document in enumerate(documents):
                 taken = await ahead.popleft()  # the document's
                 if position + READ_AHEAD < len(documents):
-                    ahead.append(asyncio.ensure_future(self._take(documents[position + READ_AHEAD])))
+                    ahead.append(asyncio.ensure_future(self._take(documents[position + READ_AHEAD], limit)))
                 if isinstance(taken, IngestResult):
                     results[_key(document)] = taken
                     continue
@@ -111,12 +137,21 @@ class Indexer:
         fingerprint = hashlib.sha256(json.dumps(made_from, sort_keys=True).encode()).hexdigest()
         return DocumentSource(content_sha256, len(document.content), document.media_type, fingerprint, time.time())
 
-    def chunks(self, document: SourceDocument) -> list[Chunk]:
-        """The document read and chunked. Raises InvalidRequest or UnicodeDecodeError for a document that cannot be
-        read."""
-        drafts = chunk_sections(
-            load_sections(document), chunk_tokens=self._chunk_tokens, overlap_tokens=self._overlap_tokens
-        )
+    def chunks(self, document: SourceDocument, limit: ChunkLimit | None = None) -> tuple[list[Chunk], str]:
+        """The document read and chunked within the limits (`limit` for its chunks, else the limits' own), and the
+        encoding of its text. Raises InvalidRequest for a document that cannot be read, DocumentLimitExceeded past
+        a limit."""
+        limit = limit or ChunkLimit(self._limits.chunks)
+        deadline = Deadline(self._limits.parse_seconds)
+        loaded = load_document(document, self._limits, chunk_tokens=self._chunk_tokens, deadline=deadline)
+        drafts: list[Section] = []
+        for draft in chunk_sections(
+            loaded.sections, chunk_tokens=self._chunk_tokens, overlap_tokens=self._overlap_tokens, deadline=deadline
+        ):
+            if len(drafts) == limit.maximum:
+                found = f"makes more than {limit.maximum} chunks"
+                raise exceeded(limit.setting, limit.maximum, found, advice=limit.advice)
+            drafts.append(draft)
         counts = fenced_token_counts([draft.text for draft in drafts])
         return [
             Chunk(
@@ -136,22 +171,28 @@ class Indexer:
                 token_count=count,
             )
             for index, (draft, count) in enumerate(zip(drafts, counts, strict=True))
-        ]
+        ], loaded.encoding
 
-    async def _take(self, document: SourceDocument) -> _Pending | IngestResult:
-        """The document taken up: its chunks to embed, or already its result (unchanged, or unreadable)."""
+    async def _take(self, document: SourceDocument, limit: ChunkLimit) -> _Pending | IngestResult:
+        """The document taken up: its chunks to embed, or already its result (unchanged, unreadable or past a
+        limit)."""
         started = time.perf_counter()
-        source = self.source(document)
+        source = await asyncio.to_thread(self.source, document)
         stored = await self._engine.get_document(document.tenant_id, document.document_id)
         if stored is not None and stored.source is not None and stored.source.fingerprint == source.fingerprint:
             return IngestResult(document.document_id, elapsed_ms=_since(started), unchanged=True)
         try:
-            chunks = await asyncio.to_thread(self.chunks, document)
-        except (InvalidRequest, UnicodeDecodeError) as exc:
-            return IngestResult(document.document_id, elapsed_ms=_since(started), error=str(exc))
+            chunks, encoding = await asyncio.to_thread(self.chunks, document, limit)
+        except InvalidRequest as exc:
+            return IngestResult(document.document_id, elapsed_ms=_since(started), failure=exc)
+        except Exception as exc:  # noqa: BLE001 - a reader's own fault on odd content fails that document alone
+            _log.error("could not read document %r", document.document_id, exc_info=exc)
+            failure = unreadable(f"could not be read: the server's reader failed ({type(exc).__name__})")
+            return IngestResult(document.document_id, elapsed_ms=_since(started), failure=failure)
         if not chunks:
-            return IngestResult(document.document_id, elapsed_ms=_since(started), error="the document has no text")
-        return _Pending(document, source, chunks, started)
+            failure = unreadable("has no text")
+            return IngestResult(document.document_id, elapsed_ms=_since(started), failure=failure, encoding=encoding)
+        return _Pending(document, dataclasses.replace(source, encoding=encoding), chunks, started)
 
     async def _embed_next(self, pending: deque[_Pending]) -> dict[tuple[str, str], IngestResult]:
         """Embeds the next EMBED_BATCH chunks of the pending documents, in their order, in one embedder call; writes
@@ -179,6 +220,7 @@ class Indexer:
             chunks_created=len(done.chunks),
             chunks_indexed=len(indexed),
             elapsed_ms=_since(done.started),
+            encoding=done.source.encoding,
         )
 
 

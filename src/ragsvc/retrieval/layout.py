@@ -55,7 +55,7 @@ REDACTED_TEXT = "[REDACTED]"
 # The payload fields that describe the chunk's document (what a listing reads from chunk 0).
 DOCUMENT_FIELDS = (
     "document_id", "document_name", "page_title", "tags", "source_url", "confidential",
-    "content_sha256", "content_bytes", "media_type", "ingest_fingerprint", "ingested_at",
+    "content_sha256", "content_bytes", "media_type", "ingest_fingerprint", "ingested_at", "encoding",
 )
 
 
@@ -172,6 +172,7 @@ def payload(chunk: Chunk, source: DocumentSource | None = None) -> dict[str, Any
             "media_type": source.media_type,
             "ingest_fingerprint": source.fingerprint,
             "ingested_at": source.ingested_at,
+            "encoding": source.encoding,
         }
     return stored
 
@@ -187,6 +188,7 @@ def stored_document(document_id: str, chunks: int, data: Mapping[str, Any] | Non
             media_type=str(data.get("media_type", "")),
             fingerprint=str(data["ingest_fingerprint"]),
             ingested_at=float(data.get("ingested_at", 0.0)),
+            encoding=str(data.get("encoding") or ""),
         )
     return StoredDocument(
         document_id=document_id,

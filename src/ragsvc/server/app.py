@@ -54,6 +54,7 @@ def build_servicers(components: Components) -> tuple[RagServicer, IndexServicer,
         components.engine,
         uploads,
         default_tenant=settings.server.default_tenant,
+        chunk_limit=settings.ingest.call_chunk_limit,
         cache=components.cache,
     )
     admin = AdminServicer(

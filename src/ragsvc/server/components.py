@@ -176,6 +176,7 @@ async def open_components(
             engine,
             chunk_tokens=settings.ingest.chunk_tokens,
             overlap_tokens=settings.ingest.chunk_overlap_tokens,
+            limits=settings.ingest.limits,
         )
         yield Components(
             settings, embedder, engine, retriever, generator, database, answers, indexer, answering,

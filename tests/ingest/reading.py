@@ -1,0 +1,15 @@
+"""A document read as ingestion reads it, with the default limits, for the loader tests."""
+
+from __future__ import annotations
+
+from ragsvc.domain import SourceDocument
+from ragsvc.ingest.limits import DocumentLimits
+from ragsvc.ingest.loaders import load_document
+from ragsvc.ingest.sections import Section
+
+CHUNK_TOKENS = 180  # RAG_CHUNK_TOKENS' default: what bounds a group of CSV rows
+
+
+def sections_of(document: SourceDocument) -> list[Section]:
+    """The document's sections, read within the default limits."""
+    return load_document(document, DocumentLimits(), chunk_tokens=CHUNK_TOKENS).sections
