@@ -9,13 +9,13 @@ from ragsvc.domain import SourceDocument
 from ragsvc.ingest.chunker import chunk_sections
 from ragsvc.ingest.html import html_title
 from ragsvc.ingest.limits import DocumentLimits
-from ragsvc.ingest.loaders import load_document, source_documents_from_paths
+from ragsvc.ingest.loaders import source_documents_from_paths
 from ragsvc.ingest.sections import Section
 from ragsvc.sanitize import validate_documents
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
 from ragsvc.v1 import rag_service_pb2 as pb
-from tests.ingest.reading import CHUNK_TOKENS, sections_of
+from tests.ingest.reading import loaded, sections_of
 from tests.server.conftest import running_server
 
 PAGE = """<!DOCTYPE html>
@@ -135,7 +135,7 @@ def test_declared_charsets_are_honoured_and_undeclared_non_utf8_is_detected() ->
 
 def test_deeply_nested_markup_does_not_exhaust_the_stack() -> None:
     page = "<div>" * 5000 + "<h2>Deep</h2><p>Still read.</p>" + "</div>" * 5000
-    deep = load_document(html(page), DocumentLimits(html_depth=5001), chunk_tokens=CHUNK_TOKENS)
+    deep = loaded(html(page), DocumentLimits(html_depth=5001))
     assert deep.sections == [Section("Still read.", "Deep")]
 
 

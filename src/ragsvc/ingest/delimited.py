@@ -12,20 +12,22 @@ import csv
 import io
 
 from ragsvc.ingest.chunker import token_count
-from ragsvc.ingest.decoding import unreadable
 from ragsvc.ingest.limits import Deadline
 from ragsvc.ingest.media import TSV
 from ragsvc.ingest.sections import Section
 
 _DELIMITERS = ",;|\t"
 _CHECK_EVERY = 1024  # rows between two looks at the deadline
+# The csv module refuses fields over 128 KiB by default, a process-wide setting: RAG_INGEST_MAX_LINE_CHARS bounds
+# what a line holds instead (and the document's size what a quoted field spanning lines does).
+csv.field_size_limit(2**31 - 1)
 
 
 def delimited_sections(
     text: str, media_type: str, *, chunk_tokens: int, deadline: Deadline | None = None
 ) -> list[Section]:
     """The rows of CSV or TSV `text` (as `media_type` says) in sections of at most `chunk_tokens` tokens (a row
-    longer than that alone). Raises InvalidRequest for text the csv module cannot read."""
+    longer than that alone). The csv module reads any text (an unclosed quote runs to the end)."""
     delimiter = "\t" if media_type == TSV else _delimiter(text)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     sections: list[Section] = []
@@ -33,29 +35,26 @@ def delimited_sections(
     first = last = 0  # the rows of `lines`
     tokens = 0
     header: list[str] | None = None
-    try:
-        for number, row in enumerate(reader, start=1):
-            if deadline is not None and number % _CHECK_EVERY == 0:
-                deadline.check()
-            if not any(cell.strip() for cell in row):
-                continue
-            if header is None:
-                header = [" ".join(cell.split()) for cell in row]
-                continue
-            line = _line(header, row)
-            if not line:
-                continue
-            cost = token_count("\n" + line)
-            if lines and tokens + cost > chunk_tokens:
-                sections.append(_section(lines, first, last))
-                lines, tokens = [], 0
-            if not lines:
-                first = number
-            lines.append(line)
-            last = number
-            tokens += cost
-    except csv.Error as exc:
-        raise unreadable(f"is not readable as {'TSV' if media_type == TSV else 'CSV'} (line {reader.line_num}): {exc}") from exc
+    for number, row in enumerate(reader, start=1):
+        if deadline is not None and number % _CHECK_EVERY == 0:
+            deadline.check()
+        if not any(cell.strip() for cell in row):
+            continue
+        if header is None:
+            header = [" ".join(cell.split()) for cell in row]
+            continue
+        line = _line(header, row)
+        if not line:
+            continue
+        cost = token_count("\n" + line)
+        if lines and tokens + cost > chunk_tokens:
+            sections.append(_section(lines, first, last))
+            lines, tokens = [], 0
+        if not lines:
+            first = number
+        lines.append(line)
+        last = number
+        tokens += cost
     if lines:
         sections.append(_section(lines, first, last))
     return sections

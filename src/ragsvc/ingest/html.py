@@ -21,7 +21,7 @@ from ragsvc.errors import InvalidRequest
 from ragsvc.ingest.decoding import DecodedText, decode_text
 from ragsvc.ingest.limits import MAX_HTML_ATTRIBUTES, MAX_HTML_DEPTH, Deadline, DocumentLimits, exceeded
 from ragsvc.ingest.media import HTML
-from ragsvc.ingest.sections import Loaded, Section
+from ragsvc.ingest.sections import Loaded, Section, joined
 
 _CHECK_EVERY = 4096  # nodes walked between two looks at the deadline
 
@@ -166,12 +166,7 @@ class _HtmlWriter:
 
     def _new_section(self, heading: str | None) -> None:
         self._end_block()
-        text = ""
-        for i, (kind, block) in enumerate(self._blocks):
-            if i:
-                text += "\n" if kind == self._blocks[i - 1][0] and kind in ("item", "row") else "\n\n"
-            text += block
-        self._sections.append(Section(text, self._heading))
+        self._sections.append(Section(joined(self._blocks), self._heading))
         self._heading, self._blocks, self._item_prefix = heading, [], ""
 
     def _end_block(self) -> None:

@@ -29,10 +29,9 @@ from ragsvc.ingest.word import docx_sections, docx_title
 from ragsvc.sanitize import validate_document_id
 
 
-def load_document(
-    document: SourceDocument, limits: DocumentLimits, *, chunk_tokens: int, deadline: Deadline | None = None
-) -> Loaded:
-    """The document's non-empty sections and the encoding of its text. `chunk_tokens` bounds a CSV/TSV section.
+def load_document(document: SourceDocument, limits: DocumentLimits, *, chunk_tokens: int, deadline: Deadline) -> Loaded:
+    """The document's non-empty sections and the encoding of its text, read by `deadline` (RAG_INGEST_PARSE_SECONDS
+    from when the document was taken up). `chunk_tokens` bounds a CSV/TSV section.
     Raises InvalidRequest for a document that cannot be read (an unsupported media type, content that is not in
     its format), DocumentLimitExceeded past a limit."""
     try:

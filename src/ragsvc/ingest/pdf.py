@@ -74,7 +74,7 @@ def _bounded(limits: DocumentLimits) -> Iterator[None]:
         with pypdf.apply_configuration(bounded):
             yield
     except LimitReachedError as exc:
-        found = f"has a PDF stream that decompresses to more ({exc})"
+        found = f"has a PDF stream that decompresses to more than {most:,} bytes"
         raise exceeded(MAX_DECOMPRESSED_BYTES, most, found) from exc
 
 
@@ -93,8 +93,29 @@ def _pdf_reader(content: bytes) -> pypdf.PdfReader:
 
 
 def _page_text(page: pypdf.PageObject) -> str:
+    _decode_streams(page)
     text = page.extract_text() or ""
     return text.replace("\x00", "")
+
+
+def _decode_streams(page: pypdf.PageObject) -> None:
+    """Decodes the page's content and its form XObjects: pypdf's text extraction skips a stream past its limits
+    without a word, while decoding raises LimitReachedError; the decoded data is kept for the extraction. A
+    stream damaged otherwise is left to the extraction, which reads what it can."""
+    try:
+        contents = page.get_contents()
+        if contents is not None:
+            contents.get_data()
+        resources = page.get("/Resources")
+        xobjects = resources.get_object().get("/XObject") if resources is not None else None
+        for reference in xobjects.get_object().values() if xobjects is not None else ():
+            xobject = reference.get_object()
+            if isinstance(xobject, pypdf.generic.StreamObject) and xobject.get("/Subtype") == "/Form":
+                xobject.get_data()
+    except LimitReachedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - pypdf raises anything on a damaged stream
+        _log.debug("a damaged stream on a PDF page: %s", exc)
 
 
 def _outline_headings(reader: pypdf.PdfReader) -> dict[int, str]:

@@ -15,7 +15,7 @@ from docutils.core import publish_doctree
 from ragsvc.errors import InvalidRequest
 from ragsvc.ingest.decoding import unreadable
 from ragsvc.ingest.limits import Deadline, DocumentLimits
-from ragsvc.ingest.sections import Section
+from ragsvc.ingest.sections import Section, joined
 
 _CHECK_EVERY = 4096  # nodes walked between two looks at the deadline
 _ROLE = re.compile(r":[\w.+-]+:`([^`<]*?)\s*(?:<[^`>]*>)?`")  # :ref:`Label <target>` -> Label
@@ -69,7 +69,7 @@ class _RstWriter:
         self._deadline = deadline
         self._sections: list[Section] = []
         self._heading: str | None = None
-        self._blocks: list[str] = []
+        self._blocks: list[tuple[str, str]] = []  # (kind, text): items and rows in a run are one line apart
 
     def walk(self, root: nodes.Node) -> None:
         # An explicit stack: nested lists and quotes can be deeper than Python's recursion limit.
@@ -87,18 +87,18 @@ class _RstWriter:
                 self._new_section(_collapse(title.astext()) if title is not None else None)
                 stack.extend((child, "") for child in reversed(node.children) if not isinstance(child, nodes.title))
             elif isinstance(node, nodes.literal_block):
-                self._blocks.append(f"```\n{node.astext().strip(chr(10))}\n```")
+                self._blocks.append(("pre", f"```\n{node.astext().strip(chr(10))}\n```"))
             elif isinstance(node, nodes.row):
                 cells = [_collapse(_text(entry)).replace("|", "\\|") for entry in node.children]
-                self._blocks.append("| " + " | ".join(cells) + " |")
+                self._blocks.append(("row", "| " + " | ".join(cells) + " |"))
             elif isinstance(node, nodes.field):
                 name, body = (_collapse(_text(part)) for part in node.children[:2])
-                self._blocks.append(f"{name}: {body}")
+                self._blocks.append(("item", f"{name}: {body}"))
             elif isinstance(node, nodes.list_item):
                 stack.extend((child, "" if i else "- ") for i, child in reversed(list(enumerate(node.children))))
             elif isinstance(node, nodes.TextElement):  # paragraph, title of a table or admonition, term, line ...
                 if text := _collapse(_text(node)):
-                    self._blocks.append(prefix + text)
+                    self._blocks.append(("item" if prefix else "paragraph", prefix + text))
             elif isinstance(node, nodes.Element):  # a container: its first block takes its prefix
                 stack.extend((child, "" if i else prefix) for i, child in reversed(list(enumerate(node.children))))
 
@@ -107,7 +107,7 @@ class _RstWriter:
         return self._sections
 
     def _new_section(self, heading: str | None) -> None:
-        self._sections.append(Section("\n\n".join(self._blocks), self._heading))
+        self._sections.append(Section(joined(self._blocks), self._heading))
         self._heading, self._blocks = heading, []
 
 

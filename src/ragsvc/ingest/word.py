@@ -19,7 +19,7 @@ from ragsvc.errors import InvalidRequest
 from ragsvc.ingest.decoding import looks_like, not_text, unreadable
 from ragsvc.ingest.limits import MAX_DECOMPRESSED_BYTES, Deadline, DocumentLimits, exceeded
 from ragsvc.ingest.media import DOCX
-from ragsvc.ingest.sections import Loaded, Section
+from ragsvc.ingest.sections import Loaded, Section, joined
 
 _CHECK_EVERY = 256  # paragraphs and tables between two looks at the deadline
 _STYLE_DEPTH = 8  # base styles followed to find a heading style
@@ -40,22 +40,22 @@ def docx_sections(content: bytes, limits: DocumentLimits, *, deadline: Deadline 
 def _sections(document: Document, deadline: Deadline | None) -> list[Section]:
     sections: list[Section] = []
     heading: str | None = None
-    blocks: list[str] = []
+    blocks: list[tuple[str, str]] = []  # (kind, text), see `joined`
     for number, item in enumerate(document.iter_inner_content()):
         if deadline is not None and number % _CHECK_EVERY == _CHECK_EVERY - 1:
             deadline.check()
         if isinstance(item, Table):
-            blocks.append("\n".join(_rows(item)))
+            blocks += [("row", row) for row in _rows(item)]
             continue
         text = " ".join(item.text.split())
         if not text:
             continue
         if _heading_level(item) is not None:
-            sections.append(Section("\n\n".join(b for b in blocks if b), heading))
+            sections.append(Section(joined(blocks), heading))
             heading, blocks = text, []
         else:
-            blocks.append(f"- {text}" if _is_list(item) else text)
-    sections.append(Section("\n\n".join(b for b in blocks if b), heading))
+            blocks.append(("item", f"- {text}") if _is_list(item) else ("paragraph", text))
+    sections.append(Section(joined(blocks), heading))
     return [s for s in sections if s.text.strip()]
 
 
