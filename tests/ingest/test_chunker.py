@@ -6,7 +6,7 @@ import random
 import pytest
 
 from ragsvc.encodings import get_encoding
-from ragsvc.ingest.chunker import chunk_sections
+from ragsvc.ingest.chunker import chunk_sections, least_chunks
 from ragsvc.ingest.sections import Section
 
 
@@ -147,3 +147,16 @@ def test_a_chunk_cut_inside_code_opens_and_closes_its_fence() -> None:
         assert sum(1 for line in chunk.text.splitlines() if line.startswith("```")) % 2 == 0, chunk.text
     assert all(c.text.startswith("```\n") for c in chunks[1:-1])
     assert all(c.text.endswith("\n```") for c in chunks[:-1])
+
+
+def test_the_least_chunks_bound_is_never_above_the_chunks_cut() -> None:
+    """What lets a document past its chunk limit be refused before it is cut (ingest/indexer.py)."""
+    for sections, size, overlap in (
+        ([Section(prose(3000))], 120, 30),
+        ([Section(prose(500)), Section("one"), Section(prose(80))], 40, 0),
+        ([Section("x" * 20_000 + " " + prose(200))], 50, 10),  # a word longer than a chunk is cut in pieces
+        ([Section(" ".join(["word"] * 1000))], 16, 0),  # one token a word: the bound is reached
+    ):
+        cut = len(list(chunk_sections(sections, chunk_tokens=size, overlap_tokens=overlap)))
+        assert 0 < least_chunks(sections, size) <= cut
+    assert least_chunks([Section(" ".join(["word"] * 1000))], 16) == 63

@@ -60,6 +60,12 @@ def chunk_sections(
             yield Section(text, section.heading, section.page_number)
 
 
+def least_chunks(sections: Sequence[Section], chunk_tokens: int) -> int:
+    """A lower bound of the chunks `chunk_sections` cuts from `sections`, at the cost of counting their words:
+    every word is a token at least, a chunk holds `chunk_tokens` at most, and never spans two sections."""
+    return sum(-(-len(section.text.split()) // chunk_tokens) for section in sections)
+
+
 def token_count(text: str) -> int:
     """The tokens `text` adds to a chunk, counted as the chunker counts them (word by word, each with the
     whitespace before it)."""

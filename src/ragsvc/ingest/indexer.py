@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from ragsvc.domain import Chunk, DocumentSource, IngestResult, SourceDocument
 from ragsvc.errors import InvalidRequest
-from ragsvc.ingest.chunker import chunk_sections, fenced_token_counts
+from ragsvc.ingest.chunker import chunk_sections, fenced_token_counts, least_chunks
 from ragsvc.ingest.decoding import unreadable
 from ragsvc.ingest.limits import ChunkLimit, Deadline, DocumentLimits, exceeded
 from ragsvc.ingest.loaders import load_document
@@ -89,9 +89,7 @@ class Indexer:
         before stay written."""
         if len({(d.tenant_id, d.document_id) for d in documents}) < len(documents):
             raise ValueError("ingest_many needs documents of distinct (tenant, id)")
-        limit = ChunkLimit(self._limits.chunks)
-        if chunk_limit is not None and chunk_limit.maximum < limit.maximum:
-            limit = chunk_limit
+        limit = self._chunk_limit(chunk_limit)
         results: dict[tuple[str, str], IngestResult] = {}
         pending: deque[_Pending] = deque()
         ahead = deque(asyncio.ensure_future(self._take(d, limit)) for d in documents[:READ_AHEAD])
@@ -141,16 +139,18 @@ class Indexer:
         """The document read and chunked within the limits (`limit` for its chunks, else the limits' own), and the
         encoding of its text. Raises InvalidRequest for a document that cannot be read, DocumentLimitExceeded past
         a limit."""
-        limit = limit or ChunkLimit(self._limits.chunks)
+        limit = self._chunk_limit(limit)
         deadline = Deadline(self._limits.parse_seconds)
         loaded = load_document(document, self._limits, chunk_tokens=self._chunk_tokens, deadline=deadline)
+        too_many = exceeded(limit.setting, limit.maximum, f"makes more than {limit.maximum} chunks", advice=limit.advice)
+        if least_chunks(loaded.sections, self._chunk_tokens) > limit.maximum:  # known without cutting one
+            raise too_many
         drafts: list[Section] = []
         for draft in chunk_sections(
             loaded.sections, chunk_tokens=self._chunk_tokens, overlap_tokens=self._overlap_tokens, deadline=deadline
         ):
             if len(drafts) == limit.maximum:
-                found = f"makes more than {limit.maximum} chunks"
-                raise exceeded(limit.setting, limit.maximum, found, advice=limit.advice)
+                raise too_many
             drafts.append(draft)
         counts = fenced_token_counts([draft.text for draft in drafts])
         return [
@@ -172,6 +172,11 @@ class Indexer:
             )
             for index, (draft, count) in enumerate(zip(drafts, counts, strict=True))
         ], loaded.encoding
+
+    def _chunk_limit(self, limit: ChunkLimit | None) -> ChunkLimit:
+        """`limit` when it is lower than the limits' own chunks per document (RAG_INGEST_MAX_CHUNKS), else that."""
+        own = ChunkLimit(self._limits.chunks)
+        return limit if limit is not None and limit.maximum < own.maximum else own
 
     async def _take(self, document: SourceDocument, limit: ChunkLimit) -> _Pending | IngestResult:
         """The document taken up: its chunks to embed, or already its result (unchanged, unreadable or past a

@@ -31,7 +31,7 @@ CALL_ADVICE = "ingest it as a long-running operation with IndexService.SubmitIng
 class DocumentLimits:
     """What reading one document may take (see the module's docstring); the defaults are the settings'."""
 
-    parse_seconds: float = 60.0
+    parse_seconds: float = 120.0
     html_depth: int = 1000
     html_attributes: int = 1000
     line_chars: int = 100_000
