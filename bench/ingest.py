@@ -157,7 +157,7 @@ async def stages(corpus: Corpus, embedder: MiniLMEmbedder) -> dict[str, Any]:
     indexer = Indexer(embedder, engine, chunk_tokens=CHUNK_TOKENS, overlap_tokens=OVERLAP_TOKENS)
     try:
         started = time.perf_counter()
-        chunks = [indexer.chunks(d) for d in corpus.documents]
+        chunks = [indexer.chunks(d)[0] for d in corpus.documents]
         parse_chunk = time.perf_counter() - started
         texts = [indexed_text(c) for cs in chunks for c in cs]
         started = time.perf_counter()
