@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from google.longrunning import operations_pb2 as google_dot_longrunning_dot_operations__pb2
 from ragsvc.v1 import index_service_pb2 as ragsvc_dot_v1_dot_index__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -70,6 +71,11 @@ class IndexServiceStub:
                 request_serializer=ragsvc_dot_v1_dot_index__service__pb2.GetUploadStatusRequest.SerializeToString,
                 response_deserializer=ragsvc_dot_v1_dot_index__service__pb2.GetUploadStatusResponse.FromString,
                 _registered_method=True)
+        self.SubmitIngest = channel.unary_unary(
+                '/ragsvc.v1.IndexService/SubmitIngest',
+                request_serializer=ragsvc_dot_v1_dot_index__service__pb2.IngestDocumentsRequest.SerializeToString,
+                response_deserializer=google_dot_longrunning_dot_operations__pb2.Operation.FromString,
+                _registered_method=True)
 
 
 class IndexServiceServicer:
@@ -81,6 +87,8 @@ class IndexServiceServicer:
         replaces its chunks. Each document succeeds or fails on its own: a document that cannot be
         read is reported in its result, the others are still indexed. An unavailable embedder or
         engine fails the call with UNAVAILABLE.
+        SubmitIngest takes the same request.
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -136,6 +144,27 @@ class IndexServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitIngest(self, request, context):
+        """SubmitIngest ingests documents, as IngestDocuments does, as a long-running operation
+        (AIP-151): it returns at once with an Operation whose `metadata` is an IngestOperationMetadata
+        (documents and chunks done out of total, updated after each embedding batch) and whose
+        `response`, once `done`, is the IngestDocumentsResponse. The work goes on when the caller
+        disconnects. Cancelling it (google.longrunning.Operations.CancelOperation) stops it between two
+        embedding batches: the documents finished before stay indexed, and nothing of the document
+        being embedded is written (the chunks of a document are written at once, after all of them
+        were embedded). Running it again with the same documents replaces them, or skips those that
+        did not change: never a duplicate. Requests are checked (INVALID_ARGUMENT) before the
+        operation is created. For a document larger than one message, see UploadDocument's
+        `long_running`.
+        It takes IngestDocuments' request, and returns a google.longrunning.Operation (AIP-151's form):
+        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IndexServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -173,6 +202,11 @@ def add_IndexServiceServicer_to_server(servicer, server):
                     servicer.GetUploadStatus,
                     request_deserializer=ragsvc_dot_v1_dot_index__service__pb2.GetUploadStatusRequest.FromString,
                     response_serializer=ragsvc_dot_v1_dot_index__service__pb2.GetUploadStatusResponse.SerializeToString,
+            ),
+            'SubmitIngest': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitIngest,
+                    request_deserializer=ragsvc_dot_v1_dot_index__service__pb2.IngestDocumentsRequest.FromString,
+                    response_serializer=google_dot_longrunning_dot_operations__pb2.Operation.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -365,6 +399,33 @@ class IndexService:
             '/ragsvc.v1.IndexService/GetUploadStatus',
             ragsvc_dot_v1_dot_index__service__pb2.GetUploadStatusRequest.SerializeToString,
             ragsvc_dot_v1_dot_index__service__pb2.GetUploadStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitIngest(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragsvc.v1.IndexService/SubmitIngest',
+            ragsvc_dot_v1_dot_index__service__pb2.IngestDocumentsRequest.SerializeToString,
+            google_dot_longrunning_dot_operations__pb2.Operation.FromString,
             options,
             channel_credentials,
             insecure,

@@ -22,83 +22,86 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.longrunning import operations_pb2 as google_dot_longrunning_dot_operations__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bragsvc/v1/rag_service.proto\x12\tragsvc.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"t\n\x11GetSessionRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x11\n\tuser_tags\x18\x03 \x03(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"R\n\x12GetSessionResponse\x12#\n\x07session\x18\x01 \x01(\x0b\x32\x12.ragsvc.v1.Session\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xb9\x01\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\ttenant_id\x18\x02 \x01(\t\x12/\n\x0b\x63reate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12%\n\x05turns\x18\x05 \x03(\x0b\x32\x16.ragsvc.v1.SessionTurn\"\x8e\x01\n\x0bSessionTurn\x12\x13\n\x0bturn_number\x18\x01 \x01(\x05\x12\r\n\x05query\x18\x02 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x03 \x01(\t\x12\x1a\n\x12\x63ited_document_ids\x18\x04 \x03(\t\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"=\n\x14\x44\x65leteSessionRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\".\n\x15\x44\x65leteSessionResponse\x12\x15\n\rturns_deleted\x18\x01 \x01(\x05\"\xb8\x03\n\nAskRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x11\n\ttenant_id\x18\x02 \x01(\t\x12\x11\n\tuser_tags\x18\x03 \x03(\t\x12,\n\x0c\x63hat_history\x18\x04 \x03(\x0b\x32\x16.ragsvc.v1.ChatMessage\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x1d\n\x04mode\x18\x06 \x01(\x0e\x32\x0f.ragsvc.v1.Mode\x12\x15\n\rselected_text\x18\x07 \x01(\t\x12.\n\tretrieval\x18\x08 \x01(\x0b\x32\x1b.ragsvc.v1.RetrievalOptions\x12\x30\n\ngeneration\x18\t \x01(\x0b\x32\x1c.ragsvc.v1.GenerationOptions\x12\x0f\n\x07\x65xplain\x18\n \x01(\x08\x12\x0f\n\x07\x64ry_run\x18\x0b \x01(\x08\x12\x17\n\x0fidempotency_key\x18\x0c \x01(\t\x12\x1c\n\x0f\x66ollow_up_count\x18\r \x01(\x05H\x00\x88\x01\x01\x12.\n\rstream_policy\x18\x0e \x01(\x0e\x32\x17.ragsvc.v1.StreamPolicyB\x12\n\x10_follow_up_count\"0\n\x0b\x41skResponse\x12!\n\x06\x61nswer\x18\x01 \x01(\x0b\x32\x11.ragsvc.v1.Answer\"\xbe\x03\n\x10\x41skStreamRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x11\n\ttenant_id\x18\x02 \x01(\t\x12\x11\n\tuser_tags\x18\x03 \x03(\t\x12,\n\x0c\x63hat_history\x18\x04 \x03(\x0b\x32\x16.ragsvc.v1.ChatMessage\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x1d\n\x04mode\x18\x06 \x01(\x0e\x32\x0f.ragsvc.v1.Mode\x12\x15\n\rselected_text\x18\x07 \x01(\t\x12.\n\tretrieval\x18\x08 \x01(\x0b\x32\x1b.ragsvc.v1.RetrievalOptions\x12\x30\n\ngeneration\x18\t \x01(\x0b\x32\x1c.ragsvc.v1.GenerationOptions\x12\x0f\n\x07\x65xplain\x18\n \x01(\x08\x12\x0f\n\x07\x64ry_run\x18\x0b \x01(\x08\x12\x17\n\x0fidempotency_key\x18\x0c \x01(\t\x12\x1c\n\x0f\x66ollow_up_count\x18\r \x01(\x05H\x00\x88\x01\x01\x12.\n\rstream_policy\x18\x0e \x01(\x0e\x32\x17.ragsvc.v1.StreamPolicyB\x12\n\x10_follow_up_count\"\x80\x01\n\x11\x41skStreamResponse\x12\x14\n\ntext_delta\x18\x01 \x01(\tH\x00\x12\'\n\x08\x63itation\x18\x02 \x01(\x0b\x32\x13.ragsvc.v1.CitationH\x00\x12#\n\x06\x61nswer\x18\x03 \x01(\x0b\x32\x11.ragsvc.v1.AnswerH\x00\x42\x07\n\x05\x65vent\"=\n\x0b\x43hatMessage\x12\x1d\n\x04role\x18\x01 \x01(\x0e\x32\x0f.ragsvc.v1.Role\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"\x8d\x01\n\x10RetrievalOptions\x12\x12\n\x05top_k\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x1c\n\x0fscore_threshold\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12)\n\x06\x66ilter\x18\x03 \x01(\x0b\x32\x19.ragsvc.v1.MetadataFilterB\x08\n\x06_top_kB\x12\n\x10_score_threshold\"T\n\x0eMetadataFilter\x12\x13\n\x0bsource_urls\x18\x01 \x03(\t\x12\x13\n\x0bpage_titles\x18\x02 \x03(\t\x12\x18\n\x10section_headings\x18\x03 \x03(\t\"\xda\x01\n\x11GenerationOptions\x12\r\n\x05model\x18\x01 \x01(\t\x12\x13\n\x0btemplate_id\x18\x02 \x01(\t\x12\x30\n\x0e\x63itation_style\x18\x03 \x01(\x0e\x32\x18.ragsvc.v1.CitationStyle\x12)\n\nstrictness\x18\x04 \x01(\x0e\x32\x15.ragsvc.v1.Strictness\x12\x18\n\x0btemperature\x18\x05 \x01(\x02H\x00\x88\x01\x01\x12\x11\n\x04seed\x18\x06 \x01(\x03H\x01\x88\x01\x01\x42\x0e\n\x0c_temperatureB\x07\n\x05_seed\"\x9c\x05\n\x06\x41nswer\x12\x0c\n\x04text\x18\x01 \x01(\t\x12&\n\tcitations\x18\x02 \x03(\x0b\x32\x13.ragsvc.v1.Citation\x12)\n\nconfidence\x18\x03 \x01(\x0b\x32\x15.ragsvc.v1.Confidence\x12!\n\x06\x61\x63tion\x18\x04 \x01(\x0e\x32\x11.ragsvc.v1.Action\x12%\n\x05route\x18\x05 \x01(\x0b\x32\x16.ragsvc.v1.RouteTarget\x12\x10\n\x08grounded\x18\x06 \x01(\x08\x12\x30\n\x0erefusal_reason\x18\x07 \x01(\x0e\x32\x18.ragsvc.v1.RefusalReason\x12\'\n\ncandidates\x18\x08 \x03(\x0b\x32\x13.ragsvc.v1.Citation\x12\r\n\x05model\x18\t \x01(\t\x12\x1f\n\x05usage\x18\n \x01(\x0b\x32\x10.ragsvc.v1.Usage\x12#\n\x07timings\x18\x0b \x01(\x0b\x32\x12.ragsvc.v1.Timings\x12\x1b\n\x13\x63ontext_chunks_used\x18\x0c \x01(\x05\x12\x1b\n\x13\x63ontext_tokens_used\x18\r \x01(\x05\x12\x1f\n\x17prompt_template_version\x18\x0e \x01(\t\x12\x1b\n\x13\x66ollow_up_questions\x18\x0f \x03(\t\x12%\n\x05\x66lags\x18\x10 \x01(\x0b\x32\x16.ragsvc.v1.AnswerFlags\x12\x12\n\nrequest_id\x18\x11 \x01(\t\x12+\n\x0b\x65xplanation\x18\x12 \x01(\x0b\x32\x16.ragsvc.v1.Explanation\x12*\n\x0bquery_class\x18\x13 \x01(\x0e\x32\x15.ragsvc.v1.QueryClass\x12\x19\n\x11\x63ost_estimate_usd\x18\x14 \x01(\x01\"\xb2\x03\n\x08\x43itation\x12\x0e\n\x06marker\x18\x01 \x01(\x05\x12\x11\n\tsource_id\x18\x02 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x03 \x01(\t\x12\x15\n\rdocument_name\x18\x04 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x05 \x01(\x05\x12\x18\n\x0bpage_number\x18\x06 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x07section\x18\x07 \x01(\tH\x01\x88\x01\x01\x12\x12\n\nsource_url\x18\x08 \x01(\t\x12\x17\n\x0frelevance_score\x18\t \x01(\x02\x12\x0f\n\x07snippet\x18\n \x01(\t\x12\x0c\n\x04text\x18\x0b \x01(\t\x12\x17\n\nchar_start\x18\x0c \x01(\x05H\x02\x88\x01\x01\x12\x15\n\x08\x63har_end\x18\r \x01(\x05H\x03\x88\x01\x01\x12\x17\n\nline_start\x18\x0e \x01(\x05H\x04\x88\x01\x01\x12\x15\n\x08line_end\x18\x0f \x01(\x05H\x05\x88\x01\x01\x12\x12\n\npage_title\x18\x10 \x01(\tB\x0e\n\x0c_page_numberB\n\n\x08_sectionB\r\n\x0b_char_startB\x0b\n\t_char_endB\r\n\x0b_line_startB\x0b\n\t_line_end\"O\n\nConfidence\x12\x0f\n\x07overall\x18\x01 \x01(\x02\x12\x11\n\tretrieval\x18\x02 \x01(\x02\x12\x10\n\x08\x63overage\x18\x03 \x01(\x02\x12\x0b\n\x03llm\x18\x04 \x01(\x02\"h\n\x0bRouteTarget\x12\x0b\n\x03tag\x18\x01 \x01(\t\x12\x15\n\rowner_user_id\x18\x02 \x01(\t\x12\x13\n\x0bowner_email\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x10\n\x08\x66\x61llback\x18\x05 \x01(\x08\"9\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\"\xfa\x02\n\x07Timings\x12,\n\tretrieval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12)\n\x06\x62udget\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\ngeneration\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x36\n\x13time_to_first_token\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12(\n\x05total\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12,\n\tembedding\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\nvalidation\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12(\n\x05store\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xd4\x01\n\x0b\x41nswerFlags\x12\x1e\n\x16hallucination_detected\x18\x01 \x01(\x08\x12\x1a\n\x12mitigation_applied\x18\x02 \x01(\x08\x12\x11\n\tcache_hit\x18\x03 \x01(\x08\x12\x10\n\x08\x64\x65graded\x18\x04 \x01(\x08\x12\x1b\n\x13injection_suspected\x18\x05 \x01(\x08\x12\x1a\n\x12redactions_applied\x18\x06 \x01(\x08\x12\x0f\n\x07partial\x18\x07 \x01(\x08\x12\x1a\n\x12repetition_stopped\x18\x08 \x01(\x08\"\xf9\x01\n\x0b\x45xplanation\x12&\n\x06prompt\x18\x01 \x03(\x0b\x32\x16.ragsvc.v1.ChatMessage\x12*\n\rpacked_chunks\x18\x02 \x03(\x0b\x32\x13.ragsvc.v1.Citation\x12\x15\n\rprompt_tokens\x18\x03 \x01(\x05\x12\x14\n\x0csearch_query\x18\x04 \x01(\t\x12.\n\rquery_rewrite\x18\x05 \x01(\x0e\x32\x17.ragsvc.v1.QueryRewrite\x12\r\n\x05\x64raft\x18\x06 \x01(\t\x12*\n\x0bmodel_usage\x18\x07 \x03(\x0b\x32\x15.ragsvc.v1.ModelUsage\"\x94\x01\n\nModelUsage\x12,\n\x07purpose\x18\x01 \x01(\x0e\x32\x1b.ragsvc.v1.ModelCallPurpose\x12\r\n\x05model\x18\x02 \x01(\t\x12\r\n\x05\x63\x61lls\x18\x03 \x01(\x05\x12\x1f\n\x05usage\x18\x04 \x01(\x0b\x32\x10.ragsvc.v1.Usage\x12\x19\n\x11\x63ost_estimate_usd\x18\x05 \x01(\x01*a\n\x0cStreamPolicy\x12\x1d\n\x19STREAM_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n\x17STREAM_POLICY_VALIDATED\x10\x01\x12\x15\n\x11STREAM_POLICY_RAW\x10\x02*F\n\x04Mode\x12\x14\n\x10MODE_UNSPECIFIED\x10\x00\x12\x10\n\x0cMODE_GENERAL\x10\x01\x12\x16\n\x12MODE_SELECTED_TEXT\x10\x02*P\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n\tROLE_USER\x10\x01\x12\x12\n\x0eROLE_ASSISTANT\x10\x02\x12\x0f\n\x0bROLE_SYSTEM\x10\x03*h\n\rCitationStyle\x12\x1e\n\x1a\x43ITATION_STYLE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x43ITATION_STYLE_MARKER\x10\x01\x12\x1c\n\x18\x43ITATION_STYLE_SOURCE_ID\x10\x02*n\n\nStrictness\x12\x1a\n\x16STRICTNESS_UNSPECIFIED\x10\x00\x12\x16\n\x12STRICTNESS_LENIENT\x10\x01\x12\x15\n\x11STRICTNESS_NORMAL\x10\x02\x12\x15\n\x11STRICTNESS_STRICT\x10\x03*\x97\x01\n\nQueryClass\x12\x1b\n\x17QUERY_CLASS_UNSPECIFIED\x10\x00\x12\x17\n\x13QUERY_CLASS_FACTUAL\x10\x01\x12\x1a\n\x16QUERY_CLASS_PROCEDURAL\x10\x02\x12\x1d\n\x19QUERY_CLASS_CLARIFICATION\x10\x03\x12\x18\n\x14QUERY_CLASS_GREETING\x10\x04*C\n\x06\x41\x63tion\x12\x16\n\x12\x41\x43TION_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x41\x43TION_CITE\x10\x01\x12\x10\n\x0c\x41\x43TION_ROUTE\x10\x02*\xa1\x02\n\rRefusalReason\x12\x1e\n\x1aREFUSAL_REASON_UNSPECIFIED\x10\x00\x12\x17\n\x13REFUSAL_REASON_NONE\x10\x01\x12\x1c\n\x18REFUSAL_REASON_NO_CHUNKS\x10\x02\x12\x1d\n\x19REFUSAL_REASON_SCORE_GATE\x10\x03\x12%\n!REFUSAL_REASON_UNSUPPORTED_ANSWER\x10\x04\x12$\n REFUSAL_REASON_INVALID_CITATIONS\x10\x05\x12#\n\x1fREFUSAL_REASON_NOT_IN_SELECTION\x10\x06\x12(\n$REFUSAL_REASON_INSUFFICIENT_EVIDENCE\x10\x07*\x95\x01\n\x0cQueryRewrite\x12\x1d\n\x19QUERY_REWRITE_UNSPECIFIED\x10\x00\x12\x16\n\x12QUERY_REWRITE_NONE\x10\x01\x12\x16\n\x12QUERY_REWRITE_RULE\x10\x02\x12\x15\n\x11QUERY_REWRITE_LLM\x10\x03\x12\x1f\n\x1bQUERY_REWRITE_RULE_FALLBACK\x10\x04*\xfb\x01\n\x10ModelCallPurpose\x12\"\n\x1eMODEL_CALL_PURPOSE_UNSPECIFIED\x10\x00\x12\x1d\n\x19MODEL_CALL_PURPOSE_ANSWER\x10\x01\x12\x1f\n\x1bMODEL_CALL_PURPOSE_CONDENSE\x10\x02\x12\x1f\n\x1bMODEL_CALL_PURPOSE_CLASSIFY\x10\x03\x12\x1c\n\x18MODEL_CALL_PURPOSE_RERUN\x10\x04\x12!\n\x1dMODEL_CALL_PURPOSE_SELF_SCORE\x10\x05\x12!\n\x1dMODEL_CALL_PURPOSE_FOLLOW_UPS\x10\x06\x32\xab\x02\n\nRagService\x12\x34\n\x03\x41sk\x12\x15.ragsvc.v1.AskRequest\x1a\x16.ragsvc.v1.AskResponse\x12H\n\tAskStream\x12\x1b.ragsvc.v1.AskStreamRequest\x1a\x1c.ragsvc.v1.AskStreamResponse0\x01\x12I\n\nGetSession\x12\x1c.ragsvc.v1.GetSessionRequest\x1a\x1d.ragsvc.v1.GetSessionResponse\x12R\n\rDeleteSession\x12\x1f.ragsvc.v1.DeleteSessionRequest\x1a .ragsvc.v1.DeleteSessionResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bragsvc/v1/rag_service.proto\x12\tragsvc.v1\x1a#google/longrunning/operations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"t\n\x11GetSessionRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x11\n\tuser_tags\x18\x03 \x03(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"R\n\x12GetSessionResponse\x12#\n\x07session\x18\x01 \x01(\x0b\x32\x12.ragsvc.v1.Session\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xb9\x01\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\ttenant_id\x18\x02 \x01(\t\x12/\n\x0b\x63reate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12%\n\x05turns\x18\x05 \x03(\x0b\x32\x16.ragsvc.v1.SessionTurn\"\x8e\x01\n\x0bSessionTurn\x12\x13\n\x0bturn_number\x18\x01 \x01(\x05\x12\r\n\x05query\x18\x02 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x03 \x01(\t\x12\x1a\n\x12\x63ited_document_ids\x18\x04 \x03(\t\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"=\n\x14\x44\x65leteSessionRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\".\n\x15\x44\x65leteSessionResponse\x12\x15\n\rturns_deleted\x18\x01 \x01(\x05\"\xb8\x03\n\nAskRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x11\n\ttenant_id\x18\x02 \x01(\t\x12\x11\n\tuser_tags\x18\x03 \x03(\t\x12,\n\x0c\x63hat_history\x18\x04 \x03(\x0b\x32\x16.ragsvc.v1.ChatMessage\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x1d\n\x04mode\x18\x06 \x01(\x0e\x32\x0f.ragsvc.v1.Mode\x12\x15\n\rselected_text\x18\x07 \x01(\t\x12.\n\tretrieval\x18\x08 \x01(\x0b\x32\x1b.ragsvc.v1.RetrievalOptions\x12\x30\n\ngeneration\x18\t \x01(\x0b\x32\x1c.ragsvc.v1.GenerationOptions\x12\x0f\n\x07\x65xplain\x18\n \x01(\x08\x12\x0f\n\x07\x64ry_run\x18\x0b \x01(\x08\x12\x17\n\x0fidempotency_key\x18\x0c \x01(\t\x12\x1c\n\x0f\x66ollow_up_count\x18\r \x01(\x05H\x00\x88\x01\x01\x12.\n\rstream_policy\x18\x0e \x01(\x0e\x32\x17.ragsvc.v1.StreamPolicyB\x12\n\x10_follow_up_count\"0\n\x0b\x41skResponse\x12!\n\x06\x61nswer\x18\x01 \x01(\x0b\x32\x11.ragsvc.v1.Answer\"\xbe\x03\n\x10\x41skStreamRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x11\n\ttenant_id\x18\x02 \x01(\t\x12\x11\n\tuser_tags\x18\x03 \x03(\t\x12,\n\x0c\x63hat_history\x18\x04 \x03(\x0b\x32\x16.ragsvc.v1.ChatMessage\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x1d\n\x04mode\x18\x06 \x01(\x0e\x32\x0f.ragsvc.v1.Mode\x12\x15\n\rselected_text\x18\x07 \x01(\t\x12.\n\tretrieval\x18\x08 \x01(\x0b\x32\x1b.ragsvc.v1.RetrievalOptions\x12\x30\n\ngeneration\x18\t \x01(\x0b\x32\x1c.ragsvc.v1.GenerationOptions\x12\x0f\n\x07\x65xplain\x18\n \x01(\x08\x12\x0f\n\x07\x64ry_run\x18\x0b \x01(\x08\x12\x17\n\x0fidempotency_key\x18\x0c \x01(\t\x12\x1c\n\x0f\x66ollow_up_count\x18\r \x01(\x05H\x00\x88\x01\x01\x12.\n\rstream_policy\x18\x0e \x01(\x0e\x32\x17.ragsvc.v1.StreamPolicyB\x12\n\x10_follow_up_count\"\x80\x01\n\x11\x41skStreamResponse\x12\x14\n\ntext_delta\x18\x01 \x01(\tH\x00\x12\'\n\x08\x63itation\x18\x02 \x01(\x0b\x32\x13.ragsvc.v1.CitationH\x00\x12#\n\x06\x61nswer\x18\x03 \x01(\x0b\x32\x11.ragsvc.v1.AnswerH\x00\x42\x07\n\x05\x65vent\"=\n\x0b\x43hatMessage\x12\x1d\n\x04role\x18\x01 \x01(\x0e\x32\x0f.ragsvc.v1.Role\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"\x8d\x01\n\x10RetrievalOptions\x12\x12\n\x05top_k\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x1c\n\x0fscore_threshold\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12)\n\x06\x66ilter\x18\x03 \x01(\x0b\x32\x19.ragsvc.v1.MetadataFilterB\x08\n\x06_top_kB\x12\n\x10_score_threshold\"T\n\x0eMetadataFilter\x12\x13\n\x0bsource_urls\x18\x01 \x03(\t\x12\x13\n\x0bpage_titles\x18\x02 \x03(\t\x12\x18\n\x10section_headings\x18\x03 \x03(\t\"\xda\x01\n\x11GenerationOptions\x12\r\n\x05model\x18\x01 \x01(\t\x12\x13\n\x0btemplate_id\x18\x02 \x01(\t\x12\x30\n\x0e\x63itation_style\x18\x03 \x01(\x0e\x32\x18.ragsvc.v1.CitationStyle\x12)\n\nstrictness\x18\x04 \x01(\x0e\x32\x15.ragsvc.v1.Strictness\x12\x18\n\x0btemperature\x18\x05 \x01(\x02H\x00\x88\x01\x01\x12\x11\n\x04seed\x18\x06 \x01(\x03H\x01\x88\x01\x01\x42\x0e\n\x0c_temperatureB\x07\n\x05_seed\"\x9c\x05\n\x06\x41nswer\x12\x0c\n\x04text\x18\x01 \x01(\t\x12&\n\tcitations\x18\x02 \x03(\x0b\x32\x13.ragsvc.v1.Citation\x12)\n\nconfidence\x18\x03 \x01(\x0b\x32\x15.ragsvc.v1.Confidence\x12!\n\x06\x61\x63tion\x18\x04 \x01(\x0e\x32\x11.ragsvc.v1.Action\x12%\n\x05route\x18\x05 \x01(\x0b\x32\x16.ragsvc.v1.RouteTarget\x12\x10\n\x08grounded\x18\x06 \x01(\x08\x12\x30\n\x0erefusal_reason\x18\x07 \x01(\x0e\x32\x18.ragsvc.v1.RefusalReason\x12\'\n\ncandidates\x18\x08 \x03(\x0b\x32\x13.ragsvc.v1.Citation\x12\r\n\x05model\x18\t \x01(\t\x12\x1f\n\x05usage\x18\n \x01(\x0b\x32\x10.ragsvc.v1.Usage\x12#\n\x07timings\x18\x0b \x01(\x0b\x32\x12.ragsvc.v1.Timings\x12\x1b\n\x13\x63ontext_chunks_used\x18\x0c \x01(\x05\x12\x1b\n\x13\x63ontext_tokens_used\x18\r \x01(\x05\x12\x1f\n\x17prompt_template_version\x18\x0e \x01(\t\x12\x1b\n\x13\x66ollow_up_questions\x18\x0f \x03(\t\x12%\n\x05\x66lags\x18\x10 \x01(\x0b\x32\x16.ragsvc.v1.AnswerFlags\x12\x12\n\nrequest_id\x18\x11 \x01(\t\x12+\n\x0b\x65xplanation\x18\x12 \x01(\x0b\x32\x16.ragsvc.v1.Explanation\x12*\n\x0bquery_class\x18\x13 \x01(\x0e\x32\x15.ragsvc.v1.QueryClass\x12\x19\n\x11\x63ost_estimate_usd\x18\x14 \x01(\x01\"\xb2\x03\n\x08\x43itation\x12\x0e\n\x06marker\x18\x01 \x01(\x05\x12\x11\n\tsource_id\x18\x02 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x03 \x01(\t\x12\x15\n\rdocument_name\x18\x04 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x05 \x01(\x05\x12\x18\n\x0bpage_number\x18\x06 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x07section\x18\x07 \x01(\tH\x01\x88\x01\x01\x12\x12\n\nsource_url\x18\x08 \x01(\t\x12\x17\n\x0frelevance_score\x18\t \x01(\x02\x12\x0f\n\x07snippet\x18\n \x01(\t\x12\x0c\n\x04text\x18\x0b \x01(\t\x12\x17\n\nchar_start\x18\x0c \x01(\x05H\x02\x88\x01\x01\x12\x15\n\x08\x63har_end\x18\r \x01(\x05H\x03\x88\x01\x01\x12\x17\n\nline_start\x18\x0e \x01(\x05H\x04\x88\x01\x01\x12\x15\n\x08line_end\x18\x0f \x01(\x05H\x05\x88\x01\x01\x12\x12\n\npage_title\x18\x10 \x01(\tB\x0e\n\x0c_page_numberB\n\n\x08_sectionB\r\n\x0b_char_startB\x0b\n\t_char_endB\r\n\x0b_line_startB\x0b\n\t_line_end\"O\n\nConfidence\x12\x0f\n\x07overall\x18\x01 \x01(\x02\x12\x11\n\tretrieval\x18\x02 \x01(\x02\x12\x10\n\x08\x63overage\x18\x03 \x01(\x02\x12\x0b\n\x03llm\x18\x04 \x01(\x02\"h\n\x0bRouteTarget\x12\x0b\n\x03tag\x18\x01 \x01(\t\x12\x15\n\rowner_user_id\x18\x02 \x01(\t\x12\x13\n\x0bowner_email\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x10\n\x08\x66\x61llback\x18\x05 \x01(\x08\"9\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\"\xfa\x02\n\x07Timings\x12,\n\tretrieval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12)\n\x06\x62udget\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\ngeneration\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x36\n\x13time_to_first_token\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12(\n\x05total\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12,\n\tembedding\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\nvalidation\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12(\n\x05store\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xd4\x01\n\x0b\x41nswerFlags\x12\x1e\n\x16hallucination_detected\x18\x01 \x01(\x08\x12\x1a\n\x12mitigation_applied\x18\x02 \x01(\x08\x12\x11\n\tcache_hit\x18\x03 \x01(\x08\x12\x10\n\x08\x64\x65graded\x18\x04 \x01(\x08\x12\x1b\n\x13injection_suspected\x18\x05 \x01(\x08\x12\x1a\n\x12redactions_applied\x18\x06 \x01(\x08\x12\x0f\n\x07partial\x18\x07 \x01(\x08\x12\x1a\n\x12repetition_stopped\x18\x08 \x01(\x08\"\xf9\x01\n\x0b\x45xplanation\x12&\n\x06prompt\x18\x01 \x03(\x0b\x32\x16.ragsvc.v1.ChatMessage\x12*\n\rpacked_chunks\x18\x02 \x03(\x0b\x32\x13.ragsvc.v1.Citation\x12\x15\n\rprompt_tokens\x18\x03 \x01(\x05\x12\x14\n\x0csearch_query\x18\x04 \x01(\t\x12.\n\rquery_rewrite\x18\x05 \x01(\x0e\x32\x17.ragsvc.v1.QueryRewrite\x12\r\n\x05\x64raft\x18\x06 \x01(\t\x12*\n\x0bmodel_usage\x18\x07 \x03(\x0b\x32\x15.ragsvc.v1.ModelUsage\"\x94\x01\n\nModelUsage\x12,\n\x07purpose\x18\x01 \x01(\x0e\x32\x1b.ragsvc.v1.ModelCallPurpose\x12\r\n\x05model\x18\x02 \x01(\t\x12\r\n\x05\x63\x61lls\x18\x03 \x01(\x05\x12\x1f\n\x05usage\x18\x04 \x01(\x0b\x32\x10.ragsvc.v1.Usage\x12\x19\n\x11\x63ost_estimate_usd\x18\x05 \x01(\x01*a\n\x0cStreamPolicy\x12\x1d\n\x19STREAM_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n\x17STREAM_POLICY_VALIDATED\x10\x01\x12\x15\n\x11STREAM_POLICY_RAW\x10\x02*F\n\x04Mode\x12\x14\n\x10MODE_UNSPECIFIED\x10\x00\x12\x10\n\x0cMODE_GENERAL\x10\x01\x12\x16\n\x12MODE_SELECTED_TEXT\x10\x02*P\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n\tROLE_USER\x10\x01\x12\x12\n\x0eROLE_ASSISTANT\x10\x02\x12\x0f\n\x0bROLE_SYSTEM\x10\x03*h\n\rCitationStyle\x12\x1e\n\x1a\x43ITATION_STYLE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x43ITATION_STYLE_MARKER\x10\x01\x12\x1c\n\x18\x43ITATION_STYLE_SOURCE_ID\x10\x02*n\n\nStrictness\x12\x1a\n\x16STRICTNESS_UNSPECIFIED\x10\x00\x12\x16\n\x12STRICTNESS_LENIENT\x10\x01\x12\x15\n\x11STRICTNESS_NORMAL\x10\x02\x12\x15\n\x11STRICTNESS_STRICT\x10\x03*\x97\x01\n\nQueryClass\x12\x1b\n\x17QUERY_CLASS_UNSPECIFIED\x10\x00\x12\x17\n\x13QUERY_CLASS_FACTUAL\x10\x01\x12\x1a\n\x16QUERY_CLASS_PROCEDURAL\x10\x02\x12\x1d\n\x19QUERY_CLASS_CLARIFICATION\x10\x03\x12\x18\n\x14QUERY_CLASS_GREETING\x10\x04*C\n\x06\x41\x63tion\x12\x16\n\x12\x41\x43TION_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x41\x43TION_CITE\x10\x01\x12\x10\n\x0c\x41\x43TION_ROUTE\x10\x02*\xa1\x02\n\rRefusalReason\x12\x1e\n\x1aREFUSAL_REASON_UNSPECIFIED\x10\x00\x12\x17\n\x13REFUSAL_REASON_NONE\x10\x01\x12\x1c\n\x18REFUSAL_REASON_NO_CHUNKS\x10\x02\x12\x1d\n\x19REFUSAL_REASON_SCORE_GATE\x10\x03\x12%\n!REFUSAL_REASON_UNSUPPORTED_ANSWER\x10\x04\x12$\n REFUSAL_REASON_INVALID_CITATIONS\x10\x05\x12#\n\x1fREFUSAL_REASON_NOT_IN_SELECTION\x10\x06\x12(\n$REFUSAL_REASON_INSUFFICIENT_EVIDENCE\x10\x07*\x95\x01\n\x0cQueryRewrite\x12\x1d\n\x19QUERY_REWRITE_UNSPECIFIED\x10\x00\x12\x16\n\x12QUERY_REWRITE_NONE\x10\x01\x12\x16\n\x12QUERY_REWRITE_RULE\x10\x02\x12\x15\n\x11QUERY_REWRITE_LLM\x10\x03\x12\x1f\n\x1bQUERY_REWRITE_RULE_FALLBACK\x10\x04*\xfb\x01\n\x10ModelCallPurpose\x12\"\n\x1eMODEL_CALL_PURPOSE_UNSPECIFIED\x10\x00\x12\x1d\n\x19MODEL_CALL_PURPOSE_ANSWER\x10\x01\x12\x1f\n\x1bMODEL_CALL_PURPOSE_CONDENSE\x10\x02\x12\x1f\n\x1bMODEL_CALL_PURPOSE_CLASSIFY\x10\x03\x12\x1c\n\x18MODEL_CALL_PURPOSE_RERUN\x10\x04\x12!\n\x1dMODEL_CALL_PURPOSE_SELF_SCORE\x10\x05\x12!\n\x1dMODEL_CALL_PURPOSE_FOLLOW_UPS\x10\x06\x32\x96\x03\n\nRagService\x12\x34\n\x03\x41sk\x12\x15.ragsvc.v1.AskRequest\x1a\x16.ragsvc.v1.AskResponse\x12H\n\tAskStream\x12\x1b.ragsvc.v1.AskStreamRequest\x1a\x1c.ragsvc.v1.AskStreamResponse0\x01\x12I\n\nGetSession\x12\x1c.ragsvc.v1.GetSessionRequest\x1a\x1d.ragsvc.v1.GetSessionResponse\x12R\n\rDeleteSession\x12\x1f.ragsvc.v1.DeleteSessionRequest\x1a .ragsvc.v1.DeleteSessionResponse\x12i\n\tSubmitAsk\x12\x15.ragsvc.v1.AskRequest\x1a\x1d.google.longrunning.Operation\"&\xca\x41#\n\x0b\x41skResponse\x12\x14\x41skOperationMetadatab\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragsvc.v1.rag_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_STREAMPOLICY']._serialized_start=4693
-  _globals['_STREAMPOLICY']._serialized_end=4790
-  _globals['_MODE']._serialized_start=4792
-  _globals['_MODE']._serialized_end=4862
-  _globals['_ROLE']._serialized_start=4864
-  _globals['_ROLE']._serialized_end=4944
-  _globals['_CITATIONSTYLE']._serialized_start=4946
-  _globals['_CITATIONSTYLE']._serialized_end=5050
-  _globals['_STRICTNESS']._serialized_start=5052
-  _globals['_STRICTNESS']._serialized_end=5162
-  _globals['_QUERYCLASS']._serialized_start=5165
-  _globals['_QUERYCLASS']._serialized_end=5316
-  _globals['_ACTION']._serialized_start=5318
-  _globals['_ACTION']._serialized_end=5385
-  _globals['_REFUSALREASON']._serialized_start=5388
-  _globals['_REFUSALREASON']._serialized_end=5677
-  _globals['_QUERYREWRITE']._serialized_start=5680
-  _globals['_QUERYREWRITE']._serialized_end=5829
-  _globals['_MODELCALLPURPOSE']._serialized_start=5832
-  _globals['_MODELCALLPURPOSE']._serialized_end=6083
-  _globals['_GETSESSIONREQUEST']._serialized_start=107
-  _globals['_GETSESSIONREQUEST']._serialized_end=223
-  _globals['_GETSESSIONRESPONSE']._serialized_start=225
-  _globals['_GETSESSIONRESPONSE']._serialized_end=307
-  _globals['_SESSION']._serialized_start=310
-  _globals['_SESSION']._serialized_end=495
-  _globals['_SESSIONTURN']._serialized_start=498
-  _globals['_SESSIONTURN']._serialized_end=640
-  _globals['_DELETESESSIONREQUEST']._serialized_start=642
-  _globals['_DELETESESSIONREQUEST']._serialized_end=703
-  _globals['_DELETESESSIONRESPONSE']._serialized_start=705
-  _globals['_DELETESESSIONRESPONSE']._serialized_end=751
-  _globals['_ASKREQUEST']._serialized_start=754
-  _globals['_ASKREQUEST']._serialized_end=1194
-  _globals['_ASKRESPONSE']._serialized_start=1196
-  _globals['_ASKRESPONSE']._serialized_end=1244
-  _globals['_ASKSTREAMREQUEST']._serialized_start=1247
-  _globals['_ASKSTREAMREQUEST']._serialized_end=1693
-  _globals['_ASKSTREAMRESPONSE']._serialized_start=1696
-  _globals['_ASKSTREAMRESPONSE']._serialized_end=1824
-  _globals['_CHATMESSAGE']._serialized_start=1826
-  _globals['_CHATMESSAGE']._serialized_end=1887
-  _globals['_RETRIEVALOPTIONS']._serialized_start=1890
-  _globals['_RETRIEVALOPTIONS']._serialized_end=2031
-  _globals['_METADATAFILTER']._serialized_start=2033
-  _globals['_METADATAFILTER']._serialized_end=2117
-  _globals['_GENERATIONOPTIONS']._serialized_start=2120
-  _globals['_GENERATIONOPTIONS']._serialized_end=2338
-  _globals['_ANSWER']._serialized_start=2341
-  _globals['_ANSWER']._serialized_end=3009
-  _globals['_CITATION']._serialized_start=3012
-  _globals['_CITATION']._serialized_end=3446
-  _globals['_CONFIDENCE']._serialized_start=3448
-  _globals['_CONFIDENCE']._serialized_end=3527
-  _globals['_ROUTETARGET']._serialized_start=3529
-  _globals['_ROUTETARGET']._serialized_end=3633
-  _globals['_USAGE']._serialized_start=3635
-  _globals['_USAGE']._serialized_end=3692
-  _globals['_TIMINGS']._serialized_start=3695
-  _globals['_TIMINGS']._serialized_end=4073
-  _globals['_ANSWERFLAGS']._serialized_start=4076
-  _globals['_ANSWERFLAGS']._serialized_end=4288
-  _globals['_EXPLANATION']._serialized_start=4291
-  _globals['_EXPLANATION']._serialized_end=4540
-  _globals['_MODELUSAGE']._serialized_start=4543
-  _globals['_MODELUSAGE']._serialized_end=4691
-  _globals['_RAGSERVICE']._serialized_start=6086
-  _globals['_RAGSERVICE']._serialized_end=6385
+  _globals['_RAGSERVICE'].methods_by_name['SubmitAsk']._loaded_options = None
+  _globals['_RAGSERVICE'].methods_by_name['SubmitAsk']._serialized_options = b'\312A#\n\013AskResponse\022\024AskOperationMetadata'
+  _globals['_STREAMPOLICY']._serialized_start=4730
+  _globals['_STREAMPOLICY']._serialized_end=4827
+  _globals['_MODE']._serialized_start=4829
+  _globals['_MODE']._serialized_end=4899
+  _globals['_ROLE']._serialized_start=4901
+  _globals['_ROLE']._serialized_end=4981
+  _globals['_CITATIONSTYLE']._serialized_start=4983
+  _globals['_CITATIONSTYLE']._serialized_end=5087
+  _globals['_STRICTNESS']._serialized_start=5089
+  _globals['_STRICTNESS']._serialized_end=5199
+  _globals['_QUERYCLASS']._serialized_start=5202
+  _globals['_QUERYCLASS']._serialized_end=5353
+  _globals['_ACTION']._serialized_start=5355
+  _globals['_ACTION']._serialized_end=5422
+  _globals['_REFUSALREASON']._serialized_start=5425
+  _globals['_REFUSALREASON']._serialized_end=5714
+  _globals['_QUERYREWRITE']._serialized_start=5717
+  _globals['_QUERYREWRITE']._serialized_end=5866
+  _globals['_MODELCALLPURPOSE']._serialized_start=5869
+  _globals['_MODELCALLPURPOSE']._serialized_end=6120
+  _globals['_GETSESSIONREQUEST']._serialized_start=144
+  _globals['_GETSESSIONREQUEST']._serialized_end=260
+  _globals['_GETSESSIONRESPONSE']._serialized_start=262
+  _globals['_GETSESSIONRESPONSE']._serialized_end=344
+  _globals['_SESSION']._serialized_start=347
+  _globals['_SESSION']._serialized_end=532
+  _globals['_SESSIONTURN']._serialized_start=535
+  _globals['_SESSIONTURN']._serialized_end=677
+  _globals['_DELETESESSIONREQUEST']._serialized_start=679
+  _globals['_DELETESESSIONREQUEST']._serialized_end=740
+  _globals['_DELETESESSIONRESPONSE']._serialized_start=742
+  _globals['_DELETESESSIONRESPONSE']._serialized_end=788
+  _globals['_ASKREQUEST']._serialized_start=791
+  _globals['_ASKREQUEST']._serialized_end=1231
+  _globals['_ASKRESPONSE']._serialized_start=1233
+  _globals['_ASKRESPONSE']._serialized_end=1281
+  _globals['_ASKSTREAMREQUEST']._serialized_start=1284
+  _globals['_ASKSTREAMREQUEST']._serialized_end=1730
+  _globals['_ASKSTREAMRESPONSE']._serialized_start=1733
+  _globals['_ASKSTREAMRESPONSE']._serialized_end=1861
+  _globals['_CHATMESSAGE']._serialized_start=1863
+  _globals['_CHATMESSAGE']._serialized_end=1924
+  _globals['_RETRIEVALOPTIONS']._serialized_start=1927
+  _globals['_RETRIEVALOPTIONS']._serialized_end=2068
+  _globals['_METADATAFILTER']._serialized_start=2070
+  _globals['_METADATAFILTER']._serialized_end=2154
+  _globals['_GENERATIONOPTIONS']._serialized_start=2157
+  _globals['_GENERATIONOPTIONS']._serialized_end=2375
+  _globals['_ANSWER']._serialized_start=2378
+  _globals['_ANSWER']._serialized_end=3046
+  _globals['_CITATION']._serialized_start=3049
+  _globals['_CITATION']._serialized_end=3483
+  _globals['_CONFIDENCE']._serialized_start=3485
+  _globals['_CONFIDENCE']._serialized_end=3564
+  _globals['_ROUTETARGET']._serialized_start=3566
+  _globals['_ROUTETARGET']._serialized_end=3670
+  _globals['_USAGE']._serialized_start=3672
+  _globals['_USAGE']._serialized_end=3729
+  _globals['_TIMINGS']._serialized_start=3732
+  _globals['_TIMINGS']._serialized_end=4110
+  _globals['_ANSWERFLAGS']._serialized_start=4113
+  _globals['_ANSWERFLAGS']._serialized_end=4325
+  _globals['_EXPLANATION']._serialized_start=4328
+  _globals['_EXPLANATION']._serialized_end=4577
+  _globals['_MODELUSAGE']._serialized_start=4580
+  _globals['_MODELUSAGE']._serialized_end=4728
+  _globals['_RAGSERVICE']._serialized_start=6123
+  _globals['_RAGSERVICE']._serialized_end=6529
 # @@protoc_insertion_point(module_scope)
