@@ -62,7 +62,8 @@ def test_typescript_stubs_compile_and_speak_the_wire_format_of_the_python_ones(f
     sources = sorted(str(p) for p in (fresh / "generated" / "ts").rglob("*.ts"))
     # generated/ts holds ragsvc/v1 and the googleapis files it imports (google/...): the output mirrors it.
     root = fresh / "generated" / "ts"
-    options = ["--strict", "--skipLibCheck", "--target", "es2022", "--module", "nodenext", "--rootDir", str(root), "--outDir", str(js)]
+    options = ["--strict", "--skipLibCheck", "--target", "es2022", "--module", "nodenext", "--rootDir", str(root)]
+    options += ["--outDir", str(js)]
     result = subprocess.run([str(TSC), *options, *sources], cwd=TS, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -77,7 +78,8 @@ def test_typescript_stubs_compile_and_speak_the_wire_format_of_the_python_ones(f
     encoded = base64.b64encode(answer.SerializeToString()).decode()
     stubs = js / "ragsvc" / "v1"
     shutil.copy(ROOT / "tests" / "polyglot" / "ts" / "roundtrip.mjs", stubs / "roundtrip.mjs")
-    node = subprocess.run(["node", str(stubs / "roundtrip.mjs"), encoded], capture_output=True, text=True, timeout=60, check=False)
+    roundtrip = ["node", str(stubs / "roundtrip.mjs"), encoded]
+    node = subprocess.run(roundtrip, capture_output=True, text=True, timeout=60, check=False)
     assert node.returncode == 0, node.stderr
     request_b64, decoded = node.stdout.splitlines()
 

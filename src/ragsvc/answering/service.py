@@ -40,14 +40,19 @@ class AnsweringService:
         self._replays = replays  # answers by idempotency key, whatever their outcome
         self._answers = answers
 
-    async def answer(self, question: Question, call: CallContext) -> AsyncGenerator[Event, None]:
-        """The events answering `question`; closing the stream (a caller leaving) stops the work at once."""
+    def admit(self, question: Question, call: CallContext) -> Question:
+        """The question as it will be answered (see `Admission.admit`), or the error refusing it, recorded in the
+        audit log: what `answer` does first, for a caller that must know before answering starts (SubmitAsk)."""
         try:
-            admitted = self._admission.admit(question, call)
+            return self._admission.admit(question, call)
         except RagError as exc:
             if self._answers is not None:
                 self._answers.record_failure(self._admission.provisional(question, call), exc)
             raise
+
+    async def answer(self, question: Question, call: CallContext) -> AsyncGenerator[Event, None]:
+        """The events answering `question`; closing the stream (a caller leaving) stops the work at once."""
+        admitted = self.admit(question, call)
         events = self._answered(admitted, call)
         if self._answers is not None:
             events = self._answers.recorded(admitted, events)

@@ -9,6 +9,11 @@ Several documents are ingested as a pipeline (`ingest_many`): the next documents
 threads while the embedder works on the chunks before them, and the chunks of consecutive documents are embedded
 together, EMBED_BATCH at a time, so that short documents fill a batch. Each document's chunks are written as soon
 as they are all embedded. Embedding takes ~95% of the time (bench/ingest.py).
+
+A caller that wants to follow an ingest (a long-running operation) passes `progress`: it is awaited with the
+`IngestProgress` after each embedding batch and each document's result, and may raise to stop the ingest there.
+Since a document's chunks are written at once, after all of them were embedded, an ingest stopped that way leaves
+the documents finished before whole and writes nothing of the next one.
 """
 
 from __future__ import annotations
@@ -18,10 +23,10 @@ import hashlib
 import json
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from ragsvc.domain import Chunk, DocumentSource, IngestResult, SourceDocument
+from ragsvc.domain import Chunk, DocumentSource, IngestProgress, IngestResult, SourceDocument
 from ragsvc.errors import InvalidRequest
 from ragsvc.ingest.chunker import chunk_sections, fenced_token_counts
 from ragsvc.ingest.loaders import load_sections
@@ -30,6 +35,8 @@ from ragsvc.retrieval.layout import indexed_text
 
 EMBED_BATCH = 64  # texts per embedder call, across documents; a cancelled ingest stops between calls
 READ_AHEAD = 4  # documents taken up (read and chunked) ahead of the one whose chunks are next to embed
+
+ProgressSink = Callable[[IngestProgress], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -59,15 +66,29 @@ class Indexer:
         [result] = await self.ingest_many([document])
         return result
 
-    async def ingest_many(self, documents: Sequence[SourceDocument]) -> list[IngestResult]:
+    async def ingest_many(
+        self, documents: Sequence[SourceDocument], *, progress: ProgressSink | None = None
+    ) -> list[IngestResult]:
         """Each document as `ingest` does it, in a pipeline (see the module's docstring); the results in the
         documents' order, each one's `elapsed_ms` from when it was taken up to its write. The documents must have
-        distinct (tenant, id). When EmbeddingFailed or RetrievalUnavailable propagates, the documents written
-        before stay written."""
+        distinct (tenant, id). When EmbeddingFailed or RetrievalUnavailable propagates, or `progress` raises, the
+        documents written before stay written."""
         if len({(d.tenant_id, d.document_id) for d in documents}) < len(documents):
             raise ValueError("ingest_many needs documents of distinct (tenant, id)")
         results: dict[tuple[str, str], IngestResult] = {}
         pending: deque[_Pending] = deque()
+
+        async def report() -> None:
+            if progress is not None:
+                written = sum(result.chunks_indexed for result in results.values())
+                await progress(IngestProgress(
+                    documents_done=len(results),
+                    documents_total=len(documents),
+                    chunks_done=written + sum(len(p.vectors) for p in pending),
+                    chunks_total=written + sum(len(p.chunks) for p in pending),
+                    current_document_id=pending[0].document.document_id if pending else "",
+                ))  # fmt: skip
+
         ahead = deque(asyncio.ensure_future(self._take(d)) for d in documents[:READ_AHEAD])
         try:
             for position, document in enumerate(documents):
@@ -76,12 +97,15 @@ class Indexer:
                     ahead.append(asyncio.ensure_future(self._take(documents[position + READ_AHEAD])))
                 if isinstance(taken, IngestResult):
                     results[_key(document)] = taken
-                    continue
-                pending.append(taken)
+                else:
+                    pending.append(taken)
+                await report()
                 while sum(len(p.chunks) - len(p.vectors) for p in pending) >= EMBED_BATCH:
                     results |= await self._embed_next(pending)
+                    await report()
             while pending:
                 results |= await self._embed_next(pending)
+                await report()
         finally:
             for task in ahead:
                 task.cancel()
