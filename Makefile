@@ -25,7 +25,7 @@ DATA_DIR := .ragsvc-data
 PIP := PYTHONWARNINGS='ignore:Editable installation' $(BIN)/python -m pip
 
 .PHONY: help serve llm serve-llm test check generate docs lint-proto format-proto breaking release-contract \
-	go-tools ts-tools node-example go-example bench bench-peers profile eval clean clean-data
+	go-tools ts-tools node-example go-example bench bench-operations bench-peers profile eval clean clean-data
 
 help:  ## this list
 	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:.*## / {printf "  make %-17s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -94,6 +94,11 @@ go-example: go-tools  ## build the Go client of docs/examples/go into .tools/go-
 # Ask latency, first-token overhead, ingest, the engines at 10k and 100k chunks, a soak (bench/, README "Speed").
 bench: $(VENV)/.dev  ## the speed benchmarks into bench/results/ (about 20 minutes on 2 cores)
 	$(BIN)/python -m bench.run
+
+# A 5 MB text file and a 2,000-page PDF through `ragsvc ingest` as long-running operations: chunks per second and the
+# server's peak RSS (bench/ingest_operations.py, docs/operations.md).
+bench-operations: $(VENV)/.dev  ## big documents ingested as operations, docs/operations.md (about 30 minutes on 2 cores)
+	$(BIN)/python -m bench.ingest_operations
 
 # ragsvc against LangChain, LlamaIndex, Haystack and a hand-written baseline (docs/benchmarks.md).
 # Each peer gets its own venv under .bench/venvs/, from bench/peers/requirements/.

@@ -148,3 +148,16 @@ def test_ingest_counts_every_chunk_on_both_paths(tmp_path: Path) -> None:
     assert over_grpc["chunks"] == in_process["chunks"] == measured["stages"]["chunks"] > 2
     assert over_grpc["errors"] == in_process["errors"] == 0
     assert measured["in_process"]["chunks_per_s"]["median"] > 0
+
+
+@pytest.mark.timeout(300)
+def test_ingest_operations_measures_each_input_through_an_operation(tmp_path: Path) -> None:
+    run("bench.ingest_operations", "--text-mb", "0.02", "--pdf-pages", "4", "--operation-bytes", "1000", results=tmp_path)
+    runs = {r["input"]: r for r in result(tmp_path, "ingest-operations")["runs"]}
+    assert runs.keys() == {"text", "pdf"} and runs["pdf"]["pages"] == 4
+    for measured in runs.values():
+        assert measured["state"] == "OPERATION_STATE_SUCCEEDED" and measured["operation"].startswith("operations/")
+        assert measured["cli_exit_status"] == 0 and not measured["error"]
+        assert measured["chunks"] > 0 and measured["chunks_progress_final"] == [measured["chunks"]] * 2
+        assert measured["chunks_per_second"] > 0 and measured["operation_seconds"] > 0
+        assert measured["server_peak_rss_mb"] >= measured["server_rss_serving_mb"] > 0

@@ -87,7 +87,7 @@ class RagServiceServicer:
 
     def Ask(self, request, context):
         """Ask answers a question in one response. It is AskStream collected: the same pipeline, the
-        same final answer.
+        same final answer. SubmitAsk is the same as a long-running operation.
         SubmitAsk takes the same request.
         buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
         """

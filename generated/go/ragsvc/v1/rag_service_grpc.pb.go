@@ -19,7 +19,7 @@ const _ = grpc.SupportPackageIsVersion7
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type RagServiceClient interface {
 	// Ask answers a question in one response. It is AskStream collected: the same pipeline, the
-	// same final answer.
+	// same final answer. SubmitAsk is the same as a long-running operation.
 	// SubmitAsk takes the same request.
 	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	Ask(ctx context.Context, in *AskRequest, opts ...grpc.CallOption) (*AskResponse, error)
@@ -138,7 +138,7 @@ func (c *ragServiceClient) SubmitAsk(ctx context.Context, in *AskRequest, opts .
 // for forward compatibility
 type RagServiceServer interface {
 	// Ask answers a question in one response. It is AskStream collected: the same pipeline, the
-	// same final answer.
+	// same final answer. SubmitAsk is the same as a long-running operation.
 	// SubmitAsk takes the same request.
 	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	Ask(context.Context, *AskRequest) (*AskResponse, error)

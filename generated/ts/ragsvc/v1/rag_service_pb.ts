@@ -1850,7 +1850,7 @@ export const ModelCallPurposeSchema: GenEnum<ModelCallPurpose> = /*@__PURE__*/
 export const RagService: GenService<{
   /**
    * Ask answers a question in one response. It is AskStream collected: the same pipeline, the
-   * same final answer.
+   * same final answer. SubmitAsk is the same as a long-running operation.
    * SubmitAsk takes the same request.
    * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
    *
