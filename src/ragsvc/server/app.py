@@ -137,7 +137,8 @@ class RagServer:
             stopped = asyncio.Event()
 
             async def stop_server() -> None:
-                await server.stop(settings.server.grace_period_s)
+                # The operations finish (or fail) while the calls drain: a WaitOperation in flight sees the end.
+                await asyncio.gather(server.stop(settings.server.grace_period_s), components.operations.stop())
                 stopped.set()
 
             stack.push_async_callback(stop_server)

@@ -13,7 +13,8 @@ report, between two embedding batches, so that no document is left half-written.
 Leases, so that no operation stays RUNNING forever: this replica renews the lease of the operations it holds every
 third of RAG_OPERATION_LEASE_SECONDS. A replica that dies stops renewing, and every replica, this one at its start
 included, fails the operations whose lease ran out with ABORTED (OPERATION_ABANDONED). A replica that stops
-(`stop`, on SIGTERM) gives its operations the grace period to finish, then stops them and fails them the same way.
+(`stop`, on SIGTERM, while the gRPC server drains its calls) lets its operations finish within the grace period,
+else stops them and fails them the same way.
 Leases rather than a fixed replica identity: a restarted process, a new pod and another replica all reclaim
 through the same rule, with no identity to configure and no replica trusted to come back.
 """
@@ -165,17 +166,19 @@ class OperationRunner:
             await asyncio.wait_for(running.finished.wait(), timeout_s)
 
     async def stop(self) -> None:
-        """Refuse new operations, give those running the grace period to finish, then stop them; each ends FAILED
-        with OPERATION_ABANDONED (a work that ignores the request is cancelled after another grace period)."""
+        """Refuse new operations; give those running half the grace period to finish, then ask them to stop (an
+        ingest stops at its next batch) and give them the other half; cancel what is left. Each one stopped ends
+        FAILED with OPERATION_ABANDONED. Stopping again does nothing more."""
         self._stopping = True
+        half = self._grace_s / 2
         tasks = {r.task for r in self._running.values() if r.task is not None}
         if tasks:
             _log.info("waiting up to %.1f s for %d operations", self._grace_s, len(tasks))
-            _, left = await asyncio.wait(tasks, timeout=self._grace_s)
+            _, left = await asyncio.wait(tasks, timeout=half)
             for running in list(self._running.values()):
                 running.stop(OperationAbandoned("the server stopped before the operation finished; submit it again"))
             if left:
-                _, left = await asyncio.wait(left, timeout=self._grace_s)
+                _, left = await asyncio.wait(left, timeout=half)
             for running in list(self._running.values()):
                 if running.work is not None:
                     running.work.cancel()
@@ -184,6 +187,7 @@ class OperationRunner:
         if self._loop is not None:
             self._loop.cancel()
             await asyncio.wait({self._loop})
+            self._loop = None
 
     async def _run(self, kind: OperationKind, running: _Running, work: Work) -> None:
         name = running.control.name
