@@ -79,6 +79,8 @@ async def served(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedOpenAISe
         chunk_tokens=512,
         operation_poll_s=0.05,
         operation_wait_max_s=WAIT_S,
+        operation_max_running=1,  # of each kind: one more ask waits QUEUED ...
+        operation_max_queued=1,  # ... and one more than that is refused
     ) as server:
         yield server
 
@@ -204,6 +206,29 @@ async def test_wait_returns_an_unfinished_operation_at_its_timeout_and_before_th
     assert (await waited(operations, submitted.name)).error.code == grpc.StatusCode.CANCELLED.value[0]
 
 
+async def test_asks_past_the_running_limit_wait_queued_past_the_queue_are_refused_and_a_queued_one_cancels_at_once(
+    stubs: Stubs, operations: lro_grpc.OperationsStub, slow_llm: ScriptedOpenAIServer
+) -> None:
+    streams = len(slow_llm.streams)
+    running = await stubs.rag.SubmitAsk(pb.AskRequest(query=QUESTION), metadata=key("alice"))
+    await eventually(lambda: len(slow_llm.streams) > streams, within_s=10)
+    queued = await stubs.rag.SubmitAsk(pb.AskRequest(query=QUESTION), metadata=key("alice"))
+    details = details_of(await failure(stubs.rag.SubmitAsk(pb.AskRequest(query=QUESTION), metadata=key("alice"))))
+    assert (details.code, details.reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "OVERLOADED")
+    assert details.retry_after_s is not None
+    waiting = await operations.GetOperation(lro.GetOperationRequest(name=queued.name), metadata=key("alice"))
+    assert ask_metadata(waiting).state == ops_pb.OPERATION_STATE_QUEUED
+    assert not ask_metadata(waiting).times.HasField("start_time")
+
+    await operations.CancelOperation(lro.CancelOperationRequest(name=queued.name), metadata=key("alice"))
+    cancelled = await waited(operations, queued.name)
+    assert cancelled.error.code == grpc.StatusCode.CANCELLED.value[0], "cancelled while it waited, not after"
+    assert not ask_metadata(cancelled).times.HasField("start_time")
+    assert len(slow_llm.streams) == streams + 1, "it never reached the LLM"
+    await operations.CancelOperation(lro.CancelOperationRequest(name=running.name), metadata=key("alice"))
+    await waited(operations, running.name)
+
+
 # --- the Operations RPCs' errors, and who may see what ------------------------------------------------------------
 
 
@@ -243,9 +268,10 @@ async def test_every_operations_rpc_refuses_a_bad_name_and_answers_not_found_for
 async def test_list_operations_is_the_callers_own_newest_first_a_page_at_a_time(
     stubs: Stubs, operations: lro_grpc.OperationsStub
 ) -> None:
-    mine = [(await stubs.rag.SubmitAsk(pb.AskRequest(query=QUESTION), metadata=key("bob"))).name for _ in range(3)]
-    for name in mine:
-        await waited(operations, name, "bob")
+    mine = []
+    for _ in range(3):  # one after the other: this server runs one ask at a time and queues one
+        mine.append((await stubs.rag.SubmitAsk(pb.AskRequest(query=QUESTION), metadata=key("bob"))).name)
+        await waited(operations, mine[-1], "bob")
     theirs = await stubs.rag.SubmitAsk(pb.AskRequest(query=QUESTION), metadata=key("alice"))
 
     pages: list[list[str]] = []
