@@ -24,8 +24,8 @@ import argparse
 import asyncio
 import os
 import random
+import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,6 +43,7 @@ from ragsvc.v1 import operations_pb2 as ops_pb
 from tests.ingest.pdfs import build_pdf
 
 SEED = 31
+WORK = Path(__file__).resolve().parents[1] / ".bench" / "ingest-operations"
 LINE_WORDS = 11
 PAGE_LINES = 30
 
@@ -98,6 +99,9 @@ def ingest_one(kind: str, path: Path, work: Path, *options: str) -> dict[str, An
         started = time.perf_counter()
         cli = asyncio.run(_cli(path, server.address, *options))
         cli_s = time.perf_counter() - started
+        if server.process.poll() is not None:
+            raise RuntimeError(f"ragsvc serve exited with {server.process.returncode} during the ingest; see "
+                               f"{work / f'serve-{kind}.log'}")  # fmt: skip
         after, cpu_after = proc_status(pid), cpu_seconds(pid)
         operation = asyncio.run(last_operation(server.address))
     metadata = ops_pb.IngestOperationMetadata()
@@ -144,20 +148,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--pdf-pages", type=int, default=2000)
     parser.add_argument("--only", choices=["text", "pdf"])
     parser.add_argument("--operation-bytes", help="passed to ragsvc ingest (smaller inputs, to try this script out)")
+    parser.add_argument("--work", type=Path, default=WORK, help="inputs, data and server logs (emptied first)")
     args = parser.parse_args(argv)
     options = ("--operation-bytes", args.operation_bytes) if args.operation_bytes else ()
     load = os.getloadavg()
     runs = []
-    with tempfile.TemporaryDirectory(prefix="ragsvc-ingest-ops-") as tmp:
-        work = Path(tmp)
-        if args.only in (None, "text"):
-            text = work / "register.txt"
-            make_text(text, args.text_mb)
-            runs.append(ingest_one("text", text, work, *options))
-        if args.only in (None, "pdf"):
-            pdf = work / "report.pdf"
-            make_pdf(pdf, args.pdf_pages)
-            runs.append({**ingest_one("pdf", pdf, work, *options), "pages": args.pdf_pages})
+    # The inputs, the servers' data and logs stay in --work until the next run (a failed run can be looked into).
+    work = args.work
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    if args.only in (None, "text"):
+        text = work / "register.txt"
+        make_text(text, args.text_mb)
+        runs.append(ingest_one("text", text, work, *options))
+    if args.only in (None, "pdf"):
+        pdf = work / "report.pdf"
+        make_pdf(pdf, args.pdf_pages)
+        runs.append({**ingest_one("pdf", pdf, work, *options), "pages": args.pdf_pages})
     write_result("ingest-operations", {
         "what": "ragsvc ingest FILE against a fresh ragsvc serve: uploaded in pieces, ingested as a long-running "
                 "operation (UploadDocument long_running), followed to its end; default settings (RAG_CHUNK_TOKENS "

@@ -152,7 +152,8 @@ def test_ingest_counts_every_chunk_on_both_paths(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(300)
 def test_ingest_operations_measures_each_input_through_an_operation(tmp_path: Path) -> None:
-    run("bench.ingest_operations", "--text-mb", "0.02", "--pdf-pages", "4", "--operation-bytes", "1000", results=tmp_path)
+    options = ["--text-mb", "0.02", "--pdf-pages", "4", "--operation-bytes", "1000", "--work", str(tmp_path / "work")]
+    run("bench.ingest_operations", *options, results=tmp_path)
     runs = {r["input"]: r for r in result(tmp_path, "ingest-operations")["runs"]}
     assert runs.keys() == {"text", "pdf"} and runs["pdf"]["pages"] == 4
     for measured in runs.values():
