@@ -137,8 +137,11 @@ class RagServer:
             stopped = asyncio.Event()
 
             async def stop_server() -> None:
-                # The operations finish (or fail) while the calls drain: a WaitOperation in flight sees the end.
-                await asyncio.gather(server.stop(settings.server.grace_period_s), components.operations.stop())
+                # The operations finish (or fail) while the calls drain, so a WaitOperation in flight sees the end;
+                # their task starts once server.stop has refused new calls (its first step, before it waits).
+                operations = asyncio.ensure_future(components.operations.stop())
+                await server.stop(settings.server.grace_period_s)
+                await operations
                 stopped.set()
 
             stack.push_async_callback(stop_server)
