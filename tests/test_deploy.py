@@ -37,8 +37,7 @@ DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 DOCKERFILE = DEPLOY / "Dockerfile"
 DOCKERIGNORE = DEPLOY / "Dockerfile.dockerignore"
-README = ROOT / "README.md"
-DEPLOY_SECTION = "## Running several replicas\n"
+REPLICAS_PAGE = ROOT / "docs" / "replicas.md"
 
 GRPC_PORT = 50051
 # The oldest Kubernetes the manifests claim (gRPC probes are GA since 1.27) and the newest schemas bundled.
@@ -55,11 +54,8 @@ AGGREGATE_HEALTH_NAMES = ("", "ragsvc.v1.RagService", "ragsvc.v1.IndexService", 
 
 
 def deploy_doc() -> str:
-    """The README's section on running several replicas (what was docs/deploy.md)."""
-    text = README.read_text()
-    start = text.index(DEPLOY_SECTION)
-    end = text.find("\n## ", start + len(DEPLOY_SECTION))
-    return text[start : end if end != -1 else len(text)]
+    """The page on running several replicas and deploying them (docs/replicas.md)."""
+    return REPLICAS_PAGE.read_text()
 
 
 def manifest_files() -> list[Path]:
@@ -275,7 +271,7 @@ def test_shared_backends_are_named_services() -> None:
 
 def test_every_setting_named_exists_in_config() -> None:
     """Each name in the ConfigMap, the Secret and the pod's env, and each RAG_* name written anywhere in deploy/
-    or in the README's section on running several replicas, is one that src/ragsvc/config reads."""
+    or in docs/replicas.md, is one that src/ragsvc/config reads."""
     known = known_setting_names()
     used = set(config_map()) | set(secret()) | {e["name"] for e in container().get("env", [])}
     for text in [*(path.read_text() for path in DEPLOY.rglob("*") if path.is_file()), deploy_doc()]:
@@ -285,7 +281,7 @@ def test_every_setting_named_exists_in_config() -> None:
 
 
 def test_the_deploy_doc_tells_the_shipped_choices() -> None:
-    """The README explains the probe names and the grace arithmetic: it must name what the manifests ship."""
+    """docs/replicas.md explains the probe names and the grace arithmetic: it must name what the manifests ship."""
     doc = deploy_doc()
     assert '**Readiness: `""`**' in doc and health_name("readinessProbe") == ""
     assert f"**Liveness: `{health_name('livenessProbe')}`**" in doc

@@ -1,6 +1,7 @@
 """`ragsvc chat`: an interactive terminal client. Answers stream as they arrive, sources follow each answer, the
 session id carries the conversation (a follow-up such as "and the default?" is searched with what it refers to),
-and Ctrl-C stops the current answer (the server sees the cancel) without leaving the chat.
+and Ctrl-C stops the current answer (the server sees the cancel) without leaving the chat. It opens with example
+questions drawn from the tenant's own documents, or none.
 
 What streamed is a draft until the final answer arrives: when the final text differs (a refusal, a re-run), the
 streamed text is withdrawn (erased on a terminal) under a visible notice, and the final text is shown instead. With
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import signal
 import sys
@@ -19,14 +21,12 @@ from typing import TextIO
 
 import grpc
 
+from ragsvc.v1 import index_service_pb2 as index_pb
+from ragsvc.v1 import index_service_pb2_grpc as index_grpc
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc as rag_grpc
 
-EXAMPLES = (
-    "How is the confidence score computed?",
-    "What happens on SIGTERM?",
-    "How are documents chunked?",
-)
+EXAMPLE_COUNT = 3  # example questions the welcome shows, from as many documents of the tenant
 QUIT = {"exit", "quit", ":q"}
 STREAM_POLICIES = {"validated": pb.STREAM_POLICY_VALIDATED, "raw": pb.STREAM_POLICY_RAW}
 
@@ -35,6 +35,46 @@ def call_metadata() -> tuple[tuple[str, str], ...]:
     """The bearer token from RAG_API_TOKEN, for a server with authentication on; nothing otherwise."""
     token = os.environ.get("RAG_API_TOKEN", "")
     return (("authorization", f"Bearer {token}"),) if token else ()
+
+
+# The heading of a refused answer's candidates: why they are listed, by the refusal's reason.
+CANDIDATES_HEADINGS = {
+    pb.REFUSAL_REASON_SCORE_GATE: "Nearest candidates (below the score gate):",
+    pb.REFUSAL_REASON_INSUFFICIENT_EVIDENCE: "Closest passages (none of them answers the question):",
+    pb.REFUSAL_REASON_NOT_IN_SELECTION: "Closest passages of the selection (none of them answers the question):",
+}
+
+
+def format_candidates(answer: pb.Answer) -> list[str]:
+    """A refused answer's candidates under a heading that says why they are listed; none for other answers."""
+    if not answer.candidates:
+        return []
+    heading = CANDIDATES_HEADINGS.get(answer.refusal_reason, "Nearest candidates:")
+    return [heading, *(f"  {c.document_name} {c.source_id} (relevance {c.relevance_score:.2f})" for c in answer.candidates)]
+
+
+def example_question(heading: str) -> str:
+    """An example question about a document, from its title (its first heading) or its name."""
+    subject = heading.strip().rstrip(".:")
+    if subject.endswith("?"):
+        return subject
+    subject = re.sub(r"\.(md|txt|rst|html?|pdf|docx|csv|tsv)$", "", subject, flags=re.IGNORECASE)
+    if len(subject) > 1 and subject[0].isupper() and subject[1].islower():  # "Ingesting documents", not "API keys"
+        subject = subject[0].lower() + subject[1:]
+    return f"What do the documents say about {subject}?"
+
+
+async def example_questions(channel: grpc.aio.Channel, tenant: str, deadline_s: float) -> list[str]:
+    """Example questions drawn from the tenant's own documents (their titles), the first EXAMPLE_COUNT that the
+    caller may list; none when it may list none (a key without IndexService rights) or the tenant holds none."""
+    request = index_pb.ListDocumentsRequest(tenant_id=tenant, page_size=EXAMPLE_COUNT)
+    try:
+        page = await index_grpc.IndexServiceStub(channel).ListDocuments(
+            request, timeout=deadline_s, metadata=call_metadata()
+        )
+    except grpc.aio.AioRpcError:
+        return []
+    return [example_question(d.title or d.name) for d in page.documents[:EXAMPLE_COUNT] if (d.title or d.name).strip()]
 
 
 def format_sources(answer: pb.Answer) -> list[str]:
@@ -138,7 +178,7 @@ class Chat:
             if sources:
                 self._print("Sources:\n" + "\n".join(sources))
             elif not answer.grounded:
-                self._print(f"({pb.RefusalReason.Name(answer.refusal_reason)})")
+                self._print("\n".join([*format_candidates(answer), f"({pb.RefusalReason.Name(answer.refusal_reason)})"]))
         return answer
 
     def _print(self, text: str, end: str = "\n") -> None:
@@ -153,8 +193,9 @@ async def run(address: str, *, tenant: str, tags: list[str], deadline_s: float,
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, chat.interrupt)
         print(f"ragsvc chat · {address} · session {chat.session_id}")
-        print("Ask a question. Ctrl-C stops an answer, Ctrl-D or 'exit' quits. For example:")
-        for example in EXAMPLES:
+        examples = await example_questions(channel, tenant, deadline_s)
+        print("Ask a question. Ctrl-C stops an answer, Ctrl-D or 'exit' quits." + (" For example:" if examples else ""))
+        for example in examples:
             print(f"  {example}")
         try:
             while True:

@@ -96,7 +96,8 @@ def _parser() -> argparse.ArgumentParser:
     ingest = client(
         "ingest",
         f"index {', '.join(MEDIA_TYPES)} files; folders are read recursively, each file named by its path in the "
-        "folder (hidden, node_modules and virtualenv folders are skipped); unchanged files are skipped",
+        "folder (hidden, dependency, build and virtualenv folders are skipped: vendor, dist, build, target ...); unchanged "
+        "files are skipped",
     )
     ingest.set_defaults(timeout=600.0)
     ingest.add_argument("paths", nargs="+", type=Path)
@@ -168,10 +169,8 @@ def _print_sources(answer: pb.Answer) -> None:
                 if part
             )
             print(f"  [#{c.marker}] {where} (relevance {c.relevance_score:.2f})")
-    elif answer.candidates:
-        print("\nNearest candidates (below the score gate):")
-        for c in answer.candidates:
-            print(f"  {c.document_name} {c.source_id} (relevance {c.relevance_score:.2f})")
+    elif candidates := chat.format_candidates(answer):
+        print("\n" + "\n".join(candidates))
     print("\n" + answer_status(answer))
 
 
@@ -298,7 +297,7 @@ async def _ingest(args: argparse.Namespace, address: str) -> int:
     selection = find_files(args.paths, include=args.include, exclude=args.exclude, document_id=args.document_id)
     if skipped := selection.skipped_folders:
         shown = ", ".join(str(p) for p in skipped[:4]) + (f" and {len(skipped) - 4} more" if len(skipped) > 4 else "")
-        print(f"skipped {len(skipped)} folder{'s' * (len(skipped) != 1)} (hidden, dependencies, virtualenvs): "
+        print(f"skipped {len(skipped)} folder{'s' * (len(skipped) != 1)} (hidden, dependencies, build output, virtualenvs): "
               f"{shown}; name one as a path to ingest it")
     report = _IngestReport(len(selection.files) + len(selection.problems))
     if not report.total:

@@ -1,5 +1,5 @@
-"""Every setting's default, pinned: changing one is a decision this table records (and the README follows, as
-its configuration table is generated from the settings: see test_reference.py)."""
+"""Every setting's default, pinned: changing one is a decision this table records (and docs/settings.md follows, as
+its tables are generated from the settings: see test_reference.py)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from ragsvc.config.documents import OwnersDocument
 from ragsvc.config.settings import variables
 from ragsvc.errors import InvalidRequest
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+SETTINGS_PAGE = (Path(__file__).resolve().parents[2] / "docs" / "settings.md").read_text()
 
 
 def refused(**fields: object) -> list[str]:
@@ -71,8 +71,8 @@ def test_a_refused_value_is_quoted_but_a_secret_never_is() -> None:
 
 
 @pytest.mark.parametrize("setting", [info for _, _, _, info in variables()], ids=lambda info: info.validation_alias)
-def test_readme_documents_every_setting(setting) -> None:
-    assert f"| `{setting.validation_alias}` |" in README
+def test_the_settings_page_documents_every_setting(setting) -> None:
+    assert f"| `{setting.validation_alias}` |" in SETTINGS_PAGE
 
 
 @pytest.mark.parametrize(

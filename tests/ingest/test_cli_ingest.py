@@ -61,6 +61,7 @@ async def test_a_real_folder_goes_in_whole_and_again_only_what_changed(tmp_path:
         "team-b/notes.md": "# Team B\n\nTeam B deploys on Fridays before noon.",
         "examples/node/README.md": "# Node example\n\nRun npm install first.",
         "examples/node/node_modules/@grpc/grpc-js/README.md": "# grpc-js\n\nA vendored dependency.",
+        "examples/go/vendor/modules.txt": "# google.golang.org/grpc v1.79.3\n## explicit; go 1.24",
         ".github/CONTRIBUTING.md": "# Contributing\n\nHidden folder.",
         "drafts/wip.md": "# Work in progress\n\nNot ready.",
     }.items():
@@ -71,8 +72,8 @@ async def test_a_real_folder_goes_in_whole_and_again_only_what_changed(tmp_path:
         code, out, err = await run_cli("ingest", str(docs), "--exclude", "drafts", "--address", server.address)
         assert code == 0, out + err
         lines = out.splitlines()
-        assert lines[0].startswith("skipped 2 folders (hidden, dependencies, virtualenvs): ")
-        assert "node_modules" in lines[0] and ".github" in lines[0]
+        assert lines[0].startswith("skipped 3 folders (hidden, dependencies, build output, virtualenvs): ")
+        assert "node_modules" in lines[0] and ".github" in lines[0] and "vendor" in lines[0]
         assert [line.split(":")[0] for line in lines[1:4]] == [
             "[1/3] examples.node.readme", "[2/3] team-a.notes", "[3/3] team-b.notes"
         ]

@@ -10,7 +10,8 @@ included.
 
 Every answer the pipeline writes carries its provenance (R-003-13): the version of the tenant's index taken before
 the search (`storage.index_versions`), the time it was written, and the question's language (`language.py`), which
-may also have picked its template or refused it (UNSUPPORTED_LANGUAGE).
+may also have picked its template or refused it (UNSUPPORTED_LANGUAGE). A NO_CHUNKS refusal says why nothing was
+found, where its caller may know (`hints.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from datetime import UTC, datetime
 from ragsvc.answering.admission import Admission
 from ragsvc.answering.cache import AnswerStore, bypasses_cache, cache_key, replay_key, request_fingerprint
 from ragsvc.answering.context import CallContext
+from ragsvc.answering.hints import NoChunksHint
 from ragsvc.answering.language import LanguageGate
 from ragsvc.answering.pipeline import Pipeline
 from ragsvc.domain import Answer, Event, Flags, Mode, Question, TextDelta, Timings
@@ -45,6 +47,7 @@ class AnsweringService:
         answers: AnswerLog | None = None,
         languages: LanguageGate | None = None,
         index_versions: IndexVersions | None = None,
+        hints: NoChunksHint | None = None,
     ) -> None:
         self.pipeline = pipeline
         self._admission = admission
@@ -54,6 +57,7 @@ class AnsweringService:
         self._answers = answers
         self._languages = languages  # None: every question is taken to be in its template's language
         self._index_versions = index_versions
+        self._hints = hints  # what a NO_CHUNKS refusal may add about why nothing was found
 
     async def admit(self, question: Question, call: CallContext) -> tuple[Question, bool]:
         """The question as it will be answered (see `Admission.admit`; its metadata filter resolved, its language
@@ -113,6 +117,8 @@ class AnsweringService:
         async with contextlib.aclosing(events):
             async for event in events:
                 if isinstance(event, Answer):
+                    if self._hints is not None:
+                        event = await self._hints.explained(event, question, call.principal)
                     event = _with_provenance(event, question, index_version)
                     if report.injection_patterns:
                         event = dataclasses.replace(

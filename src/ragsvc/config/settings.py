@@ -88,7 +88,7 @@ class _Checks:
 
 
 def env(default: Any, name: str, doc: str, **constraints: Any) -> Any:
-    """A setting read from environment variable `name`; `doc` is its line in the README's configuration table."""
+    """A setting read from environment variable `name`; `doc` is its line in the settings page (docs/settings.md)."""
     return Field(default, validation_alias=name, description=doc, **constraints)
 
 
@@ -139,7 +139,7 @@ class ServerSettings(Group):
         1,
         "RAG_WORKERS",
         "server processes sharing RAG_GRPC_ADDRESS (SO_REUSEPORT) under one supervising parent; with the embedded "
-        "engine, more than 1 serves read-only copies of its index (see the README's scale-out section)",
+        "engine, more than 1 serves read-only copies of its index (docs/replicas.md, RAG_WORKERS)",
         ge=1,
         le=64,
     )

@@ -161,7 +161,7 @@ class RagServer:
             health_pb2_grpc.add_HealthServicer_to_server(health.servicer, server)
             services = (RAG_SERVICE, INDEX_SERVICE, ADMIN_SERVICE, OPERATIONS_SERVICE, HEALTH_SERVICE, reflection.SERVICE_NAME)
             reflection.enable_server_reflection(services, server)
-            port = hardening.bind(server, settings.server.grpc_address)
+            port = hardening.bind(server, settings.server.grpc_address, shared=slot is not None)
             await health.start()  # before serving: no name says SERVING before the first probes ran
             stack.push_async_callback(health.shutdown)  # the first step of stopping: NOT_SERVING, then drain
             await server.start()

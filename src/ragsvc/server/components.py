@@ -28,6 +28,7 @@ from ragsvc.answering.cache import AnswerStore, MemoryAnswerCache, keeps_every_a
 from ragsvc.answering.conversation import Condenser, Conversation
 from ragsvc.answering.gate import Gate
 from ragsvc.answering.generate import GenerateStage
+from ragsvc.answering.hints import NoChunksHint
 from ragsvc.answering.language import LanguageGate
 from ragsvc.answering.pack import Packer
 from ragsvc.answering.pipeline import Pipeline
@@ -193,6 +194,7 @@ async def open_components(
             answers=answers,
             languages=language_gate(settings, registry, owners),
             index_versions=index_versions,
+            hints=NoChunksHint(engine),
         )
         indexer = Indexer(
             embedder,

@@ -4,7 +4,9 @@ transport options and the metrics endpoint. The settings were checked when they 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import socket
 import sys
 from dataclasses import dataclass, field
 
@@ -63,9 +65,12 @@ class Hardening:
         options = [*server_options(self.settings.hardening), ("grpc.so_reuseport", int(reuse_port))]
         return grpc.aio.server(interceptors=[ServerInterceptor(self.interceptors)], options=options)
 
-    def bind(self, server: grpc.aio.Server, address: str) -> int:
+    def bind(self, server: grpc.aio.Server, address: str, *, shared: bool = False) -> int:
         """Listen on `address` (TLS when configured); returns the port. InvalidRequest naming RAG_GRPC_ADDRESS
-        when the address cannot be listened on."""
+        when the address cannot be listened on: one that is in use (unless `shared`: a worker's, beside the others)
+        or not of this host is said so plainly, before gRPC tries it and logs a line of its own."""
+        if not shared:
+            _check_listenable(address)
         try:
             if self.credentials is not None:
                 return server.add_secure_port(address, self.credentials)
@@ -91,6 +96,35 @@ class Hardening:
         if self.tracing is not None:
             await asyncio.to_thread(self.tracing.shutdown)
             self.tracing = None
+
+
+def _check_listenable(address: str) -> None:
+    """InvalidRequest naming RAG_GRPC_ADDRESS when every address `address` resolves to is in use, or none is of
+    this host; other failures are left to gRPC's bind. Binds as gRPC does (SO_REUSEADDR), and lets go at once."""
+    host, _, port = address.rpartition(":")
+    if not port.isdigit() or int(port) == 0:
+        return
+    try:
+        resolved = socket.getaddrinfo(host.strip("[]") or None, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return
+    failures = []
+    for family, kind, proto, _, where in resolved:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(where)
+            except OSError as exc:
+                failures.append(exc.errno)
+                continue
+        return  # one of them can be listened on: gRPC serves there
+    if failures and all(code == errno.EADDRINUSE for code in failures):
+        why = f"address {address} is in use (another server listens there: stop it, or choose another address)"
+    elif failures and all(code == errno.EADDRNOTAVAIL for code in failures):
+        why = f"address {address} is not an address of this host"
+    else:
+        return
+    raise InvalidRequest([FieldViolation("RAG_GRPC_ADDRESS", why)])
 
 
 def _unusable(variable: str, address: str, exc: Exception) -> InvalidRequest:
