@@ -24,7 +24,7 @@ DATA_DIR := .ragsvc-data
 # install of a layout like ours (ragsvc.v1 comes from generated/); there is no such folder here.
 PIP := PYTHONWARNINGS='ignore:Editable installation' $(BIN)/python -m pip
 
-.PHONY: help serve llm serve-llm test check generate docs lint-proto format-proto breaking release-contract \
+.PHONY: help serve llm serve-llm test check generate docs docs-check lint-proto format-proto breaking release-contract \
 	go-tools ts-tools node-example go-example bench bench-operations bench-peers profile eval clean clean-data
 
 help:  ## this list
@@ -48,9 +48,14 @@ check: $(VENV)/.dev  ## mypy (strict) and ruff
 	$(BIN)/mypy
 	$(BIN)/ruff check src tests bench
 
-# Regenerates the README's configuration table from the settings (a test fails when it is stale).
-docs: $(VENV)/.runtime  ## regenerate the README's configuration table from the settings
-	$(BIN)/python -m ragsvc.config.reference --write README.md
+# docs/settings.md's tables from the settings' code, then the shown output of every shell example of README.md and
+# docs/*.md from running it against a fresh server (tests/docs/examples.py); tests fail when either is stale.
+docs: $(VENV)/.dev  ## regenerate docs/settings.md and the shown outputs of README's and docs/' examples
+	$(BIN)/python -m ragsvc.config.reference --write
+	$(BIN)/python -m tests.docs.examples --write
+
+docs-check: $(VENV)/.dev  ## run README's and docs/' shell examples against a fresh server, compare their outputs
+	$(BIN)/python -m tests.docs.examples
 
 # Regenerates generated/ from protos/ (tests fail when the committed output is stale): the Python stubs with
 # grpcio-tools, the Go and TypeScript ones with buf.gen.yaml.

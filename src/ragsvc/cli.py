@@ -60,7 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("serve", help="run the gRPC server (settings from RAG_* environment variables)")
 
-    llm = commands.add_parser("llm", help="run a local LLM for ragsvc: llama.cpp with SmolLM2-135M (see `make llm`)")
+    llm = commands.add_parser("llm", help="run a local LLM for ragsvc: llama.cpp with a small model (see `make llm`)")
+    llm.add_argument("--model", choices=sorted(local_llm.MODELS), default=local_llm.DEFAULT_MODEL,
+                     help=f"the model (default: {local_llm.DEFAULT_MODEL})")
     llm.add_argument("--host", default="127.0.0.1")
     llm.add_argument("--port", type=int, default=local_llm.DEFAULT_PORT)
     llm.add_argument("--threads", type=int, default=min(4, os.cpu_count() or 1))
@@ -628,9 +630,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(serve_processes(Settings.from_env()))
         if args.command == "llm":
             if args.env:
-                print(" ".join(f"{k}={v}" for k, v in local_llm.serve_env(args.host, args.port).items()))
+                print(" ".join(f"{k}={v}" for k, v in local_llm.serve_env(args.host, args.port, args.model).items()))
             else:
-                local_llm.serve(host=args.host, port=args.port, threads=args.threads)
+                local_llm.serve(model=args.model, host=args.host, port=args.port, threads=args.threads)
             return 0
         address = args.address or os.environ.get("RAG_GRPC_ADDRESS") or ServerSettings().grpc_address
         if args.command == "ingest":

@@ -20,9 +20,11 @@ both sides; nothing else is. So a change that moves a confidence, a count or a s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -36,8 +38,9 @@ DOCUMENTED_ADDRESS = "127.0.0.1:50051"
 SERVE_START_TIMEOUT_S = 120.0
 BLOCK_TIMEOUT_S = 180.0
 
-# A ```sh block, blank lines, then an ```output block.
-EXAMPLE = re.compile(r"^```sh\n(?P<commands>.*?)^```\n(?:[ \t]*\n)*```output\n(?P<output>.*?)^```$", re.M | re.S)
+# A ```sh block, blank lines, then an ```output block (no line of either starts with ```).
+_LINES = r"(?:(?!```)[^\n]*\n)*"
+EXAMPLE = re.compile(rf"^```sh\n(?P<commands>{_LINES})```\n(?:[ \t]*\n)*```output\n(?P<output>{_LINES})```$", re.M)
 MASKS = (
     ("<time>", re.compile(r"\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")),
     ("<uuid>", re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")),
@@ -128,15 +131,23 @@ def _base_env() -> dict[str, str]:
 def run(example: Example, address: str) -> str:
     """What the example's commands print against the server at `address`, written as the page writes it."""
     commands = example.commands.replace(DOCUMENTED_ADDRESS, address)
-    completed = subprocess.run(
+    process = subprocess.Popen(
         ["bash", "-c", commands],
         cwd=ROOT,
         env={**_base_env(), "RAG_GRPC_ADDRESS": address},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        timeout=BLOCK_TIMEOUT_S,
+        start_new_session=True,  # its own process group: a timeout ends every command it started
     )
-    return completed.stdout.decode(errors="replace").replace(address, DOCUMENTED_ADDRESS)
+    try:
+        printed, _ = process.communicate(timeout=BLOCK_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{example.where}: the example ran longer than {BLOCK_TIMEOUT_S:.0f} s") from None
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # whatever it left running, or all of it on a timeout
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    return printed.decode(errors="replace").replace(address, DOCUMENTED_ADDRESS)
 
 
 @dataclass(frozen=True, slots=True)

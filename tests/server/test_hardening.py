@@ -3,16 +3,19 @@ checked when they were built: see tests/config/test_settings.py), and each depen
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
+import grpc
 import pytest
 
 from ragsvc.config import Settings
-from ragsvc.errors import RetrievalUnavailable
+from ragsvc.errors import InvalidRequest, RetrievalUnavailable
 from ragsvc.server.components import open_components
 from ragsvc.server.hardening import Hardening
 from ragsvc.server.limits import server_options
 from tests.conftest import shared_embedder
+from tests.support.cli import run_cli
 
 
 def test_the_defaults_build_the_whole_chain() -> None:
@@ -51,3 +54,29 @@ async def test_each_dependency_gets_its_own_health_probe(tmp_path: Path) -> None
         with pytest.raises(RetrievalUnavailable):
             await probes["retrieval"]()  # each probe asks its own dependency
         await probes["db"]()
+
+
+async def test_an_address_in_use_is_said_plainly_on_one_line(tmp_path: Path) -> None:
+    """`ragsvc serve` on an address another server listens on: one line naming the address, no gRPC log line before
+    it and no "invalid configuration"; on a free address the same settings serve (tests/server/test_workers.py and
+    every `serve_process` test)."""
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        env = {"RAG_GRPC_ADDRESS": address, "RAG_DATA_DIR": str(tmp_path), "RAG_DEMO_CORPUS": "false",
+               "RAG_REQUEST_LOG": "false"}  # fmt: skip
+        code, out, err = await run_cli("serve", env=env)
+    errors = [line for line in err.splitlines() if " INFO " not in line]
+    assert (code, out) == (2, "")
+    assert errors == [f"error: RAG_GRPC_ADDRESS: address {address} is in use (another server listens there: stop it, "
+                      "or choose another address)"], err  # fmt: skip
+
+
+def test_an_address_of_another_host_is_said_plainly() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        Hardening.build(Settings.of()).bind(grpc.aio.server(), "192.0.2.1:50051")
+    assert [(v.field, v.description) for v in caught.value.violations] == [
+        ("RAG_GRPC_ADDRESS", "address 192.0.2.1:50051 is not an address of this host")
+    ]

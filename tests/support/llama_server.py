@@ -18,12 +18,13 @@ from types import TracebackType
 import httpx
 
 from ragsvc import local_llm
-from ragsvc.local_llm import MODEL_ALIAS
 
 __all__ = ["MODEL_ALIAS", "LlamaServer"]
 
+MODEL_ALIAS = "smollm2"  # the tests' model, whichever `make llm` serves by default
+
 def _serve(port: int) -> None:
-    server = local_llm.start(port=port, context_tokens=2048, seed=42)  # noqa: F841 - serves while referenced
+    server = local_llm.start(model=MODEL_ALIAS, port=port, context_tokens=2048, seed=42)  # noqa: F841 - serves while referenced
     while True:
         time.sleep(3600)
 
