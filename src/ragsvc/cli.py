@@ -53,6 +53,9 @@ OPERATION_BYTES = 1024 * 1024
 OPERATION_POLL_S = 1.0  # each WaitOperation of the progress bar waits at most this long
 UPLOAD_ATTEMPTS = 3
 UNAVAILABLE_HINT = "is `make serve` running?"
+# A client's deadline: longer than the server's own budget for an answer (RAG_TOTAL_TIMEOUT_SECONDS, 30 s; 120 s
+# against `make llm`, whose small model on two busy cores takes a minute), so that the server's ends it, with its reason.
+CLIENT_DEADLINE_S = 180.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -72,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
         sub: argparse.ArgumentParser = parent.add_parser(name, help=help_text)
         sub.add_argument("--address", help="server host:port (default: RAG_GRPC_ADDRESS or 127.0.0.1:50051)")
         sub.add_argument("--tenant", default="", help="tenant id (default: the server's default tenant)")
-        sub.add_argument("--timeout", type=float, default=60.0, help="deadline in seconds")
+        sub.add_argument("--timeout", type=float, default=CLIENT_DEADLINE_S, help="deadline in seconds (default: %(default)s)")
         return sub
 
     def streamed(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
