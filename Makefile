@@ -56,11 +56,11 @@ check: $(VENV)/.dev  ## mypy (strict) and ruff
 
 # docs/settings.md's tables from the settings' code, then the shown output of every shell example of README.md and
 # docs/*.md from running it against a fresh server (tests/docs/examples.py); tests fail when either is stale.
-docs: $(VENV)/.dev  ## regenerate docs/settings.md and the shown outputs of README's and docs/' examples
+docs: $(VENV)/.runtime  ## regenerate docs/settings.md and the shown outputs of README's and docs/' examples
 	$(BIN)/python -m ragsvc.config.reference --write
 	$(BIN)/python -m tests.docs.examples --write
 
-docs-check: $(VENV)/.dev  ## run README's and docs/' shell examples against a fresh server, compare their outputs
+docs-check: $(VENV)/.runtime  ## run README's and docs/' shell examples against a fresh server, compare their outputs
 	$(BIN)/python -m tests.docs.examples
 
 # Regenerates generated/ from protos/ (tests fail when the committed output is stale): the Python stubs with
