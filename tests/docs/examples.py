@@ -4,7 +4,7 @@ An example is a ```sh block followed by an ```output block: the commands, then w
 together, as a terminal shows them). A ```sh block without an ```output block after it is shown, not run.
 
     python -m tests.docs.examples            # run every example, fail on any shown output that differs (make docs-check)
-    python -m tests.docs.examples --write    # run every example and write what it printed into the pages (make docs)
+    python -m tests.docs.examples --write    # run every example, write what it printed where that differs (make docs)
 
 One `ragsvc serve` runs for all of them, as `make serve` would (the bundled demo corpus, the extractive generator,
 every other setting at its default), on a free port in a data directory of its own; the examples run in the
@@ -180,11 +180,13 @@ def run_all(chosen: Sequence[Path] | None = None) -> Iterator[Outcome]:
 
 
 def write(outcomes: Sequence[Outcome]) -> list[Path]:
-    """Writes each example's printed output into its page in place of the shown one; the pages changed."""
+    """Writes the printed output of each example whose shown one no longer holds into its page (an output that
+    differs only in what is masked stays as it is shown); the pages changed."""
     changed = []
     by_page: dict[Path, list[Outcome]] = {}
     for outcome in outcomes:
-        by_page.setdefault(outcome.example.page, []).append(outcome)
+        if not outcome.holds:
+            by_page.setdefault(outcome.example.page, []).append(outcome)
     for page, found in by_page.items():
         text = page.read_text()
         for outcome in sorted(found, key=lambda o: o.example.start, reverse=True):

@@ -90,3 +90,12 @@ def test_every_relative_link_resolves(page: Path) -> None:
         elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
             broken.append(f"{target}: no such heading")
     assert not broken, f"{page.name}: {broken}"
+
+
+def test_writing_replaces_only_the_outputs_that_no_longer_hold(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("```sh\nx\n```\n```output\ntook 1.5 s\n```\n\n```sh\ny\n```\n```output\nconfidence 72\n```\n")
+    found = examples.examples(page)
+    changed = examples.write([Outcome(found[0], "took 2.5 s\n"), Outcome(found[1], "confidence 76\n")])
+    assert changed == [page]
+    assert page.read_text() == "```sh\nx\n```\n```output\ntook 1.5 s\n```\n\n```sh\ny\n```\n```output\nconfidence 76\n```\n"
