@@ -99,3 +99,11 @@ def test_writing_replaces_only_the_outputs_that_no_longer_hold(tmp_path: Path) -
     changed = examples.write([Outcome(found[0], "took 2.5 s\n"), Outcome(found[1], "confidence 76\n")])
     assert changed == [page]
     assert page.read_text() == "```sh\nx\n```\n```output\ntook 1.5 s\n```\n\n```sh\ny\n```\n```output\nconfidence 76\n```\n"
+
+
+def test_the_readmes_first_example_is_answered_with_cite() -> None:
+    """Issue 27's acceptance: README's first question stays, answered with ACTION_CITE. The docs check makes the
+    shown output the printed one, so `make docs` cannot quietly turn it into a refusal."""
+    first = examples.examples(examples.ROOT / "README.md")[0]
+    assert first.commands == '.venv/bin/ragsvc ask "What happens on SIGTERM?"\n'
+    assert "; ACTION_CITE;" in first.shown.splitlines()[-1] and first.shown.startswith("On SIGTERM")
