@@ -190,6 +190,22 @@ async def test_clear_drops_every_entry(stores: tuple[AnswerStore, AnswerStore]) 
     assert [await answer_of(cache, key) for key in ("a", "b", "c")] == [None] * 3
 
 
+async def test_erasing_a_caller_drops_the_entries_its_requests_wrote(stores: tuple[AnswerStore, AnswerStore]) -> None:
+    for store in stores:
+        written = {
+            "fin-acme": dataclasses.replace(QUESTION, caller="key:acme/fin"),
+            "fin-globex": dataclasses.replace(QUESTION, caller="key:acme/fin", tenant_id="globex"),
+            "hr-acme": dataclasses.replace(QUESTION, caller="key:acme/hr"),
+        }
+        for key, question in written.items():
+            assert await store.put(key, GROUNDED, question=question, generation=0)
+        assert await store.erase_caller("key:acme/fin", "acme") == 1
+        assert [await answer_of(store, key) is not None for key in written] == [False, True, True]
+        assert await store.erase_caller("key:acme/fin") == 1, "None: in every tenant"
+        assert await store.erase_caller("key:acme/fin") == 0
+        assert await answer_of(store, "hr-acme") == GROUNDED, "another caller's entry stays"
+
+
 async def test_the_memory_cache_expires_and_evicts_the_least_recently_used() -> None:
     clock = Clock()
     cache = MemoryAnswerCache(max_entries=2, ttl_s=10, clock=clock)

@@ -11,6 +11,32 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class EraseCallerRequest(_message.Message):
+    __slots__ = ("tenant_id", "key_name", "peer")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_NAME_FIELD_NUMBER: _ClassVar[int]
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    key_name: str
+    peer: str
+    def __init__(self, tenant_id: _Optional[str] = ..., key_name: _Optional[str] = ..., peer: _Optional[str] = ...) -> None: ...
+
+class EraseCallerResponse(_message.Message):
+    __slots__ = ("sessions_deleted", "session_messages_deleted", "audit_records_erased", "operations_deleted", "cached_answers_dropped", "replayed_answers_dropped")
+    SESSIONS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    SESSION_MESSAGES_DELETED_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_RECORDS_ERASED_FIELD_NUMBER: _ClassVar[int]
+    OPERATIONS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    CACHED_ANSWERS_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_ANSWERS_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    sessions_deleted: int
+    session_messages_deleted: int
+    audit_records_erased: int
+    operations_deleted: int
+    cached_answers_dropped: int
+    replayed_answers_dropped: int
+    def __init__(self, sessions_deleted: _Optional[int] = ..., session_messages_deleted: _Optional[int] = ..., audit_records_erased: _Optional[int] = ..., operations_deleted: _Optional[int] = ..., cached_answers_dropped: _Optional[int] = ..., replayed_answers_dropped: _Optional[int] = ...) -> None: ...
+
 class TagOwner(_message.Message):
     __slots__ = ("name", "owner_user_id", "owner_email")
     NAME_FIELD_NUMBER: _ClassVar[int]

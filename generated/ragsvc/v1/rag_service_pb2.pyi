@@ -190,10 +190,12 @@ class DeleteSessionRequest(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class DeleteSessionResponse(_message.Message):
-    __slots__ = ("turns_deleted",)
+    __slots__ = ("turns_deleted", "audit_records_erased")
     TURNS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_RECORDS_ERASED_FIELD_NUMBER: _ClassVar[int]
     turns_deleted: int
-    def __init__(self, turns_deleted: _Optional[int] = ...) -> None: ...
+    audit_records_erased: int
+    def __init__(self, turns_deleted: _Optional[int] = ..., audit_records_erased: _Optional[int] = ...) -> None: ...
 
 class AskRequest(_message.Message):
     __slots__ = ("query", "tenant_id", "user_tags", "chat_history", "session_id", "mode", "selected_text", "retrieval", "generation", "explain", "dry_run", "idempotency_key", "follow_up_count", "stream_policy")

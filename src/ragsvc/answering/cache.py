@@ -25,6 +25,10 @@ change drops the entries written from it (`invalidate_template`), a change of th
 entry (`clear`). A per-tenant generation counter keeps an answer that was being computed while the tenant
 changed from being stored afterwards.
 
+Erasure: each entry remembers the caller whose request wrote it (`Question.caller`), and `erase_caller` drops every
+entry a caller wrote (in one tenant, or in all), for AdminService.EraseCaller. An entry another caller was served
+from (a cache hit) stays its writer's: a hit stores nothing.
+
 Keys are strings the stores never look into: who may read an entry back is decided where its key is made
 (`cache_key`: tenant and effective tags, so callers that read the same evidence share entries; `replay_key`: the
 caller). Each entry keeps the fingerprint of the request that wrote it, which the service compares on a replay.
@@ -56,6 +60,7 @@ class Recorded:
 class _Entry:
     recorded: Recorded
     tenant_id: str
+    caller: str  # whose request wrote it
     templates: frozenset[str]  # the template id the request named and the version the answer was written from
     expires_at: float
 
@@ -148,6 +153,11 @@ class AnswerStore(Protocol):
         """Drop every entry (after the ranking weights changed)."""
         ...
 
+    async def erase_caller(self, caller: str, tenant_id: str | None = None) -> int:
+        """Drop every entry `caller`'s requests wrote (in `tenant_id`; None: in every tenant); returns how many.
+        Raises SharedStateUnavailable when the store cannot be reached (nothing may be left behind unsaid)."""
+        ...
+
 
 class MemoryAnswerCache:
     """The `AnswerStore` of one process. `admits` says which answers are kept: cacheable ones for the answer cache,
@@ -189,7 +199,9 @@ class MemoryAnswerCache:
             return False
         templates = frozenset(t for t in (question.template_id, answer.template_version) if t)
         recorded = Recorded(answer, request_fingerprint(question))
-        self._entries[key] = _Entry(recorded, question.tenant_id, templates, self._clock() + self.ttl_s)
+        self._entries[key] = _Entry(
+            recorded, question.tenant_id, question.caller, templates, self._clock() + self.ttl_s
+        )
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
@@ -204,6 +216,9 @@ class MemoryAnswerCache:
 
     async def clear(self) -> None:
         self._entries.clear()
+
+    async def erase_caller(self, caller: str, tenant_id: str | None = None) -> int:
+        return self._drop(lambda entry: entry.caller == caller and tenant_id in (None, entry.tenant_id))
 
     def _generation(self, tenant_id: str) -> int:
         return self._generations.get(tenant_id, 0)

@@ -43,6 +43,7 @@ from ragsvc.generation.openai_compat import OpenAICompatGenerator
 from ragsvc.ingest.indexer import Indexer
 from ragsvc.ingest.loaders import source_documents_from_paths
 from ragsvc.management import ranking, templates
+from ragsvc.management.erasure import CallerErasure
 from ragsvc.management.owners import OwnerControl
 from ragsvc.management.ranking import RankingControl
 from ragsvc.management.templates import TemplateCatalog
@@ -97,6 +98,7 @@ class Components:
     rate_limit: RateLimit | None  # the limit of all replicas together, on Redis (None: the server's own)
     conversation: Conversation  # the stored sessions, as their callers may read and delete them
     owners: OwnerControl  # the tag-owner directory
+    erasure: CallerErasure  # everything one caller stored, erased on an admin's request
 
     def probes(self) -> Mapping[str, Probe]:
         """The health probe of each dependency, by its health name (`redis` only when Redis is configured)."""
@@ -151,6 +153,7 @@ async def open_components(
             session_retention_days=records.session_retention_days,
             answers=answers,
             audit_retention_days=records.audit_retention_days,
+            audit_text_retention_days=records.audit_text_days,
             interval_s=records.retention_interval_s,
         )
         retention.start()  # purges now, then every interval
@@ -162,7 +165,7 @@ async def open_components(
         registry = TemplateRegistry()  # the built-ins, and this server's custom templates once loaded
         catalog, weights = await open_management(database, registry, retriever, cache, shared)
 
-        conversation = Conversation(sessions, retrieval_access(settings))
+        conversation = Conversation(sessions, retrieval_access(settings), answers=answers)
         pipeline = build_pipeline(settings, retriever, generator, models, registry, owners, conversation)
         answering = AnsweringService(
             pipeline,
@@ -180,7 +183,7 @@ async def open_components(
         yield Components(
             settings, embedder, engine, retriever, generator, database, answers, indexer, answering,
             catalog, weights, cache, retention, shared, global_rate_limit(settings, shared), conversation,
-            OwnerControl(owners),
+            OwnerControl(owners), CallerErasure(answers, sessions=sessions, cache=cache, replays=replays),
         )  # fmt: skip
 
 

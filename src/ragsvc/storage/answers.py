@@ -35,6 +35,14 @@ moment, and `drain` (at shutdown) still waits for it. The log's promise is weake
 client received" to "a row for every answer, lost only with a crash or a failed commit, and then logged": honest
 where the log records use rather than proves it (with SQLite's synchronous=NORMAL a power loss can already undo
 the last commits either way).
+
+Erasure and retention. A row's text (the question, what was searched, the answer and its draft, the packed
+chunks, the error message) is erased apart from its metadata (ids, caller, times, outcome, confidence, citation
+ids, flags, model, timings), which may be kept longer: `purge_text` blanks the text of rows older than the text's
+retention, `purge` deletes whole rows older than the metadata's. `erase_session` blanks the text of a deleted
+session's rows, `erase_caller` that of every row of one caller (and the caller's name on them). An erased row
+keeps its place and says when its text went (`text_erased_at`). Each of them first waits for the rows handed over
+before it (`drain`), so that no row of an erased request is committed after its erasure.
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ import asyncio
 import dataclasses
 import enum
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -171,6 +179,37 @@ class AnswerLog:
         cutoff = (now or utc_now()) - timedelta(days=retention_days)
         return await self._db.execute("DELETE FROM answers WHERE created_at < ?", (cutoff,))
 
+    async def purge_text(self, *, retention_days: float, now: datetime | None = None) -> int:
+        """Erase the text of rows older than the text's retention period (their metadata stays); returns how many
+        rows had text erased."""
+        now = now or utc_now()
+        cutoff = now - timedelta(days=retention_days)
+        return await self._erase_text("created_at < ?", (cutoff,), now=now)
+
+    async def erase_session(self, tenant_id: str, session_id: str) -> int:
+        """Erase the text of the rows of session `session_id` of `tenant_id` (deleted); returns how many rows."""
+        await self.drain()
+        return await self._erase_text("tenant_id = ? AND session_id = ?", (tenant_id, session_id))
+
+    async def erase_caller(self, caller: str, tenant_id: str | None = None) -> int:
+        """Erase the text of every row of `caller` (in `tenant_id`; None: in every tenant), and the caller's name on
+        them; returns how many rows."""
+        await self.drain()
+        where, params = ("caller = ?", [caller]) if tenant_id is None else ("caller = ? AND tenant_id = ?", [caller, tenant_id])
+        return await self._erase_text(where, params, anonymise=True)
+
+    async def _erase_text(
+        self, where: str, params: Sequence[Any], *, now: datetime | None = None, anonymise: bool = False
+    ) -> int:
+        """Blank the text columns (and, `anonymise`, the caller) of the rows matching `where` whose text is not
+        erased yet (or, `anonymise`, that still name the caller); returns how many rows changed."""
+        assignments = [_ERASED_TEXT, "text_erased_at = COALESCE(text_erased_at, ?)"]
+        if anonymise:
+            assignments.append("caller = ''")
+        pending = "caller <> ''" if anonymise else "text_erased_at IS NULL"
+        sql = f"UPDATE answers SET {', '.join(assignments)} WHERE {where} AND {pending}"  # noqa: S608
+        return await self._db.execute(sql, (now or utc_now(), *params))
+
     async def recent(self, tenant_id: str, limit: int = 50) -> list[dict[str, Any]]:
         """The tenant's latest rows, newest first, with JSON columns decoded (every row handed over before
         included)."""
@@ -194,6 +233,7 @@ class AnswerLog:
             "request_id": question.request_id,
             "tenant_id": question.tenant_id or self._default_tenant,
             "session_id": question.session_id,
+            "caller": question.caller,
             "query": question.query,
             "outcome": outcome.value,
             **_UNSET,
@@ -223,5 +263,8 @@ _UNSET: dict[str, Any] = {
     "query_rewrite": "",
     "draft": "",
 }
-_COLUMNS = ("created_at", "request_id", "tenant_id", "session_id", "query", "outcome", *_UNSET)
+_COLUMNS = ("created_at", "request_id", "tenant_id", "session_id", "caller", "query", "outcome", *_UNSET)
+# What erasing a row's text sets: every column that holds text the caller sent or was answered.
+_TEXT_COLUMNS = ("query", "answer", "draft", "search_query", "error_message")
+_ERASED_TEXT = ", ".join([*(f"{column} = ''" for column in _TEXT_COLUMNS), "packed_chunks = NULL"])
 _INSERT = f"INSERT INTO answers ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"  # noqa: S608

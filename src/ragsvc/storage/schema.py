@@ -98,8 +98,19 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE answers ADD COLUMN query_rewrite TEXT NOT NULL DEFAULT '';
     ALTER TABLE answers ADD COLUMN draft TEXT NOT NULL DEFAULT '';
     """,
+    # Erasure and retention of the audit log's text (storage/answers.py): the caller each row's request came from
+    # (rows of a session written before get its owner; other older rows stay ''), and when its text was erased
+    # (NULL: it was not). Indexes for erasing by caller, by session, and the text retention's purge.
+    """
+    ALTER TABLE answers ADD COLUMN caller TEXT NOT NULL DEFAULT '';
+    ALTER TABLE answers ADD COLUMN text_erased_at {timestamp};
+    UPDATE answers SET caller = COALESCE((SELECT s.owner FROM sessions s WHERE s.tenant_id = answers.tenant_id
+        AND s.session_id = answers.session_id), '') WHERE session_id <> '';
+    CREATE INDEX answers_by_caller ON answers (caller);
+    CREATE INDEX answers_by_session ON answers (tenant_id, session_id);
+    """,
 )
 
 # The columns declared {timestamp} above: SQLite keeps them as ISO 8601 text, which the SQLite backend turns
 # back into datetimes on the way out (a test checks this set against PostgreSQL's catalogue).
-TIMESTAMP_COLUMNS = frozenset({"created_at", "updated_at"})
+TIMESTAMP_COLUMNS = frozenset({"created_at", "updated_at", "text_erased_at"})

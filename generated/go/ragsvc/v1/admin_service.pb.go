@@ -22,6 +22,172 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// EraseCallerRequest names the caller to erase: exactly one of `key_name` and `peer`.
+type EraseCallerRequest struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// The tenant. For a key, the key's tenant; empty means the admin key's tenant (with
+	// authentication) or the server's default. For a peer, the tenant to erase it in; empty
+	// means the admin key's tenant with authentication, and every tenant without.
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// The caller's API key: its `name` in the keys document (the request log's "key"), at most
+	// 256 characters.
+	KeyName string `protobuf:"bytes,2,opt,name=key_name,json=keyName,proto3" json:"key_name,omitempty"`
+	// A caller that had no key (authentication off): its peer identity as the request log's
+	// "peer" shows it (its client certificate's identity, else its IP address), at most 256
+	// characters.
+	Peer string `protobuf:"bytes,3,opt,name=peer,proto3" json:"peer,omitempty"`
+}
+
+func (x *EraseCallerRequest) Reset() {
+	*x = EraseCallerRequest{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[0]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *EraseCallerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EraseCallerRequest) ProtoMessage() {}
+
+func (x *EraseCallerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[0]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EraseCallerRequest.ProtoReflect.Descriptor instead.
+func (*EraseCallerRequest) Descriptor() ([]byte, []int) {
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *EraseCallerRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *EraseCallerRequest) GetKeyName() string {
+	if x != nil {
+		return x.KeyName
+	}
+	return ""
+}
+
+func (x *EraseCallerRequest) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+// EraseCallerResponse is what the erasure removed, per store.
+type EraseCallerResponse struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// Sessions deleted.
+	SessionsDeleted int32 `protobuf:"varint,1,opt,name=sessions_deleted,json=sessionsDeleted,proto3" json:"sessions_deleted,omitempty"`
+	// Messages (questions and answers) of those sessions deleted.
+	SessionMessagesDeleted int32 `protobuf:"varint,2,opt,name=session_messages_deleted,json=sessionMessagesDeleted,proto3" json:"session_messages_deleted,omitempty"`
+	// Rows of the audit log whose text and caller were erased.
+	AuditRecordsErased int32 `protobuf:"varint,3,opt,name=audit_records_erased,json=auditRecordsErased,proto3" json:"audit_records_erased,omitempty"`
+	// Long-running operations deleted, with their results (0 on a server that stores none).
+	OperationsDeleted int32 `protobuf:"varint,4,opt,name=operations_deleted,json=operationsDeleted,proto3" json:"operations_deleted,omitempty"`
+	// Answers dropped from the answer cache.
+	CachedAnswersDropped int32 `protobuf:"varint,5,opt,name=cached_answers_dropped,json=cachedAnswersDropped,proto3" json:"cached_answers_dropped,omitempty"`
+	// Answers dropped from the replay store (idempotency keys).
+	ReplayedAnswersDropped int32 `protobuf:"varint,6,opt,name=replayed_answers_dropped,json=replayedAnswersDropped,proto3" json:"replayed_answers_dropped,omitempty"`
+}
+
+func (x *EraseCallerResponse) Reset() {
+	*x = EraseCallerResponse{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[1]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *EraseCallerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EraseCallerResponse) ProtoMessage() {}
+
+func (x *EraseCallerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[1]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EraseCallerResponse.ProtoReflect.Descriptor instead.
+func (*EraseCallerResponse) Descriptor() ([]byte, []int) {
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *EraseCallerResponse) GetSessionsDeleted() int32 {
+	if x != nil {
+		return x.SessionsDeleted
+	}
+	return 0
+}
+
+func (x *EraseCallerResponse) GetSessionMessagesDeleted() int32 {
+	if x != nil {
+		return x.SessionMessagesDeleted
+	}
+	return 0
+}
+
+func (x *EraseCallerResponse) GetAuditRecordsErased() int32 {
+	if x != nil {
+		return x.AuditRecordsErased
+	}
+	return 0
+}
+
+func (x *EraseCallerResponse) GetOperationsDeleted() int32 {
+	if x != nil {
+		return x.OperationsDeleted
+	}
+	return 0
+}
+
+func (x *EraseCallerResponse) GetCachedAnswersDropped() int32 {
+	if x != nil {
+		return x.CachedAnswersDropped
+	}
+	return 0
+}
+
+func (x *EraseCallerResponse) GetReplayedAnswersDropped() int32 {
+	if x != nil {
+		return x.ReplayedAnswersDropped
+	}
+	return 0
+}
+
 // TagOwner is who answers for an access tag.
 type TagOwner struct {
 	state         protoimpl.MessageState
@@ -39,7 +205,7 @@ type TagOwner struct {
 func (x *TagOwner) Reset() {
 	*x = TagOwner{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[0]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[2]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -52,7 +218,7 @@ func (x *TagOwner) String() string {
 func (*TagOwner) ProtoMessage() {}
 
 func (x *TagOwner) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[0]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[2]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -65,7 +231,7 @@ func (x *TagOwner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TagOwner.ProtoReflect.Descriptor instead.
 func (*TagOwner) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{0}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *TagOwner) GetName() string {
@@ -104,7 +270,7 @@ type ListTagOwnersRequest struct {
 func (x *ListTagOwnersRequest) Reset() {
 	*x = ListTagOwnersRequest{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[1]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[3]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -117,7 +283,7 @@ func (x *ListTagOwnersRequest) String() string {
 func (*ListTagOwnersRequest) ProtoMessage() {}
 
 func (x *ListTagOwnersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[1]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[3]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -130,7 +296,7 @@ func (x *ListTagOwnersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTagOwnersRequest.ProtoReflect.Descriptor instead.
 func (*ListTagOwnersRequest) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{1}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ListTagOwnersRequest) GetPageSize() int32 {
@@ -162,7 +328,7 @@ type ListTagOwnersResponse struct {
 func (x *ListTagOwnersResponse) Reset() {
 	*x = ListTagOwnersResponse{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[2]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[4]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -175,7 +341,7 @@ func (x *ListTagOwnersResponse) String() string {
 func (*ListTagOwnersResponse) ProtoMessage() {}
 
 func (x *ListTagOwnersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[2]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[4]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -188,7 +354,7 @@ func (x *ListTagOwnersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTagOwnersResponse.ProtoReflect.Descriptor instead.
 func (*ListTagOwnersResponse) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{2}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListTagOwnersResponse) GetTagOwners() []*TagOwner {
@@ -218,7 +384,7 @@ type SetTagOwnerRequest struct {
 func (x *SetTagOwnerRequest) Reset() {
 	*x = SetTagOwnerRequest{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[3]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[5]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -231,7 +397,7 @@ func (x *SetTagOwnerRequest) String() string {
 func (*SetTagOwnerRequest) ProtoMessage() {}
 
 func (x *SetTagOwnerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[3]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[5]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -244,7 +410,7 @@ func (x *SetTagOwnerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTagOwnerRequest.ProtoReflect.Descriptor instead.
 func (*SetTagOwnerRequest) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{3}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SetTagOwnerRequest) GetTagOwner() *TagOwner {
@@ -267,7 +433,7 @@ type SetTagOwnerResponse struct {
 func (x *SetTagOwnerResponse) Reset() {
 	*x = SetTagOwnerResponse{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[4]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[6]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -280,7 +446,7 @@ func (x *SetTagOwnerResponse) String() string {
 func (*SetTagOwnerResponse) ProtoMessage() {}
 
 func (x *SetTagOwnerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[4]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[6]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -293,7 +459,7 @@ func (x *SetTagOwnerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTagOwnerResponse.ProtoReflect.Descriptor instead.
 func (*SetTagOwnerResponse) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{4}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SetTagOwnerResponse) GetTagOwner() *TagOwner {
@@ -316,7 +482,7 @@ type DeleteTagOwnerRequest struct {
 func (x *DeleteTagOwnerRequest) Reset() {
 	*x = DeleteTagOwnerRequest{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[5]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[7]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -329,7 +495,7 @@ func (x *DeleteTagOwnerRequest) String() string {
 func (*DeleteTagOwnerRequest) ProtoMessage() {}
 
 func (x *DeleteTagOwnerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[5]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[7]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -342,7 +508,7 @@ func (x *DeleteTagOwnerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTagOwnerRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTagOwnerRequest) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{5}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeleteTagOwnerRequest) GetName() string {
@@ -362,7 +528,7 @@ type DeleteTagOwnerResponse struct {
 func (x *DeleteTagOwnerResponse) Reset() {
 	*x = DeleteTagOwnerResponse{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[6]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[8]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -375,7 +541,7 @@ func (x *DeleteTagOwnerResponse) String() string {
 func (*DeleteTagOwnerResponse) ProtoMessage() {}
 
 func (x *DeleteTagOwnerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[6]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[8]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -388,7 +554,7 @@ func (x *DeleteTagOwnerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTagOwnerResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTagOwnerResponse) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{6}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{8}
 }
 
 // PromptTemplate is one prompt template. The system prompt is built from the request's citation
@@ -422,7 +588,7 @@ type PromptTemplate struct {
 func (x *PromptTemplate) Reset() {
 	*x = PromptTemplate{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[7]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[9]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -435,7 +601,7 @@ func (x *PromptTemplate) String() string {
 func (*PromptTemplate) ProtoMessage() {}
 
 func (x *PromptTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[7]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[9]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -448,7 +614,7 @@ func (x *PromptTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptTemplate.ProtoReflect.Descriptor instead.
 func (*PromptTemplate) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{7}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PromptTemplate) GetName() string {
@@ -516,7 +682,7 @@ type CreatePromptTemplateRequest struct {
 func (x *CreatePromptTemplateRequest) Reset() {
 	*x = CreatePromptTemplateRequest{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[8]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[10]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -529,7 +695,7 @@ func (x *CreatePromptTemplateRequest) String() string {
 func (*CreatePromptTemplateRequest) ProtoMessage() {}
 
 func (x *CreatePromptTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[8]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[10]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -542,7 +708,7 @@ func (x *CreatePromptTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePromptTemplateRequest.ProtoReflect.Descriptor instead.
 func (*CreatePromptTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{8}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreatePromptTemplateRequest) GetPromptTemplate() *PromptTemplate {
@@ -572,7 +738,7 @@ type GetPromptTemplateRequest struct {
 func (x *GetPromptTemplateRequest) Reset() {
 	*x = GetPromptTemplateRequest{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[9]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[11]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -585,7 +751,7 @@ func (x *GetPromptTemplateRequest) String() string {
 func (*GetPromptTemplateRequest) ProtoMessage() {}
 
 func (x *GetPromptTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[9]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[11]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -598,7 +764,7 @@ func (x *GetPromptTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptTemplateRequest.ProtoReflect.Descriptor instead.
 func (*GetPromptTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{9}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetPromptTemplateRequest) GetName() string {
@@ -623,7 +789,7 @@ type ListPromptTemplatesRequest struct {
 func (x *ListPromptTemplatesRequest) Reset() {
 	*x = ListPromptTemplatesRequest{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[10]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[12]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -636,7 +802,7 @@ func (x *ListPromptTemplatesRequest) String() string {
 func (*ListPromptTemplatesRequest) ProtoMessage() {}
 
 func (x *ListPromptTemplatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[10]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[12]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +815,7 @@ func (x *ListPromptTemplatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPromptTemplatesRequest.ProtoReflect.Descriptor instead.
 func (*ListPromptTemplatesRequest) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{10}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListPromptTemplatesRequest) GetPageSize() int32 {
@@ -681,7 +847,7 @@ type ListPromptTemplatesResponse struct {
 func (x *ListPromptTemplatesResponse) Reset() {
 	*x = ListPromptTemplatesResponse{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[11]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[13]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -694,7 +860,7 @@ func (x *ListPromptTemplatesResponse) String() string {
 func (*ListPromptTemplatesResponse) ProtoMessage() {}
 
 func (x *ListPromptTemplatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[11]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[13]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +873,7 @@ func (x *ListPromptTemplatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPromptTemplatesResponse.ProtoReflect.Descriptor instead.
 func (*ListPromptTemplatesResponse) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{11}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListPromptTemplatesResponse) GetPromptTemplates() []*PromptTemplate {
@@ -739,7 +905,7 @@ type UpdatePromptTemplateRequest struct {
 func (x *UpdatePromptTemplateRequest) Reset() {
 	*x = UpdatePromptTemplateRequest{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[12]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[14]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -752,7 +918,7 @@ func (x *UpdatePromptTemplateRequest) String() string {
 func (*UpdatePromptTemplateRequest) ProtoMessage() {}
 
 func (x *UpdatePromptTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[12]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[14]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +931,7 @@ func (x *UpdatePromptTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePromptTemplateRequest.ProtoReflect.Descriptor instead.
 func (*UpdatePromptTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{12}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UpdatePromptTemplateRequest) GetPromptTemplate() *PromptTemplate {
@@ -795,7 +961,7 @@ type DeletePromptTemplateRequest struct {
 func (x *DeletePromptTemplateRequest) Reset() {
 	*x = DeletePromptTemplateRequest{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[13]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[15]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -808,7 +974,7 @@ func (x *DeletePromptTemplateRequest) String() string {
 func (*DeletePromptTemplateRequest) ProtoMessage() {}
 
 func (x *DeletePromptTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[13]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[15]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +987,7 @@ func (x *DeletePromptTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePromptTemplateRequest.ProtoReflect.Descriptor instead.
 func (*DeletePromptTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{13}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeletePromptTemplateRequest) GetName() string {
@@ -844,7 +1010,7 @@ type DeletePromptTemplateResponse struct {
 func (x *DeletePromptTemplateResponse) Reset() {
 	*x = DeletePromptTemplateResponse{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[14]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[16]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -857,7 +1023,7 @@ func (x *DeletePromptTemplateResponse) String() string {
 func (*DeletePromptTemplateResponse) ProtoMessage() {}
 
 func (x *DeletePromptTemplateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[14]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[16]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -870,7 +1036,7 @@ func (x *DeletePromptTemplateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePromptTemplateResponse.ProtoReflect.Descriptor instead.
 func (*DeletePromptTemplateResponse) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{14}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeletePromptTemplateResponse) GetCachedAnswersDropped() int32 {
@@ -901,7 +1067,7 @@ type RankingWeights struct {
 func (x *RankingWeights) Reset() {
 	*x = RankingWeights{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[15]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[17]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -914,7 +1080,7 @@ func (x *RankingWeights) String() string {
 func (*RankingWeights) ProtoMessage() {}
 
 func (x *RankingWeights) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[15]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[17]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1093,7 @@ func (x *RankingWeights) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RankingWeights.ProtoReflect.Descriptor instead.
 func (*RankingWeights) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{15}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RankingWeights) GetName() string {
@@ -971,7 +1137,7 @@ type GetRankingWeightsRequest struct {
 func (x *GetRankingWeightsRequest) Reset() {
 	*x = GetRankingWeightsRequest{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[16]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[18]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -984,7 +1150,7 @@ func (x *GetRankingWeightsRequest) String() string {
 func (*GetRankingWeightsRequest) ProtoMessage() {}
 
 func (x *GetRankingWeightsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[16]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[18]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1163,7 @@ func (x *GetRankingWeightsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRankingWeightsRequest.ProtoReflect.Descriptor instead.
 func (*GetRankingWeightsRequest) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{16}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetRankingWeightsRequest) GetName() string {
@@ -1023,7 +1189,7 @@ type UpdateRankingWeightsRequest struct {
 func (x *UpdateRankingWeightsRequest) Reset() {
 	*x = UpdateRankingWeightsRequest{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[17]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[19]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1036,7 +1202,7 @@ func (x *UpdateRankingWeightsRequest) String() string {
 func (*UpdateRankingWeightsRequest) ProtoMessage() {}
 
 func (x *UpdateRankingWeightsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[17]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[19]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1215,7 @@ func (x *UpdateRankingWeightsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRankingWeightsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRankingWeightsRequest) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{17}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UpdateRankingWeightsRequest) GetRankingWeights() *RankingWeights {
@@ -1080,7 +1246,7 @@ type SimulateAskRequest struct {
 func (x *SimulateAskRequest) Reset() {
 	*x = SimulateAskRequest{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[18]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[20]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1093,7 +1259,7 @@ func (x *SimulateAskRequest) String() string {
 func (*SimulateAskRequest) ProtoMessage() {}
 
 func (x *SimulateAskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[18]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[20]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1272,7 @@ func (x *SimulateAskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SimulateAskRequest.ProtoReflect.Descriptor instead.
 func (*SimulateAskRequest) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{18}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SimulateAskRequest) GetRequest() *AskRequest {
@@ -1137,7 +1303,7 @@ type SimulateAskResponse struct {
 func (x *SimulateAskResponse) Reset() {
 	*x = SimulateAskResponse{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[19]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[21]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1150,7 +1316,7 @@ func (x *SimulateAskResponse) String() string {
 func (*SimulateAskResponse) ProtoMessage() {}
 
 func (x *SimulateAskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[19]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[21]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1329,7 @@ func (x *SimulateAskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SimulateAskResponse.ProtoReflect.Descriptor instead.
 func (*SimulateAskResponse) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{19}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SimulateAskResponse) GetAnswer() *Answer {
@@ -1200,7 +1366,7 @@ type CreatePromptTemplateResponse struct {
 func (x *CreatePromptTemplateResponse) Reset() {
 	*x = CreatePromptTemplateResponse{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[20]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[22]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1213,7 +1379,7 @@ func (x *CreatePromptTemplateResponse) String() string {
 func (*CreatePromptTemplateResponse) ProtoMessage() {}
 
 func (x *CreatePromptTemplateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[20]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[22]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1392,7 @@ func (x *CreatePromptTemplateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePromptTemplateResponse.ProtoReflect.Descriptor instead.
 func (*CreatePromptTemplateResponse) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{20}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreatePromptTemplateResponse) GetPromptTemplate() *PromptTemplate {
@@ -1249,7 +1415,7 @@ type GetPromptTemplateResponse struct {
 func (x *GetPromptTemplateResponse) Reset() {
 	*x = GetPromptTemplateResponse{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[21]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[23]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1262,7 +1428,7 @@ func (x *GetPromptTemplateResponse) String() string {
 func (*GetPromptTemplateResponse) ProtoMessage() {}
 
 func (x *GetPromptTemplateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[21]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[23]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1441,7 @@ func (x *GetPromptTemplateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptTemplateResponse.ProtoReflect.Descriptor instead.
 func (*GetPromptTemplateResponse) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{21}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetPromptTemplateResponse) GetPromptTemplate() *PromptTemplate {
@@ -1300,7 +1466,7 @@ type UpdatePromptTemplateResponse struct {
 func (x *UpdatePromptTemplateResponse) Reset() {
 	*x = UpdatePromptTemplateResponse{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[22]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[24]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1313,7 +1479,7 @@ func (x *UpdatePromptTemplateResponse) String() string {
 func (*UpdatePromptTemplateResponse) ProtoMessage() {}
 
 func (x *UpdatePromptTemplateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[22]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[24]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1492,7 @@ func (x *UpdatePromptTemplateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePromptTemplateResponse.ProtoReflect.Descriptor instead.
 func (*UpdatePromptTemplateResponse) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{22}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UpdatePromptTemplateResponse) GetPromptTemplate() *PromptTemplate {
@@ -1356,7 +1522,7 @@ type GetRankingWeightsResponse struct {
 func (x *GetRankingWeightsResponse) Reset() {
 	*x = GetRankingWeightsResponse{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[23]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[25]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1369,7 +1535,7 @@ func (x *GetRankingWeightsResponse) String() string {
 func (*GetRankingWeightsResponse) ProtoMessage() {}
 
 func (x *GetRankingWeightsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[23]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[25]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +1548,7 @@ func (x *GetRankingWeightsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRankingWeightsResponse.ProtoReflect.Descriptor instead.
 func (*GetRankingWeightsResponse) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{23}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetRankingWeightsResponse) GetRankingWeights() *RankingWeights {
@@ -1405,7 +1571,7 @@ type UpdateRankingWeightsResponse struct {
 func (x *UpdateRankingWeightsResponse) Reset() {
 	*x = UpdateRankingWeightsResponse{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[24]
+		mi := &file_ragsvc_v1_admin_service_proto_msgTypes[26]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1418,7 +1584,7 @@ func (x *UpdateRankingWeightsResponse) String() string {
 func (*UpdateRankingWeightsResponse) ProtoMessage() {}
 
 func (x *UpdateRankingWeightsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[24]
+	mi := &file_ragsvc_v1_admin_service_proto_msgTypes[26]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +1597,7 @@ func (x *UpdateRankingWeightsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRankingWeightsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateRankingWeightsResponse) Descriptor() ([]byte, []int) {
-	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{24}
+	return file_ragsvc_v1_admin_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *UpdateRankingWeightsResponse) GetRankingWeights() *RankingWeights {
@@ -1452,7 +1618,34 @@ var file_ragsvc_v1_admin_service_proto_rawDesc = []byte{
 	0x6f, 0x67, 0x6c, 0x65, 0x2f, 0x70, 0x72, 0x6f, 0x74, 0x6f, 0x62, 0x75, 0x66, 0x2f, 0x74, 0x69,
 	0x6d, 0x65, 0x73, 0x74, 0x61, 0x6d, 0x70, 0x2e, 0x70, 0x72, 0x6f, 0x74, 0x6f, 0x1a, 0x1b, 0x72,
 	0x61, 0x67, 0x73, 0x76, 0x63, 0x2f, 0x76, 0x31, 0x2f, 0x72, 0x61, 0x67, 0x5f, 0x73, 0x65, 0x72,
-	0x76, 0x69, 0x63, 0x65, 0x2e, 0x70, 0x72, 0x6f, 0x74, 0x6f, 0x22, 0x63, 0x0a, 0x08, 0x54, 0x61,
+	0x76, 0x69, 0x63, 0x65, 0x2e, 0x70, 0x72, 0x6f, 0x74, 0x6f, 0x22, 0x60, 0x0a, 0x12, 0x45, 0x72,
+	0x61, 0x73, 0x65, 0x43, 0x61, 0x6c, 0x6c, 0x65, 0x72, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74,
+	0x12, 0x1b, 0x0a, 0x09, 0x74, 0x65, 0x6e, 0x61, 0x6e, 0x74, 0x5f, 0x69, 0x64, 0x18, 0x01, 0x20,
+	0x01, 0x28, 0x09, 0x52, 0x08, 0x74, 0x65, 0x6e, 0x61, 0x6e, 0x74, 0x49, 0x64, 0x12, 0x19, 0x0a,
+	0x08, 0x6b, 0x65, 0x79, 0x5f, 0x6e, 0x61, 0x6d, 0x65, 0x18, 0x02, 0x20, 0x01, 0x28, 0x09, 0x52,
+	0x07, 0x6b, 0x65, 0x79, 0x4e, 0x61, 0x6d, 0x65, 0x12, 0x12, 0x0a, 0x04, 0x70, 0x65, 0x65, 0x72,
+	0x18, 0x03, 0x20, 0x01, 0x28, 0x09, 0x52, 0x04, 0x70, 0x65, 0x65, 0x72, 0x22, 0xcb, 0x02, 0x0a,
+	0x13, 0x45, 0x72, 0x61, 0x73, 0x65, 0x43, 0x61, 0x6c, 0x6c, 0x65, 0x72, 0x52, 0x65, 0x73, 0x70,
+	0x6f, 0x6e, 0x73, 0x65, 0x12, 0x29, 0x0a, 0x10, 0x73, 0x65, 0x73, 0x73, 0x69, 0x6f, 0x6e, 0x73,
+	0x5f, 0x64, 0x65, 0x6c, 0x65, 0x74, 0x65, 0x64, 0x18, 0x01, 0x20, 0x01, 0x28, 0x05, 0x52, 0x0f,
+	0x73, 0x65, 0x73, 0x73, 0x69, 0x6f, 0x6e, 0x73, 0x44, 0x65, 0x6c, 0x65, 0x74, 0x65, 0x64, 0x12,
+	0x38, 0x0a, 0x18, 0x73, 0x65, 0x73, 0x73, 0x69, 0x6f, 0x6e, 0x5f, 0x6d, 0x65, 0x73, 0x73, 0x61,
+	0x67, 0x65, 0x73, 0x5f, 0x64, 0x65, 0x6c, 0x65, 0x74, 0x65, 0x64, 0x18, 0x02, 0x20, 0x01, 0x28,
+	0x05, 0x52, 0x16, 0x73, 0x65, 0x73, 0x73, 0x69, 0x6f, 0x6e, 0x4d, 0x65, 0x73, 0x73, 0x61, 0x67,
+	0x65, 0x73, 0x44, 0x65, 0x6c, 0x65, 0x74, 0x65, 0x64, 0x12, 0x30, 0x0a, 0x14, 0x61, 0x75, 0x64,
+	0x69, 0x74, 0x5f, 0x72, 0x65, 0x63, 0x6f, 0x72, 0x64, 0x73, 0x5f, 0x65, 0x72, 0x61, 0x73, 0x65,
+	0x64, 0x18, 0x03, 0x20, 0x01, 0x28, 0x05, 0x52, 0x12, 0x61, 0x75, 0x64, 0x69, 0x74, 0x52, 0x65,
+	0x63, 0x6f, 0x72, 0x64, 0x73, 0x45, 0x72, 0x61, 0x73, 0x65, 0x64, 0x12, 0x2d, 0x0a, 0x12, 0x6f,
+	0x70, 0x65, 0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x73, 0x5f, 0x64, 0x65, 0x6c, 0x65, 0x74, 0x65,
+	0x64, 0x18, 0x04, 0x20, 0x01, 0x28, 0x05, 0x52, 0x11, 0x6f, 0x70, 0x65, 0x72, 0x61, 0x74, 0x69,
+	0x6f, 0x6e, 0x73, 0x44, 0x65, 0x6c, 0x65, 0x74, 0x65, 0x64, 0x12, 0x34, 0x0a, 0x16, 0x63, 0x61,
+	0x63, 0x68, 0x65, 0x64, 0x5f, 0x61, 0x6e, 0x73, 0x77, 0x65, 0x72, 0x73, 0x5f, 0x64, 0x72, 0x6f,
+	0x70, 0x70, 0x65, 0x64, 0x18, 0x05, 0x20, 0x01, 0x28, 0x05, 0x52, 0x14, 0x63, 0x61, 0x63, 0x68,
+	0x65, 0x64, 0x41, 0x6e, 0x73, 0x77, 0x65, 0x72, 0x73, 0x44, 0x72, 0x6f, 0x70, 0x70, 0x65, 0x64,
+	0x12, 0x38, 0x0a, 0x18, 0x72, 0x65, 0x70, 0x6c, 0x61, 0x79, 0x65, 0x64, 0x5f, 0x61, 0x6e, 0x73,
+	0x77, 0x65, 0x72, 0x73, 0x5f, 0x64, 0x72, 0x6f, 0x70, 0x70, 0x65, 0x64, 0x18, 0x06, 0x20, 0x01,
+	0x28, 0x05, 0x52, 0x16, 0x72, 0x65, 0x70, 0x6c, 0x61, 0x79, 0x65, 0x64, 0x41, 0x6e, 0x73, 0x77,
+	0x65, 0x72, 0x73, 0x44, 0x72, 0x6f, 0x70, 0x70, 0x65, 0x64, 0x22, 0x63, 0x0a, 0x08, 0x54, 0x61,
 	0x67, 0x4f, 0x77, 0x6e, 0x65, 0x72, 0x12, 0x12, 0x0a, 0x04, 0x6e, 0x61, 0x6d, 0x65, 0x18, 0x01,
 	0x20, 0x01, 0x28, 0x09, 0x52, 0x04, 0x6e, 0x61, 0x6d, 0x65, 0x12, 0x22, 0x0a, 0x0d, 0x6f, 0x77,
 	0x6e, 0x65, 0x72, 0x5f, 0x75, 0x73, 0x65, 0x72, 0x5f, 0x69, 0x64, 0x18, 0x02, 0x20, 0x01, 0x28,
@@ -1618,7 +1811,7 @@ var file_ragsvc_v1_admin_service_proto_rawDesc = []byte{
 	0x65, 0x69, 0x67, 0x68, 0x74, 0x73, 0x18, 0x01, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x19, 0x2e, 0x72,
 	0x61, 0x67, 0x73, 0x76, 0x63, 0x2e, 0x76, 0x31, 0x2e, 0x52, 0x61, 0x6e, 0x6b, 0x69, 0x6e, 0x67,
 	0x57, 0x65, 0x69, 0x67, 0x68, 0x74, 0x73, 0x52, 0x0e, 0x72, 0x61, 0x6e, 0x6b, 0x69, 0x6e, 0x67,
-	0x57, 0x65, 0x69, 0x67, 0x68, 0x74, 0x73, 0x32, 0x9f, 0x08, 0x0a, 0x0c, 0x41, 0x64, 0x6d, 0x69,
+	0x57, 0x65, 0x69, 0x67, 0x68, 0x74, 0x73, 0x32, 0xed, 0x08, 0x0a, 0x0c, 0x41, 0x64, 0x6d, 0x69,
 	0x6e, 0x53, 0x65, 0x72, 0x76, 0x69, 0x63, 0x65, 0x12, 0x67, 0x0a, 0x14, 0x43, 0x72, 0x65, 0x61,
 	0x74, 0x65, 0x50, 0x72, 0x6f, 0x6d, 0x70, 0x74, 0x54, 0x65, 0x6d, 0x70, 0x6c, 0x61, 0x74, 0x65,
 	0x12, 0x26, 0x2e, 0x72, 0x61, 0x67, 0x73, 0x76, 0x63, 0x2e, 0x76, 0x31, 0x2e, 0x43, 0x72, 0x65,
@@ -1684,8 +1877,12 @@ var file_ragsvc_v1_admin_service_proto_rawDesc = []byte{
 	0x2e, 0x44, 0x65, 0x6c, 0x65, 0x74, 0x65, 0x54, 0x61, 0x67, 0x4f, 0x77, 0x6e, 0x65, 0x72, 0x52,
 	0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x1a, 0x21, 0x2e, 0x72, 0x61, 0x67, 0x73, 0x76, 0x63, 0x2e,
 	0x76, 0x31, 0x2e, 0x44, 0x65, 0x6c, 0x65, 0x74, 0x65, 0x54, 0x61, 0x67, 0x4f, 0x77, 0x6e, 0x65,
-	0x72, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x62, 0x06, 0x70, 0x72, 0x6f, 0x74, 0x6f,
-	0x33,
+	0x72, 0x52, 0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x12, 0x4c, 0x0a, 0x0b, 0x45, 0x72, 0x61,
+	0x73, 0x65, 0x43, 0x61, 0x6c, 0x6c, 0x65, 0x72, 0x12, 0x1d, 0x2e, 0x72, 0x61, 0x67, 0x73, 0x76,
+	0x63, 0x2e, 0x76, 0x31, 0x2e, 0x45, 0x72, 0x61, 0x73, 0x65, 0x43, 0x61, 0x6c, 0x6c, 0x65, 0x72,
+	0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x1a, 0x1e, 0x2e, 0x72, 0x61, 0x67, 0x73, 0x76, 0x63,
+	0x2e, 0x76, 0x31, 0x2e, 0x45, 0x72, 0x61, 0x73, 0x65, 0x43, 0x61, 0x6c, 0x6c, 0x65, 0x72, 0x52,
+	0x65, 0x73, 0x70, 0x6f, 0x6e, 0x73, 0x65, 0x62, 0x06, 0x70, 0x72, 0x6f, 0x74, 0x6f, 0x33,
 }
 
 var (
@@ -1700,81 +1897,85 @@ func file_ragsvc_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_ragsvc_v1_admin_service_proto_rawDescData
 }
 
-var file_ragsvc_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_ragsvc_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_ragsvc_v1_admin_service_proto_goTypes = []interface{}{
-	(*TagOwner)(nil),                     // 0: ragsvc.v1.TagOwner
-	(*ListTagOwnersRequest)(nil),         // 1: ragsvc.v1.ListTagOwnersRequest
-	(*ListTagOwnersResponse)(nil),        // 2: ragsvc.v1.ListTagOwnersResponse
-	(*SetTagOwnerRequest)(nil),           // 3: ragsvc.v1.SetTagOwnerRequest
-	(*SetTagOwnerResponse)(nil),          // 4: ragsvc.v1.SetTagOwnerResponse
-	(*DeleteTagOwnerRequest)(nil),        // 5: ragsvc.v1.DeleteTagOwnerRequest
-	(*DeleteTagOwnerResponse)(nil),       // 6: ragsvc.v1.DeleteTagOwnerResponse
-	(*PromptTemplate)(nil),               // 7: ragsvc.v1.PromptTemplate
-	(*CreatePromptTemplateRequest)(nil),  // 8: ragsvc.v1.CreatePromptTemplateRequest
-	(*GetPromptTemplateRequest)(nil),     // 9: ragsvc.v1.GetPromptTemplateRequest
-	(*ListPromptTemplatesRequest)(nil),   // 10: ragsvc.v1.ListPromptTemplatesRequest
-	(*ListPromptTemplatesResponse)(nil),  // 11: ragsvc.v1.ListPromptTemplatesResponse
-	(*UpdatePromptTemplateRequest)(nil),  // 12: ragsvc.v1.UpdatePromptTemplateRequest
-	(*DeletePromptTemplateRequest)(nil),  // 13: ragsvc.v1.DeletePromptTemplateRequest
-	(*DeletePromptTemplateResponse)(nil), // 14: ragsvc.v1.DeletePromptTemplateResponse
-	(*RankingWeights)(nil),               // 15: ragsvc.v1.RankingWeights
-	(*GetRankingWeightsRequest)(nil),     // 16: ragsvc.v1.GetRankingWeightsRequest
-	(*UpdateRankingWeightsRequest)(nil),  // 17: ragsvc.v1.UpdateRankingWeightsRequest
-	(*SimulateAskRequest)(nil),           // 18: ragsvc.v1.SimulateAskRequest
-	(*SimulateAskResponse)(nil),          // 19: ragsvc.v1.SimulateAskResponse
-	(*CreatePromptTemplateResponse)(nil), // 20: ragsvc.v1.CreatePromptTemplateResponse
-	(*GetPromptTemplateResponse)(nil),    // 21: ragsvc.v1.GetPromptTemplateResponse
-	(*UpdatePromptTemplateResponse)(nil), // 22: ragsvc.v1.UpdatePromptTemplateResponse
-	(*GetRankingWeightsResponse)(nil),    // 23: ragsvc.v1.GetRankingWeightsResponse
-	(*UpdateRankingWeightsResponse)(nil), // 24: ragsvc.v1.UpdateRankingWeightsResponse
-	(*timestamppb.Timestamp)(nil),        // 25: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),        // 26: google.protobuf.FieldMask
-	(*AskRequest)(nil),                   // 27: ragsvc.v1.AskRequest
-	(*Answer)(nil),                       // 28: ragsvc.v1.Answer
+	(*EraseCallerRequest)(nil),           // 0: ragsvc.v1.EraseCallerRequest
+	(*EraseCallerResponse)(nil),          // 1: ragsvc.v1.EraseCallerResponse
+	(*TagOwner)(nil),                     // 2: ragsvc.v1.TagOwner
+	(*ListTagOwnersRequest)(nil),         // 3: ragsvc.v1.ListTagOwnersRequest
+	(*ListTagOwnersResponse)(nil),        // 4: ragsvc.v1.ListTagOwnersResponse
+	(*SetTagOwnerRequest)(nil),           // 5: ragsvc.v1.SetTagOwnerRequest
+	(*SetTagOwnerResponse)(nil),          // 6: ragsvc.v1.SetTagOwnerResponse
+	(*DeleteTagOwnerRequest)(nil),        // 7: ragsvc.v1.DeleteTagOwnerRequest
+	(*DeleteTagOwnerResponse)(nil),       // 8: ragsvc.v1.DeleteTagOwnerResponse
+	(*PromptTemplate)(nil),               // 9: ragsvc.v1.PromptTemplate
+	(*CreatePromptTemplateRequest)(nil),  // 10: ragsvc.v1.CreatePromptTemplateRequest
+	(*GetPromptTemplateRequest)(nil),     // 11: ragsvc.v1.GetPromptTemplateRequest
+	(*ListPromptTemplatesRequest)(nil),   // 12: ragsvc.v1.ListPromptTemplatesRequest
+	(*ListPromptTemplatesResponse)(nil),  // 13: ragsvc.v1.ListPromptTemplatesResponse
+	(*UpdatePromptTemplateRequest)(nil),  // 14: ragsvc.v1.UpdatePromptTemplateRequest
+	(*DeletePromptTemplateRequest)(nil),  // 15: ragsvc.v1.DeletePromptTemplateRequest
+	(*DeletePromptTemplateResponse)(nil), // 16: ragsvc.v1.DeletePromptTemplateResponse
+	(*RankingWeights)(nil),               // 17: ragsvc.v1.RankingWeights
+	(*GetRankingWeightsRequest)(nil),     // 18: ragsvc.v1.GetRankingWeightsRequest
+	(*UpdateRankingWeightsRequest)(nil),  // 19: ragsvc.v1.UpdateRankingWeightsRequest
+	(*SimulateAskRequest)(nil),           // 20: ragsvc.v1.SimulateAskRequest
+	(*SimulateAskResponse)(nil),          // 21: ragsvc.v1.SimulateAskResponse
+	(*CreatePromptTemplateResponse)(nil), // 22: ragsvc.v1.CreatePromptTemplateResponse
+	(*GetPromptTemplateResponse)(nil),    // 23: ragsvc.v1.GetPromptTemplateResponse
+	(*UpdatePromptTemplateResponse)(nil), // 24: ragsvc.v1.UpdatePromptTemplateResponse
+	(*GetRankingWeightsResponse)(nil),    // 25: ragsvc.v1.GetRankingWeightsResponse
+	(*UpdateRankingWeightsResponse)(nil), // 26: ragsvc.v1.UpdateRankingWeightsResponse
+	(*timestamppb.Timestamp)(nil),        // 27: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),        // 28: google.protobuf.FieldMask
+	(*AskRequest)(nil),                   // 29: ragsvc.v1.AskRequest
+	(*Answer)(nil),                       // 30: ragsvc.v1.Answer
 }
 var file_ragsvc_v1_admin_service_proto_depIdxs = []int32{
-	0,  // 0: ragsvc.v1.ListTagOwnersResponse.tag_owners:type_name -> ragsvc.v1.TagOwner
-	0,  // 1: ragsvc.v1.SetTagOwnerRequest.tag_owner:type_name -> ragsvc.v1.TagOwner
-	0,  // 2: ragsvc.v1.SetTagOwnerResponse.tag_owner:type_name -> ragsvc.v1.TagOwner
-	25, // 3: ragsvc.v1.PromptTemplate.create_time:type_name -> google.protobuf.Timestamp
-	25, // 4: ragsvc.v1.PromptTemplate.update_time:type_name -> google.protobuf.Timestamp
-	7,  // 5: ragsvc.v1.CreatePromptTemplateRequest.prompt_template:type_name -> ragsvc.v1.PromptTemplate
-	7,  // 6: ragsvc.v1.ListPromptTemplatesResponse.prompt_templates:type_name -> ragsvc.v1.PromptTemplate
-	7,  // 7: ragsvc.v1.UpdatePromptTemplateRequest.prompt_template:type_name -> ragsvc.v1.PromptTemplate
-	26, // 8: ragsvc.v1.UpdatePromptTemplateRequest.update_mask:type_name -> google.protobuf.FieldMask
-	15, // 9: ragsvc.v1.UpdateRankingWeightsRequest.ranking_weights:type_name -> ragsvc.v1.RankingWeights
-	26, // 10: ragsvc.v1.UpdateRankingWeightsRequest.update_mask:type_name -> google.protobuf.FieldMask
-	27, // 11: ragsvc.v1.SimulateAskRequest.request:type_name -> ragsvc.v1.AskRequest
-	28, // 12: ragsvc.v1.SimulateAskResponse.answer:type_name -> ragsvc.v1.Answer
-	7,  // 13: ragsvc.v1.CreatePromptTemplateResponse.prompt_template:type_name -> ragsvc.v1.PromptTemplate
-	7,  // 14: ragsvc.v1.GetPromptTemplateResponse.prompt_template:type_name -> ragsvc.v1.PromptTemplate
-	7,  // 15: ragsvc.v1.UpdatePromptTemplateResponse.prompt_template:type_name -> ragsvc.v1.PromptTemplate
-	15, // 16: ragsvc.v1.GetRankingWeightsResponse.ranking_weights:type_name -> ragsvc.v1.RankingWeights
-	15, // 17: ragsvc.v1.UpdateRankingWeightsResponse.ranking_weights:type_name -> ragsvc.v1.RankingWeights
-	8,  // 18: ragsvc.v1.AdminService.CreatePromptTemplate:input_type -> ragsvc.v1.CreatePromptTemplateRequest
-	9,  // 19: ragsvc.v1.AdminService.GetPromptTemplate:input_type -> ragsvc.v1.GetPromptTemplateRequest
-	10, // 20: ragsvc.v1.AdminService.ListPromptTemplates:input_type -> ragsvc.v1.ListPromptTemplatesRequest
-	12, // 21: ragsvc.v1.AdminService.UpdatePromptTemplate:input_type -> ragsvc.v1.UpdatePromptTemplateRequest
-	13, // 22: ragsvc.v1.AdminService.DeletePromptTemplate:input_type -> ragsvc.v1.DeletePromptTemplateRequest
-	16, // 23: ragsvc.v1.AdminService.GetRankingWeights:input_type -> ragsvc.v1.GetRankingWeightsRequest
-	17, // 24: ragsvc.v1.AdminService.UpdateRankingWeights:input_type -> ragsvc.v1.UpdateRankingWeightsRequest
-	18, // 25: ragsvc.v1.AdminService.SimulateAsk:input_type -> ragsvc.v1.SimulateAskRequest
-	1,  // 26: ragsvc.v1.AdminService.ListTagOwners:input_type -> ragsvc.v1.ListTagOwnersRequest
-	3,  // 27: ragsvc.v1.AdminService.SetTagOwner:input_type -> ragsvc.v1.SetTagOwnerRequest
-	5,  // 28: ragsvc.v1.AdminService.DeleteTagOwner:input_type -> ragsvc.v1.DeleteTagOwnerRequest
-	20, // 29: ragsvc.v1.AdminService.CreatePromptTemplate:output_type -> ragsvc.v1.CreatePromptTemplateResponse
-	21, // 30: ragsvc.v1.AdminService.GetPromptTemplate:output_type -> ragsvc.v1.GetPromptTemplateResponse
-	11, // 31: ragsvc.v1.AdminService.ListPromptTemplates:output_type -> ragsvc.v1.ListPromptTemplatesResponse
-	22, // 32: ragsvc.v1.AdminService.UpdatePromptTemplate:output_type -> ragsvc.v1.UpdatePromptTemplateResponse
-	14, // 33: ragsvc.v1.AdminService.DeletePromptTemplate:output_type -> ragsvc.v1.DeletePromptTemplateResponse
-	23, // 34: ragsvc.v1.AdminService.GetRankingWeights:output_type -> ragsvc.v1.GetRankingWeightsResponse
-	24, // 35: ragsvc.v1.AdminService.UpdateRankingWeights:output_type -> ragsvc.v1.UpdateRankingWeightsResponse
-	19, // 36: ragsvc.v1.AdminService.SimulateAsk:output_type -> ragsvc.v1.SimulateAskResponse
-	2,  // 37: ragsvc.v1.AdminService.ListTagOwners:output_type -> ragsvc.v1.ListTagOwnersResponse
-	4,  // 38: ragsvc.v1.AdminService.SetTagOwner:output_type -> ragsvc.v1.SetTagOwnerResponse
-	6,  // 39: ragsvc.v1.AdminService.DeleteTagOwner:output_type -> ragsvc.v1.DeleteTagOwnerResponse
-	29, // [29:40] is the sub-list for method output_type
-	18, // [18:29] is the sub-list for method input_type
+	2,  // 0: ragsvc.v1.ListTagOwnersResponse.tag_owners:type_name -> ragsvc.v1.TagOwner
+	2,  // 1: ragsvc.v1.SetTagOwnerRequest.tag_owner:type_name -> ragsvc.v1.TagOwner
+	2,  // 2: ragsvc.v1.SetTagOwnerResponse.tag_owner:type_name -> ragsvc.v1.TagOwner
+	27, // 3: ragsvc.v1.PromptTemplate.create_time:type_name -> google.protobuf.Timestamp
+	27, // 4: ragsvc.v1.PromptTemplate.update_time:type_name -> google.protobuf.Timestamp
+	9,  // 5: ragsvc.v1.CreatePromptTemplateRequest.prompt_template:type_name -> ragsvc.v1.PromptTemplate
+	9,  // 6: ragsvc.v1.ListPromptTemplatesResponse.prompt_templates:type_name -> ragsvc.v1.PromptTemplate
+	9,  // 7: ragsvc.v1.UpdatePromptTemplateRequest.prompt_template:type_name -> ragsvc.v1.PromptTemplate
+	28, // 8: ragsvc.v1.UpdatePromptTemplateRequest.update_mask:type_name -> google.protobuf.FieldMask
+	17, // 9: ragsvc.v1.UpdateRankingWeightsRequest.ranking_weights:type_name -> ragsvc.v1.RankingWeights
+	28, // 10: ragsvc.v1.UpdateRankingWeightsRequest.update_mask:type_name -> google.protobuf.FieldMask
+	29, // 11: ragsvc.v1.SimulateAskRequest.request:type_name -> ragsvc.v1.AskRequest
+	30, // 12: ragsvc.v1.SimulateAskResponse.answer:type_name -> ragsvc.v1.Answer
+	9,  // 13: ragsvc.v1.CreatePromptTemplateResponse.prompt_template:type_name -> ragsvc.v1.PromptTemplate
+	9,  // 14: ragsvc.v1.GetPromptTemplateResponse.prompt_template:type_name -> ragsvc.v1.PromptTemplate
+	9,  // 15: ragsvc.v1.UpdatePromptTemplateResponse.prompt_template:type_name -> ragsvc.v1.PromptTemplate
+	17, // 16: ragsvc.v1.GetRankingWeightsResponse.ranking_weights:type_name -> ragsvc.v1.RankingWeights
+	17, // 17: ragsvc.v1.UpdateRankingWeightsResponse.ranking_weights:type_name -> ragsvc.v1.RankingWeights
+	10, // 18: ragsvc.v1.AdminService.CreatePromptTemplate:input_type -> ragsvc.v1.CreatePromptTemplateRequest
+	11, // 19: ragsvc.v1.AdminService.GetPromptTemplate:input_type -> ragsvc.v1.GetPromptTemplateRequest
+	12, // 20: ragsvc.v1.AdminService.ListPromptTemplates:input_type -> ragsvc.v1.ListPromptTemplatesRequest
+	14, // 21: ragsvc.v1.AdminService.UpdatePromptTemplate:input_type -> ragsvc.v1.UpdatePromptTemplateRequest
+	15, // 22: ragsvc.v1.AdminService.DeletePromptTemplate:input_type -> ragsvc.v1.DeletePromptTemplateRequest
+	18, // 23: ragsvc.v1.AdminService.GetRankingWeights:input_type -> ragsvc.v1.GetRankingWeightsRequest
+	19, // 24: ragsvc.v1.AdminService.UpdateRankingWeights:input_type -> ragsvc.v1.UpdateRankingWeightsRequest
+	20, // 25: ragsvc.v1.AdminService.SimulateAsk:input_type -> ragsvc.v1.SimulateAskRequest
+	3,  // 26: ragsvc.v1.AdminService.ListTagOwners:input_type -> ragsvc.v1.ListTagOwnersRequest
+	5,  // 27: ragsvc.v1.AdminService.SetTagOwner:input_type -> ragsvc.v1.SetTagOwnerRequest
+	7,  // 28: ragsvc.v1.AdminService.DeleteTagOwner:input_type -> ragsvc.v1.DeleteTagOwnerRequest
+	0,  // 29: ragsvc.v1.AdminService.EraseCaller:input_type -> ragsvc.v1.EraseCallerRequest
+	22, // 30: ragsvc.v1.AdminService.CreatePromptTemplate:output_type -> ragsvc.v1.CreatePromptTemplateResponse
+	23, // 31: ragsvc.v1.AdminService.GetPromptTemplate:output_type -> ragsvc.v1.GetPromptTemplateResponse
+	13, // 32: ragsvc.v1.AdminService.ListPromptTemplates:output_type -> ragsvc.v1.ListPromptTemplatesResponse
+	24, // 33: ragsvc.v1.AdminService.UpdatePromptTemplate:output_type -> ragsvc.v1.UpdatePromptTemplateResponse
+	16, // 34: ragsvc.v1.AdminService.DeletePromptTemplate:output_type -> ragsvc.v1.DeletePromptTemplateResponse
+	25, // 35: ragsvc.v1.AdminService.GetRankingWeights:output_type -> ragsvc.v1.GetRankingWeightsResponse
+	26, // 36: ragsvc.v1.AdminService.UpdateRankingWeights:output_type -> ragsvc.v1.UpdateRankingWeightsResponse
+	21, // 37: ragsvc.v1.AdminService.SimulateAsk:output_type -> ragsvc.v1.SimulateAskResponse
+	4,  // 38: ragsvc.v1.AdminService.ListTagOwners:output_type -> ragsvc.v1.ListTagOwnersResponse
+	6,  // 39: ragsvc.v1.AdminService.SetTagOwner:output_type -> ragsvc.v1.SetTagOwnerResponse
+	8,  // 40: ragsvc.v1.AdminService.DeleteTagOwner:output_type -> ragsvc.v1.DeleteTagOwnerResponse
+	1,  // 41: ragsvc.v1.AdminService.EraseCaller:output_type -> ragsvc.v1.EraseCallerResponse
+	30, // [30:42] is the sub-list for method output_type
+	18, // [18:30] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
 	18, // [18:18] is the sub-list for extension extendee
 	0,  // [0:18] is the sub-list for field type_name
@@ -1788,7 +1989,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 	file_ragsvc_v1_rag_service_proto_init()
 	if !protoimpl.UnsafeEnabled {
 		file_ragsvc_v1_admin_service_proto_msgTypes[0].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*TagOwner); i {
+			switch v := v.(*EraseCallerRequest); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1800,7 +2001,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[1].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*ListTagOwnersRequest); i {
+			switch v := v.(*EraseCallerResponse); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1812,7 +2013,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[2].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*ListTagOwnersResponse); i {
+			switch v := v.(*TagOwner); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1824,7 +2025,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[3].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*SetTagOwnerRequest); i {
+			switch v := v.(*ListTagOwnersRequest); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1836,7 +2037,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[4].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*SetTagOwnerResponse); i {
+			switch v := v.(*ListTagOwnersResponse); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1848,7 +2049,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[5].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*DeleteTagOwnerRequest); i {
+			switch v := v.(*SetTagOwnerRequest); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1860,7 +2061,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[6].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*DeleteTagOwnerResponse); i {
+			switch v := v.(*SetTagOwnerResponse); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1872,7 +2073,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[7].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*PromptTemplate); i {
+			switch v := v.(*DeleteTagOwnerRequest); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1884,7 +2085,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[8].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*CreatePromptTemplateRequest); i {
+			switch v := v.(*DeleteTagOwnerResponse); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1896,7 +2097,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[9].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*GetPromptTemplateRequest); i {
+			switch v := v.(*PromptTemplate); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1908,7 +2109,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[10].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*ListPromptTemplatesRequest); i {
+			switch v := v.(*CreatePromptTemplateRequest); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1920,7 +2121,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[11].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*ListPromptTemplatesResponse); i {
+			switch v := v.(*GetPromptTemplateRequest); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1932,7 +2133,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[12].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*UpdatePromptTemplateRequest); i {
+			switch v := v.(*ListPromptTemplatesRequest); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1944,7 +2145,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[13].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*DeletePromptTemplateRequest); i {
+			switch v := v.(*ListPromptTemplatesResponse); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1956,7 +2157,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[14].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*DeletePromptTemplateResponse); i {
+			switch v := v.(*UpdatePromptTemplateRequest); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1968,7 +2169,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[15].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*RankingWeights); i {
+			switch v := v.(*DeletePromptTemplateRequest); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1980,7 +2181,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[16].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*GetRankingWeightsRequest); i {
+			switch v := v.(*DeletePromptTemplateResponse); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1992,7 +2193,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[17].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*UpdateRankingWeightsRequest); i {
+			switch v := v.(*RankingWeights); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -2004,7 +2205,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[18].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*SimulateAskRequest); i {
+			switch v := v.(*GetRankingWeightsRequest); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -2016,7 +2217,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[19].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*SimulateAskResponse); i {
+			switch v := v.(*UpdateRankingWeightsRequest); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -2028,7 +2229,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[20].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*CreatePromptTemplateResponse); i {
+			switch v := v.(*SimulateAskRequest); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -2040,7 +2241,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[21].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*GetPromptTemplateResponse); i {
+			switch v := v.(*SimulateAskResponse); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -2052,7 +2253,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[22].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*UpdatePromptTemplateResponse); i {
+			switch v := v.(*CreatePromptTemplateResponse); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -2064,7 +2265,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[23].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*GetRankingWeightsResponse); i {
+			switch v := v.(*GetPromptTemplateResponse); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -2076,6 +2277,30 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			}
 		}
 		file_ragsvc_v1_admin_service_proto_msgTypes[24].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*UpdatePromptTemplateResponse); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_ragsvc_v1_admin_service_proto_msgTypes[25].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*GetRankingWeightsResponse); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_ragsvc_v1_admin_service_proto_msgTypes[26].Exporter = func(v interface{}, i int) interface{} {
 			switch v := v.(*UpdateRankingWeightsResponse); i {
 			case 0:
 				return &v.state
@@ -2094,7 +2319,7 @@ func file_ragsvc_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: file_ragsvc_v1_admin_service_proto_rawDesc,
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
