@@ -129,8 +129,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     erased = erase.add_mutually_exclusive_group(required=True)
     erased.add_argument("--key", dest="key_name", help="the caller's API key name (in --tenant, default the admin key's)")
-    erased.add_argument("--peer", help="a caller without a key: its peer identity as the request log shows it "
-                        "(every tenant unless --tenant names one)")
+    erased.add_argument("--peer", help="a caller without a key: its peer as the request log shows it, e.g. "
+                        "ipv4:10.0.0.7 (every tenant unless --tenant names one)")
 
     streamed(client("chat", "an interactive conversation: streamed answers, sources, follow-ups in one session")).add_argument(
         "--tag", action="append", default=[], dest="tags", help="a user tag (repeatable)"
@@ -437,7 +437,8 @@ async def _session(args: argparse.Namespace, address: str) -> int:
         if args.session_command == "rm":
             delete = pb.DeleteSessionRequest(tenant_id=args.tenant, session_id=args.session_id)
             deleted = await stub.DeleteSession(delete, **call)
-            print(f"{args.session_id}: deleted ({deleted.turns_deleted} turns)")
+            print(f"{args.session_id}: deleted ({deleted.turns_deleted} turns; the text of "
+                  f"{deleted.audit_records_erased} audit rows erased)")  # fmt: skip
             return 0
         turns: list[pb.SessionTurn] = []
         token = ""

@@ -286,7 +286,16 @@ def erasure_scope(
     if key_name:
         tenant = named or own or default_tenant
         return key_caller(tenant, key_name), tenant
-    return peer_caller(peer), named or own or None
+    return peer_caller(_without_port(peer)), named or own or None
+
+
+def _without_port(peer: str) -> str:
+    """A peer as the request log shows it ("ipv4:10.0.0.7:51234") as callers are bound to it: without the port
+    (a client's next connection comes from another one). Other identities are kept as they are."""
+    address, _, port = peer.rpartition(":")
+    if peer.startswith(("ipv4:", "ipv6:")) and port.isdigit() and address not in ("ipv4", "ipv6"):
+        return address
+    return peer
 
 
 def _identity_problem(value: str) -> str:

@@ -93,6 +93,7 @@ class Components:
     templates: TemplateCatalog
     ranking: RankingControl
     cache: AnswerStore | None
+    replays: AnswerStore | None  # the answers of idempotency keys
     retention: RetentionJob
     shared: SharedState | None  # Redis, when RAG_REDIS_URL is set
     rate_limit: RateLimit | None  # the limit of all replicas together, on Redis (None: the server's own)
@@ -182,7 +183,7 @@ async def open_components(
         )
         yield Components(
             settings, embedder, engine, retriever, generator, database, answers, indexer, answering,
-            catalog, weights, cache, retention, shared, global_rate_limit(settings, shared), conversation,
+            catalog, weights, cache, replays, retention, shared, global_rate_limit(settings, shared), conversation,
             OwnerControl(owners), CallerErasure(answers, sessions=sessions, cache=cache, replays=replays),
         )  # fmt: skip
 

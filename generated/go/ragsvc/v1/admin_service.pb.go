@@ -35,9 +35,9 @@ type EraseCallerRequest struct {
 	// The caller's API key: its `name` in the keys document (the request log's "key"), at most
 	// 256 characters.
 	KeyName string `protobuf:"bytes,2,opt,name=key_name,json=keyName,proto3" json:"key_name,omitempty"`
-	// A caller that had no key (authentication off): its peer identity as the request log's
-	// "peer" shows it (its client certificate's identity, else its IP address), at most 256
-	// characters.
+	// A caller that had no key (authentication off): its address as the request log's "peer"
+	// shows it, the port left out or ignored ("ipv4:10.0.0.7"), or with mutual TLS its client
+	// certificate's identity; at most 256 characters.
 	Peer string `protobuf:"bytes,3,opt,name=peer,proto3" json:"peer,omitempty"`
 }
 

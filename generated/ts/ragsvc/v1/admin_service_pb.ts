@@ -40,9 +40,9 @@ export type EraseCallerRequest = Message<"ragsvc.v1.EraseCallerRequest"> & {
   keyName: string;
 
   /**
-   * A caller that had no key (authentication off): its peer identity as the request log's
-   * "peer" shows it (its client certificate's identity, else its IP address), at most 256
-   * characters.
+   * A caller that had no key (authentication off): its address as the request log's "peer"
+   * shows it, the port left out or ignored ("ipv4:10.0.0.7"), or with mutual TLS its client
+   * certificate's identity; at most 256 characters.
    *
    * @generated from field: string peer = 3;
    */
