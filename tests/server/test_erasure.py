@@ -164,8 +164,9 @@ async def test_erasing_a_caller_leaves_none_of_its_text_in_the_stores(deployment
     rows_before = await deployment.audit_rows()
 
     erased = await stubs.admin.EraseCaller(ERASE_FIN, metadata=bearer("tok-ops"), timeout=30)
-    assert (erased.sessions_deleted, erased.session_messages_deleted, erased.audit_records_erased,
-            erased.operations_deleted, erased.cached_answers_dropped, erased.replayed_answers_dropped) == (1, 4, 4, 0, 1, 1)  # fmt: skip
+    counts = (erased.sessions_deleted, erased.session_messages_deleted, erased.audit_records_erased,
+              erased.operations_deleted, erased.cached_answers_dropped, erased.replayed_answers_dropped)  # fmt: skip
+    assert counts == (1, 4, 4, 0, 1, 1)
 
     after = await deployment.dump()
     left = {text: after[max(0, after.index(text) - 300) : after.index(text) + 300] for text in fin_texts if text in after}
