@@ -153,9 +153,9 @@ class Conversation:
         owner = await sessions.owner(key)
         if owner is None or (owner != caller and not tenant_admin):
             raise _unknown(key)
-        turns = await sessions.delete(key)
+        # The audit text first: should the delete fail after it, a retry still finds the session.
         erased = await self._answers.erase_session(key.tenant_id, key.session_id) if self._answers is not None else 0
-        return Forgotten(turns, erased)
+        return Forgotten(await sessions.delete(key), erased)
 
     def _stored(self) -> SessionStore:
         if self._sessions is None:
