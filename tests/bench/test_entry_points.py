@@ -151,3 +151,13 @@ def test_ingest_counts_every_chunk_on_both_paths(tmp_path: Path) -> None:
     assert over_grpc["chunks"] == in_process["chunks"] == measured["stages"]["chunks"] > 2
     assert over_grpc["errors"] == in_process["errors"] == 0
     assert measured["in_process"]["chunks_per_s"]["median"] > 0
+
+
+@pytest.mark.timeout(300)
+def test_audit_erasure_erases_every_row_it_wrote(tmp_path: Path) -> None:
+    run("bench.audit_erasure", "--rows", "300", "--callers", "3", results=tmp_path)
+    measured = result(tmp_path, "audit_erasure")
+    for backend in ("sqlite", "postgresql_fsync_off"):
+        counts = {case: measured[backend][case]["rows"] for case in measured[backend]}
+        assert counts == {"erase_caller": 100, "purge_text_in_batches": 200, "purge_text_one_statement": 300}, backend
+
