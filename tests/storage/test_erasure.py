@@ -145,22 +145,22 @@ async def test_no_text_retention_keeps_the_text_as_long_as_the_row(database: Bac
     assert [r["query"] for r in await rows(database)] == ["kept"]
 
 
-async def test_rows_written_before_callers_were_recorded_get_their_sessions_owner(tmp_path: Path) -> None:
+async def test_a_log_written_before_rows_named_their_caller_is_upgraded_in_place(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite3"
     before = MIGRATIONS.index(next(m for m in MIGRATIONS if "text_erased_at" in m))
     with sqlite3.connect(path) as connection:
         for number, migration in enumerate(MIGRATIONS[:before], start=1):
             connection.executescript(f"BEGIN; {render(migration, SQLITE_TYPES)} PRAGMA user_version = {number}; COMMIT;")
-        connection.execute("INSERT INTO sessions VALUES ('acme', 's1', 'key:acme/fin', '[]', '2025-01-01T00:00:00.000+00:00')")
-        insert = ("INSERT INTO answers (created_at, request_id, tenant_id, session_id, query, outcome, answer, grounded, "
-                  "refusal_reason, action, confidence, citations, flags, model, template_version, timings, "
-                  "error_reason, error_message) VALUES ('2025-01-01T00:00:00.000+00:00', 'r', 'acme', ?, ?, 'answered', "
-                  "'a', 1, 'none', 'cite', '{}', '[]', '{}', 'm', 'rag-v1', '{}', '', '')")  # fmt: skip
-        connection.execute(insert, ("s1", "in a session"))
-        connection.execute(insert, ("", "no session"))
+        connection.execute(
+            "INSERT INTO answers (created_at, request_id, tenant_id, session_id, query, outcome, answer, grounded, "
+            "refusal_reason, action, confidence, citations, flags, model, template_version, timings, error_reason, "
+            "error_message) VALUES ('2025-01-01T00:00:00.000+00:00', 'r', 'acme', 's1', 'old question', 'answered', "
+            "'a', 1, 'none', 'cite', '{}', '[]', '{}', 'm', 'rag-v1', '{}', '', '')"
+        )
     database = await open_database(path)
     try:
-        assert [(r["caller"], r["query"]) for r in await rows(database)] == [(FIN, "in a session"), ("", "no session")]
-        assert await AnswerLog(database).erase_caller(FIN) == 1
+        [row] = await rows(database)
+        assert (row["caller"], row["query"], row["text_erased_at"]) == ("", "old question", None)
+        assert await AnswerLog(database).erase_session("acme", "s1") == 1, "its session still finds it"
     finally:
         await database.aclose()

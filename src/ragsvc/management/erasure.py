@@ -5,7 +5,8 @@ A caller is who stored state is bound to (`ragsvc.access.key_caller`, `peer_call
 with authentication off, a peer. What is removed:
 - its sessions, with every message (question and answer) of them;
 - the text of its rows in the audit log (question, search, answer, draft, packed chunks, error message), and its
-  name on them: the rows stay as anonymous metadata (ids, times, outcome, confidence, flags, model, timings);
+  name on them: the rows stay as anonymous metadata (ids, times, outcome, confidence, flags, model, timings); and
+  the text of its sessions' rows (those written before rows named their caller name none);
 - its long-running operations, with their results (`operations`: see below);
 - the answers its requests wrote into the answer cache and the replay store (in memory, or on Redis).
 
@@ -80,13 +81,18 @@ class CallerErasure:
         """Erase everything `caller` stored in `tenant_id` (None: in every tenant); see the module's docstring."""
         cached = await self._cache.erase_caller(caller, tenant_id) if self._cache is not None else 0
         replayed = await self._replays.erase_caller(caller, tenant_id) if self._replays is not None else 0
+        audit = await self._answers.erase_caller(caller, tenant_id)
         sessions, messages = (0, 0)
         if self._sessions is not None:
+            # Its sessions' rows too: those written before rows named their caller name none. The sessions go
+            # last, so that a repeat after a failure still finds them.
+            for key in await self._sessions.owned_by(caller, tenant_id):
+                audit += await self._answers.erase_session(key.tenant_id, key.session_id)
             sessions, messages = await self._sessions.erase_caller(caller, tenant_id)
         erased = Erased(
             sessions=sessions,
             session_messages=messages,
-            audit_records=await self._answers.erase_caller(caller, tenant_id),
+            audit_records=audit,
             operations=await self._operations.erase_caller(caller, tenant_id) if self._operations is not None else 0,
             cached_answers=cached,
             replayed_answers=replayed,

@@ -99,14 +99,13 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE answers ADD COLUMN draft TEXT NOT NULL DEFAULT '';
     """,
     # Erasure and retention of the audit log's text (storage/answers.py): the caller each row's request came from
-    # (rows of a session written before get its owner; other older rows stay ''), and when its text was erased
-    # (NULL: it was not). Indexes for erasing by caller, by session, and for the text retention's purge (the rows
-    # whose text is still there only, so that each of its batches finds them without passing the erased ones).
+    # ('' for the rows written before), and when its text was erased (NULL: it was not). Indexes for erasing by
+    # caller, by session, and for the text retention's purge (the rows whose text is still there only, so that each
+    # of its batches finds them without passing the erased ones). Nothing is rewritten: on PostgreSQL the new
+    # columns need no table rewrite, so the migration of a long log is the three indexes' build.
     """
     ALTER TABLE answers ADD COLUMN caller TEXT NOT NULL DEFAULT '';
     ALTER TABLE answers ADD COLUMN text_erased_at {timestamp};
-    UPDATE answers SET caller = COALESCE((SELECT s.owner FROM sessions s WHERE s.tenant_id = answers.tenant_id
-        AND s.session_id = answers.session_id), '') WHERE session_id <> '';
     CREATE INDEX answers_by_caller ON answers (caller, tenant_id);
     CREATE INDEX answers_by_session ON answers (tenant_id, session_id);
     CREATE INDEX answers_with_text_by_age ON answers (created_at) WHERE text_erased_at IS NULL;

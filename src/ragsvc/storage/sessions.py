@@ -161,6 +161,14 @@ class SessionStore:
         await self._db.execute("DELETE FROM sessions WHERE tenant_id = ? AND session_id = ?", (key.tenant_id, key.session_id))
         return (deleted + 1) // 2
 
+    async def owned_by(self, caller: str, tenant_id: str | None = None) -> list[SessionKey]:
+        """The sessions `caller` owns (in `tenant_id`; None: in every tenant)."""
+        owned, params = "owner = ?", [caller]
+        if tenant_id is not None:
+            owned, params = owned + " AND tenant_id = ?", [caller, tenant_id]
+        rows = await self._db.fetch_all(f"SELECT tenant_id, session_id FROM sessions WHERE {owned}", params)  # noqa: S608
+        return [SessionKey(row["tenant_id"], row["session_id"]) for row in rows]
+
     async def erase_caller(self, caller: str, tenant_id: str | None = None) -> tuple[int, int]:
         """Delete every session `caller` owns (in `tenant_id`; None: in every tenant) with all its messages; returns
         how many sessions and how many messages were deleted."""
