@@ -72,6 +72,16 @@ def test_generation_counts_its_calls_none_from_the_cache(tmp_path: Path) -> None
 
 
 @pytest.mark.timeout(300)
+def test_filters_measure_each_expression_against_none(tmp_path: Path) -> None:
+    run("bench.filters", "--size", "500", "--queries", "12", results=tmp_path)
+    measured = result(tmp_path, "filters")
+    plain, *filtered = measured["query_ms"].values()
+    assert len(filtered) == 3 and all(m["n"] == plain["n"] == 7 for m in filtered), "5 warm-up queries of 12"
+    assert all(m["mean_results"] <= plain["mean_results"] for m in filtered), "an expression only narrows"
+    assert measured["parse_and_resolve_ms"]["n"] == 6000
+
+
+@pytest.mark.timeout(300)
 def test_retrieval_measures_both_engines(tmp_path: Path) -> None:
     run("bench.retrieval", "--sizes", "300", "--queries", "5", "--index-from", "300", "--recall-chunks", "60",
         "--local-max-chunks", "300", results=tmp_path)

@@ -76,6 +76,8 @@ DEFAULTS: dict[str, Any] = {
     "RAG_CHUNK_TOKENS": 180,
     "RAG_CHUNK_OVERLAP_TOKENS": 40,
     "RAG_MAX_DOCUMENT_BYTES": 268435456,
+    "RAG_SOURCE_TRUST": "official=1.0,supreme_court=1.0,high_court=0.9,statute=1.0,secondary=0.7,user_upload=0.5",
+    "RAG_DEFAULT_SOURCE_TYPE": "user_upload",
     # Generation
     "RAG_GENERATOR": "extractive",
     "OPENAI_BASE_URL": "http://127.0.0.1:8080/v1",
@@ -90,6 +92,8 @@ DEFAULTS: dict[str, Any] = {
     "RAG_FALLBACK_EXTRACTIVE": False,
     "RAG_DEFAULT_TEMPLATE": "rag-v1",
     "RAG_OLLAMA_KEEP_ALIVE": "5m",
+    "RAG_LANGUAGE_DETECTION": True,
+    "RAG_LANGUAGE_MIN_CONFIDENCE": 0.65,
     "RAG_MODEL_LIST_TTL_SECONDS": 10.0,
     "RAG_LLM_CLASSIFY": True,
     "RAG_LLM_SELF_SCORE": True,

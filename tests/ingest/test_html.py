@@ -11,6 +11,7 @@ from ragsvc.domain import SourceDocument
 from ragsvc.ingest.chunker import chunk_sections
 from ragsvc.ingest.loaders import Section, html_title, load_sections, source_documents_from_paths
 from ragsvc.sanitize import validate_documents
+from ragsvc.source_trust import SourceTrust
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
 from ragsvc.v1 import rag_service_pb2 as pb
@@ -158,7 +159,7 @@ def test_html_files_are_picked_up_from_paths_with_their_titles(tmp_path: Path) -
         ("notes", "text/markdown", "Notes"),
         ("travel", "text/html", "Travel Policy | Acme Handbook"),
     ]
-    validate_documents(documents)  # text/html is an accepted media type of an ingest request
+    validate_documents(documents, SourceTrust.default())  # text/html is an accepted media type of an ingest request
 
 
 async def test_an_html_document_ingested_over_grpc_is_answerable_with_its_section(tmp_path: Path) -> None:

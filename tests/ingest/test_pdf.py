@@ -17,6 +17,10 @@ from ragsvc.ingest.loaders import (
 )
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
+from ragsvc.retrieval.schema import MetadataSchema
+from ragsvc.source_trust import SourceTrust
+from ragsvc.storage.backend import Backend
+from ragsvc.storage.metadata_keys import MetadataKeyStore
 from tests.ingest.pdfs import build_pdf
 
 PAGES = [
@@ -63,10 +67,13 @@ def test_unreadable_pdfs_are_invalid_requests() -> None:
         pdf_sections(truncated)
 
 
-async def test_ingested_pdf_chunks_carry_their_page_numbers(tmp_path: Path, embedder: MiniLMEmbedder) -> None:
+async def test_ingested_pdf_chunks_carry_their_page_numbers(
+    tmp_path: Path, embedder: MiniLMEmbedder, records: Backend
+) -> None:
     engine = EdgeEngine.open(tmp_path / "shard")
     try:
-        indexer = Indexer(embedder, engine, chunk_tokens=40, overlap_tokens=8)
+        schema = MetadataSchema(MetadataKeyStore(records), engine)
+        indexer = Indexer(embedder, engine, schema, sources=SourceTrust.default(), chunk_tokens=40, overlap_tokens=8)
         result = await indexer.ingest(handbook())
         broken = await indexer.ingest(handbook(document_id="broken", content=b"%PDF-1.4 garbage"))
 

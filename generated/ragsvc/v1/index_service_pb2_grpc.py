@@ -27,6 +27,12 @@ if _version_not_supported:
 
 class IndexServiceStub:
     """IndexService adds documents to the index, removes them, and tells what it holds.
+
+    With authentication on, a key lists, reads, counts and deletes only the documents its tags show, by the rule of
+    Ask: the documents sharing a tag with the key, and untagged ones when the server shows untagged documents
+    (RAG_UNTAGGED_CHUNKS_VISIBLE); a key of any tag ("*") every document of its tenant. A document outside that
+    set is NOT_FOUND, as one that does not exist (never PERMISSION_DENIED, which would tell that it exists); an
+    ingest or upload that would replace it is refused in its DocumentResult.error, and the document stays.
     """
 
     def __init__(self, channel):
@@ -74,13 +80,20 @@ class IndexServiceStub:
 
 class IndexServiceServicer:
     """IndexService adds documents to the index, removes them, and tells what it holds.
+
+    With authentication on, a key lists, reads, counts and deletes only the documents its tags show, by the rule of
+    Ask: the documents sharing a tag with the key, and untagged ones when the server shows untagged documents
+    (RAG_UNTAGGED_CHUNKS_VISIBLE); a key of any tag ("*") every document of its tenant. A document outside that
+    set is NOT_FOUND, as one that does not exist (never PERMISSION_DENIED, which would tell that it exists); an
+    ingest or upload that would replace it is refused in its DocumentResult.error, and the document stays.
     """
 
     def IngestDocuments(self, request, context):
         """IngestDocuments loads, chunks, embeds and indexes documents. Re-ingesting a document
         replaces its chunks. Each document succeeds or fails on its own: a document that cannot be
-        read is reported in its result, the others are still indexed. An unavailable embedder or
-        engine fails the call with UNAVAILABLE.
+        read, or whose metadata gives a key another type than the tenant declared, is reported in its
+        result, the others are still indexed. An unavailable embedder or engine fails the call with
+        UNAVAILABLE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -184,6 +197,12 @@ def add_IndexServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class IndexService:
     """IndexService adds documents to the index, removes them, and tells what it holds.
+
+    With authentication on, a key lists, reads, counts and deletes only the documents its tags show, by the rule of
+    Ask: the documents sharing a tag with the key, and untagged ones when the server shows untagged documents
+    (RAG_UNTAGGED_CHUNKS_VISIBLE); a key of any tag ("*") every document of its tenant. A document outside that
+    set is NOT_FOUND, as one that does not exist (never PERMISSION_DENIED, which would tell that it exists); an
+    ingest or upload that would replace it is refused in its DocumentResult.error, and the document stays.
     """
 
     @staticmethod

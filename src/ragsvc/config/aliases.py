@@ -1,4 +1,4 @@
-"""The settings names of the source specifications, read as aliases of ragsvc's own.
+"""The settings names of the source specifications, read as aliases of ragsvc's own (R-001-22, R-003-23).
 
 A deployment written from one of the specifications sets the names that specification uses (QDRANT_URL,
 DATABASE_URL, RAG_DEFAULT_TOP_K, ...). Many of them are ragsvc's own names already (RAG_TEMPERATURE, CHAT_MODEL,

@@ -42,6 +42,7 @@ from ragsvc.model_table import DEFAULT_MODELS, ModelLimits, parse_model_table
 from ragsvc.pricing import PriceTable
 from ragsvc.prompts import DEFAULT_TEMPLATE, TEMPLATES
 from ragsvc.sanitize import MAX_FOLLOW_UPS, MAX_HISTORY_MESSAGES, TOP_K_RANGE
+from ragsvc.source_trust import DEFAULT_SOURCE_TRUST, DEFAULT_SOURCE_TYPE, SourceTrust, parse_weights
 
 _T = TypeVar("_T")
 # The URL schemes of RAG_DATABASE_URL that name a PostgreSQL server (storage.database opens them).
@@ -356,13 +357,35 @@ class IngestSettings(Group):
         "RAG_DATA_DIR/uploads",
         ge=1,
     )
+    source_trust_table: str = env(
+        DEFAULT_SOURCE_TRUST,
+        "RAG_SOURCE_TRUST",
+        "source types and their trust weight in ranking, type=weight,... (a document's metadata source_type names "
+        "one; its own trust, when set, wins)",
+    )
+    default_source_type: str = env(
+        DEFAULT_SOURCE_TYPE, "RAG_DEFAULT_SOURCE_TYPE", "source type of a document that names none (in RAG_SOURCE_TRUST)"
+    )
+    _source_trust: SourceTrust = PrivateAttr(default_factory=SourceTrust.default)
 
     @model_validator(mode="after")
-    def _overlap_below_size(self) -> Self:
+    def _checked(self) -> Self:
+        checks = _Checks()
         if self.chunk_overlap_tokens >= self.chunk_tokens:
-            why = f"must be smaller than RAG_CHUNK_TOKENS ({self.chunk_tokens})"
-            raise SettingError([("RAG_CHUNK_OVERLAP_TOKENS", why)])
+            checks.refuse("RAG_CHUNK_OVERLAP_TOKENS", f"must be smaller than RAG_CHUNK_TOKENS ({self.chunk_tokens})")
+        weights = checks.parsed("RAG_SOURCE_TRUST", lambda: parse_weights(self.source_trust_table))
+        trust = None
+        if weights is not None:
+            trust = checks.parsed("RAG_DEFAULT_SOURCE_TYPE", lambda: SourceTrust(weights, self.default_source_type))
+        checks.done()
+        assert trust is not None
+        self._source_trust = trust
         return self
+
+    @property
+    def source_trust(self) -> SourceTrust:
+        """RAG_SOURCE_TRUST with RAG_DEFAULT_SOURCE_TYPE, parsed."""
+        return self._source_trust
 
 
 class GenerationSettings(Group):
@@ -397,6 +420,20 @@ class GenerationSettings(Group):
     )
     default_template: str = env(
         DEFAULT_TEMPLATE, "RAG_DEFAULT_TEMPLATE", "prompt template of requests naming none: " + ", ".join(TEMPLATES)
+    )
+    language_detection: bool = env(
+        True,
+        "RAG_LANGUAGE_DETECTION",
+        "detect each question's language offline and answer with a template of that language, refusing questions in "
+        "a language no template answers in (UNSUPPORTED_LANGUAGE); off: every question is answered as asked",
+    )
+    language_min_confidence: float = env(
+        0.65,
+        "RAG_LANGUAGE_MIN_CONFIDENCE",
+        "probability the language detector needs before a question counts as being in a language (below it, or with "
+        "fewer than two words, the language is undetermined and the question is never refused)",
+        gt=0,
+        le=1,
     )
     ollama_keep_alive: str = env(
         "5m", "RAG_OLLAMA_KEEP_ALIVE", "how long Ollama keeps the model loaded after a request (-1: always)"

@@ -1,5 +1,5 @@
-"""Erasing a caller (AdminService.EraseCaller, `ragsvc erase`): every text the service stored from one caller's
-requests, removed in one call that reports what each store dropped.
+"""Erasing a caller (AdminService.EraseCaller, `ragsvc erase`; R-001-20): every text the service stored from one
+caller's requests, removed in one call that reports what each store dropped.
 
 A caller is who stored state is bound to (`ragsvc.access.key_caller`, `peer_caller`): an API key in its tenant, or,
 with authentication off, a peer. What is removed:

@@ -36,13 +36,14 @@ client received" to "a row for every answer, lost only with a crash or a failed 
 where the log records use rather than proves it (with SQLite's synchronous=NORMAL a power loss can already undo
 the last commits either way).
 
-Erasure and retention. A row's text (the question, what was searched, the answer and its draft, the packed
-chunks, the error message) is erased apart from its metadata (ids, caller, times, outcome, confidence, citation
-ids, flags, model, timings), which may be kept longer: `purge_text` blanks the text of rows older than the text's
-retention, `purge` deletes whole rows older than the metadata's. `erase_session` blanks the text of a deleted
-session's rows, `erase_caller` that of every row of one caller (and the caller's name on them). An erased row
-keeps its place and says when its text went (`text_erased_at`). Each of them first waits for the rows handed over
-before it (`drain`), so that no row of an erased request is committed after its erasure.
+Erasure and retention (R-001-20: conversations are kept 30 days). A row's text (the question, what was searched,
+the answer and its draft, the packed chunks, the error message) is erased apart from its metadata (ids, caller,
+times, outcome, confidence, citation ids, flags, model, timings), which may be kept longer: `purge_text` blanks
+the text of rows older than the text's retention, `purge` deletes whole rows older than the metadata's.
+`erase_session` blanks the text of a deleted session's rows, `erase_caller` that of every row of one caller (and
+the caller's name on them). An erased row keeps its place and says when its text went (`text_erased_at`). Each of
+them first waits for the rows handed over before it (`drain`), so that no row of an erased request is committed
+after its erasure.
 """
 
 from __future__ import annotations
@@ -167,6 +168,7 @@ class AnswerLog:
             search_query=answer.search.text if answer.search is not None else "",
             query_rewrite=answer.search.rewrite.value if answer.search is not None else "",
             draft=answer.draft,
+            index_version=answer.index_version,
         )
 
     def record_failure(self, question: Question, error: BaseException, *, cancelled: bool = False) -> None:
@@ -254,6 +256,7 @@ class AnswerLog:
             "query": question.query,
             "outcome": outcome.value,
             **_UNSET,
+            "language": question.language,  # detected at admission (R-003-04): failures have it too
             **fields,
         }
         for column in ("confidence", "citations", "flags", "timings"):
@@ -279,6 +282,8 @@ _UNSET: dict[str, Any] = {
     "search_query": "",
     "query_rewrite": "",
     "draft": "",
+    "index_version": "",
+    "language": "",
 }
 _COLUMNS = ("created_at", "request_id", "tenant_id", "session_id", "caller", "query", "outcome", *_UNSET)
 # What erasing a row's text sets: every column that holds text the caller sent or was answered.

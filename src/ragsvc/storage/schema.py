@@ -98,6 +98,29 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE answers ADD COLUMN query_rewrite TEXT NOT NULL DEFAULT '';
     ALTER TABLE answers ADD COLUMN draft TEXT NOT NULL DEFAULT '';
     """,
+    # The metadata keys each tenant's documents declared, with the type the first of them gave (filters check
+    # their keys against it: ragsvc.retrieval.schema).
+    """
+    CREATE TABLE metadata_keys (
+        tenant_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        type TEXT NOT NULL,
+        created_at {timestamp} NOT NULL,
+        PRIMARY KEY (tenant_id, name)
+    );
+    """,
+    # Provenance (R-003-13, R-003-04): each tenant's index version, and the version and language of each answer.
+    """
+    CREATE TABLE index_versions (
+        tenant_id TEXT PRIMARY KEY,
+        version BIGINT NOT NULL,
+        updated_at {timestamp} NOT NULL
+    );
+    ALTER TABLE answers ADD COLUMN index_version TEXT NOT NULL DEFAULT '';
+    ALTER TABLE answers ADD COLUMN language TEXT NOT NULL DEFAULT '';
+    ALTER TABLE prompt_templates ADD COLUMN language TEXT NOT NULL DEFAULT 'en';
+    ALTER TABLE prompt_templates ADD COLUMN response_style TEXT NOT NULL DEFAULT '';
+    """,
     # Erasure and retention of the audit log's text (storage/answers.py): the caller each row's request came from
     # ('' for the rows written before), and when its text was erased (NULL: it was not). Indexes for erasing by
     # caller, by session, and for the text retention's purge (the rows whose text is still there only, so that each

@@ -19,8 +19,9 @@ const _ = grpc.SupportPackageIsVersion7
 type IndexServiceClient interface {
 	// IngestDocuments loads, chunks, embeds and indexes documents. Re-ingesting a document
 	// replaces its chunks. Each document succeeds or fails on its own: a document that cannot be
-	// read is reported in its result, the others are still indexed. An unavailable embedder or
-	// engine fails the call with UNAVAILABLE.
+	// read, or whose metadata gives a key another type than the tenant declared, is reported in its
+	// result, the others are still indexed. An unavailable embedder or engine fails the call with
+	// UNAVAILABLE.
 	IngestDocuments(ctx context.Context, in *IngestDocumentsRequest, opts ...grpc.CallOption) (*IngestDocumentsResponse, error)
 	// DeleteDocument removes every chunk of a document.
 	DeleteDocument(ctx context.Context, in *DeleteDocumentRequest, opts ...grpc.CallOption) (*DeleteDocumentResponse, error)
@@ -146,8 +147,9 @@ func (c *indexServiceClient) GetUploadStatus(ctx context.Context, in *GetUploadS
 type IndexServiceServer interface {
 	// IngestDocuments loads, chunks, embeds and indexes documents. Re-ingesting a document
 	// replaces its chunks. Each document succeeds or fails on its own: a document that cannot be
-	// read is reported in its result, the others are still indexed. An unavailable embedder or
-	// engine fails the call with UNAVAILABLE.
+	// read, or whose metadata gives a key another type than the tenant declared, is reported in its
+	// result, the others are still indexed. An unavailable embedder or engine fails the call with
+	// UNAVAILABLE.
 	IngestDocuments(context.Context, *IngestDocumentsRequest) (*IngestDocumentsResponse, error)
 	// DeleteDocument removes every chunk of a document.
 	DeleteDocument(context.Context, *DeleteDocumentRequest) (*DeleteDocumentResponse, error)

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ragsvc/v1/index_service.proto.
  */
 export const file_ragsvc_v1_index_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1yYWdzdmMvdjEvaW5kZXhfc2VydmljZS5wcm90bxIJcmFnc3ZjLnYxIlMKFkluZ2VzdERvY3VtZW50c1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEiYKCWRvY3VtZW50cxgCIAMoCzITLnJhZ3N2Yy52MS5Eb2N1bWVudCLPAQoIRG9jdW1lbnQSEwoLZG9jdW1lbnRfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdjb250ZW50GAMgASgMEhIKCm1lZGlhX3R5cGUYBCABKAkSDAoEdGFncxgFIAMoCRISCgpzb3VyY2VfdXJsGAYgASgJEg0KBXRpdGxlGAcgASgJEhIKBXRydXN0GAggASgCSACIAQESFgoOcHVibGlzaGVkX2RhdGUYCSABKAkSFAoMY29uZmlkZW50aWFsGAogASgIQggKBl90cnVzdCJFChdJbmdlc3REb2N1bWVudHNSZXNwb25zZRIqCgdyZXN1bHRzGAEgAygLMhkucmFnc3ZjLnYxLkRvY3VtZW50UmVzdWx0IqMBCg5Eb2N1bWVudFJlc3VsdBITCgtkb2N1bWVudF9pZBgBIAEoCRIWCg5jaHVua3NfY3JlYXRlZBgCIAEoBRIWCg5jaHVua3NfaW5kZXhlZBgDIAEoBRIqCgdlbGFwc2VkGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBWVycm9yGAUgASgJEhEKCXVuY2hhbmdlZBgGIAEoCCI/ChVEZWxldGVEb2N1bWVudFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhMKC2RvY3VtZW50X2lkGAIgASgJIjAKFkRlbGV0ZURvY3VtZW50UmVzcG9uc2USFgoOY2h1bmtzX2RlbGV0ZWQYASABKAUiUAoUTGlzdERvY3VtZW50c1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl8KFUxpc3REb2N1bWVudHNSZXNwb25zZRItCglkb2N1bWVudHMYASADKAsyGi5yYWdzdmMudjEuSW5kZXhlZERvY3VtZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKBAgoPSW5kZXhlZERvY3VtZW50EhMKC2RvY3VtZW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSDQoFdGl0bGUYAyABKAkSEgoKbWVkaWFfdHlwZRgEIAEoCRIMCgR0YWdzGAUgAygJEhIKCnNvdXJjZV91cmwYBiABKAkSFAoMY29uZmlkZW50aWFsGAcgASgIEhMKC2NodW5rX2NvdW50GAggASgFEhIKCnNpemVfYnl0ZXMYCSABKAMSFgoOY29udGVudF9zaGEyNTYYCiABKAkSLwoLaW5nZXN0X3RpbWUYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjwKEkdldERvY3VtZW50UmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEwoLZG9jdW1lbnRfaWQYAiABKAkiQwoTR2V0RG9jdW1lbnRSZXNwb25zZRIsCghkb2N1bWVudBgBIAEoCzIaLnJhZ3N2Yy52MS5JbmRleGVkRG9jdW1lbnQiKQoUR2V0SW5kZXhTdGF0c1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJImsKFUdldEluZGV4U3RhdHNSZXNwb25zZRIWCg5kb2N1bWVudF9jb3VudBgBIAEoBRITCgtjaHVua19jb3VudBgCIAEoAxIVCg1jb250ZW50X2J5dGVzGAMgASgDEg4KBmVuZ2luZRgEIAEoCSKjAQoVVXBsb2FkRG9jdW1lbnRSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIlCghkb2N1bWVudBgCIAEoCzITLnJhZ3N2Yy52MS5Eb2N1bWVudBIUCgx3cml0ZV9vZmZzZXQYAyABKAMSDAoEZGF0YRgEIAEoDBIUCgxmaW5pc2hfd3JpdGUYBSABKAgSFgoOY29udGVudF9zaGEyNTYYBiABKAkiWwoWVXBsb2FkRG9jdW1lbnRSZXNwb25zZRIWCg5jb21taXR0ZWRfc2l6ZRgBIAEoAxIpCgZyZXN1bHQYAiABKAsyGS5yYWdzdmMudjEuRG9jdW1lbnRSZXN1bHQiQAoWR2V0VXBsb2FkU3RhdHVzUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEwoLZG9jdW1lbnRfaWQYAiABKAkiMQoXR2V0VXBsb2FkU3RhdHVzUmVzcG9uc2USFgoOY29tbWl0dGVkX3NpemUYASABKAMy6AQKDEluZGV4U2VydmljZRJYCg9Jbmdlc3REb2N1bWVudHMSIS5yYWdzdmMudjEuSW5nZXN0RG9jdW1lbnRzUmVxdWVzdBoiLnJhZ3N2Yy52MS5Jbmdlc3REb2N1bWVudHNSZXNwb25zZRJVCg5EZWxldGVEb2N1bWVudBIgLnJhZ3N2Yy52MS5EZWxldGVEb2N1bWVudFJlcXVlc3QaIS5yYWdzdmMudjEuRGVsZXRlRG9jdW1lbnRSZXNwb25zZRJSCg1MaXN0RG9jdW1lbnRzEh8ucmFnc3ZjLnYxLkxpc3REb2N1bWVudHNSZXF1ZXN0GiAucmFnc3ZjLnYxLkxpc3REb2N1bWVudHNSZXNwb25zZRJMCgtHZXREb2N1bWVudBIdLnJhZ3N2Yy52MS5HZXREb2N1bWVudFJlcXVlc3QaHi5yYWdzdmMudjEuR2V0RG9jdW1lbnRSZXNwb25zZRJSCg1HZXRJbmRleFN0YXRzEh8ucmFnc3ZjLnYxLkdldEluZGV4U3RhdHNSZXF1ZXN0GiAucmFnc3ZjLnYxLkdldEluZGV4U3RhdHNSZXNwb25zZRJXCg5VcGxvYWREb2N1bWVudBIgLnJhZ3N2Yy52MS5VcGxvYWREb2N1bWVudFJlcXVlc3QaIS5yYWdzdmMudjEuVXBsb2FkRG9jdW1lbnRSZXNwb25zZSgBElgKD0dldFVwbG9hZFN0YXR1cxIhLnJhZ3N2Yy52MS5HZXRVcGxvYWRTdGF0dXNSZXF1ZXN0GiIucmFnc3ZjLnYxLkdldFVwbG9hZFN0YXR1c1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Ch1yYWdzdmMvdjEvaW5kZXhfc2VydmljZS5wcm90bxIJcmFnc3ZjLnYxIlMKFkluZ2VzdERvY3VtZW50c1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEiYKCWRvY3VtZW50cxgCIAMoCzITLnJhZ3N2Yy52MS5Eb2N1bWVudCLPAgoIRG9jdW1lbnQSEwoLZG9jdW1lbnRfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdjb250ZW50GAMgASgMEhIKCm1lZGlhX3R5cGUYBCABKAkSDAoEdGFncxgFIAMoCRISCgpzb3VyY2VfdXJsGAYgASgJEg0KBXRpdGxlGAcgASgJEhIKBXRydXN0GAggASgCSACIAQESFgoOcHVibGlzaGVkX2RhdGUYCSABKAkSFAoMY29uZmlkZW50aWFsGAogASgIEjMKCG1ldGFkYXRhGAsgAygLMiEucmFnc3ZjLnYxLkRvY3VtZW50Lk1ldGFkYXRhRW50cnkaSQoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5yYWdzdmMudjEuTWV0YWRhdGFWYWx1ZToCOAFCCAoGX3RydXN0IpQBCg1NZXRhZGF0YVZhbHVlEhYKDHN0cmluZ192YWx1ZRgBIAEoCUgAEhYKDG51bWJlcl92YWx1ZRgCIAEoAUgAEhQKCmJvb2xfdmFsdWUYAyABKAhIABI1Cg90aW1lc3RhbXBfdmFsdWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSABCBgoEa2luZCJFChdJbmdlc3REb2N1bWVudHNSZXNwb25zZRIqCgdyZXN1bHRzGAEgAygLMhkucmFnc3ZjLnYxLkRvY3VtZW50UmVzdWx0IqMBCg5Eb2N1bWVudFJlc3VsdBITCgtkb2N1bWVudF9pZBgBIAEoCRIWCg5jaHVua3NfY3JlYXRlZBgCIAEoBRIWCg5jaHVua3NfaW5kZXhlZBgDIAEoBRIqCgdlbGFwc2VkGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBWVycm9yGAUgASgJEhEKCXVuY2hhbmdlZBgGIAEoCCI/ChVEZWxldGVEb2N1bWVudFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhMKC2RvY3VtZW50X2lkGAIgASgJIjAKFkRlbGV0ZURvY3VtZW50UmVzcG9uc2USFgoOY2h1bmtzX2RlbGV0ZWQYASABKAUiUAoUTGlzdERvY3VtZW50c1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl8KFUxpc3REb2N1bWVudHNSZXNwb25zZRItCglkb2N1bWVudHMYASADKAsyGi5yYWdzdmMudjEuSW5kZXhlZERvY3VtZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKXAwoPSW5kZXhlZERvY3VtZW50EhMKC2RvY3VtZW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSDQoFdGl0bGUYAyABKAkSEgoKbWVkaWFfdHlwZRgEIAEoCRIMCgR0YWdzGAUgAygJEhIKCnNvdXJjZV91cmwYBiABKAkSFAoMY29uZmlkZW50aWFsGAcgASgIEhMKC2NodW5rX2NvdW50GAggASgFEhIKCnNpemVfYnl0ZXMYCSABKAMSFgoOY29udGVudF9zaGEyNTYYCiABKAkSLwoLaW5nZXN0X3RpbWUYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjoKCG1ldGFkYXRhGAwgAygLMigucmFnc3ZjLnYxLkluZGV4ZWREb2N1bWVudC5NZXRhZGF0YUVudHJ5Eg0KBXRydXN0GA0gASgCGkkKDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEicKBXZhbHVlGAIgASgLMhgucmFnc3ZjLnYxLk1ldGFkYXRhVmFsdWU6AjgBIjwKEkdldERvY3VtZW50UmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEwoLZG9jdW1lbnRfaWQYAiABKAkiQwoTR2V0RG9jdW1lbnRSZXNwb25zZRIsCghkb2N1bWVudBgBIAEoCzIaLnJhZ3N2Yy52MS5JbmRleGVkRG9jdW1lbnQiKQoUR2V0SW5kZXhTdGF0c1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJIpoBChVHZXRJbmRleFN0YXRzUmVzcG9uc2USFgoOZG9jdW1lbnRfY291bnQYASABKAUSEwoLY2h1bmtfY291bnQYAiABKAMSFQoNY29udGVudF9ieXRlcxgDIAEoAxIOCgZlbmdpbmUYBCABKAkSLQoNbWV0YWRhdGFfa2V5cxgFIAMoCzIWLnJhZ3N2Yy52MS5NZXRhZGF0YUtleSIpCgtNZXRhZGF0YUtleRIMCgRuYW1lGAEgASgJEgwKBHR5cGUYAiABKAkiowEKFVVwbG9hZERvY3VtZW50UmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSJQoIZG9jdW1lbnQYAiABKAsyEy5yYWdzdmMudjEuRG9jdW1lbnQSFAoMd3JpdGVfb2Zmc2V0GAMgASgDEgwKBGRhdGEYBCABKAwSFAoMZmluaXNoX3dyaXRlGAUgASgIEhYKDmNvbnRlbnRfc2hhMjU2GAYgASgJIlsKFlVwbG9hZERvY3VtZW50UmVzcG9uc2USFgoOY29tbWl0dGVkX3NpemUYASABKAMSKQoGcmVzdWx0GAIgASgLMhkucmFnc3ZjLnYxLkRvY3VtZW50UmVzdWx0IkAKFkdldFVwbG9hZFN0YXR1c1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhMKC2RvY3VtZW50X2lkGAIgASgJIjEKF0dldFVwbG9hZFN0YXR1c1Jlc3BvbnNlEhYKDmNvbW1pdHRlZF9zaXplGAEgASgDMugECgxJbmRleFNlcnZpY2USWAoPSW5nZXN0RG9jdW1lbnRzEiEucmFnc3ZjLnYxLkluZ2VzdERvY3VtZW50c1JlcXVlc3QaIi5yYWdzdmMudjEuSW5nZXN0RG9jdW1lbnRzUmVzcG9uc2USVQoORGVsZXRlRG9jdW1lbnQSIC5yYWdzdmMudjEuRGVsZXRlRG9jdW1lbnRSZXF1ZXN0GiEucmFnc3ZjLnYxLkRlbGV0ZURvY3VtZW50UmVzcG9uc2USUgoNTGlzdERvY3VtZW50cxIfLnJhZ3N2Yy52MS5MaXN0RG9jdW1lbnRzUmVxdWVzdBogLnJhZ3N2Yy52MS5MaXN0RG9jdW1lbnRzUmVzcG9uc2USTAoLR2V0RG9jdW1lbnQSHS5yYWdzdmMudjEuR2V0RG9jdW1lbnRSZXF1ZXN0Gh4ucmFnc3ZjLnYxLkdldERvY3VtZW50UmVzcG9uc2USUgoNR2V0SW5kZXhTdGF0cxIfLnJhZ3N2Yy52MS5HZXRJbmRleFN0YXRzUmVxdWVzdBogLnJhZ3N2Yy52MS5HZXRJbmRleFN0YXRzUmVzcG9uc2USVwoOVXBsb2FkRG9jdW1lbnQSIC5yYWdzdmMudjEuVXBsb2FkRG9jdW1lbnRSZXF1ZXN0GiEucmFnc3ZjLnYxLlVwbG9hZERvY3VtZW50UmVzcG9uc2UoARJYCg9HZXRVcGxvYWRTdGF0dXMSIS5yYWdzdmMudjEuR2V0VXBsb2FkU3RhdHVzUmVxdWVzdBoiLnJhZ3N2Yy52MS5HZXRVcGxvYWRTdGF0dXNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * IngestDocumentsRequest is a batch of documents for one tenant.
@@ -98,14 +98,16 @@ export type Document = Message<"ragsvc.v1.Document"> & {
   title: string;
 
   /**
-   * How much the source is trusted, 0 to 1, used in ranking. Unset means 1.
+   * How much the source is trusted, 0 to 1, used in ranking. Unset means the trust weight of the
+   * document's source type (metadata "source_type"; see RAG_SOURCE_TRUST).
    *
    * @generated from field: optional float trust = 8;
    */
   trust?: number | undefined;
 
   /**
-   * Publication date, ISO 8601 (YYYY-MM-DD), used for recency ranking.
+   * Publication date, ISO 8601 (YYYY-MM-DD, or a date-time), used for recency ranking. It is also the
+   * document's "published_at" metadata (which may be given there instead).
    *
    * @generated from field: string published_date = 9;
    */
@@ -118,6 +120,18 @@ export type Document = Message<"ragsvc.v1.Document"> & {
    * @generated from field: bool confidential = 10;
    */
   confidential: boolean;
+
+  /**
+   * Typed metadata that questions filter on (RetrievalOptions.filter.expression): at most 32 keys, each a
+   * letter or _ then letters, digits or _ (at most 64 characters; not AND, OR, NOT, IN, true or false).
+   * The first document of a tenant to carry a key fixes its type; a document giving the key another
+   * type is refused in its result. Two keys are the document's own: "source_type" (a string naming a
+   * type of the server's RAG_SOURCE_TRUST table, which sets its trust; RAG_DEFAULT_SOURCE_TYPE when
+   * unset) and "published_at" (a timestamp, the same as published_date).
+   *
+   * @generated from field: map<string, ragsvc.v1.MetadataValue> metadata = 11;
+   */
+  metadata: { [key: string]: MetadataValue };
 };
 
 /**
@@ -126,6 +140,59 @@ export type Document = Message<"ragsvc.v1.Document"> & {
  */
 export const DocumentSchema: GenMessage<Document> = /*@__PURE__*/
   messageDesc(file_ragsvc_v1_index_service, 1);
+
+/**
+ * MetadataValue is one typed metadata value.
+ *
+ * @generated from message ragsvc.v1.MetadataValue
+ */
+export type MetadataValue = Message<"ragsvc.v1.MetadataValue"> & {
+  /**
+   * The value; exactly one is set.
+   *
+   * @generated from oneof ragsvc.v1.MetadataValue.kind
+   */
+  kind: {
+    /**
+     * A string, at most 512 characters. Filters compare it whole (=, != and IN).
+     *
+     * @generated from field: string string_value = 1;
+     */
+    value: string;
+    case: "stringValue";
+  } | {
+    /**
+     * A finite number. Filters compare it and take ranges.
+     *
+     * @generated from field: double number_value = 2;
+     */
+    value: number;
+    case: "numberValue";
+  } | {
+    /**
+     * A boolean.
+     *
+     * @generated from field: bool bool_value = 3;
+     */
+    value: boolean;
+    case: "boolValue";
+  } | {
+    /**
+     * An instant. Filters compare it and take ranges.
+     *
+     * @generated from field: google.protobuf.Timestamp timestamp_value = 4;
+     */
+    value: Timestamp;
+    case: "timestampValue";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message ragsvc.v1.MetadataValue.
+ * Use `create(MetadataValueSchema)` to create a new message.
+ */
+export const MetadataValueSchema: GenMessage<MetadataValue> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_index_service, 2);
 
 /**
  * IngestDocumentsResponse reports each document, in request order.
@@ -146,7 +213,7 @@ export type IngestDocumentsResponse = Message<"ragsvc.v1.IngestDocumentsResponse
  * Use `create(IngestDocumentsResponseSchema)` to create a new message.
  */
 export const IngestDocumentsResponseSchema: GenMessage<IngestDocumentsResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 2);
+  messageDesc(file_ragsvc_v1_index_service, 3);
 
 /**
  * DocumentResult is what happened to one document.
@@ -203,7 +270,7 @@ export type DocumentResult = Message<"ragsvc.v1.DocumentResult"> & {
  * Use `create(DocumentResultSchema)` to create a new message.
  */
 export const DocumentResultSchema: GenMessage<DocumentResult> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 3);
+  messageDesc(file_ragsvc_v1_index_service, 4);
 
 /**
  * DeleteDocumentRequest names the document to delete.
@@ -231,7 +298,7 @@ export type DeleteDocumentRequest = Message<"ragsvc.v1.DeleteDocumentRequest"> &
  * Use `create(DeleteDocumentRequestSchema)` to create a new message.
  */
 export const DeleteDocumentRequestSchema: GenMessage<DeleteDocumentRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 4);
+  messageDesc(file_ragsvc_v1_index_service, 5);
 
 /**
  * DeleteDocumentResponse reports what was removed.
@@ -240,7 +307,8 @@ export const DeleteDocumentRequestSchema: GenMessage<DeleteDocumentRequest> = /*
  */
 export type DeleteDocumentResponse = Message<"ragsvc.v1.DeleteDocumentResponse"> & {
   /**
-   * How many chunks were removed; NOT_FOUND is returned instead when there were none.
+   * How many chunks were removed; NOT_FOUND is returned instead when there were none (or the key's tags do
+   * not show the document).
    *
    * @generated from field: int32 chunks_deleted = 1;
    */
@@ -252,7 +320,7 @@ export type DeleteDocumentResponse = Message<"ragsvc.v1.DeleteDocumentResponse">
  * Use `create(DeleteDocumentResponseSchema)` to create a new message.
  */
 export const DeleteDocumentResponseSchema: GenMessage<DeleteDocumentResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 5);
+  messageDesc(file_ragsvc_v1_index_service, 6);
 
 /**
  * ListDocumentsRequest asks for a page of a tenant's documents.
@@ -287,7 +355,7 @@ export type ListDocumentsRequest = Message<"ragsvc.v1.ListDocumentsRequest"> & {
  * Use `create(ListDocumentsRequestSchema)` to create a new message.
  */
 export const ListDocumentsRequestSchema: GenMessage<ListDocumentsRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 6);
+  messageDesc(file_ragsvc_v1_index_service, 7);
 
 /**
  * ListDocumentsResponse is one page of documents, in document id order.
@@ -315,7 +383,7 @@ export type ListDocumentsResponse = Message<"ragsvc.v1.ListDocumentsResponse"> &
  * Use `create(ListDocumentsResponseSchema)` to create a new message.
  */
 export const ListDocumentsResponseSchema: GenMessage<ListDocumentsResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 7);
+  messageDesc(file_ragsvc_v1_index_service, 8);
 
 /**
  * IndexedDocument is a document as the index holds it.
@@ -399,6 +467,21 @@ export type IndexedDocument = Message<"ragsvc.v1.IndexedDocument"> & {
    * @generated from field: google.protobuf.Timestamp ingest_time = 11;
    */
   ingestTime?: Timestamp | undefined;
+
+  /**
+   * Its metadata, "source_type" and (when it has a publication date) "published_at" included; empty for
+   * documents indexed before metadata was recorded.
+   *
+   * @generated from field: map<string, ragsvc.v1.MetadataValue> metadata = 12;
+   */
+  metadata: { [key: string]: MetadataValue };
+
+  /**
+   * The trust weight it is ranked with, 0 to 1.
+   *
+   * @generated from field: float trust = 13;
+   */
+  trust: number;
 };
 
 /**
@@ -406,7 +489,7 @@ export type IndexedDocument = Message<"ragsvc.v1.IndexedDocument"> & {
  * Use `create(IndexedDocumentSchema)` to create a new message.
  */
 export const IndexedDocumentSchema: GenMessage<IndexedDocument> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 8);
+  messageDesc(file_ragsvc_v1_index_service, 9);
 
 /**
  * GetDocumentRequest names a document.
@@ -434,7 +517,7 @@ export type GetDocumentRequest = Message<"ragsvc.v1.GetDocumentRequest"> & {
  * Use `create(GetDocumentRequestSchema)` to create a new message.
  */
 export const GetDocumentRequestSchema: GenMessage<GetDocumentRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 9);
+  messageDesc(file_ragsvc_v1_index_service, 10);
 
 /**
  * GetDocumentResponse is the document.
@@ -455,7 +538,7 @@ export type GetDocumentResponse = Message<"ragsvc.v1.GetDocumentResponse"> & {
  * Use `create(GetDocumentResponseSchema)` to create a new message.
  */
 export const GetDocumentResponseSchema: GenMessage<GetDocumentResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 10);
+  messageDesc(file_ragsvc_v1_index_service, 11);
 
 /**
  * GetIndexStatsRequest names the tenant to count.
@@ -476,7 +559,7 @@ export type GetIndexStatsRequest = Message<"ragsvc.v1.GetIndexStatsRequest"> & {
  * Use `create(GetIndexStatsRequestSchema)` to create a new message.
  */
 export const GetIndexStatsRequestSchema: GenMessage<GetIndexStatsRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 11);
+  messageDesc(file_ragsvc_v1_index_service, 12);
 
 /**
  * GetIndexStatsResponse is a tenant's share of the index.
@@ -512,6 +595,14 @@ export type GetIndexStatsResponse = Message<"ragsvc.v1.GetIndexStatsResponse"> &
    * @generated from field: string engine = 4;
    */
   engine: string;
+
+  /**
+   * The metadata keys the tenant declared, by name: what filter expressions may name. The tenant's keys,
+   * whichever documents the caller's tags show.
+   *
+   * @generated from field: repeated ragsvc.v1.MetadataKey metadata_keys = 5;
+   */
+  metadataKeys: MetadataKey[];
 };
 
 /**
@@ -519,7 +610,35 @@ export type GetIndexStatsResponse = Message<"ragsvc.v1.GetIndexStatsResponse"> &
  * Use `create(GetIndexStatsResponseSchema)` to create a new message.
  */
 export const GetIndexStatsResponseSchema: GenMessage<GetIndexStatsResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 12);
+  messageDesc(file_ragsvc_v1_index_service, 13);
+
+/**
+ * MetadataKey is a metadata key a tenant declared, and its type.
+ *
+ * @generated from message ragsvc.v1.MetadataKey
+ */
+export type MetadataKey = Message<"ragsvc.v1.MetadataKey"> & {
+  /**
+   * The key.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Its type: "string", "number", "bool" or "timestamp".
+   *
+   * @generated from field: string type = 2;
+   */
+  type: string;
+};
+
+/**
+ * Describes the message ragsvc.v1.MetadataKey.
+ * Use `create(MetadataKeySchema)` to create a new message.
+ */
+export const MetadataKeySchema: GenMessage<MetadataKey> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_index_service, 14);
 
 /**
  * UploadDocumentRequest is one message of an upload: the first carries the document, every one a piece.
@@ -578,7 +697,7 @@ export type UploadDocumentRequest = Message<"ragsvc.v1.UploadDocumentRequest"> &
  * Use `create(UploadDocumentRequestSchema)` to create a new message.
  */
 export const UploadDocumentRequestSchema: GenMessage<UploadDocumentRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 13);
+  messageDesc(file_ragsvc_v1_index_service, 15);
 
 /**
  * UploadDocumentResponse reports an upload when its stream ends.
@@ -606,7 +725,7 @@ export type UploadDocumentResponse = Message<"ragsvc.v1.UploadDocumentResponse">
  * Use `create(UploadDocumentResponseSchema)` to create a new message.
  */
 export const UploadDocumentResponseSchema: GenMessage<UploadDocumentResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 14);
+  messageDesc(file_ragsvc_v1_index_service, 16);
 
 /**
  * GetUploadStatusRequest names an upload by its document.
@@ -634,7 +753,7 @@ export type GetUploadStatusRequest = Message<"ragsvc.v1.GetUploadStatusRequest">
  * Use `create(GetUploadStatusRequestSchema)` to create a new message.
  */
 export const GetUploadStatusRequestSchema: GenMessage<GetUploadStatusRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 15);
+  messageDesc(file_ragsvc_v1_index_service, 17);
 
 /**
  * GetUploadStatusResponse tells how far an upload got.
@@ -643,7 +762,9 @@ export const GetUploadStatusRequestSchema: GenMessage<GetUploadStatusRequest> = 
  */
 export type GetUploadStatusResponse = Message<"ragsvc.v1.GetUploadStatusResponse"> & {
   /**
-   * The bytes of content the server holds for an unfinished upload of the document; 0 when none.
+   * The bytes of content the server holds for an unfinished upload of the document; 0 when none, and when the
+   * key's tags do not show the document the upload is of (such an upload cannot be resumed by this key: it
+   * starts over from write_offset 0).
    *
    * @generated from field: int64 committed_size = 1;
    */
@@ -655,10 +776,16 @@ export type GetUploadStatusResponse = Message<"ragsvc.v1.GetUploadStatusResponse
  * Use `create(GetUploadStatusResponseSchema)` to create a new message.
  */
 export const GetUploadStatusResponseSchema: GenMessage<GetUploadStatusResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 16);
+  messageDesc(file_ragsvc_v1_index_service, 18);
 
 /**
  * IndexService adds documents to the index, removes them, and tells what it holds.
+ *
+ * With authentication on, a key lists, reads, counts and deletes only the documents its tags show, by the rule of
+ * Ask: the documents sharing a tag with the key, and untagged ones when the server shows untagged documents
+ * (RAG_UNTAGGED_CHUNKS_VISIBLE); a key of any tag ("*") every document of its tenant. A document outside that
+ * set is NOT_FOUND, as one that does not exist (never PERMISSION_DENIED, which would tell that it exists); an
+ * ingest or upload that would replace it is refused in its DocumentResult.error, and the document stays.
  *
  * @generated from service ragsvc.v1.IndexService
  */
@@ -666,8 +793,9 @@ export const IndexService: GenService<{
   /**
    * IngestDocuments loads, chunks, embeds and indexes documents. Re-ingesting a document
    * replaces its chunks. Each document succeeds or fails on its own: a document that cannot be
-   * read is reported in its result, the others are still indexed. An unavailable embedder or
-   * engine fails the call with UNAVAILABLE.
+   * read, or whose metadata gives a key another type than the tenant declared, is reported in its
+   * result, the others are still indexed. An unavailable embedder or engine fails the call with
+   * UNAVAILABLE.
    *
    * @generated from rpc ragsvc.v1.IndexService.IngestDocuments
    */
