@@ -27,6 +27,7 @@ from ragsvc.config import ServerSettings, Settings
 from ragsvc.domain import SourceDocument
 from ragsvc.errors import FieldViolation, InvalidRequest, RagError
 from ragsvc.ingest.loaders import FoundFile, find_files, read_document
+from ragsvc.ingest.media import MEDIA_TYPES
 from ragsvc.ingest.sidecar import read_sidecar
 from ragsvc.metadata import MetadataValue, read_entry
 from ragsvc.v1 import admin_service_pb2 as admin_pb
@@ -86,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
 
     ingest = client(
         "ingest",
-        "index .txt, .md, .html and .pdf files; folders are read recursively, each file named by its path in the "
+        f"index {', '.join(MEDIA_TYPES)} files; folders are read recursively, each file named by its path in the "
         "folder (hidden, node_modules and virtualenv folders are skipped); unchanged files are skipped",
     )
     ingest.set_defaults(timeout=600.0)
@@ -299,7 +300,7 @@ async def _ingest(args: argparse.Namespace, address: str) -> int:
               f"{shown}; name one as a path to ingest it")
     report = _IngestReport(len(selection.files) + len(selection.problems))
     if not report.total:
-        raise InvalidRequest([], "no .txt, .md, .html or .pdf files under the given paths")
+        raise InvalidRequest([], f"no {', '.join(MEDIA_TYPES)} files under the given paths")
     bar = tqdm(
         total=sum(f.size for f in selection.files),
         unit="B",

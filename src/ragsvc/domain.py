@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ragsvc.errors import InvalidRequest
 from ragsvc.filters import Where
 from ragsvc.metadata import MetadataValue
 
@@ -405,7 +406,7 @@ class SourceDocument:
     document_id: str
     name: str
     content: bytes
-    media_type: str = "text/plain"  # text/plain, text/markdown, application/pdf
+    media_type: str = "text/plain"  # one of ingest.media.SUPPORTED, maybe with a charset parameter
     tenant_id: str = ""
     tags: tuple[str, ...] = ()
     source_url: str = ""
@@ -423,8 +424,15 @@ class IngestResult:
     chunks_created: int = 0
     chunks_indexed: int = 0
     elapsed_ms: float = 0.0
-    error: str = ""
+    # Why the document was not indexed (None when it was): a document that cannot be read, or is past a limit.
+    failure: InvalidRequest | None = None
     unchanged: bool = False  # already indexed from the same content and metadata: nothing was written
+    encoding: str = ""  # the IANA name of the encoding its text was read in (empty for PDF, .docx, or unread)
+
+    @property
+    def error(self) -> str:
+        """The failure's message; empty when the document was indexed."""
+        return self.failure.message if self.failure is not None else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,6 +446,7 @@ class DocumentSource:
     # re-ingesting a document whose fingerprint is stored already would change nothing.
     fingerprint: str
     ingested_at: float  # Unix time, seconds
+    encoding: str = ""  # the IANA name of the encoding its text was read in; empty for PDF and .docx
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from ragsvc.domain import Mode, Question, Role, SourceDocument
 from ragsvc.errors import FieldViolation, InvalidRequest
+from ragsvc.ingest.media import parse_media_type
 from ragsvc.metadata import PUBLISHED_AT, SOURCE_TYPE, MetadataType, parse_timestamp, problems, type_of
 from ragsvc.source_trust import SourceTrust
 
@@ -61,6 +62,7 @@ def validate_question(
                 FieldViolation(f"chat_history[{i}].content", f"must be at most {MAX_MESSAGE_CHARS} characters")
             )
 
+    violations += tenant_violations(question.tenant_id)
     if question.session_id and not _is_uuid4(question.session_id):
         violations.append(FieldViolation("session_id", "must be a UUID version 4"))
     if len(question.user_tags) > MAX_TAGS or any(not tag.strip() for tag in question.user_tags):
@@ -152,7 +154,24 @@ def _is_uuid4(value: str) -> bool:
 
 
 _DOCUMENT_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
-MEDIA_TYPES = ("text/plain", "text/markdown", "text/html", "application/pdf")
+# A tenant id: letters, digits, ".", "_" and "-", starting with a letter or digit (so never "..", nor an option).
+TENANT_ID_PATTERN = "[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+_TENANT_ID = re.compile(TENANT_ID_PATTERN)
+
+
+def tenant_violations(tenant_id: str, field: str = "tenant_id") -> list[FieldViolation]:
+    """The violation of a request's tenant id, if it has one: empty (the default tenant) or TENANT_ID_PATTERN,
+    around which spaces are ignored."""
+    tenant_id = tenant_id.strip()
+    if not tenant_id or _TENANT_ID.fullmatch(tenant_id):
+        return []
+    return [FieldViolation(field, f"must match {TENANT_ID_PATTERN} (or be empty for the default tenant)")]
+
+
+def validate_tenant_id(tenant_id: str, field: str = "tenant_id") -> None:
+    """Raise InvalidRequest when `tenant_id` is neither empty nor a tenant id (TENANT_ID_PATTERN)."""
+    if violations := tenant_violations(tenant_id, field):
+        raise InvalidRequest(violations)
 
 
 def validate_documents(documents: Sequence[SourceDocument], sources: SourceTrust) -> None:
@@ -167,8 +186,10 @@ def validate_documents(documents: Sequence[SourceDocument], sources: SourceTrust
         elif document.document_id in seen:
             violations.append(FieldViolation(f"documents[{i}].document_id", "is repeated in this request"))
         seen.add(document.document_id)
-        if document.media_type not in MEDIA_TYPES:
-            violations.append(FieldViolation(f"documents[{i}].media_type", f"must be one of {', '.join(MEDIA_TYPES)}"))
+        try:
+            parse_media_type(document.media_type)
+        except ValueError as exc:
+            violations.append(FieldViolation(f"documents[{i}].media_type", str(exc)))
         if document.trust is not None and not 0.0 <= document.trust <= 1.0:
             violations.append(FieldViolation(f"documents[{i}].trust", "must be between 0 and 1"))
         violations += _metadata_violations(document, f"documents[{i}]", sources)

@@ -171,3 +171,17 @@ def test_audit_erasure_erases_every_row_it_wrote(tmp_path: Path) -> None:
         counts = {case: measured[backend][case]["rows"] for case in measured[backend]}
         assert counts == {"erase_caller": 100, "purge_text_in_batches": 200, "purge_text_one_statement": 300}, backend
 
+
+@pytest.mark.timeout(300)
+def test_hostile_inputs_measures_every_input_and_the_asks_during_an_ingest(tmp_path: Path) -> None:
+    run("bench.hostile_inputs", "--scale", "0.002", "--latency-bytes", "3000", "--baseline-asks", "3",
+        results=tmp_path)  # fmt: skip
+    measured = result(tmp_path, "hostile_inputs")
+    rows = {row["input"]: row for row in measured["inputs_phase"]["inputs"]}
+    assert len(rows) == 13 and all(row["server_peak_rss_mb"] > 0 for row in rows.values())
+    assert rows['tenant_id "../x"']["status"] == "INVALID_ARGUMENT"
+    assert rows["PNG bytes as text/markdown"]["message"] == "content looks like a PNG image, not text/markdown"
+    assert rows["PDF stream inflating to 64 MB"]["limit"] == "RAG_INGEST_MAX_DECOMPRESSED_BYTES"
+    latency = measured["latency_phase"]
+    assert latency["ask_alone"]["n"] == 3 and latency["ask_alone"]["p50_ms"] > 0
+    assert latency["ingest"]["chunks"] > 0 and not latency["ingest"]["failure"]

@@ -78,6 +78,13 @@ DEFAULTS: dict[str, Any] = {
     "RAG_MAX_DOCUMENT_BYTES": 268435456,
     "RAG_SOURCE_TRUST": "official=1.0,supreme_court=1.0,high_court=0.9,statute=1.0,secondary=0.7,user_upload=0.5",
     "RAG_DEFAULT_SOURCE_TYPE": "user_upload",
+    "RAG_INGEST_PARSE_SECONDS": 120.0,
+    "RAG_INGEST_MAX_HTML_DEPTH": 1000,
+    "RAG_INGEST_MAX_HTML_ATTRIBUTES": 1000,
+    "RAG_INGEST_MAX_LINE_CHARS": 100_000,
+    "RAG_INGEST_MAX_DECOMPRESSED_BYTES": 32 * 1024 * 1024,
+    "RAG_INGEST_MAX_CHUNKS": 50_000,
+    "RAG_INGEST_MAX_CALL_CHUNKS": 1000,
     # Generation
     "RAG_GENERATOR": "extractive",
     "OPENAI_BASE_URL": "http://127.0.0.1:8080/v1",

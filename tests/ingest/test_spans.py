@@ -6,8 +6,9 @@ import pytest
 
 from ragsvc.domain import SourceDocument
 from ragsvc.ingest.chunker import chunk_sections
-from ragsvc.ingest.loaders import Section, load_sections
+from ragsvc.ingest.sections import Section
 from ragsvc.ingest.spans import chunk_spans, document_text
+from tests.ingest.reading import sections_of
 
 LABELLED = (
     "Server settings\n\n"
@@ -20,7 +21,7 @@ LABELLED = (
 
 
 def spans_of(sections: list[Section], tokens: int = 60, overlap: int = 12) -> tuple[str, list[Section], list]:
-    chunks = chunk_sections(sections, chunk_tokens=tokens, overlap_tokens=overlap)
+    chunks = list(chunk_sections(sections, chunk_tokens=tokens, overlap_tokens=overlap))
     return document_text(sections), chunks, chunk_spans(sections, chunks)
 
 
@@ -51,7 +52,7 @@ def test_spans_count_the_sections_before_them() -> None:
 @pytest.mark.parametrize("media_type", ["text/plain", "text/markdown"])
 def test_a_plain_text_documents_spans_are_offsets_into_its_text(media_type: str) -> None:
     content = "Refunds are possible within 14 days. " * 40
-    sections = load_sections(SourceDocument("d", "d.txt", content.encode(), media_type=media_type))
+    sections = sections_of(SourceDocument("d", "d.txt", content.encode(), media_type=media_type))
     text, chunks, spans = spans_of(sections)
     if media_type == "text/plain":
         assert text == content

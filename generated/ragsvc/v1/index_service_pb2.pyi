@@ -70,20 +70,52 @@ class IngestDocumentsResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[DocumentResult, _Mapping]]] = ...) -> None: ...
 
 class DocumentResult(_message.Message):
-    __slots__ = ("document_id", "chunks_created", "chunks_indexed", "elapsed", "error", "unchanged")
+    __slots__ = ("document_id", "chunks_created", "chunks_indexed", "elapsed", "error", "unchanged", "failure", "encoding")
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_CREATED_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_INDEXED_FIELD_NUMBER: _ClassVar[int]
     ELAPSED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     UNCHANGED_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
     document_id: str
     chunks_created: int
     chunks_indexed: int
     elapsed: _duration_pb2.Duration
     error: str
     unchanged: bool
-    def __init__(self, document_id: _Optional[str] = ..., chunks_created: _Optional[int] = ..., chunks_indexed: _Optional[int] = ..., elapsed: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., error: _Optional[str] = ..., unchanged: _Optional[bool] = ...) -> None: ...
+    failure: DocumentFailure
+    encoding: str
+    def __init__(self, document_id: _Optional[str] = ..., chunks_created: _Optional[int] = ..., chunks_indexed: _Optional[int] = ..., elapsed: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., error: _Optional[str] = ..., unchanged: _Optional[bool] = ..., failure: _Optional[_Union[DocumentFailure, _Mapping]] = ..., encoding: _Optional[str] = ...) -> None: ...
+
+class DocumentFailure(_message.Message):
+    __slots__ = ("code", "message", "reason", "metadata", "field_violations")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class FieldViolation(_message.Message):
+        __slots__ = ("field", "description")
+        FIELD_FIELD_NUMBER: _ClassVar[int]
+        DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+        field: str
+        description: str
+        def __init__(self, field: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    FIELD_VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    reason: str
+    metadata: _containers.ScalarMap[str, str]
+    field_violations: _containers.RepeatedCompositeFieldContainer[DocumentFailure.FieldViolation]
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., field_violations: _Optional[_Iterable[_Union[DocumentFailure.FieldViolation, _Mapping]]] = ...) -> None: ...
 
 class DeleteDocumentRequest(_message.Message):
     __slots__ = ("tenant_id", "document_id")
@@ -118,7 +150,7 @@ class ListDocumentsResponse(_message.Message):
     def __init__(self, documents: _Optional[_Iterable[_Union[IndexedDocument, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class IndexedDocument(_message.Message):
-    __slots__ = ("document_id", "name", "title", "media_type", "tags", "source_url", "confidential", "chunk_count", "size_bytes", "content_sha256", "ingest_time", "metadata", "trust")
+    __slots__ = ("document_id", "name", "title", "media_type", "tags", "source_url", "confidential", "chunk_count", "size_bytes", "content_sha256", "ingest_time", "metadata", "trust", "encoding")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -139,6 +171,7 @@ class IndexedDocument(_message.Message):
     INGEST_TIME_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     TRUST_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
     document_id: str
     name: str
     title: str
@@ -152,7 +185,8 @@ class IndexedDocument(_message.Message):
     ingest_time: _timestamp_pb2.Timestamp
     metadata: _containers.MessageMap[str, MetadataValue]
     trust: float
-    def __init__(self, document_id: _Optional[str] = ..., name: _Optional[str] = ..., title: _Optional[str] = ..., media_type: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., source_url: _Optional[str] = ..., confidential: _Optional[bool] = ..., chunk_count: _Optional[int] = ..., size_bytes: _Optional[int] = ..., content_sha256: _Optional[str] = ..., ingest_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., metadata: _Optional[_Mapping[str, MetadataValue]] = ..., trust: _Optional[float] = ...) -> None: ...
+    encoding: str
+    def __init__(self, document_id: _Optional[str] = ..., name: _Optional[str] = ..., title: _Optional[str] = ..., media_type: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., source_url: _Optional[str] = ..., confidential: _Optional[bool] = ..., chunk_count: _Optional[int] = ..., size_bytes: _Optional[int] = ..., content_sha256: _Optional[str] = ..., ingest_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., metadata: _Optional[_Mapping[str, MetadataValue]] = ..., trust: _Optional[float] = ..., encoding: _Optional[str] = ...) -> None: ...
 
 class GetDocumentRequest(_message.Message):
     __slots__ = ("tenant_id", "document_id")

@@ -38,13 +38,16 @@ from ragsvc.config import aliases
 from ragsvc.config.documents import OwnersDocument, check_pem, parse_owners, read_text
 from ragsvc.domain import StreamPolicy
 from ragsvc.errors import FieldViolation, InvalidRequest
+from ragsvc.ingest import limits
+from ragsvc.ingest.limits import ChunkLimit, DocumentLimits
 from ragsvc.model_table import DEFAULT_MODELS, ModelLimits, parse_model_table
 from ragsvc.pricing import PriceTable
 from ragsvc.prompts import DEFAULT_TEMPLATE, TEMPLATES
-from ragsvc.sanitize import MAX_FOLLOW_UPS, MAX_HISTORY_MESSAGES, TOP_K_RANGE
+from ragsvc.sanitize import MAX_FOLLOW_UPS, MAX_HISTORY_MESSAGES, TENANT_ID_PATTERN, TOP_K_RANGE
 from ragsvc.source_trust import DEFAULT_SOURCE_TRUST, DEFAULT_SOURCE_TYPE, SourceTrust, parse_weights
 
 _T = TypeVar("_T")
+_READING = DocumentLimits()  # the defaults of the limits of reading a document
 # The URL schemes of RAG_DATABASE_URL that name a PostgreSQL server (storage.database opens them).
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -118,7 +121,10 @@ class ServerSettings(Group):
         5.0, "RAG_HEALTH_PROBE_INTERVAL_SECONDS", "how often dependencies are probed for health", gt=0
     )
     default_tenant: str = env(
-        "default", "RAG_DEFAULT_TENANT", "tenant used when a request names none", min_length=1
+        "default",
+        "RAG_DEFAULT_TENANT",
+        f"tenant used when a request names none (a tenant id: {TENANT_ID_PATTERN})",
+        pattern=f"^{TENANT_ID_PATTERN}$",
     )
     total_timeout_s: float = env(
         30.0,
@@ -367,6 +373,48 @@ class IngestSettings(Group):
         DEFAULT_SOURCE_TYPE, "RAG_DEFAULT_SOURCE_TYPE", "source type of a document that names none (in RAG_SOURCE_TRUST)"
     )
     _source_trust: SourceTrust = PrivateAttr(default_factory=SourceTrust.default)
+    # The limits of reading one document (ingest/limits.py); the error past one names its variable.
+    parse_seconds: float = env(
+        _READING.parse_seconds,
+        limits.PARSE_SECONDS,
+        "time to read and chunk one document (checked between pages, sections and chunks)",
+        gt=0,
+    )
+    max_html_depth: int = env(
+        _READING.html_depth,
+        limits.MAX_HTML_DEPTH,
+        "deepest nesting of HTML elements read (browsers stop nesting at 512; parsing time grows with its square)",
+        ge=1,
+    )
+    max_html_attributes: int = env(
+        _READING.html_attributes,
+        limits.MAX_HTML_ATTRIBUTES,
+        "most attributes of one HTML element (parsing time grows with their square)",
+        ge=1,
+    )
+    max_line_chars: int = env(
+        _READING.line_chars,
+        limits.MAX_LINE_CHARS,
+        "longest line of a text, Markdown, reStructuredText or CSV/TSV document (characters)",
+        ge=1,
+    )
+    max_decompressed_bytes: int = env(
+        _READING.decompressed_bytes,
+        limits.MAX_DECOMPRESSED_BYTES,
+        "most bytes one PDF stream, or one part of a .docx, may decompress to",
+        ge=1,
+    )
+    max_chunks: int = env(
+        _READING.chunks, limits.MAX_CHUNKS, "most chunks one document may make, however it is ingested", ge=1
+    )
+    max_call_chunks: int = env(
+        1000,
+        limits.MAX_CALL_CHUNKS,
+        "most chunks of one document that IngestDocuments or UploadDocument embed within the call (about a minute "
+        "of the bundled embedder on 2 cores); a larger document is refused at once: ingest it as a long-running "
+        "operation (IndexService.SubmitIngest)",
+        ge=1,
+    )
 
     @model_validator(mode="after")
     def _checked(self) -> Self:
@@ -386,6 +434,23 @@ class IngestSettings(Group):
     def source_trust(self) -> SourceTrust:
         """RAG_SOURCE_TRUST with RAG_DEFAULT_SOURCE_TYPE, parsed."""
         return self._source_trust
+
+    @property
+    def limits(self) -> DocumentLimits:
+        """The limits of reading one document, whichever way it comes in."""
+        return DocumentLimits(
+            parse_seconds=self.parse_seconds,
+            html_depth=self.max_html_depth,
+            html_attributes=self.max_html_attributes,
+            line_chars=self.max_line_chars,
+            decompressed_bytes=self.max_decompressed_bytes,
+            chunks=self.max_chunks,
+        )
+
+    @property
+    def call_chunk_limit(self) -> ChunkLimit:
+        """The chunks of one document that IngestDocuments and UploadDocument embed within the call."""
+        return ChunkLimit(self.max_call_chunks, limits.MAX_CALL_CHUNKS, limits.CALL_ADVICE)
 
 
 class GenerationSettings(Group):

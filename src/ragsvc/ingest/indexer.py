@@ -14,6 +14,11 @@ another type than the tenant declared is refused in its result. Its trust is its
 A key calling IndexService with some tags only (`tags`) may not replace a document those tags do not show
 (`AccessPolicy.shows`): that document is refused in its result, and stays as it was.
 
+A document is read and chunked in a worker thread (the event loop serves on) within its `DocumentLimits`, and
+within the chunk limit of the way it came in: past any of them it fails alone with DocumentLimitExceeded naming the
+limit, before anything of it is embedded or written. Its chunks replace its old ones in one write, once all are
+embedded: a document fails or is indexed whole.
+
 Several documents are ingested as a pipeline (`ingest_many`): the next documents are read and chunked in worker
 threads while the embedder works on the chunks before them, and the chunks of consecutive documents are embedded
 together, EMBED_BATCH at a time, so that short documents fill a batch. Each document's chunks are written as soon
@@ -26,15 +31,19 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import logging
 import time
 from collections import deque
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from ragsvc.domain import Chunk, DocumentSource, IngestResult, SourceDocument
-from ragsvc.errors import InvalidRequest
-from ragsvc.ingest.chunker import chunk_sections, fenced_token_counts
-from ragsvc.ingest.loaders import load_sections
+from ragsvc.errors import FieldViolation, InvalidRequest
+from ragsvc.ingest.chunker import chunk_sections, fenced_token_counts, least_chunks
+from ragsvc.ingest.decoding import unreadable
+from ragsvc.ingest.limits import ChunkLimit, Deadline, DocumentLimits, exceeded
+from ragsvc.ingest.loaders import load_document
+from ragsvc.ingest.sections import Section
 from ragsvc.ingest.spans import chunk_spans
 from ragsvc.metadata import PUBLISHED_AT, SOURCE_TYPE, as_text, parse_timestamp, type_of
 from ragsvc.retrieval.base import Embedder, IndexedChunk, VectorEngine
@@ -45,6 +54,7 @@ from ragsvc.storage.index_versions import IndexVersions
 
 EMBED_BATCH = 64  # texts per embedder call, across documents; a cancelled ingest stops between calls
 READ_AHEAD = 4  # documents taken up (read and chunked) ahead of the one whose chunks are next to embed
+_log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -68,6 +78,7 @@ class Indexer:
         sources: SourceTrust,
         chunk_tokens: int,
         overlap_tokens: int,
+        limits: DocumentLimits = DocumentLimits(),
         versions: IndexVersions | None = None,
     ) -> None:
         if not chunk_tokens > overlap_tokens >= 0:
@@ -78,17 +89,23 @@ class Indexer:
         self.sources = sources
         self._chunk_tokens = chunk_tokens
         self._overlap_tokens = overlap_tokens
+        self._limits = limits
         self._versions = versions  # each tenant's index version, raised by every change of its documents
 
-    async def ingest(self, document: SourceDocument) -> IngestResult:
+    async def ingest(self, document: SourceDocument, *, chunk_limit: ChunkLimit | None = None) -> IngestResult:
         """Re-ingesting replaces the document's chunks, unless nothing changed since (then `unchanged`, and nothing
-        is written). A document that cannot be read is reported in the result's `error`; EmbeddingFailed and
-        RetrievalUnavailable propagate."""
-        [result] = await self.ingest_many([document])
+        is written). A document that cannot be read, or is past a limit, is reported in the result's `failure`;
+        EmbeddingFailed and RetrievalUnavailable propagate. `chunk_limit`, when lower than the limits' own, bounds
+        the document's chunks (the limit of one way in)."""
+        [result] = await self.ingest_many([document], chunk_limit=chunk_limit)
         return result
 
     async def ingest_many(
-        self, documents: Sequence[SourceDocument], *, tags: Collection[str] | None = None
+        self,
+        documents: Sequence[SourceDocument],
+        *,
+        tags: Collection[str] | None = None,
+        chunk_limit: ChunkLimit | None = None,
     ) -> list[IngestResult]:
         """Each document as `ingest` does it, in a pipeline (see the module's docstring); the results in the
         documents' order, each one's `elapsed_ms` from when it was taken up to its write. The documents must have
@@ -97,14 +114,15 @@ class Indexer:
         before stay written."""
         if len({(d.tenant_id, d.document_id) for d in documents}) < len(documents):
             raise ValueError("ingest_many needs documents of distinct (tenant, id)")
+        limit = self._chunk_limit(chunk_limit)
         results: dict[tuple[str, str], IngestResult] = {}
         pending: deque[_Pending] = deque()
-        ahead = deque(asyncio.ensure_future(self._take(d, tags)) for d in documents[:READ_AHEAD])
+        ahead = deque(asyncio.ensure_future(self._take(d, tags, limit)) for d in documents[:READ_AHEAD])
         try:
             for position, document in enumerate(documents):
                 taken = await ahead.popleft()  # the document's
                 if position + READ_AHEAD < len(documents):
-                    ahead.append(asyncio.ensure_future(self._take(documents[position + READ_AHEAD], tags)))
+                    ahead.append(asyncio.ensure_future(self._take(documents[position + READ_AHEAD], tags, limit)))
                 if isinstance(taken, IngestResult):
                     results[_key(document)] = taken
                     continue
@@ -172,13 +190,25 @@ class Indexer:
         fingerprint = hashlib.sha256(json.dumps(made_from, sort_keys=True).encode()).hexdigest()
         return DocumentSource(content_sha256, len(document.content), document.media_type, fingerprint, time.time())
 
-    def chunks(self, document: SourceDocument) -> list[Chunk]:
-        """The document read and chunked. Raises InvalidRequest or UnicodeDecodeError for a document that cannot be
-        read."""
-        sections = load_sections(document)
-        drafts = chunk_sections(sections, chunk_tokens=self._chunk_tokens, overlap_tokens=self._overlap_tokens)
+    def chunks(self, document: SourceDocument, limit: ChunkLimit | None = None) -> tuple[list[Chunk], str]:
+        """The document read and chunked within the limits (`limit` for its chunks, else the limits' own), and the
+        encoding of its text. Raises InvalidRequest for a document that cannot be read, DocumentLimitExceeded past
+        a limit."""
+        limit = self._chunk_limit(limit)
+        deadline = Deadline(self._limits.parse_seconds)
+        loaded = load_document(document, self._limits, chunk_tokens=self._chunk_tokens, deadline=deadline)
+        too_many = exceeded(limit.setting, limit.maximum, f"makes more than {limit.maximum} chunks", advice=limit.advice)
+        if least_chunks(loaded.sections, self._chunk_tokens) > limit.maximum:  # known without cutting one
+            raise too_many
+        drafts: list[Section] = []
+        for draft in chunk_sections(
+            loaded.sections, chunk_tokens=self._chunk_tokens, overlap_tokens=self._overlap_tokens, deadline=deadline
+        ):
+            if len(drafts) == limit.maximum:
+                raise too_many
+            drafts.append(draft)
         counts = fenced_token_counts([draft.text for draft in drafts])
-        spans = chunk_spans(sections, drafts)
+        spans = chunk_spans(loaded.sections, drafts)
         return [
             Chunk(
                 document_id=document.document_id,
@@ -199,38 +229,52 @@ class Indexer:
                 char_end=span[1] if span else None,
             )
             for index, (draft, count, span) in enumerate(zip(drafts, counts, spans, strict=True))
-        ]
+        ], loaded.encoding
 
-    async def _take(self, document: SourceDocument, tags: Collection[str] | None) -> _Pending | IngestResult:
-        """The document taken up: its chunks to embed, or already its result (unchanged, unreadable, or refused)."""
+    def _chunk_limit(self, limit: ChunkLimit | None) -> ChunkLimit:
+        """`limit` when it is lower than the limits' own chunks per document (RAG_INGEST_MAX_CHUNKS), else that."""
+        own = ChunkLimit(self._limits.chunks)
+        return limit if limit is not None and limit.maximum < own.maximum else own
+
+    async def _take(
+        self, document: SourceDocument, tags: Collection[str] | None, limit: ChunkLimit
+    ) -> _Pending | IngestResult:
+        """The document taken up: its chunks to embed, or already its result (unchanged, unreadable, past a limit,
+        or refused)."""
         started = time.perf_counter()
 
-        def refused(why: str) -> IngestResult:
-            return IngestResult(document.document_id, elapsed_ms=_since(started), error=why)
+        def refused(field_name: str, why: str) -> IngestResult:
+            failure = InvalidRequest([FieldViolation(field_name, why)], why)
+            return IngestResult(document.document_id, elapsed_ms=_since(started), failure=failure)
 
         try:
             document = self.completed(document)
         except (KeyError, ValueError) as exc:
-            return refused(f"cannot complete its metadata: {exc}")
-        source = self.source(document)
+            return refused("metadata", f"cannot complete its metadata: {exc}")
+        source = await asyncio.to_thread(self.source, document)
         stored = await self._engine.get_document(document.tenant_id, document.document_id)
         if stored is not None and not self._engine.access.shows(stored.tags, tags):
-            return refused("the document id is held by a document this key's tags do not show; it was not replaced")
+            return refused("document_id", "is held by a document this key's tags do not show; it was not replaced")
         if stored is not None and stored.source is not None and stored.source.fingerprint == source.fingerprint:
             return IngestResult(document.document_id, elapsed_ms=_since(started), unchanged=True)
         try:
-            chunks = await asyncio.to_thread(self.chunks, document)
-        except (InvalidRequest, UnicodeDecodeError) as exc:
-            return refused(str(exc))
+            chunks, encoding = await asyncio.to_thread(self.chunks, document, limit)
+        except InvalidRequest as exc:
+            return IngestResult(document.document_id, elapsed_ms=_since(started), failure=exc)
+        except Exception as exc:  # noqa: BLE001 - a reader's own fault on odd content fails that document alone
+            _log.error("could not read document %r", document.document_id, exc_info=exc)
+            failure = unreadable(f"could not be read: the server's reader failed ({type(exc).__name__})")
+            return IngestResult(document.document_id, elapsed_ms=_since(started), failure=failure)
         if not chunks:
-            return refused("the document has no text")
+            failure = unreadable("has no text")
+            return IngestResult(document.document_id, elapsed_ms=_since(started), failure=failure, encoding=encoding)
         types = {key: type_of(value) for key, value in document.metadata.items()}
         if conflicts := await self._schema.declare(document.tenant_id, types):
-            return refused("; ".join(
+            return refused("metadata", "; ".join(
                 f"metadata key {key!r} is a {kind.value} in this tenant, not a {types[key].value}"
                 for key, kind in sorted(conflicts.items(), key=lambda item: item[0])
             ))  # fmt: skip
-        return _Pending(document, source, chunks, started)
+        return _Pending(document, dataclasses.replace(source, encoding=encoding), chunks, started)
 
     async def _embed_next(self, pending: deque[_Pending]) -> dict[tuple[str, str], IngestResult]:
         """Embeds the next EMBED_BATCH chunks of the pending documents, in their order, in one embedder call; writes
@@ -259,6 +303,7 @@ class Indexer:
             chunks_created=len(done.chunks),
             chunks_indexed=len(indexed),
             elapsed_ms=_since(done.started),
+            encoding=done.source.encoding,
         )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from ragsvc.ingest.chunker import FENCE
-from ragsvc.ingest.loaders import Section
+from ragsvc.ingest.sections import Section
 
 SEPARATOR = "\n\n"  # between two sections in the document's text
 

@@ -69,7 +69,7 @@ META_CODES = {MetadataType.STRING: "s", MetadataType.NUMBER: "n", MetadataType.B
 # The payload fields that describe the chunk's document (what a listing reads from chunk 0).
 DOCUMENT_FIELDS = (
     "document_id", "document_name", "page_title", "tags", "source_url", "confidential",
-    "content_sha256", "content_bytes", "media_type", "ingest_fingerprint", "ingested_at", "trust", META_FIELD,
+    "content_sha256", "content_bytes", "media_type", "ingest_fingerprint", "ingested_at", "trust", META_FIELD, "encoding",
 )
 
 
@@ -234,6 +234,7 @@ def payload(
             "media_type": source.media_type,
             "ingest_fingerprint": source.fingerprint,
             "ingested_at": source.ingested_at,
+            "encoding": source.encoding,
         }
     return stored
 
@@ -249,6 +250,7 @@ def stored_document(document_id: str, chunks: int, data: Mapping[str, Any] | Non
             media_type=str(data.get("media_type", "")),
             fingerprint=str(data["ingest_fingerprint"]),
             ingested_at=float(data.get("ingested_at", 0.0)),
+            encoding=str(data.get("encoding") or ""),
         )
     return StoredDocument(
         document_id=document_id,

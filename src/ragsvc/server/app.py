@@ -55,6 +55,7 @@ def build_servicers(components: Components) -> tuple[RagServicer, IndexServicer,
         uploads,
         components.schema,
         default_tenant=settings.server.default_tenant,
+        chunk_limit=settings.ingest.call_chunk_limit,
         cache=components.cache,
     )
     admin = AdminServicer(

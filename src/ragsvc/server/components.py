@@ -200,6 +200,7 @@ async def open_components(
             chunk_tokens=settings.ingest.chunk_tokens,
             overlap_tokens=settings.ingest.chunk_overlap_tokens,
             versions=index_versions,
+            limits=settings.ingest.limits,
         )
         yield Components(
             settings, embedder, engine, retriever, generator, database, answers, indexer, answering,

@@ -19,10 +19,11 @@ from ragsvc.answering.conversation import Conversation
 from ragsvc.answering.service import AnsweringService
 from ragsvc.errors import FieldViolation, InvalidRequest, NotFound, RagError
 from ragsvc.ingest.indexer import Indexer
+from ragsvc.ingest.limits import ChunkLimit
 from ragsvc.ingest.uploads import Upload, UploadStaging
 from ragsvc.retrieval.base import VectorEngine
 from ragsvc.retrieval.schema import MetadataSchema
-from ragsvc.sanitize import validate_document_id, validate_documents, validate_session_id
+from ragsvc.sanitize import validate_document_id, validate_documents, validate_session_id, validate_tenant_id
 from ragsvc.server.boundary import call_context, call_state, stream_boundary, unary_boundary
 from ragsvc.server.interceptors import Context
 from ragsvc.server.pages import BAD_PAGE_TOKEN, page_after, page_size_of, page_token
@@ -64,6 +65,7 @@ class RagServicer(rag_grpc.RagServiceServicer):
     def _session(self, tenant_id: str, session_id: str, call: CallContext) -> SessionKey:
         """The session a request names: in the key's tenant (the interceptor refused another), else the one it
         names or the server's default."""
+        validate_tenant_id(tenant_id)
         validate_session_id(session_id)
         tenant = call.principal.tenant_id if call.principal is not None else tenant_id.strip()
         return SessionKey(tenant or self._default_tenant, session_id)
@@ -102,6 +104,7 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         schema: MetadataSchema,
         *,
         default_tenant: str,
+        chunk_limit: ChunkLimit,
         cache: AnswerStore | None = None,
     ) -> None:
         self._indexer = indexer
@@ -109,10 +112,13 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         self._uploads = uploads
         self._schema = schema
         self._default_tenant = default_tenant
+        self._chunk_limit = chunk_limit  # of one document ingested within a call
         self._cache = cache  # answers of a tenant are dropped when its documents change
 
     def _tenant(self, requested: str, context: Context) -> str:
-        """The request's tenant; when it names none, the caller's key's, else the server's default."""
+        """The request's tenant; when it names none, the caller's key's, else the server's default. Raises
+        InvalidRequest for a malformed one."""
+        validate_tenant_id(requested)
         if requested.strip():
             return requested.strip()
         principal = call_state(context).principal
@@ -137,7 +143,7 @@ class IndexServicer(index_grpc.IndexServiceServicer):
     ) -> list[domain.IngestResult]:
         validate_documents(documents, self._indexer.sources)
         try:
-            return await self._indexer.ingest_many(documents, tags=reader)
+            return await self._indexer.ingest_many(documents, tags=reader, chunk_limit=self._chunk_limit)
         finally:
             for tenant in {document.tenant_id for document in documents}:
                 await self._invalidate(tenant)
@@ -148,7 +154,9 @@ class IndexServicer(index_grpc.IndexServiceServicer):
     ) -> index_pb.IngestDocumentsResponse:
         documents = convert.documents_from_proto(request, self._tenant(request.tenant_id, context))
         results = await self._ingest(documents, self._reader(context))
-        return index_pb.IngestDocumentsResponse(results=[convert.ingest_result_to_proto(r) for r in results])
+        return index_pb.IngestDocumentsResponse(
+            results=[convert.ingest_result_to_proto(r, f"documents[{i}]") for i, r in enumerate(results)]
+        )
 
     @unary_boundary
     async def DeleteDocument(
@@ -251,7 +259,7 @@ class IndexServicer(index_grpc.IndexServiceServicer):
                     [result] = await self._ingest([dataclasses.replace(document, content=content)], reader)
                     upload.discard()
                     return index_pb.UploadDocumentResponse(
-                        committed_size=len(content), result=convert.ingest_result_to_proto(result)
+                        committed_size=len(content), result=convert.ingest_result_to_proto(result, "document")
                     )
                 message = await anext(requests, None)
             return index_pb.UploadDocumentResponse(committed_size=upload.size)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from google.protobuf import duration_pb2, timestamp_pb2
+from google.rpc import code_pb2
 
 from ragsvc import domain
 from ragsvc.errors import FieldViolation, InvalidRequest
@@ -327,15 +328,32 @@ def document_to_proto(document: domain.SourceDocument) -> index_pb.Document:
     )
 
 
-def ingest_result_to_proto(result: domain.IngestResult) -> index_pb.DocumentResult:
-    return index_pb.DocumentResult(
+def ingest_result_to_proto(result: domain.IngestResult, field_prefix: str) -> index_pb.DocumentResult:
+    """A document's result; its failure's fields named from the request's root (`field_prefix`: "documents[2]"
+    or "document")."""
+    message = index_pb.DocumentResult(
         document_id=result.document_id,
         chunks_created=result.chunks_created,
         chunks_indexed=result.chunks_indexed,
         elapsed=_duration(result.elapsed_ms),
         error=result.error,
         unchanged=result.unchanged,
+        encoding=result.encoding,
     )
+    if (failure := result.failure) is not None:
+        message.failure.CopyFrom(
+            index_pb.DocumentFailure(
+                code=code_pb2.INVALID_ARGUMENT,
+                message=failure.message,
+                reason=failure.reason,
+                metadata=failure.metadata,
+                field_violations=[
+                    index_pb.DocumentFailure.FieldViolation(field=f"{field_prefix}.{v.field}", description=v.description)
+                    for v in failure.violations
+                ],
+            )
+        )
+    return message
 
 
 def stored_document_to_proto(document: domain.StoredDocument) -> index_pb.IndexedDocument:
@@ -355,6 +373,7 @@ def stored_document_to_proto(document: domain.StoredDocument) -> index_pb.Indexe
         message.media_type = source.media_type
         message.size_bytes = source.content_bytes
         message.content_sha256 = source.content_sha256
+        message.encoding = source.encoding
         ingested = timestamp_pb2.Timestamp()
         ingested.FromNanoseconds(round(source.ingested_at * 1e9))
         message.ingest_time.CopyFrom(ingested)

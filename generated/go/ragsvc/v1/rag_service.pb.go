@@ -760,6 +760,8 @@ type GetSessionRequest struct {
 	unknownFields protoimpl.UnknownFields
 
 	// The tenant; empty means the key's tenant (with authentication) or the server's default.
+	// A tenant id, as in every request: [A-Za-z0-9][A-Za-z0-9._-]{0,127} (spaces around it are
+	// ignored); any other value is INVALID_ARGUMENT naming the field.
 	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	// The session, as AskRequest.session_id named it.
 	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -1073,6 +1075,7 @@ type DeleteSessionRequest struct {
 	unknownFields protoimpl.UnknownFields
 
 	// The tenant; empty means the key's tenant (with authentication) or the server's default.
+	// A tenant id: [A-Za-z0-9][A-Za-z0-9._-]{0,127}, else INVALID_ARGUMENT.
 	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	// The session, as AskRequest.session_id named it.
 	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -1192,7 +1195,9 @@ type AskRequest struct {
 	// The question. Required; at most 2000 characters after sanitizing.
 	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
 	// The tenant whose documents are searched. Empty means the server's default tenant. When
-	// authentication is on, it must be a tenant the caller's credentials allow.
+	// authentication is on, it must be a tenant the caller's credentials allow. A tenant id, as in
+	// every request: [A-Za-z0-9][A-Za-z0-9._-]{0,127} (spaces around it are ignored); any other
+	// value is INVALID_ARGUMENT naming the field.
 	TenantId string `protobuf:"bytes,2,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	// The caller's access tags: a chunk is visible when it shares at least one tag with the
 	// caller (or carries none, when that is the server's policy).

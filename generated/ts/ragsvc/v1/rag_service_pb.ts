@@ -22,6 +22,8 @@ export const file_ragsvc_v1_rag_service: GenFile = /*@__PURE__*/
 export type GetSessionRequest = Message<"ragsvc.v1.GetSessionRequest"> & {
   /**
    * The tenant; empty means the key's tenant (with authentication) or the server's default.
+   * A tenant id, as in every request: [A-Za-z0-9][A-Za-z0-9._-]{0,127} (spaces around it are
+   * ignored); any other value is INVALID_ARGUMENT naming the field.
    *
    * @generated from field: string tenant_id = 1;
    */
@@ -197,6 +199,7 @@ export const SessionTurnSchema: GenMessage<SessionTurn> = /*@__PURE__*/
 export type DeleteSessionRequest = Message<"ragsvc.v1.DeleteSessionRequest"> & {
   /**
    * The tenant; empty means the key's tenant (with authentication) or the server's default.
+   * A tenant id: [A-Za-z0-9][A-Za-z0-9._-]{0,127}, else INVALID_ARGUMENT.
    *
    * @generated from field: string tenant_id = 1;
    */
@@ -261,7 +264,9 @@ export type AskRequest = Message<"ragsvc.v1.AskRequest"> & {
 
   /**
    * The tenant whose documents are searched. Empty means the server's default tenant. When
-   * authentication is on, it must be a tenant the caller's credentials allow.
+   * authentication is on, it must be a tenant the caller's credentials allow. A tenant id, as in
+   * every request: [A-Za-z0-9][A-Za-z0-9._-]{0,127} (spaces around it are ignored); any other
+   * value is INVALID_ARGUMENT naming the field.
    *
    * @generated from field: string tenant_id = 2;
    */
