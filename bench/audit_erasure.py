@@ -35,6 +35,7 @@ BULK = 5000  # rows a bulk insert writes at once
 async def _fill(database: Backend, rows: int, callers: int) -> None:
     old = utc_now() - timedelta(days=60)
     base: dict[str, Any] = {
+        **dict.fromkeys(_COLUMNS, ""),  # every text column, the ones added since included
         "created_at": old, "request_id": "r", "tenant_id": "acme", "session_id": "", "query": "q" * 40,
         "outcome": "answered", "answer": "a" * 400, "grounded": 1, "refusal_reason": "none", "action": "cite",
         "confidence": "{}", "citations": "[]", "flags": "{}", "model": "m", "template_version": "rag-v1",

@@ -4,7 +4,9 @@ implementations keep is tested in tests/answering/test_cache.py.)"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import pytest
 
@@ -68,6 +70,8 @@ async def replicas(redis_url: str) -> AsyncIterator[tuple[RedisAnswerCache, Redi
 
 def test_an_answer_survives_the_codec_unchanged() -> None:
     assert decode(encode(ANSWER), Answer) == ANSWER
+    created = dataclasses.replace(ANSWER, created_at=datetime(2026, 11, 27, 9, 46, 7, 33000, tzinfo=UTC))
+    assert decode(encode(created), Answer) == created, "its creation time too (an aware datetime)"
     with pytest.raises((ValueError, TypeError, KeyError)):
         decode(b'{"not": "an answer"}', Answer)
 

@@ -1,8 +1,9 @@
 """Domain dataclasses to JSON and back, for values kept in Redis (cached answers).
 
 JSON rather than pickle: whoever can write to a shared Redis must not be able to run code in every replica. The
-decoder is driven by the dataclass's type hints (dataclasses, enums, tuples, optional values, str/int/float/bool),
-which covers `ragsvc.domain.Answer` and everything in it; anything else is refused at encode time.
+decoder is driven by the dataclass's type hints (dataclasses, enums, tuples, optional values, str/int/float/bool,
+datetimes as ISO 8601 text), which covers `ragsvc.domain.Answer` and everything in it; anything else is refused at
+encode time.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import functools
 import json
 import types
 import typing
+from datetime import datetime
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -40,6 +42,8 @@ def _plain(value: Any) -> Any:
         return [_plain(item) for item in value]
     if isinstance(value, _PLAIN):
         return value
+    if isinstance(value, datetime):
+        return value.isoformat()
     raise TypeError(f"cannot encode a {type(value).__name__}")
 
 
@@ -65,4 +69,6 @@ def _typed(value: Any, hint: Any) -> Any:
         return hint(value)
     if hint is float and isinstance(value, int):
         return float(value)
+    if hint is datetime:
+        return datetime.fromisoformat(value)
     return value
