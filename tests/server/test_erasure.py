@@ -211,6 +211,7 @@ BAD_REQUESTS = {
     "blank": ({"key_name": "   "}, ["key_name", "peer"]),
     "too long": ({"key_name": "x" * 257}, ["key_name"]),
     "control character": ({"peer": "10.0.\x1b0.7"}, ["peer"]),
+    "a path as tenant": ({"tenant_id": "../acme", "key_name": "acme-fin"}, ["tenant_id"]),
 }
 
 

@@ -35,6 +35,7 @@ from ragsvc.management.templates import (
 )
 from ragsvc.model_table import ModelLimits
 from ragsvc.retrieval.quality import RankingWeights
+from ragsvc.sanitize import tenant_violations
 from ragsvc.server.boundary import call_context, call_state, unary_boundary
 from ragsvc.server.interceptors import Context
 from ragsvc.server.pages import page_after, page_size_of, page_token
@@ -308,6 +309,7 @@ def erasure_scope(
     ]
     if bool(key_name) == bool(peer):
         violations += [FieldViolation(field, "set exactly one of key_name and peer") for field in ("key_name", "peer")]
+    violations += tenant_violations(request.tenant_id)
     if violations:
         raise InvalidRequest(violations)
     named = request.tenant_id.strip()
