@@ -21,6 +21,8 @@ import asyncpg
 import grpc
 import pytest
 import redis.asyncio as aioredis
+from google.longrunning import operations_pb2_grpc as lro_grpc
+from google.longrunning import operations_proto_pb2 as lro
 
 from ragsvc.answering.cache import AnswerStore
 from ragsvc.retrieval.embedders import MiniLMEmbedder
@@ -43,6 +45,7 @@ KEYS = {
 FIGURE = "12000 euros"  # in the finance document, so in every answer acme-fin gets (digits alone occur in timings)
 FIN_QUESTIONS = (QUESTION, "How much may the finance team spend on conferences?", "And per year?")
 FIN_REFUSED = "How large is the finance offsite budget?"  # asked with a bad top_k: refused at admission
+FIN_SUBMITTED = "Which budget does the finance team have for conferences?"  # a long-running ask (SubmitAsk)
 HR_QUESTION = "When are salaries reviewed?"
 ERASE_FIN = admin_pb.EraseCallerRequest(key_name="acme-fin")
 
@@ -93,7 +96,7 @@ async def _postgres_dump(url: str) -> str:
         tables = await connection.fetch(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
         )
-        assert {t["table_name"] for t in tables} >= {"answers", "sessions", "session_messages"}
+        assert {t["table_name"] for t in tables} >= {"answers", "sessions", "session_messages", "operations"}
         return "".join([repr(await connection.fetch(f'SELECT * FROM "{t["table_name"]}"')) for t in tables])
     finally:
         await connection.close()
@@ -140,6 +143,20 @@ async def ask(stubs: Stubs, token: str, query: str, **fields: Any) -> pb.Answer:
     return (await stubs.rag.Ask(pb.AskRequest(query=query, **fields), metadata=bearer(token), timeout=30)).answer
 
 
+async def submitted(stubs: Stubs, token: str, query: str) -> pb.AskResponse:
+    """The answer of a long-running ask (SubmitAsk), once its operation is done."""
+    operation = await stubs.rag.SubmitAsk(pb.AskRequest(query=query), metadata=bearer(token), timeout=30)
+    waiting = lro_grpc.OperationsStub(stubs.channel)
+    for _ in range(10):
+        request = lro.WaitOperationRequest(name=operation.name)
+        operation = await waiting.WaitOperation(request, metadata=bearer(token), timeout=70)
+        if operation.done:
+            response = pb.AskResponse()
+            assert operation.response.Unpack(response)
+            return response
+    raise AssertionError(f"{operation.name} did not finish")
+
+
 async def refused(call: Any) -> Details:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await call
@@ -154,11 +171,12 @@ async def test_erasing_a_caller_leaves_none_of_its_text_in_the_stores(deployment
         answers.append(await ask(stubs, "tok-fin", query, session_id=fin_session))  # two turns of a session
     bad_top_k = pb.RetrievalOptions(top_k=99)
     assert (await refused(ask(stubs, "tok-fin", FIN_REFUSED, retrieval=bad_top_k))).code == grpc.StatusCode.INVALID_ARGUMENT
+    answers.append((await submitted(stubs, "tok-fin", FIN_SUBMITTED)).answer)  # an operation holding its answer
     assert answers[0].grounded and all(FIGURE in answer.text for answer in answers[:2])
     await ask(stubs, "tok-hr", HR_QUESTION, idempotency_key="hr-once")
     await ask(stubs, "tok-hr", HR_QUESTION, session_id=hr_session)
 
-    fin_texts = [*FIN_QUESTIONS, FIN_REFUSED, FIGURE, *(answer.text for answer in answers), "acme-fin"]
+    fin_texts = [*FIN_QUESTIONS, FIN_REFUSED, FIN_SUBMITTED, FIGURE, *(answer.text for answer in answers), "acme-fin"]
     before = await deployment.dump()
     assert all(text in before for text in fin_texts), "the probe sees what it looks for"
     rows_before = await deployment.audit_rows()
@@ -166,17 +184,17 @@ async def test_erasing_a_caller_leaves_none_of_its_text_in_the_stores(deployment
     erased = await stubs.admin.EraseCaller(ERASE_FIN, metadata=bearer("tok-ops"), timeout=30)
     counts = (erased.sessions_deleted, erased.session_messages_deleted, erased.audit_records_erased,
               erased.operations_deleted, erased.cached_answers_dropped, erased.replayed_answers_dropped)  # fmt: skip
-    assert counts == (1, 4, 4, 0, 1, 1)
+    assert counts == (1, 4, 5, 1, 2, 1), "the submitted ask was cached too"
 
     after = await deployment.dump()
     left = {text: after[max(0, after.index(text) - 300) : after.index(text) + 300] for text in fin_texts if text in after}
     assert left == {}
     assert HR_QUESTION in after and "acme-hr" in after, "another caller's records are untouched"
     rows_after = await deployment.audit_rows()
-    assert len(rows_after) == len(rows_before) == 6, "the audit rows stay, as metadata"
+    assert len(rows_after) == len(rows_before) == 7, "the audit rows stay, as metadata"
     erased_rows = [row for row in rows_after if row["text_erased_at"] is not None]
-    assert len(erased_rows) == 4 and all(row["caller"] == "" and row["query"] == "" for row in erased_rows)
-    assert (erased_rows[-1]["outcome"], erased_rows[-1]["error_reason"]) == ("failed", "VALIDATION_ERROR")
+    assert len(erased_rows) == 5 and all(row["caller"] == "" and row["query"] == "" for row in erased_rows)
+    assert [(row["outcome"], row["error_reason"]) for row in erased_rows][3] == ("failed", "VALIDATION_ERROR")
     metadata = ("id", "created_at", "request_id", "tenant_id", "session_id", "outcome", "grounded", "action",
                 "refusal_reason", "confidence", "citations", "flags", "model", "timings", "error_reason")  # fmt: skip
     assert [[row[c] for c in metadata] for row in rows_after] == [[row[c] for c in metadata] for row in rows_before]

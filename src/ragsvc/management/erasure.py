@@ -21,9 +21,8 @@ With RAG_WORKERS > 1 and no Redis, each worker process keeps its own cache and r
 those of the worker it reaches, and the others' entries of the caller expire with RAG_CACHE_TTL_SECONDS and
 RAG_IDEMPOTENCY_TTL_SECONDS.
 
-Long-running operations: the store that keeps them is given as `operations`, any object with
-`erase_caller(caller, tenant_id) -> int` (`CallerRecords`). Until a server stores operations, none is given and
-`Erased.operations` is 0.
+The long-running operations' store is given as `operations`: any store of records bound to their caller with
+`erase_caller(caller, tenant_id) -> int` (`CallerRecords`; `storage.operations.OperationStore` in the server).
 """
 
 from __future__ import annotations

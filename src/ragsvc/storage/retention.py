@@ -1,9 +1,9 @@
-"""Retention as a periodic job: session messages and audit rows older than their retention are deleted, and the
-text of audit rows older than the text's retention is erased (their metadata stays until the rows go), every
-`interval_s`, not only at start.
+"""Retention as a periodic job: session messages, audit rows and finished long-running operations older than
+their retention are deleted, and the text of audit rows older than the text's retention is erased (their metadata
+stays until the rows go), every `interval_s`, not only at start.
 
-A retention of None or 0 days keeps those records (or that text) forever. A purge that fails (the database is down) is logged
-and tried again at the next interval; the job never stops on an error. Replicas sharing one database may all run
+A retention of None or 0 days keeps those records (or that text) forever. A purge that fails (the database is
+down) is logged and tried again at the next interval; the job never stops on an error. Replicas sharing one database may all run
 the job: a DELETE by age is idempotent, so overlapping purges only repeat work.
 """
 
@@ -18,6 +18,7 @@ from datetime import datetime
 from ragsvc.errors import RagError
 from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.backend import utc_now
+from ragsvc.storage.operations import OperationStore
 from ragsvc.storage.sessions import SessionStore
 
 DEFAULT_INTERVAL_S = 3600.0
@@ -31,6 +32,7 @@ class Purged:
     session_messages: int = 0
     audit_rows: int = 0
     audit_texts: int = 0  # rows whose text was erased (the rows stay)
+    operations: int = 0
 
 
 class RetentionJob:
@@ -45,6 +47,8 @@ class RetentionJob:
         answers: AnswerLog | None = None,
         audit_retention_days: float | None = None,
         audit_text_retention_days: float | None = None,
+        operations: OperationStore | None = None,
+        operation_retention_days: float | None = None,
         interval_s: float = DEFAULT_INTERVAL_S,
         clock: Callable[[], datetime] = utc_now,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -57,6 +61,8 @@ class RetentionJob:
         self._audit_days = audit_retention_days or 0.0
         self._answer_texts = answers if audit_text_retention_days else None
         self._audit_text_days = audit_text_retention_days or 0.0
+        self._operations = operations if operation_retention_days else None
+        self._operation_days = operation_retention_days or 0.0
         self.interval_s = interval_s
         self._clock = clock
         self._sleep = sleep
@@ -74,6 +80,8 @@ class RetentionJob:
             if self._answers is not None else 0,
             audit_texts=await self._answer_texts.purge_text(retention_days=self._audit_text_days, now=now)
             if self._answer_texts is not None else 0,
+            operations=await self._operations.purge(retention_days=self._operation_days, now=now)
+            if self._operations is not None else 0,
         )  # fmt: skip
         self.last = purged
         return purged
@@ -97,7 +105,8 @@ class RetentionJob:
             except RagError as exc:
                 _log.warning("retention purge failed, retrying in %g s: %s", self.interval_s, exc)
             else:
-                if purged.session_messages or purged.audit_rows or purged.audit_texts:
-                    _log.info("retention purge: %d session messages, %d audit rows, the text of %d audit rows",
-                              purged.session_messages, purged.audit_rows, purged.audit_texts)  # fmt: skip
+                if purged.session_messages or purged.audit_rows or purged.audit_texts or purged.operations:
+                    _log.info("retention purge: %d session messages, %d audit rows, the text of %d audit rows, "
+                              "%d operations", purged.session_messages, purged.audit_rows, purged.audit_texts,
+                              purged.operations)  # fmt: skip
             await self._sleep(self.interval_s)

@@ -106,7 +106,7 @@ type EraseCallerResponse struct {
 	SessionMessagesDeleted int32 `protobuf:"varint,2,opt,name=session_messages_deleted,json=sessionMessagesDeleted,proto3" json:"session_messages_deleted,omitempty"`
 	// Rows of the audit log whose text and caller were erased.
 	AuditRecordsErased int32 `protobuf:"varint,3,opt,name=audit_records_erased,json=auditRecordsErased,proto3" json:"audit_records_erased,omitempty"`
-	// Long-running operations deleted, with their results (0 on a server that stores none).
+	// Long-running operations (SubmitAsk, SubmitIngest) deleted, finished or not, with their results.
 	OperationsDeleted int32 `protobuf:"varint,4,opt,name=operations_deleted,json=operationsDeleted,proto3" json:"operations_deleted,omitempty"`
 	// Answers dropped from the answer cache.
 	CachedAnswersDropped int32 `protobuf:"varint,5,opt,name=cached_answers_dropped,json=cachedAnswersDropped,proto3" json:"cached_answers_dropped,omitempty"`

@@ -84,7 +84,7 @@ export type EraseCallerResponse = Message<"ragsvc.v1.EraseCallerResponse"> & {
   auditRecordsErased: number;
 
   /**
-   * Long-running operations deleted, with their results (0 on a server that stores none).
+   * Long-running operations (SubmitAsk, SubmitIngest) deleted, finished or not, with their results.
    *
    * @generated from field: int32 operations_deleted = 4;
    */
