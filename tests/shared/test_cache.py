@@ -4,9 +4,8 @@ implementations keep is tested in tests/answering/test_cache.py.)"""
 
 from __future__ import annotations
 
-import dataclasses
+import datetime
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 
 import pytest
 
@@ -52,6 +51,9 @@ ANSWER = Answer(
     flags=Flags(mitigation_applied=True),
     explanation=Explanation((ChatMessage(Role.SYSTEM, "s"),), (ScoredChunk(CHUNK, 0.7),), 40),
     retrieval_scores=(0.7, 0.5),
+    index_version="7",
+    created_at=datetime.datetime(2026, 11, 27, 10, 0, 0, 123456, tzinfo=datetime.UTC),
+    language="en",
 )
 
 
@@ -70,8 +72,6 @@ async def replicas(redis_url: str) -> AsyncIterator[tuple[RedisAnswerCache, Redi
 
 def test_an_answer_survives_the_codec_unchanged() -> None:
     assert decode(encode(ANSWER), Answer) == ANSWER
-    created = dataclasses.replace(ANSWER, created_at=datetime(2026, 11, 27, 9, 46, 7, 33000, tzinfo=UTC))
-    assert decode(encode(created), Answer) == created, "its creation time too (an aware datetime)"
     with pytest.raises((ValueError, TypeError, KeyError)):
         decode(b'{"not": "an answer"}', Answer)
 
