@@ -24,6 +24,13 @@ class CitationStyle(enum.Enum):
     SOURCE_ID = "source_id"  # [SourceId: doc:chunk]
 
 
+class CitationPolicy(enum.Enum):
+    """What becomes of an answer citing markers that name no packed chunk (see citation_policy.py)."""
+
+    STRICT = "strict"  # it is re-run strictly, and refused when no run cites only valid markers
+    DROP_INVALID = "drop_invalid"  # the sentences backed only by invalid markers are dropped
+
+
 class Strictness(enum.Enum):
     LENIENT = "lenient"
     NORMAL = "normal"
@@ -193,6 +200,7 @@ class Question:
     idempotency_key: str = ""  # a retry with the same key (by the same caller) gets the recorded answer
     caller: str = ""  # who asks (set at admission, never from the request): binds replays and sessions to it
     stream_policy: StreamPolicy | None = None  # None: the server default
+    citation_policy: CitationPolicy | None = None  # None: the template's, else the server default
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +243,9 @@ class GenerationRequest:
     temperature: float | None = None
     seed: int | None = None
     question: str = ""  # the user's own words when `query` is a follow-up's standalone search, else ""
+    stop: tuple[str, ...] = ()  # where the model stops writing (the template's stop sequences)
+    deadline: float | None = None  # event loop time by which the generation must end; no retry waits past it
+    side_call: bool = False  # an auxiliary call around an answer: a server's free slot goes to answers first
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +312,7 @@ class Flags:
     redactions_applied: bool = False
     partial: bool = False  # grounded, and says what the documents do not cover
     repetition_stopped: bool = False  # the model looped; its generation was stopped early
+    citations_dropped: bool = False  # sentences backed only by invalid markers were dropped (DROP_INVALID)
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,6 +68,7 @@ async def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
             fallback_model="qwen3:8b",
             health_probe_interval_s=3600.0,
             model_list_ttl_s=3600.0,
+            llm_retry_backoff_s=0.01,
             **url,
         ) as server, connected(server) as stubs:
             yield Stack(backend, llm, server, stubs.rag)
@@ -160,7 +161,8 @@ async def test_the_fallback_model_answers_flagged_degraded(stack: Stack) -> None
     stack.script(model_status={"llama3.2": 503})
     chats_before = len(stack.chats())
     answer = (await stack.stub.Ask(pb.AskRequest(query=QUESTION), timeout=30)).answer
-    assert [r.body["model"] for r in stack.chats()[chats_before:]] == ["llama3.2", "qwen3:8b"]
+    asked = [r.body["model"] for r in stack.chats()[chats_before:]]
+    assert asked == ["llama3.2"] * 3 + ["qwen3:8b"], "tried and retried twice (seed 001), then the fallback"
     assert answer.model == f"{stack.backend.name}:qwen3:8b" and answer.flags.degraded
     assert answer.text == "".join(ANSWER)
 
