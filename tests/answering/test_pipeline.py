@@ -102,21 +102,23 @@ def make_pipeline(
     timeout_s: float = 30.0,
     hits: Sequence[ScoredChunk] = EVIDENCE,
     retriever: FixedRetriever | None = None,
-    **overrides: float,
+    templates: TemplateRegistry | None = None,
+    **overrides: object,
 ) -> Pipeline:
     """The pipeline as the server builds it, over `retriever` and `generator`; `overrides` are settings by field
-    name. The model's extra calls (classification, self-score, follow-ups, re-runs) are off: the tests count the
-    LLM requests."""
+    name. The model's extra calls (classification, self-score, follow-ups, re-runs) are off unless `overrides`
+    turn them on: the tests count the LLM requests."""
+    extra_calls_off = {"llm_classify": False, "llm_self_score": False, "follow_up_count": 0, "hallucination_retries": 0}
     settings = Settings.of(
         default_tenant="t", models=models, chat_model=default_model, fallback_model=fallback_model,
         fallback_extractive=extractive, timeout_s=timeout_s, top_k=5, score_gate=0.3, temperature=0.1,
-        default_template="rag-v1", confidence_threshold=60, default_llm_score=50, llm_classify=False,
-        llm_self_score=False, follow_up_count=0, hallucination_retries=0, **overrides,
+        default_template="rag-v1", confidence_threshold=60, default_llm_score=50, **(extra_calls_off | overrides),
     )
     catalog = ModelCatalog(settings.generation.model_limits, settings.budget)
     owners = OwnerDirectory(SQLiteDatabase.open(":memory:"), admin_email="admin@example.com")
     return build_pipeline(
-        settings, retriever or FixedRetriever(hits), generator, catalog, TemplateRegistry(), owners, Conversation(None),  # type: ignore[arg-type]
+        settings, retriever or FixedRetriever(hits), generator, catalog, templates or TemplateRegistry(), owners,  # type: ignore[arg-type]
+        Conversation(None),
     )
 
 

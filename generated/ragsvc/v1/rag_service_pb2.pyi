@@ -30,6 +30,12 @@ class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ROLE_ASSISTANT: _ClassVar[Role]
     ROLE_SYSTEM: _ClassVar[Role]
 
+class CitationPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CITATION_POLICY_UNSPECIFIED: _ClassVar[CitationPolicy]
+    CITATION_POLICY_STRICT: _ClassVar[CitationPolicy]
+    CITATION_POLICY_DROP_INVALID: _ClassVar[CitationPolicy]
+
 class CitationStyle(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CITATION_STYLE_UNSPECIFIED: _ClassVar[CitationStyle]
@@ -95,6 +101,9 @@ ROLE_UNSPECIFIED: Role
 ROLE_USER: Role
 ROLE_ASSISTANT: Role
 ROLE_SYSTEM: Role
+CITATION_POLICY_UNSPECIFIED: CitationPolicy
+CITATION_POLICY_STRICT: CitationPolicy
+CITATION_POLICY_DROP_INVALID: CitationPolicy
 CITATION_STYLE_UNSPECIFIED: CitationStyle
 CITATION_STYLE_MARKER: CitationStyle
 CITATION_STYLE_SOURCE_ID: CitationStyle
@@ -304,20 +313,22 @@ class MetadataFilter(_message.Message):
     def __init__(self, source_urls: _Optional[_Iterable[str]] = ..., page_titles: _Optional[_Iterable[str]] = ..., section_headings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GenerationOptions(_message.Message):
-    __slots__ = ("model", "template_id", "citation_style", "strictness", "temperature", "seed")
+    __slots__ = ("model", "template_id", "citation_style", "strictness", "temperature", "seed", "citation_policy")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_ID_FIELD_NUMBER: _ClassVar[int]
     CITATION_STYLE_FIELD_NUMBER: _ClassVar[int]
     STRICTNESS_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    CITATION_POLICY_FIELD_NUMBER: _ClassVar[int]
     model: str
     template_id: str
     citation_style: CitationStyle
     strictness: Strictness
     temperature: float
     seed: int
-    def __init__(self, model: _Optional[str] = ..., template_id: _Optional[str] = ..., citation_style: _Optional[_Union[CitationStyle, str]] = ..., strictness: _Optional[_Union[Strictness, str]] = ..., temperature: _Optional[float] = ..., seed: _Optional[int] = ...) -> None: ...
+    citation_policy: CitationPolicy
+    def __init__(self, model: _Optional[str] = ..., template_id: _Optional[str] = ..., citation_style: _Optional[_Union[CitationStyle, str]] = ..., strictness: _Optional[_Union[Strictness, str]] = ..., temperature: _Optional[float] = ..., seed: _Optional[int] = ..., citation_policy: _Optional[_Union[CitationPolicy, str]] = ...) -> None: ...
 
 class Answer(_message.Message):
     __slots__ = ("text", "citations", "confidence", "action", "route", "grounded", "refusal_reason", "candidates", "model", "usage", "timings", "context_chunks_used", "context_tokens_used", "prompt_template_version", "follow_up_questions", "flags", "request_id", "explanation", "query_class", "cost_estimate_usd")
@@ -454,7 +465,7 @@ class Timings(_message.Message):
     def __init__(self, retrieval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., budget: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., generation: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., time_to_first_token: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., total: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., embedding: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., validation: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., store: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class AnswerFlags(_message.Message):
-    __slots__ = ("hallucination_detected", "mitigation_applied", "cache_hit", "degraded", "injection_suspected", "redactions_applied", "partial", "repetition_stopped")
+    __slots__ = ("hallucination_detected", "mitigation_applied", "cache_hit", "degraded", "injection_suspected", "redactions_applied", "partial", "repetition_stopped", "citations_dropped")
     HALLUCINATION_DETECTED_FIELD_NUMBER: _ClassVar[int]
     MITIGATION_APPLIED_FIELD_NUMBER: _ClassVar[int]
     CACHE_HIT_FIELD_NUMBER: _ClassVar[int]
@@ -463,6 +474,7 @@ class AnswerFlags(_message.Message):
     REDACTIONS_APPLIED_FIELD_NUMBER: _ClassVar[int]
     PARTIAL_FIELD_NUMBER: _ClassVar[int]
     REPETITION_STOPPED_FIELD_NUMBER: _ClassVar[int]
+    CITATIONS_DROPPED_FIELD_NUMBER: _ClassVar[int]
     hallucination_detected: bool
     mitigation_applied: bool
     cache_hit: bool
@@ -471,7 +483,8 @@ class AnswerFlags(_message.Message):
     redactions_applied: bool
     partial: bool
     repetition_stopped: bool
-    def __init__(self, hallucination_detected: _Optional[bool] = ..., mitigation_applied: _Optional[bool] = ..., cache_hit: _Optional[bool] = ..., degraded: _Optional[bool] = ..., injection_suspected: _Optional[bool] = ..., redactions_applied: _Optional[bool] = ..., partial: _Optional[bool] = ..., repetition_stopped: _Optional[bool] = ...) -> None: ...
+    citations_dropped: bool
+    def __init__(self, hallucination_detected: _Optional[bool] = ..., mitigation_applied: _Optional[bool] = ..., cache_hit: _Optional[bool] = ..., degraded: _Optional[bool] = ..., injection_suspected: _Optional[bool] = ..., redactions_applied: _Optional[bool] = ..., partial: _Optional[bool] = ..., repetition_stopped: _Optional[bool] = ..., citations_dropped: _Optional[bool] = ...) -> None: ...
 
 class Explanation(_message.Message):
     __slots__ = ("prompt", "packed_chunks", "prompt_tokens", "search_query", "query_rewrite", "draft", "model_usage")

@@ -14,17 +14,19 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ragsvc.answering.cache import AnswerStore
+from ragsvc.domain import CitationPolicy
 from ragsvc.errors import AlreadyExists, BuiltInTemplate, FieldViolation, InvalidRequest, NotFound
-from ragsvc.prompts import PromptTemplate, TemplateRegistry, user_prompt_violations
+from ragsvc.prompts import PromptTemplate, TemplateRegistry, stop_violations, user_prompt_violations
 from ragsvc.storage.templates import StoredTemplate, TemplateStore
 
 CHANGES_TOPIC = "templates"  # the change feed's topic of template changes
 TEMPLATE_ID = re.compile(r"[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?")
-TEMPLATE_FIELDS = ("display_name", "instructions", "user_prompt")
+TEXT_FIELDS = ("display_name", "instructions", "user_prompt", "stop_sequences")
+TEMPLATE_FIELDS = (*TEXT_FIELDS, "citation_policy")
 LIMITS = {"display_name": 200, "instructions": 2000, "user_prompt": 8000}
 
 
@@ -47,6 +49,9 @@ class TemplateChange:
     display_name: str | None = None
     instructions: str | None = None
     user_prompt: str | None = None
+    stop_sequences: tuple[str, ...] | None = None
+    citation_policy: CitationPolicy | None = None  # with `sets_citation_policy`; None: the server's default
+    sets_citation_policy: bool = False
 
 
 class TemplateCatalog:
@@ -99,7 +104,16 @@ class TemplateCatalog:
         built_ins = [TemplateEntry(t, None) for t in self._registry.all() if self._registry.is_built_in(t.version)]
         return built_ins + [TemplateEntry(s.template, s) for s in await self._store.list()]
 
-    async def create(self, template_id: str, display_name: str, instructions: str, user_prompt: str) -> TemplateEntry:
+    async def create(
+        self,
+        template_id: str,
+        display_name: str,
+        instructions: str,
+        user_prompt: str,
+        *,
+        stop_sequences: Sequence[str] = (),
+        citation_policy: CitationPolicy | None = None,
+    ) -> TemplateEntry:
         violations: list[FieldViolation] = []
         if not TEMPLATE_ID.fullmatch(template_id):
             violations.append(
@@ -110,9 +124,10 @@ class TemplateCatalog:
                 )
             )
         template = PromptTemplate(
-            version=template_id, length_rule=instructions, user=user_prompt, display_name=display_name
+            version=template_id, length_rule=instructions, user=user_prompt, display_name=display_name,
+            stop=tuple(stop_sequences), citation_policy=citation_policy,
         )
-        violations += _violations(template, TEMPLATE_FIELDS)
+        violations += _violations(template, TEXT_FIELDS)
         if violations:
             raise InvalidRequest(violations)
         async with self._lock:
@@ -134,8 +149,10 @@ class TemplateCatalog:
                 display_name=current.display_name if change.display_name is None else change.display_name,
                 length_rule=current.length_rule if change.instructions is None else change.instructions,
                 user=current.user if change.user_prompt is None else change.user_prompt,
+                stop=current.stop if change.stop_sequences is None else change.stop_sequences,
+                citation_policy=change.citation_policy if change.sets_citation_policy else current.citation_policy,
             )
-            changed = [name for name in TEMPLATE_FIELDS if getattr(change, name) is not None]
+            changed = [name for name in TEXT_FIELDS if getattr(change, name) is not None]
             if violations := _violations(template, changed):
                 raise InvalidRequest(violations)
             stored = await self._store.update(template)
@@ -183,8 +200,10 @@ def _violations(template: PromptTemplate, fields: Iterable[str]) -> list[FieldVi
     found = [
         FieldViolation(prefix + field, f"at most {LIMITS[field]} characters, got {len(values[field])}")
         for field in fields
-        if len(values[field]) > LIMITS[field]
+        if field in LIMITS and len(values[field]) > LIMITS[field]
     ]
     if "user_prompt" in fields:
         found += user_prompt_violations(template.user, prefix + "user_prompt")
+    if "stop_sequences" in fields:
+        found += stop_violations(template.stop, prefix + "stop_sequences")
     return found

@@ -24,7 +24,7 @@ from ragsvc.answering.service import AnsweringService
 from ragsvc.errors import FieldViolation, InvalidRequest
 from ragsvc.management.owners import OwnerControl
 from ragsvc.management.ranking import RankingControl
-from ragsvc.management.templates import TEMPLATE_FIELDS, TemplateCatalog, TemplateChange, TemplateEntry
+from ragsvc.management.templates import TEMPLATE_FIELDS, TEXT_FIELDS, TemplateCatalog, TemplateChange, TemplateEntry
 from ragsvc.model_table import ModelLimits
 from ragsvc.retrieval.quality import RankingWeights
 from ragsvc.server.boundary import call_context, unary_boundary
@@ -33,6 +33,7 @@ from ragsvc.server.pages import page_after, page_size_of, page_token
 from ragsvc.storage.owners import TagOwner
 from ragsvc.v1 import admin_service_pb2 as admin_pb
 from ragsvc.v1 import admin_service_pb2_grpc as admin_grpc
+from ragsvc.v1 import rag_service_pb2 as rag_pb
 from ragsvc.wire import convert
 
 TEMPLATE_COLLECTION = "promptTemplates/"
@@ -68,11 +69,20 @@ def _template_to_proto(entry: TemplateEntry) -> admin_pb.PromptTemplate:
         instructions=template.length_rule,
         user_prompt=template.user,
         built_in=entry.built_in,
+        stop_sequences=list(template.stop),
+        citation_policy=convert.CITATION_POLICIES_TO_PROTO[template.citation_policy],
     )
     if stored is not None:
         message.create_time.CopyFrom(convert.timestamp_of(stored.created_at))
         message.update_time.CopyFrom(convert.timestamp_of(stored.updated_at))
     return message
+
+
+def _citation_policy_of(value: rag_pb.CitationPolicy) -> domain.CitationPolicy | None:
+    """A template's citation policy from its message; InvalidRequest for a number this server does not know."""
+    if value not in convert.CITATION_POLICIES:
+        raise InvalidRequest([FieldViolation("prompt_template.citation_policy", f"unsupported value {value}")])
+    return convert.CITATION_POLICIES[value]
 
 
 def _weights_to_proto(weights: RankingWeights) -> admin_pb.RankingWeights:
@@ -124,7 +134,9 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
     ) -> admin_pb.CreatePromptTemplateResponse:
         given = request.prompt_template
         entry = await self._templates.create(
-            request.prompt_template_id, given.display_name, given.instructions, given.user_prompt
+            request.prompt_template_id, given.display_name, given.instructions, given.user_prompt,
+            stop_sequences=tuple(given.stop_sequences),
+            citation_policy=_citation_policy_of(given.citation_policy),
         )
         return admin_pb.CreatePromptTemplateResponse(prompt_template=_template_to_proto(entry))
 
@@ -162,7 +174,14 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
         paths = _mask_paths(request.update_mask, TEMPLATE_FIELDS)
         given = request.prompt_template
         template_id = template_id_of(given.name, "prompt_template.name")
-        change = TemplateChange(**{path: getattr(given, path) for path in paths})
+        texts = {path: getattr(given, path) for path in paths if path in TEXT_FIELDS}
+        if "stop_sequences" in texts:
+            texts["stop_sequences"] = tuple(texts["stop_sequences"])
+        change = TemplateChange(
+            **texts,
+            citation_policy=_citation_policy_of(given.citation_policy),
+            sets_citation_policy="citation_policy" in paths,
+        )
         entry, dropped = await self._templates.update(template_id, change)
         return admin_pb.UpdatePromptTemplateResponse(
             prompt_template=_template_to_proto(entry), cached_answers_dropped=dropped

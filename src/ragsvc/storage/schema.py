@@ -98,6 +98,11 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE answers ADD COLUMN query_rewrite TEXT NOT NULL DEFAULT '';
     ALTER TABLE answers ADD COLUMN draft TEXT NOT NULL DEFAULT '';
     """,
+    # A custom template's stop sequences (a JSON list) and citation policy ('': the server's default).
+    """
+    ALTER TABLE prompt_templates ADD COLUMN stop_sequences TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE prompt_templates ADD COLUMN citation_policy TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 # The columns declared {timestamp} above: SQLite keeps them as ISO 8601 text, which the SQLite backend turns

@@ -7,12 +7,14 @@ admin servicer writes here first and then updates the in-memory `TemplateRegistr
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass
 
+from ragsvc.domain import CitationPolicy
 from ragsvc.prompts import PromptTemplate
 from ragsvc.storage.backend import Backend, Row, utc_now
 
-_COLUMNS = "id, display_name, instructions, user_prompt, created_at, updated_at"
+_COLUMNS = "id, display_name, instructions, user_prompt, stop_sequences, citation_policy, created_at, updated_at"
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,9 +28,18 @@ class StoredTemplate:
 
 def _stored(row: Row) -> StoredTemplate:
     template = PromptTemplate(
-        version=row["id"], length_rule=row["instructions"], user=row["user_prompt"], display_name=row["display_name"]
+        version=row["id"],
+        length_rule=row["instructions"],
+        user=row["user_prompt"],
+        display_name=row["display_name"],
+        stop=tuple(json.loads(row["stop_sequences"])),
+        citation_policy=CitationPolicy(row["citation_policy"]) if row["citation_policy"] else None,
     )
     return StoredTemplate(template, row["created_at"], row["updated_at"])
+
+
+def _policy(template: PromptTemplate) -> str:
+    return template.citation_policy.value if template.citation_policy is not None else ""
 
 
 class TemplateStore:
@@ -48,18 +59,23 @@ class TemplateStore:
         """Store a new template; None when one with its id exists."""
         now = utc_now()
         changed = await self._db.execute(
-            "INSERT INTO prompt_templates (id, display_name, instructions, user_prompt, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-            (template.version, template.display_name, template.length_rule, template.user, now, now),
+            f"INSERT INTO prompt_templates ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",  # noqa: S608 - a constant
+            (
+                template.version, template.display_name, template.length_rule, template.user,
+                json.dumps(list(template.stop)), _policy(template), now, now,
+            ),
         )
         return StoredTemplate(template, now, now) if changed else None
 
     async def update(self, template: PromptTemplate) -> StoredTemplate | None:
         """Replace the text of an existing template; None when there is none with its id."""
         changed = await self._db.execute(
-            "UPDATE prompt_templates SET display_name = ?, instructions = ?, user_prompt = ?, updated_at = ? "
-            "WHERE id = ?",
-            (template.display_name, template.length_rule, template.user, utc_now(), template.version),
+            "UPDATE prompt_templates SET display_name = ?, instructions = ?, user_prompt = ?, stop_sequences = ?, "
+            "citation_policy = ?, updated_at = ? WHERE id = ?",
+            (
+                template.display_name, template.length_rule, template.user, json.dumps(list(template.stop)),
+                _policy(template), utc_now(), template.version,
+            ),
         )
         return await self.get(template.version) if changed else None
 
