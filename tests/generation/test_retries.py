@@ -56,6 +56,19 @@ async def test_a_request_the_server_drops_on_an_idle_connection_is_sent_again_at
     assert elapsed_s < 0.5, "at once, not after a backoff"
 
 
+async def test_back_to_back_requests_to_a_server_closing_after_each_answer_all_succeed(backend: Backend) -> None:
+    """llama.cpp's server closes the connection after every streamed completion, though it announced keep-alive:
+    a request sent at once after the previous answer (a side call after an answer, an answer after a
+    classification) may go out on the connection as it closes. It is sent again on a new one (issue 29's
+    "Server disconnected without sending a response"), without any backoff retry."""
+    async with backend.server(close_after_answer=True) as server:
+        async with contextlib.aclosing(backend.generator(server, retry=RetryPolicy(retries=0))) as generator:
+            texts = [await text(generator) for _ in range(10)]
+    assert texts == ["Hello, world."] * 10
+    answered = chat_requests(server, backend)
+    assert len({id(r.connection) for r in answered}) >= 10, "never two answers on one connection"
+
+
 async def test_503_is_retried_after_its_retry_after(backend: Backend) -> None:
     async with backend.server(fail_next=2, fail_retry_after="1") as server:
         async with contextlib.aclosing(backend.generator(server, retry=QUICK)) as generator:

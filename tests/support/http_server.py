@@ -143,6 +143,8 @@ class ScriptedHTTPServer(abc.ABC):
       ``Retry-After: fail_retry_after`` when that is set: a server briefly unable to serve.
     - ``idle_close_s``: a request that arrives on a connection idle this long is dropped with the connection,
       unanswered, as when the server closes an idle keep-alive connection just as the client reuses it.
+    - ``close_after_answer``: the connection is closed after each answer, though its response announced
+      keep-alive (llama.cpp's server does this after every streamed completion).
     - ``model_status``: a status for the answers (completions, chats) of one model only, e.g. ``{"a": 503}``.
     - ``fault``: when set, the answer goes wrong (see `Fault`) after ``fault_after`` deltas.
 
@@ -168,6 +170,7 @@ class ScriptedHTTPServer(abc.ABC):
         fail_status: int = 503,
         fail_retry_after: str | None = None,
         idle_close_s: float | None = None,
+        close_after_answer: bool = False,
     ) -> None:
         self.deltas = deltas
         self.first_token_delay_s = first_token_delay_s
@@ -175,6 +178,7 @@ class ScriptedHTTPServer(abc.ABC):
         self.fail_status = fail_status
         self.fail_retry_after = fail_retry_after
         self.idle_close_s = idle_close_s
+        self.close_after_answer = close_after_answer
         self.token_delay_s = token_delay_s
         self.status = status
         self.model_status = dict(model_status or {})
@@ -294,6 +298,8 @@ class ScriptedHTTPServer(abc.ABC):
                     closed_by = "client"
                     break
                 if not answered or request.headers.get("connection", "").lower() == "close":
+                    break
+                if self.close_after_answer and request.path in self.answer_paths:
                     break
         finally:
             connection.closed_at = time.monotonic()

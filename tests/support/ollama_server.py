@@ -78,7 +78,8 @@ class ScriptedOllamaServer(ScriptedHTTPServer):
         fault_after: int = 0,
         **failures: Any,
     ) -> None:
-        """`failures`: `ScriptedHTTPServer`'s ``fail_next``, ``fail_status``, ``fail_retry_after``, ``idle_close_s``."""
+        """`failures`: `ScriptedHTTPServer`'s ``fail_next``, ``fail_status``, ``fail_retry_after``, ``idle_close_s``,
+        ``close_after_answer``."""
         super().__init__(
             deltas=deltas,
             first_token_delay_s=first_token_delay_s,
