@@ -178,7 +178,7 @@ def main() -> None:
                     print(f"{settings} / {policy}: {count} calls", flush=True)
                     calls = asyncio.run(run_round(address, proxy, policy, [queries[i % len(queries)] for i in range(count)]))
                     results["rows"][f"{settings}/{policy}"] = summarise(calls)
-    results["settings"] = {name: {k: v for k, v in serve_env("<proxy>", name).items()} for name in args.settings}
+    results["settings"] = {name: serve_env("<proxy>", name) for name in args.settings}
     results["machine"] = machine(load_before)
     results["how"] = (
         "AskStream calls one at a time against `ragsvc serve` (demo corpus) with the local LLM behind a timing proxy; "

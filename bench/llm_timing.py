@@ -225,7 +225,7 @@ def _wait_for(url: str, timeout_s: float, process: subprocess.Popen[bytes] | Non
         if process is not None and process.poll() is not None:
             raise RuntimeError(f"the LLM server exited with {process.returncode}")
         with contextlib.suppress(OSError):
-            with urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 - a loopback URL of ours
+            with urllib.request.urlopen(url, timeout=1) as response:
                 if response.status == 200:
                     return
         time.sleep(0.2)
@@ -290,7 +290,7 @@ def ragsvc_server(env: dict[str, str]) -> Iterator[str]:
 
 def props(root: str) -> dict[str, Any]:
     """llama.cpp's `/props`, for the record (slots, context)."""
-    with urllib.request.urlopen(root + "/props", timeout=5) as response:  # noqa: S310 - a loopback URL of ours
+    with urllib.request.urlopen(root + "/props", timeout=5) as response:
         body = json.load(response)
     return {"total_slots": body.get("total_slots"), "n_ctx": (body.get("default_generation_settings") or {}).get("n_ctx"),
             "model": body.get("model_alias")}
