@@ -41,6 +41,7 @@ import grpc
 from bench.demo_questions import QUESTIONS
 from bench.llm_timing import LLMCall, TimingProxy, local_llm_server, props, ragsvc_server, serve_env
 from bench.stats import machine, percentile, write_result
+from ragsvc import local_llm
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc
 
@@ -159,7 +160,7 @@ async def run_round(address: str, proxy: TimingProxy, policy: str, queries: list
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--llm", default="", help="a running `make llm` (its /v1 URL); default: start one here")
-    parser.add_argument("--threads", type=int, default=min(4, os.cpu_count() or 1), help="`ragsvc llm --threads`")
+    parser.add_argument("--threads", type=int, default=local_llm.default_threads(), help="`ragsvc llm --threads`")
     parser.add_argument("--calls", type=int, default=len(QUESTIONS), help="calls per settings and policy")
     parser.add_argument("--check-calls", type=int, default=50, help="calls of the live check (defaults, raw)")
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
