@@ -14,7 +14,7 @@ comparison is of the two policies over the same questions at the same moments, n
   a judge: see bench/demo_questions.py), and those whose invalid citations were dropped;
 - latency of Ask, p50 and p95, and the LLM calls per answer (re-runs).
 
-    python -m bench.citation_policy [--llm http://127.0.0.1:8080/v1] [--threads 2] [--rounds 2]
+    python -m bench.citation_policy [--llm http://127.0.0.1:8080/v1] [--threads 1] [--rounds 3] [--questions 16]
 """
 
 from __future__ import annotations
@@ -90,7 +90,9 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-async def run_side_by_side(addresses: dict[str, str], proxy: TimingProxy, rounds: int) -> dict[str, list[dict[str, Any]]]:
+async def run_side_by_side(
+    addresses: dict[str, str], proxy: TimingProxy, rounds: int, questions: tuple[DemoQuestion, ...]
+) -> dict[str, list[dict[str, Any]]]:
     """Every question of every round asked of each policy's server in turn, the order alternating."""
     channels = {policy: grpc.aio.insecure_channel(address) for policy, address in addresses.items()}
     stubs = {policy: rag_service_pb2_grpc.RagServiceStub(channel) for policy, channel in channels.items()}
@@ -98,7 +100,7 @@ async def run_side_by_side(addresses: dict[str, str], proxy: TimingProxy, rounds
     try:
         turn = 0
         for seed in range(1, rounds + 1):
-            for question in QUESTIONS:
+            for question in questions:
                 order = list(addresses) if turn % 2 == 0 else list(reversed(addresses))
                 turn += 1
                 for policy in order:
@@ -116,7 +118,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--llm", default="", help="a running `make llm` (its /v1 URL); default: start one here")
     parser.add_argument("--threads", type=int, default=local_llm.default_threads(), help="`ragsvc llm --threads`")
-    parser.add_argument("--rounds", type=int, default=2, help="passes over the questions, seed 1, 2, ...")
+    parser.add_argument("--rounds", type=int, default=3, help="passes over the questions, seed 1, 2, ...")
+    parser.add_argument("--questions", type=int, default=len(QUESTIONS), help="the first this many demo questions")
     args = parser.parse_args()
     load_before = os.getloadavg()
     results: dict[str, Any] = {}
@@ -132,12 +135,13 @@ def main() -> None:
             )
             for policy in POLICIES
         }
-        rows = asyncio.run(run_side_by_side(addresses, proxy, args.rounds))
+        questions = QUESTIONS[: args.questions]
+        rows = asyncio.run(run_side_by_side(addresses, proxy, args.rounds, questions))
         results["policies"] = {policy: summarise(rows[policy]) for policy in POLICIES}
     results["settings"] = {**serve_env("<proxy>", "serve-llm"), "RAG_CITATION_POLICY": "each policy in turn"}
     results["machine"] = machine(load_before)
     results["how"] = (
-        f"{len(QUESTIONS)} demo questions x {args.rounds} seeds, each asked of both policies' `ragsvc serve` in turn "
+        f"{args.questions} demo questions x {args.rounds} seeds, each asked of both policies' `ragsvc serve` in turn "
         "(make serve-llm's settings, one llama.cpp); wrong = shown (grounded) but not matching the question's expected "
         "fact"
     )

@@ -24,7 +24,7 @@ A call that ends in an error counts as failed (with its status); a refusal is no
 the rate limit are off (every call runs the whole pipeline). The first settings x policy round is the live check of
 issue 29: `--check-calls` (50) calls with default settings, raw policy, no failure allowed.
 
-    python -m bench.llm_path [--llm http://127.0.0.1:8080/v1] [--threads 2] [--calls 16] [--check-calls 50]
+    python -m bench.llm_path [--llm http://127.0.0.1:8080/v1] [--threads 1] [--calls 16] [--check-calls 50]
 """
 
 from __future__ import annotations
