@@ -5,7 +5,7 @@
 The key is the SHA-256 of the tenant, the normalised query (control characters stripped, whitespace collapsed,
 case folded), the template, top_k, the citation style, the tags (sorted), the metadata filters, the model, the
 mode and selection, and the remaining knobs that change an answer (score threshold, strictness, temperature,
-seed). Tenant and tags are part of the key, so an answer is never served to another tenant or tag set.
+seed, citation policy). Tenant and tags are part of the key, so an answer is never served to another tenant or tag set.
 
 What is cached: grounded answers with action CITE only. Refusals are not: the gate refusals (NO_CHUNKS,
 SCORE_GATE) cost no LLM call, so caching them saves little, and the others (UNSUPPORTED_ANSWER,
@@ -94,6 +94,7 @@ def _answer_shaping(question: Question) -> list[object]:
         question.strictness.value,
         question.temperature,
         question.seed,
+        question.citation_policy.value if question.citation_policy is not None else None,
     ]
 
 
