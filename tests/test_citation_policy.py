@@ -27,6 +27,7 @@ MARKERS = Markers(CONTEXT, CitationStyle.MARKER)
         ("Hotels cost 180 euros. [#1]\n\nTaxis are free. [#3]\n\nFlights. [#2]", "Hotels cost 180 euros. [#1]\n\nFlights. [#2]",
          ("[#3]",)),
         ("Taxis are free [#0]. Trains too [#12].", "", ("[#0]", "[#12]")),
+        ("Costs:\n- hotels [#1]\n- taxis [#9]\n- flights [#2]", "Costs:\n- hotels [#1]\n- flights [#2]", ("[#9]",)),
         ("Hotels cost 180 euros [#1]. Nothing else.", "Hotels cost 180 euros [#1]. Nothing else.", ()),
     ],
 )

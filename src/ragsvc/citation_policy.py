@@ -71,13 +71,14 @@ def kept_sentence(sentence: str, markers: Markers) -> str | None:
 
 
 def drop_invalid(text: str, markers: Markers, request_id: str = "") -> Dropped:
-    """`text` under DROP_INVALID (see the module docstring), its sentences split as validation splits them; each
-    removal logged as a warning naming the marker."""
+    """`text` under DROP_INVALID (see the module docstring): its lines, each split into sentences as validation
+    splits them (a list item ends at its line break, as the validated stream ends it); each removal logged as a
+    warning naming the marker."""
     masked = markers.pattern.sub(lambda match: _MASK.ljust(len(match.group(0))), text)
     parts: list[str] = []
     removed: list[str] = []
     position = 0
-    for sentence in sentences(masked):
+    for sentence in (part for line in masked.split("\n") for part in sentences(line)):
         start = masked.find(sentence, position)
         end = start + len(sentence)
         original = text[start:end]

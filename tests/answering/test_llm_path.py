@@ -117,7 +117,10 @@ async def test_the_templates_stop_sequences_reach_the_llm_with_the_answer_and_it
     replies = replies_by_prompt([CITED, DRAFT, RERUN, CITED], {SCORE_PROMPT: "85"})
     async with backend.server(deltas=replies) as server:
         async with contextlib.aclosing(backend.generator(server)) as generator:
-            pipeline = make_pipeline(generator, templates=templates, hallucination_retries=1, llm_self_score=True)
+            pipeline = make_pipeline(
+                generator, templates=templates, hallucination_retries=1, llm_self_score=True,
+                citation_policy=CitationPolicy.STRICT,
+            )
             await run(pipeline)
             await run(pipeline, dataclasses.replace(QUESTION, template_id="ends"))
             await run(pipeline, dataclasses.replace(QUESTION, template_id="runs-on"))

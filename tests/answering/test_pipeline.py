@@ -22,6 +22,7 @@ from ragsvc.domain import (
     Answer,
     Chunk,
     Citation,
+    CitationPolicy,
     CitationStyle,
     Event,
     Question,
@@ -381,12 +382,16 @@ async def test_source_id_citations_map_to_the_packed_chunks(backend: Backend) ->
 
 
 async def test_an_unknown_source_id_is_an_invalid_citation() -> None:
-    async with OPENAI.server(deltas=["180 euros [SourceId: travel:0] and rockets [SourceId: moon:1]."]) as server:
+    draft = "180 euros per night [SourceId: travel:0]. Rockets are free [SourceId: moon:1]."
+    async with OPENAI.server(deltas=[draft]) as server:
         async with contextlib.aclosing(OPENAI.generator(server)) as generator:
             question = dataclasses.replace(QUESTION, citation_style=CitationStyle.SOURCE_ID)
-            answer = answer_of(await run(make_pipeline(generator), question))
-    assert not answer.grounded and answer.flags.hallucination_detected
-    assert answer.citations == () and "rockets" in answer.draft, "a refusal cites nothing; its draft is kept"
+            strict = answer_of(await run(make_pipeline(generator, citation_policy=CitationPolicy.STRICT), question))
+            dropped = answer_of(await run(make_pipeline(generator), question))
+    assert not strict.grounded and strict.flags.hallucination_detected
+    assert strict.citations == () and "Rockets" in strict.draft, "a refusal cites nothing; its draft is kept"
+    assert dropped.grounded and dropped.text == "180 euros per night [SourceId: travel:0]."
+    assert [c.chunk.source_id for c in dropped.citations] == ["travel:0"] and dropped.flags.citations_dropped
 
 
 class SlowRetriever(FixedRetriever):

@@ -175,16 +175,16 @@ async def test_a_failing_llm_is_unavailable_with_retry_info(stack: Stack) -> Non
     assert error_info(caught.value).reason == "LLM_UNAVAILABLE"
 
 
-async def test_a_request_may_drop_the_sentences_of_invalid_citations(stack: Stack) -> None:
+async def test_invalid_citations_are_dropped_by_default_and_refused_when_a_request_is_strict(stack: Stack) -> None:
     stack.script([*ANSWER, " Taxis are free [#9]."])
-    lenient = pb.GenerationOptions(citation_policy=pb.CITATION_POLICY_DROP_INVALID)
-    messages = [m async for m in stack.stub.AskStream(pb.AskStreamRequest(query=QUESTION, generation=lenient), timeout=30)]
+    messages = [m async for m in stack.stub.AskStream(pb.AskStreamRequest(query=QUESTION), timeout=30)]
     answer = messages[-1].answer
     assert answer.text == "".join(ANSWER) and answer.grounded
     assert answer.flags.citations_dropped and answer.flags.hallucination_detected and answer.flags.mitigation_applied
     assert "".join(m.text_delta for m in messages if m.HasField("text_delta")) == answer.text
-    strict = (await stack.stub.Ask(pb.AskRequest(query=QUESTION), timeout=30)).answer  # the server's default: strict
-    assert not strict.grounded and strict.refusal_reason == pb.REFUSAL_REASON_INVALID_CITATIONS
+    strict = pb.GenerationOptions(citation_policy=pb.CITATION_POLICY_STRICT)
+    refused = (await stack.stub.Ask(pb.AskRequest(query=QUESTION, generation=strict), timeout=30)).answer
+    assert not refused.grounded and refused.refusal_reason == pb.REFUSAL_REASON_INVALID_CITATIONS
     unknown = pb.GenerationOptions(citation_policy=7)  # type: ignore[arg-type]  # a number a newer client may send
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await stack.stub.Ask(pb.AskRequest(query=QUESTION, generation=unknown), timeout=30)
