@@ -1,11 +1,14 @@
 """What the benchmarks against a real LLM share: the local LLM (`ragsvc llm`, as `make llm` starts it), a proxy
 between ragsvc and it that records every LLM call with the server's own timings, and a `ragsvc serve` process.
 
-The proxy relays bytes both ways untouched, on its own thread and event loop, and reads what passes: each request's
-path and prompt, when its last byte was relayed to the LLM server (`sent_at`), when the first piece of answer
-text came back (`first_content_at`), when the response ended, and llama.cpp's `timings` (its own milliseconds
-processing the prompt and generating; llama.cpp reports them in the last event of a stream). All times are
-`time.perf_counter()` readings of this process, so they compare with the client's.
+The proxy relays each request whole and each response as it comes, on its own thread and event loop, and reads
+what passes: each request's path and prompt, when it was relayed to the LLM server (`sent_at`), when the first
+piece of answer text came back (`first_content_at`), when the response ended, and llama.cpp's `timings` (its own
+milliseconds processing the prompt and generating). llama.cpp reports timings in the last event of a stream,
+which a stream closed early (ragsvc's repetition guard hanging up on a looping model) never gets; so the proxy adds
+`"timings_per_token": true` to every streamed request, and llama.cpp then reports them with every token (nothing
+else about the request changes). All times are `time.perf_counter()` readings of this process, so they compare
+with the client's.
 """
 
 from __future__ import annotations
@@ -185,7 +188,6 @@ class TimingProxy:
         buffer = b""
         try:
             while data := await client_reader.read(65536):
-                writer.write(data)
                 buffer += data
                 while (end := buffer.find(b"\r\n\r\n")) >= 0:
                     head = buffer[:end].decode("latin-1")
@@ -194,6 +196,8 @@ class TimingProxy:
                     if len(buffer) < end + 4 + length:
                         break
                     body, buffer = buffer[end + 4 : end + 4 + length], buffer[end + 4 + length :]
+                    head, body = _with_timings(head, body)
+                    writer.write(head.encode("latin-1") + b"\r\n\r\n" + body)
                     call = LLMCall(head.split(" ")[1], _prompt(body), time.perf_counter())
                     pending.append(call)
                     self.calls.append(call)
@@ -203,6 +207,19 @@ class TimingProxy:
             writer.close()
             await asyncio.gather(relaying, return_exceptions=True)
             client_writer.close()
+
+
+def _with_timings(head: str, body: bytes) -> tuple[str, bytes]:
+    """A streamed completion request asking llama.cpp for its timings with every token; any other as it was."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return head, body
+    if not isinstance(payload, dict) or not payload.get("stream"):
+        return head, body
+    body = json.dumps({**payload, "timings_per_token": True}).encode()
+    lines = [line for line in head.split("\r\n") if not line.lower().startswith("content-length")]
+    return "\r\n".join([*lines, f"Content-Length: {len(body)}"]), body
 
 
 def _prompt(body: bytes) -> str:
