@@ -1,16 +1,18 @@
 """The citation policy: what becomes of an answer whose markers name no packed chunk (an invalid citation).
 
-- STRICT: the answer is regenerated with the strict prompt (RAG_MAX_RETRIES_ON_HALLUCINATION times); when no run
-  cites only valid markers it is refused (INVALID_CITATIONS) with the invalid markers stripped from its draft.
-- DROP_INVALID (seed 000: unknown source ids are logged as warnings and not included; seed 002: an answer is
-  grounded by a valid marker): each sentence backed only by invalid markers is dropped, and an invalid marker
-  beside a valid one is removed from its sentence; every removal is logged as a warning naming the marker. When a
-  valid cited claim remains, the answer stands, grounded and flagged (`Flags.citations_dropped`); only when none
-  remains is it regenerated as under STRICT.
+- STRICT (seed 002: an unknown marker refuses the answer; seed 003's re-runs): the answer is regenerated with the
+  strict prompt (RAG_MAX_RETRIES_ON_HALLUCINATION times); when no run cites only valid markers it is refused
+  (INVALID_CITATIONS) with the invalid markers stripped from its draft.
+- DROP_INVALID (seed 000: unknown source ids are logged as warnings and left out of the citations): each sentence
+  backed only by invalid markers is dropped, and an invalid marker beside a valid one is removed from its
+  sentence; every removal is logged as a warning naming the marker (never the answer's words). When a valid cited
+  claim remains, the answer stands, grounded and flagged (`Flags.citations_dropped`); only when none remains is it
+  regenerated as under STRICT.
 
 The policy is chosen per request (`GenerationOptions.citation_policy`), else per template, else by
-RAG_CITATION_POLICY. The validated stream applies it sentence by sentence as the draft arrives (`kept_sentence`),
-so that what a client is shown is what the final answer keeps.
+RAG_CITATION_POLICY, whose default, DROP_INVALID, was chosen by measuring both with the local LLM (docs/llm.md).
+The validated stream applies it sentence by sentence as the draft arrives (`kept_sentence`), so that what a client
+is shown is what the final answer keeps.
 """
 
 from __future__ import annotations

@@ -46,3 +46,6 @@ def retried(exc: Exception) -> bool:
     if isinstance(exc, httpx.HTTPStatusError):
         return exc.response.status_code in RETRIED_STATUSES
     return isinstance(exc, RETRIED_ERRORS)
+
+
+__all__ = ["MAX_WAIT_S", "RETRIED_STATUSES", "RetryPolicy", "retried"]

@@ -60,3 +60,6 @@ class SlotGate:
                     waiter.set_result(None)
                     return
         self._free += 1
+
+
+__all__ = ["SlotGate"]
