@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     llm = commands.add_parser("llm", help="run a local LLM for ragsvc: llama.cpp with SmolLM2-135M (see `make llm`)")
     llm.add_argument("--host", default="127.0.0.1")
     llm.add_argument("--port", type=int, default=local_llm.DEFAULT_PORT)
-    llm.add_argument("--threads", type=int, default=min(4, os.cpu_count() or 1))
+    llm.add_argument("--threads", type=int, default=local_llm.default_threads(), help="llama.cpp threads (default: cores - 1)")
     llm.add_argument("--env", action="store_true", help="print the settings of `ragsvc serve` against it, and exit")
 
     def client(name: str, help_text: str, parent: Any = commands) -> argparse.ArgumentParser:

@@ -72,6 +72,7 @@ def test_the_key_separates_tenants_and_tag_sets_but_not_tag_order_or_spacing() -
         dataclasses.replace(QUESTION, model="other"),
         dataclasses.replace(QUESTION, filters=domain.MetadataFilter(page_titles=("x",))),
         dataclasses.replace(QUESTION, mode=domain.Mode.SELECTED_TEXT, selected_text="some text"),
+        dataclasses.replace(QUESTION, citation_policy=domain.CitationPolicy.DROP_INVALID),
     ):
         assert cache_key(other) != key, other
 

@@ -27,7 +27,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from ragsvc.v1 import rag_service_pb2 as ragsvc_dot_v1_dot_rag__service__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dragsvc/v1/admin_service.proto\x12\tragsvc.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bragsvc/v1/rag_service.proto\"G\n\x12\x45raseCallerRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x10\n\x08key_name\x18\x02 \x01(\t\x12\x0c\n\x04peer\x18\x03 \x01(\t\"\xcd\x01\n\x13\x45raseCallerResponse\x12\x18\n\x10sessions_deleted\x18\x01 \x01(\x05\x12 \n\x18session_messages_deleted\x18\x02 \x01(\x05\x12\x1c\n\x14\x61udit_records_erased\x18\x03 \x01(\x05\x12\x1a\n\x12operations_deleted\x18\x04 \x01(\x05\x12\x1e\n\x16\x63\x61\x63hed_answers_dropped\x18\x05 \x01(\x05\x12 \n\x18replayed_answers_dropped\x18\x06 \x01(\x05\"D\n\x08TagOwner\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rowner_user_id\x18\x02 \x01(\t\x12\x13\n\x0bowner_email\x18\x03 \x01(\t\"=\n\x14ListTagOwnersRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"Y\n\x15ListTagOwnersResponse\x12\'\n\ntag_owners\x18\x01 \x03(\x0b\x32\x13.ragsvc.v1.TagOwner\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"<\n\x12SetTagOwnerRequest\x12&\n\ttag_owner\x18\x01 \x01(\x0b\x32\x13.ragsvc.v1.TagOwner\"=\n\x13SetTagOwnerResponse\x12&\n\ttag_owner\x18\x01 \x01(\x0b\x32\x13.ragsvc.v1.TagOwner\"%\n\x15\x44\x65leteTagOwnerRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x18\n\x16\x44\x65leteTagOwnerResponse\"\x97\x02\n\x0ePromptTemplate\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\x12\x14\n\x0cinstructions\x18\x03 \x01(\t\x12\x13\n\x0buser_prompt\x18\x04 \x01(\t\x12\x10\n\x08\x62uilt_in\x18\x05 \x01(\x08\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08language\x18\n \x01(\t\x12\x30\n\x0eresponse_style\x18\x0b \x01(\x0e\x32\x18.ragsvc.v1.ResponseStyle\"m\n\x1b\x43reatePromptTemplateRequest\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\x12\x1a\n\x12prompt_template_id\x18\x02 \x01(\t\"(\n\x18GetPromptTemplateRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"C\n\x1aListPromptTemplatesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"k\n\x1bListPromptTemplatesResponse\x12\x33\n\x10prompt_templates\x18\x01 \x03(\x0b\x32\x19.ragsvc.v1.PromptTemplate\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x82\x01\n\x1bUpdatePromptTemplateRequest\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"+\n\x1b\x44\x65letePromptTemplateRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\">\n\x1c\x44\x65letePromptTemplateResponse\x12\x1e\n\x16\x63\x61\x63hed_answers_dropped\x18\x01 \x01(\x05\"g\n\x0eRankingWeights\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x19\n\x11similarity_weight\x18\x02 \x01(\x01\x12\x16\n\x0erecency_weight\x18\x03 \x01(\x01\x12\x14\n\x0ctrust_weight\x18\x04 \x01(\x01\"(\n\x18GetRankingWeightsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x82\x01\n\x1bUpdateRankingWeightsRequest\x12\x32\n\x0franking_weights\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.RankingWeights\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"<\n\x12SimulateAskRequest\x12&\n\x07request\x18\x01 \x01(\x0b\x32\x15.ragsvc.v1.AskRequest\"a\n\x13SimulateAskResponse\x12!\n\x06\x61nswer\x18\x01 \x01(\x0b\x32\x11.ragsvc.v1.Answer\x12\r\n\x05model\x18\x02 \x01(\t\x12\x18\n\x10\x65stimated_tokens\x18\x03 \x01(\x05\"R\n\x1c\x43reatePromptTemplateResponse\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\"O\n\x19GetPromptTemplateResponse\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\"r\n\x1cUpdatePromptTemplateResponse\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\x12\x1e\n\x16\x63\x61\x63hed_answers_dropped\x18\x02 \x01(\x05\"O\n\x19GetRankingWeightsResponse\x12\x32\n\x0franking_weights\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.RankingWeights\"R\n\x1cUpdateRankingWeightsResponse\x12\x32\n\x0franking_weights\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.RankingWeights2\xed\x08\n\x0c\x41\x64minService\x12g\n\x14\x43reatePromptTemplate\x12&.ragsvc.v1.CreatePromptTemplateRequest\x1a\'.ragsvc.v1.CreatePromptTemplateResponse\x12^\n\x11GetPromptTemplate\x12#.ragsvc.v1.GetPromptTemplateRequest\x1a$.ragsvc.v1.GetPromptTemplateResponse\x12\x64\n\x13ListPromptTemplates\x12%.ragsvc.v1.ListPromptTemplatesRequest\x1a&.ragsvc.v1.ListPromptTemplatesResponse\x12g\n\x14UpdatePromptTemplate\x12&.ragsvc.v1.UpdatePromptTemplateRequest\x1a\'.ragsvc.v1.UpdatePromptTemplateResponse\x12g\n\x14\x44\x65letePromptTemplate\x12&.ragsvc.v1.DeletePromptTemplateRequest\x1a\'.ragsvc.v1.DeletePromptTemplateResponse\x12^\n\x11GetRankingWeights\x12#.ragsvc.v1.GetRankingWeightsRequest\x1a$.ragsvc.v1.GetRankingWeightsResponse\x12g\n\x14UpdateRankingWeights\x12&.ragsvc.v1.UpdateRankingWeightsRequest\x1a\'.ragsvc.v1.UpdateRankingWeightsResponse\x12L\n\x0bSimulateAsk\x12\x1d.ragsvc.v1.SimulateAskRequest\x1a\x1e.ragsvc.v1.SimulateAskResponse\x12R\n\rListTagOwners\x12\x1f.ragsvc.v1.ListTagOwnersRequest\x1a .ragsvc.v1.ListTagOwnersResponse\x12L\n\x0bSetTagOwner\x12\x1d.ragsvc.v1.SetTagOwnerRequest\x1a\x1e.ragsvc.v1.SetTagOwnerResponse\x12U\n\x0e\x44\x65leteTagOwner\x12 .ragsvc.v1.DeleteTagOwnerRequest\x1a!.ragsvc.v1.DeleteTagOwnerResponse\x12L\n\x0b\x45raseCaller\x12\x1d.ragsvc.v1.EraseCallerRequest\x1a\x1e.ragsvc.v1.EraseCallerResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dragsvc/v1/admin_service.proto\x12\tragsvc.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bragsvc/v1/rag_service.proto\"G\n\x12\x45raseCallerRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x10\n\x08key_name\x18\x02 \x01(\t\x12\x0c\n\x04peer\x18\x03 \x01(\t\"\xcd\x01\n\x13\x45raseCallerResponse\x12\x18\n\x10sessions_deleted\x18\x01 \x01(\x05\x12 \n\x18session_messages_deleted\x18\x02 \x01(\x05\x12\x1c\n\x14\x61udit_records_erased\x18\x03 \x01(\x05\x12\x1a\n\x12operations_deleted\x18\x04 \x01(\x05\x12\x1e\n\x16\x63\x61\x63hed_answers_dropped\x18\x05 \x01(\x05\x12 \n\x18replayed_answers_dropped\x18\x06 \x01(\x05\"D\n\x08TagOwner\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rowner_user_id\x18\x02 \x01(\t\x12\x13\n\x0bowner_email\x18\x03 \x01(\t\"=\n\x14ListTagOwnersRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"Y\n\x15ListTagOwnersResponse\x12\'\n\ntag_owners\x18\x01 \x03(\x0b\x32\x13.ragsvc.v1.TagOwner\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"<\n\x12SetTagOwnerRequest\x12&\n\ttag_owner\x18\x01 \x01(\x0b\x32\x13.ragsvc.v1.TagOwner\"=\n\x13SetTagOwnerResponse\x12&\n\ttag_owner\x18\x01 \x01(\x0b\x32\x13.ragsvc.v1.TagOwner\"%\n\x15\x44\x65leteTagOwnerRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x18\n\x16\x44\x65leteTagOwnerResponse\"\xe3\x02\n\x0ePromptTemplate\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\x12\x14\n\x0cinstructions\x18\x03 \x01(\t\x12\x13\n\x0buser_prompt\x18\x04 \x01(\t\x12\x10\n\x08\x62uilt_in\x18\x05 \x01(\x08\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0estop_sequences\x18\x08 \x03(\t\x12\x32\n\x0f\x63itation_policy\x18\t \x01(\x0e\x32\x19.ragsvc.v1.CitationPolicy\x12\x10\n\x08language\x18\n \x01(\t\x12\x30\n\x0eresponse_style\x18\x0b \x01(\x0e\x32\x18.ragsvc.v1.ResponseStyle\"m\n\x1b\x43reatePromptTemplateRequest\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\x12\x1a\n\x12prompt_template_id\x18\x02 \x01(\t\"(\n\x18GetPromptTemplateRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"C\n\x1aListPromptTemplatesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"k\n\x1bListPromptTemplatesResponse\x12\x33\n\x10prompt_templates\x18\x01 \x03(\x0b\x32\x19.ragsvc.v1.PromptTemplate\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x82\x01\n\x1bUpdatePromptTemplateRequest\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"+\n\x1b\x44\x65letePromptTemplateRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\">\n\x1c\x44\x65letePromptTemplateResponse\x12\x1e\n\x16\x63\x61\x63hed_answers_dropped\x18\x01 \x01(\x05\"g\n\x0eRankingWeights\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x19\n\x11similarity_weight\x18\x02 \x01(\x01\x12\x16\n\x0erecency_weight\x18\x03 \x01(\x01\x12\x14\n\x0ctrust_weight\x18\x04 \x01(\x01\"(\n\x18GetRankingWeightsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x82\x01\n\x1bUpdateRankingWeightsRequest\x12\x32\n\x0franking_weights\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.RankingWeights\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"<\n\x12SimulateAskRequest\x12&\n\x07request\x18\x01 \x01(\x0b\x32\x15.ragsvc.v1.AskRequest\"a\n\x13SimulateAskResponse\x12!\n\x06\x61nswer\x18\x01 \x01(\x0b\x32\x11.ragsvc.v1.Answer\x12\r\n\x05model\x18\x02 \x01(\t\x12\x18\n\x10\x65stimated_tokens\x18\x03 \x01(\x05\"R\n\x1c\x43reatePromptTemplateResponse\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\"O\n\x19GetPromptTemplateResponse\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\"r\n\x1cUpdatePromptTemplateResponse\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\x12\x1e\n\x16\x63\x61\x63hed_answers_dropped\x18\x02 \x01(\x05\"O\n\x19GetRankingWeightsResponse\x12\x32\n\x0franking_weights\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.RankingWeights\"R\n\x1cUpdateRankingWeightsResponse\x12\x32\n\x0franking_weights\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.RankingWeights2\xed\x08\n\x0c\x41\x64minService\x12g\n\x14\x43reatePromptTemplate\x12&.ragsvc.v1.CreatePromptTemplateRequest\x1a\'.ragsvc.v1.CreatePromptTemplateResponse\x12^\n\x11GetPromptTemplate\x12#.ragsvc.v1.GetPromptTemplateRequest\x1a$.ragsvc.v1.GetPromptTemplateResponse\x12\x64\n\x13ListPromptTemplates\x12%.ragsvc.v1.ListPromptTemplatesRequest\x1a&.ragsvc.v1.ListPromptTemplatesResponse\x12g\n\x14UpdatePromptTemplate\x12&.ragsvc.v1.UpdatePromptTemplateRequest\x1a\'.ragsvc.v1.UpdatePromptTemplateResponse\x12g\n\x14\x44\x65letePromptTemplate\x12&.ragsvc.v1.DeletePromptTemplateRequest\x1a\'.ragsvc.v1.DeletePromptTemplateResponse\x12^\n\x11GetRankingWeights\x12#.ragsvc.v1.GetRankingWeightsRequest\x1a$.ragsvc.v1.GetRankingWeightsResponse\x12g\n\x14UpdateRankingWeights\x12&.ragsvc.v1.UpdateRankingWeightsRequest\x1a\'.ragsvc.v1.UpdateRankingWeightsResponse\x12L\n\x0bSimulateAsk\x12\x1d.ragsvc.v1.SimulateAskRequest\x1a\x1e.ragsvc.v1.SimulateAskResponse\x12R\n\rListTagOwners\x12\x1f.ragsvc.v1.ListTagOwnersRequest\x1a .ragsvc.v1.ListTagOwnersResponse\x12L\n\x0bSetTagOwner\x12\x1d.ragsvc.v1.SetTagOwnerRequest\x1a\x1e.ragsvc.v1.SetTagOwnerResponse\x12U\n\x0e\x44\x65leteTagOwner\x12 .ragsvc.v1.DeleteTagOwnerRequest\x1a!.ragsvc.v1.DeleteTagOwnerResponse\x12L\n\x0b\x45raseCaller\x12\x1d.ragsvc.v1.EraseCallerRequest\x1a\x1e.ragsvc.v1.EraseCallerResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -53,41 +53,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DELETETAGOWNERRESPONSE']._serialized_start=809
   _globals['_DELETETAGOWNERRESPONSE']._serialized_end=833
   _globals['_PROMPTTEMPLATE']._serialized_start=836
-  _globals['_PROMPTTEMPLATE']._serialized_end=1115
-  _globals['_CREATEPROMPTTEMPLATEREQUEST']._serialized_start=1117
-  _globals['_CREATEPROMPTTEMPLATEREQUEST']._serialized_end=1226
-  _globals['_GETPROMPTTEMPLATEREQUEST']._serialized_start=1228
-  _globals['_GETPROMPTTEMPLATEREQUEST']._serialized_end=1268
-  _globals['_LISTPROMPTTEMPLATESREQUEST']._serialized_start=1270
-  _globals['_LISTPROMPTTEMPLATESREQUEST']._serialized_end=1337
-  _globals['_LISTPROMPTTEMPLATESRESPONSE']._serialized_start=1339
-  _globals['_LISTPROMPTTEMPLATESRESPONSE']._serialized_end=1446
-  _globals['_UPDATEPROMPTTEMPLATEREQUEST']._serialized_start=1449
-  _globals['_UPDATEPROMPTTEMPLATEREQUEST']._serialized_end=1579
-  _globals['_DELETEPROMPTTEMPLATEREQUEST']._serialized_start=1581
-  _globals['_DELETEPROMPTTEMPLATEREQUEST']._serialized_end=1624
-  _globals['_DELETEPROMPTTEMPLATERESPONSE']._serialized_start=1626
-  _globals['_DELETEPROMPTTEMPLATERESPONSE']._serialized_end=1688
-  _globals['_RANKINGWEIGHTS']._serialized_start=1690
-  _globals['_RANKINGWEIGHTS']._serialized_end=1793
-  _globals['_GETRANKINGWEIGHTSREQUEST']._serialized_start=1795
-  _globals['_GETRANKINGWEIGHTSREQUEST']._serialized_end=1835
-  _globals['_UPDATERANKINGWEIGHTSREQUEST']._serialized_start=1838
-  _globals['_UPDATERANKINGWEIGHTSREQUEST']._serialized_end=1968
-  _globals['_SIMULATEASKREQUEST']._serialized_start=1970
-  _globals['_SIMULATEASKREQUEST']._serialized_end=2030
-  _globals['_SIMULATEASKRESPONSE']._serialized_start=2032
-  _globals['_SIMULATEASKRESPONSE']._serialized_end=2129
-  _globals['_CREATEPROMPTTEMPLATERESPONSE']._serialized_start=2131
-  _globals['_CREATEPROMPTTEMPLATERESPONSE']._serialized_end=2213
-  _globals['_GETPROMPTTEMPLATERESPONSE']._serialized_start=2215
-  _globals['_GETPROMPTTEMPLATERESPONSE']._serialized_end=2294
-  _globals['_UPDATEPROMPTTEMPLATERESPONSE']._serialized_start=2296
-  _globals['_UPDATEPROMPTTEMPLATERESPONSE']._serialized_end=2410
-  _globals['_GETRANKINGWEIGHTSRESPONSE']._serialized_start=2412
-  _globals['_GETRANKINGWEIGHTSRESPONSE']._serialized_end=2491
-  _globals['_UPDATERANKINGWEIGHTSRESPONSE']._serialized_start=2493
-  _globals['_UPDATERANKINGWEIGHTSRESPONSE']._serialized_end=2575
-  _globals['_ADMINSERVICE']._serialized_start=2578
-  _globals['_ADMINSERVICE']._serialized_end=3711
+  _globals['_PROMPTTEMPLATE']._serialized_end=1191
+  _globals['_CREATEPROMPTTEMPLATEREQUEST']._serialized_start=1193
+  _globals['_CREATEPROMPTTEMPLATEREQUEST']._serialized_end=1302
+  _globals['_GETPROMPTTEMPLATEREQUEST']._serialized_start=1304
+  _globals['_GETPROMPTTEMPLATEREQUEST']._serialized_end=1344
+  _globals['_LISTPROMPTTEMPLATESREQUEST']._serialized_start=1346
+  _globals['_LISTPROMPTTEMPLATESREQUEST']._serialized_end=1413
+  _globals['_LISTPROMPTTEMPLATESRESPONSE']._serialized_start=1415
+  _globals['_LISTPROMPTTEMPLATESRESPONSE']._serialized_end=1522
+  _globals['_UPDATEPROMPTTEMPLATEREQUEST']._serialized_start=1525
+  _globals['_UPDATEPROMPTTEMPLATEREQUEST']._serialized_end=1655
+  _globals['_DELETEPROMPTTEMPLATEREQUEST']._serialized_start=1657
+  _globals['_DELETEPROMPTTEMPLATEREQUEST']._serialized_end=1700
+  _globals['_DELETEPROMPTTEMPLATERESPONSE']._serialized_start=1702
+  _globals['_DELETEPROMPTTEMPLATERESPONSE']._serialized_end=1764
+  _globals['_RANKINGWEIGHTS']._serialized_start=1766
+  _globals['_RANKINGWEIGHTS']._serialized_end=1869
+  _globals['_GETRANKINGWEIGHTSREQUEST']._serialized_start=1871
+  _globals['_GETRANKINGWEIGHTSREQUEST']._serialized_end=1911
+  _globals['_UPDATERANKINGWEIGHTSREQUEST']._serialized_start=1914
+  _globals['_UPDATERANKINGWEIGHTSREQUEST']._serialized_end=2044
+  _globals['_SIMULATEASKREQUEST']._serialized_start=2046
+  _globals['_SIMULATEASKREQUEST']._serialized_end=2106
+  _globals['_SIMULATEASKRESPONSE']._serialized_start=2108
+  _globals['_SIMULATEASKRESPONSE']._serialized_end=2205
+  _globals['_CREATEPROMPTTEMPLATERESPONSE']._serialized_start=2207
+  _globals['_CREATEPROMPTTEMPLATERESPONSE']._serialized_end=2289
+  _globals['_GETPROMPTTEMPLATERESPONSE']._serialized_start=2291
+  _globals['_GETPROMPTTEMPLATERESPONSE']._serialized_end=2370
+  _globals['_UPDATEPROMPTTEMPLATERESPONSE']._serialized_start=2372
+  _globals['_UPDATEPROMPTTEMPLATERESPONSE']._serialized_end=2486
+  _globals['_GETRANKINGWEIGHTSRESPONSE']._serialized_start=2488
+  _globals['_GETRANKINGWEIGHTSRESPONSE']._serialized_end=2567
+  _globals['_UPDATERANKINGWEIGHTSRESPONSE']._serialized_start=2569
+  _globals['_UPDATERANKINGWEIGHTSRESPONSE']._serialized_end=2651
+  _globals['_ADMINSERVICE']._serialized_start=2654
+  _globals['_ADMINSERVICE']._serialized_end=3787
 # @@protoc_insertion_point(module_scope)

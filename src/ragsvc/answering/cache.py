@@ -5,8 +5,8 @@
 The key is the SHA-256 of the tenant, the normalised query (control characters stripped, whitespace collapsed,
 case folded), the template, top_k, the citation style, the tags (sorted), the metadata filters (the expression as
 resolved), the model, the mode and selection, and the remaining knobs that change an answer (score threshold,
-strictness, temperature, seed, search mode, response style). Tenant and tags are part of the key, so an answer is
-never served to another tenant or tag set.
+strictness, temperature, seed, search mode, response style, citation policy). Tenant and tags are part of the key,
+so an answer is never served to another tenant or tag set.
 
 What is cached: grounded answers with action CITE only. Refusals are not: the gate refusals (NO_CHUNKS,
 SCORE_GATE) cost no LLM call, so caching them saves little, and the others (UNSUPPORTED_ANSWER,
@@ -103,6 +103,7 @@ def _answer_shaping(question: Question) -> list[object]:
         question.seed,
         question.search_mode.value,
         question.response_style.value if question.response_style is not None else None,
+        question.citation_policy.value if question.citation_policy is not None else None,
     ]
 
 

@@ -12,8 +12,8 @@ log (their metadata stays: `storage.answers`).
 
 A follow-up ("How long is the grace period?" after "What happens on SIGTERM?") finds nothing searched on its own.
 With a model that follows instructions it is condensed with the conversation into a standalone question, a short
-call bounded by RAG_CONDENSE_TIMEOUT_SECONDS; without one, or when that call fails, the rule `follow_up_search`
-rewrites it.
+call bounded by RAG_CONDENSE_TIMEOUT_SECONDS: the one LLM call an answer waits for before its own generation starts.
+Without one, or when that call fails, the rule `follow_up_search` rewrites it.
 """
 
 from __future__ import annotations
@@ -193,12 +193,13 @@ class Condenser:
         if not self._by_model:
             return SearchQuery(follow_up_search(question.query, question.chat_history), QueryRewrite.RULE)
         model = question.model or self._default_model
+        deadline = budget.stage("condense", self.timeout_s, "RAG_CONDENSE_TIMEOUT_SECONDS")
         judge = LLMJudge(
             self._generator,
             model=model,
             on_usage=lambda usage: ledger.record(CallPurpose.CONDENSE, self._generator, model, usage),
+            deadline=deadline.at,
         )
-        deadline = budget.stage("condense", self.timeout_s, "RAG_CONDENSE_TIMEOUT_SECONDS")
         try:
             async with asyncio.timeout_at(deadline.at):
                 condensed = await judge.condense(question.chat_history, question.query)

@@ -36,7 +36,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from ragsvc.access import KeyStore
 from ragsvc.config import aliases
 from ragsvc.config.documents import OwnersDocument, check_pem, parse_owners, read_text
-from ragsvc.domain import StreamPolicy
+from ragsvc.domain import CitationPolicy, StreamPolicy
 from ragsvc.errors import FieldViolation, InvalidRequest
 from ragsvc.ingest import limits
 from ragsvc.ingest.limits import ChunkLimit, DocumentLimits
@@ -524,6 +524,28 @@ class GenerationSettings(Group):
     )
     hallucination_retries: int = env(
         2, "RAG_MAX_RETRIES_ON_HALLUCINATION", "strict re-runs of an answer that cites unknown markers", ge=0
+    )
+    # drop_invalid, measured against strict with the local LLM (docs/llm.md): fewer refusals, no re-runs.
+    citation_policy: CitationPolicy = env(
+        CitationPolicy.DROP_INVALID,
+        "RAG_CITATION_POLICY",
+        "what becomes of an answer citing unknown markers when neither the request nor its template says: strict "
+        "(re-run strictly, refused when no run is clean) or drop_invalid (the sentences they back are dropped; "
+        "re-run only when no cited claim remains)",
+    )
+    llm_retries: int = env(
+        2,
+        "RAG_LLM_RETRIES",
+        "retries of an LLM request that failed before its response began (unreachable, 429, 5xx)",
+        ge=0,
+        le=10,
+    )
+    llm_retry_backoff_s: float = env(
+        0.5,
+        "RAG_LLM_RETRY_BACKOFF_SECONDS",
+        "wait before the first LLM retry, doubled for each next one (half of it random; a longer Retry-After wins)",
+        gt=0,
+        le=10,
     )
     model_prices: str = env(
         "", "RAG_MODEL_PRICES", "USD per 1M tokens, model=prompt/completion,... (unlisted models cost 0)"

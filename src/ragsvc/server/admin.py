@@ -29,6 +29,7 @@ from ragsvc.management.ranking import RankingControl
 from ragsvc.management.templates import (
     TEMPLATE_FIELDS,
     UPDATABLE_FIELDS,
+    VALUE_FIELDS,
     TemplateCatalog,
     TemplateChange,
     TemplateEntry,
@@ -42,6 +43,7 @@ from ragsvc.server.pages import page_after, page_size_of, page_token
 from ragsvc.storage.owners import TagOwner
 from ragsvc.v1 import admin_service_pb2 as admin_pb
 from ragsvc.v1 import admin_service_pb2_grpc as admin_grpc
+from ragsvc.v1 import rag_service_pb2 as rag_pb
 from ragsvc.wire import convert
 
 TEMPLATE_COLLECTION = "promptTemplates/"
@@ -80,6 +82,8 @@ def _template_to_proto(entry: TemplateEntry) -> admin_pb.PromptTemplate:
         built_in=entry.built_in,
         language=template.language,
         response_style=convert.RESPONSE_STYLES_TO_PROTO[template.response_style],
+        stop_sequences=list(template.stop),
+        citation_policy=convert.CITATION_POLICIES_TO_PROTO[template.citation_policy],
     )
     if stored is not None:
         message.create_time.CopyFrom(convert.timestamp_of(stored.created_at))
@@ -93,6 +97,13 @@ def _response_style(value: int) -> domain.ResponseStyle | None:
         if number == value:
             return style
     raise InvalidRequest([FieldViolation("prompt_template.response_style", f"unsupported value {value}")])
+
+
+def _citation_policy_of(value: rag_pb.CitationPolicy) -> domain.CitationPolicy | None:
+    """A template's citation policy from its message; InvalidRequest for a number this server does not know."""
+    if value not in convert.CITATION_POLICIES:
+        raise InvalidRequest([FieldViolation("prompt_template.citation_policy", f"unsupported value {value}")])
+    return convert.CITATION_POLICIES[value]
 
 
 def _weights_to_proto(weights: RankingWeights) -> admin_pb.RankingWeights:
@@ -157,6 +168,8 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
             given.user_prompt,
             language=given.language,
             response_style=_response_style(given.response_style),
+            stop_sequences=tuple(given.stop_sequences),
+            citation_policy=_citation_policy_of(given.citation_policy),
         )
         return admin_pb.CreatePromptTemplateResponse(prompt_template=_template_to_proto(entry))
 
@@ -194,8 +207,14 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
         paths = _mask_paths(request.update_mask, UPDATABLE_FIELDS, TEMPLATE_FIELDS)
         given = request.prompt_template
         template_id = template_id_of(given.name, "prompt_template.name")
-        texts = {path: getattr(given, path) for path in paths if path in TEMPLATE_FIELDS or path == "language"}
-        change = TemplateChange(**texts)
+        texts = {path: getattr(given, path) for path in paths if path in VALUE_FIELDS}
+        if "stop_sequences" in texts:
+            texts["stop_sequences"] = tuple(texts["stop_sequences"])
+        change = TemplateChange(
+            **texts,
+            citation_policy=_citation_policy_of(given.citation_policy),
+            sets_citation_policy="citation_policy" in paths,
+        )
         if "response_style" in paths:
             change = dataclasses.replace(
                 change, response_style=_response_style(given.response_style), sets_response_style=True

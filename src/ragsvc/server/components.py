@@ -41,6 +41,7 @@ from ragsvc.generation.extractive import ExtractiveGenerator
 from ragsvc.generation.fallback import FallbackChain
 from ragsvc.generation.ollama import OllamaGenerator
 from ragsvc.generation.openai_compat import OpenAICompatGenerator
+from ragsvc.generation.retry import RetryPolicy
 from ragsvc.ingest.indexer import Indexer
 from ragsvc.ingest.loaders import source_documents_from_paths
 from ragsvc.language import LanguageDetector
@@ -349,6 +350,7 @@ def build_pipeline(
 def build_generator(settings: Settings, models: ModelCatalog) -> Generator:
     """The configured generator: RAG_GENERATOR picks extractive, openai or ollama."""
     generation = settings.generation
+    retry = RetryPolicy(retries=generation.llm_retries, backoff_s=generation.llm_retry_backoff_s)
     if generation.generator is GeneratorKind.OPENAI:
         return OpenAICompatGenerator(
             generation.openai_base_url,
@@ -356,6 +358,7 @@ def build_generator(settings: Settings, models: ModelCatalog) -> Generator:
             api_key=generation.openai_api_key.get_secret_value(),
             timeout_s=generation.timeout_s,
             models_ttl_s=generation.model_list_ttl_s,
+            retry=retry,
         )
     if generation.generator is GeneratorKind.OLLAMA:
         return OllamaGenerator(
@@ -365,6 +368,7 @@ def build_generator(settings: Settings, models: ModelCatalog) -> Generator:
             keep_alive=generation.ollama_keep_alive,
             timeout_s=generation.timeout_s,
             models_ttl_s=generation.model_list_ttl_s,
+            retry=retry,
         )
     return ExtractiveGenerator()
 

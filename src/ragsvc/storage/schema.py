@@ -164,6 +164,11 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX answers_by_session ON answers (tenant_id, session_id);
     CREATE INDEX answers_with_text_by_age ON answers (created_at) WHERE text_erased_at IS NULL;
     """,
+    # A custom template's stop sequences (a JSON list) and citation policy ('': the server's default).
+    """
+    ALTER TABLE prompt_templates ADD COLUMN stop_sequences TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE prompt_templates ADD COLUMN citation_policy TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 # The columns declared {timestamp} above: SQLite keeps them as ISO 8601 text, which the SQLite backend turns
