@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import signal
 import sys
 import threading
@@ -19,7 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_MODEL", "DEFAULT_PORT", "MODELS", "LocalModel", "model_path", "serve", "serve_env", "start"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "DEFAULT_PORT",
+    "MODELS",
+    "LocalModel",
+    "default_threads",
+    "model_path",
+    "serve",
+    "serve_env",
+    "start",
+]
 
 DEFAULT_PORT = 8080  # OPENAI_BASE_URL's default port
 CONTEXT_TOKENS = 4096
@@ -61,6 +72,14 @@ MODELS = {
     )
 }
 DEFAULT_MODEL = "smollm2"
+
+
+def default_threads() -> int:
+    """One thread fewer than the machine has cores (at least one), leaving a core to ragsvc beside it: llama.cpp's
+    threads wait for each other spinning, so one core taken by another process slows every token. Measured on 2
+    busy cores (load ~10), 574 prompt tokens and 32 new ones: with 2 threads 16.7 s for the prompt and 1.5 tokens/s,
+    with 1 thread 6.4 s and 27 tokens/s (docs/llm.md)."""
+    return max(1, (os.cpu_count() or 1) - 1)
 
 
 def serve_env(host: str = "127.0.0.1", port: int = DEFAULT_PORT, model: str = DEFAULT_MODEL) -> dict[str, str]:
@@ -117,11 +136,12 @@ def start(
     model: str = DEFAULT_MODEL,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
-    threads: int = 2,
+    threads: int | None = None,
     context_tokens: int = CONTEXT_TOKENS,
     seed: int | None = None,
 ) -> Any:
-    """Starts llama.cpp's server in this process (its own threads); it serves while the returned object lives."""
+    """Starts llama.cpp's server in this process (its own `threads`, `default_threads()` unless given); it serves
+    while the returned object lives."""
     try:
         import xllamacpp
     except ImportError as exc:
@@ -133,8 +153,7 @@ def start(
     if local.chat_template:
         params.chat_template = local.chat_template
     params.n_ctx = context_tokens
-    params.cpuparams.n_threads = threads
-    params.cpuparams_batch.n_threads = threads
+    params.cpuparams.n_threads = params.cpuparams_batch.n_threads = threads or default_threads()
     params.hostnames = [host]
     params.port = port
     if seed is not None:

@@ -1,4 +1,5 @@
-"""The settings page's tables (docs/settings.md), generated from the settings so that the two cannot drift.
+"""The settings page's tables (docs/settings.md), generated from the settings so that the two cannot drift, with
+the source specifications' names that are read as aliases of them.
 
 `python -m ragsvc.config.reference` prints them; `--write` (run by `make docs`) writes them between the page's
 markers, and a test fails when the page holds other tables.
@@ -13,6 +14,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from ragsvc.config.aliases import SEED_NAMES
 from ragsvc.config.settings import variables
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "settings.md"
@@ -24,6 +26,8 @@ def display(value: Any) -> str:
     """A default as the table shows it."""
     if isinstance(value, SecretStr):
         value = value.get_secret_value()
+    if value is None:
+        value = ""
     if isinstance(value, bool):
         return "`true`" if value else "`false`"
     if isinstance(value, enum.Enum):
@@ -41,7 +45,28 @@ def table() -> str:
             current = model
             lines += ["", f"**{model.title}**", "", "| variable | default | meaning |", "|---|---|---|"]
         lines.append(f"| `{info.validation_alias}` | {display(info.default)} | {info.description} |")
+    lines += ["", *aliases_table()]
     return "\n".join(lines).strip() + "\n"
+
+
+def aliases_table() -> list[str]:
+    """The source specifications' names that are not ragsvc's own, each with the setting it is read as."""
+    lines = [
+        "**Names from the source specifications**",
+        "",
+        "A deployment written from a source specification may use its names: each is read as the ragsvc setting "
+        "shown, with a log line naming it. Setting one together with ragsvc's own name (or with another name for "
+        "the same setting) to a different value stops `ragsvc serve`, which says which to use. Names ragsvc has no "
+        "setting for are logged as not used.",
+        "",
+        "| name | specification | read as | note |",
+        "|---|---|---|---|",
+    ]
+    for seed_name in SEED_NAMES:
+        read_as = f"`{seed_name.reads_as}`" if seed_name.reads_as else "checked" if seed_name.check else "not used"
+        spec = seed_name.spec.value.removeprefix("the ").removesuffix(" specification")
+        lines.append(f"| `{seed_name.name}` | {spec} | {read_as} | {seed_name.note} |")
+    return lines
 
 
 def block() -> str:
