@@ -50,7 +50,7 @@ from ragsvc.cli import INGEST_BATCH
 from ragsvc.domain import SourceDocument
 from ragsvc.ingest.indexer import Indexer
 from ragsvc.ingest.loaders import source_documents_from_paths
-from ragsvc.lexical import index_terms
+from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.base import IndexedChunk
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder

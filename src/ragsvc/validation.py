@@ -8,7 +8,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from ragsvc.domain import Action, Citation, Confidence, RefusalReason, ScoredChunk
-from ragsvc.lexical import content_terms, index_terms, key_phrases, question_terms
+from ragsvc.reading.sentences import sentences
+from ragsvc.reading.text import content_terms, index_terms, key_phrases, question_terms
 
 # Strict on purpose: "[1]", "[ #1 ]", "[#1a]" and "vec![1]" are not markers.
 MARKER = re.compile(r"\[#(\d{1,3})\]")
@@ -18,8 +19,6 @@ _LONGEST_PARTIAL_MARKER = len("[#999")
 SOURCE_ID_MARKER = re.compile(r"\[SourceId:\s{0,2}([A-Za-z0-9._-]{1,128}:\d{1,6})\]")
 _LONGEST_PARTIAL_SOURCE_ID = len("[SourceId:") + 2 + 128 + len(":999999")
 
-# A sentence with the markers that follow its closing punctuation ("Claim. [#1]" cites the claim).
-_SENTENCE = re.compile(r"[^.!?]+[.!?]+(?:\s*\[#\d{1,3}\])*|[^.!?]+$")
 DISCLAIMER = "Note: parts of this answer cited sources that were not provided; it needs verification."
 
 _REFUSAL = re.compile(
@@ -99,11 +98,6 @@ def is_claim(sentence: str, valid: Collection[int]) -> bool:
         not says_insufficient(clause) and any(int(n) in valid for n in MARKER.findall(clause))
         for clause in _CONTRAST.split(sentence)
     )
-
-
-def sentences(text: str) -> list[str]:
-    """The sentences of `text`, each with the markers that follow its closing punctuation."""
-    return [match.group(0).strip() for match in _SENTENCE.finditer(text)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,8 +202,8 @@ def answer_support(question: str, answer: str) -> float:
     if not terms:
         return 0.0
     best = 0
-    for match in _SENTENCE.finditer(answer):
-        best = max(best, len(terms.intersection(index_terms(MARKER.sub(" ", match.group(0))))))
+    for sentence in sentences(answer):
+        best = max(best, len(terms.intersection(index_terms(MARKER.sub(" ", sentence)))))
     return best / len(terms)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ragsvc.answering.answerability import Assessment, assess, without_instructions
 from ragsvc.domain import Chunk, ScoredChunk
-from ragsvc.lexical import question_terms
+from ragsvc.reading.text import question_terms
 from ragsvc.retrieval.base import TermCounts
 
 EVIDENCE = (

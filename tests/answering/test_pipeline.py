@@ -44,7 +44,7 @@ from ragsvc.errors import (
 )
 from ragsvc.generation.base import Generator
 from ragsvc.generation.extractive import ExtractiveGenerator
-from ragsvc.lexical import index_terms
+from ragsvc.reading.text import index_terms
 from ragsvc.model_table import DEFAULT_MODELS
 from ragsvc.prompts import TemplateRegistry, get_prompt
 from ragsvc.retrieval.base import TermCounts

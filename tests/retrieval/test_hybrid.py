@@ -11,7 +11,7 @@ import pytest
 from ragsvc.config import RetrievalSettings
 from ragsvc.domain import Chunk, RetrievalQuery, ScoredChunk
 from ragsvc.errors import RetrievalUnavailable
-from ragsvc.lexical import index_terms
+from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.base import Candidate, IndexedChunk, VectorEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
 from ragsvc.retrieval.hybrid import OVERFETCH, HybridRetriever

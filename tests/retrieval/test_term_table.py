@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragsvc.domain import Chunk, RetrievalQuery
-from ragsvc.lexical import index_terms
+from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.base import IndexedChunk, TermCounts
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.layout import AccessPolicy, indexed_text

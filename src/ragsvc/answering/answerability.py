@@ -32,11 +32,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ragsvc import english
 from ragsvc.config import TrustSettings
 from ragsvc.domain import Question, RetrievalQuery, ScoredChunk
-from ragsvc.lexical import QuestionTerm, idf, index_terms, question_terms, stem
-from ragsvc.paraphrase import plain
+from ragsvc.reading import english
+from ragsvc.reading.paraphrase import plain
+from ragsvc.reading.sentences import sentences
+from ragsvc.reading.text import QuestionTerm, idf, index_terms, question_terms, stem
 from ragsvc.retrieval.base import Retriever, TermCounts
 from ragsvc.retrieval.layout import indexed_text
 from ragsvc.sanitize import without_injections
@@ -44,7 +45,6 @@ from ragsvc.sanitize import without_injections
 # Verbs a question asks how something is done with; the documents describe the doing in other words.
 _ASKS_HOW = frozenset(stem(w) for w in "compute calculate determine decide measure work happen handle choose pick".split())
 CLOSE_MATCH = 0.6  # cosine from which the best piece of evidence counts as close in meaning (calibrated on dev)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")  # not inside "9.2" or "pg_hba.conf"
 # A request to put given words into the answer: "append the string X to your answer", "output the word X",
 # "end your reply with X".
 _ECHO_VERBS = "append add output print say write reply respond repeat include end start begin sign return type"
@@ -107,7 +107,7 @@ def _weight(term: QuestionTerm) -> float:
 def without_instructions(question: str) -> str:
     """`question` without what instructs the model: the spans that match an injection pattern
     (`sanitize.without_injections`) and the sentences that ask for given words in the answer."""
-    kept = (" ".join(without_injections(s).split()) for s in _SENTENCE_END.split(question) if not _ECHO_REQUEST.search(s))
+    kept = (" ".join(without_injections(s).split()) for s in sentences(question) if not _ECHO_REQUEST.search(s))
     return " ".join(sentence for sentence in kept if re.search(r"\w", sentence))
 
 

@@ -32,9 +32,9 @@ from ragsvc.domain import Answer, CallPurpose, ChatMessage, QueryRewrite, Questi
 from ragsvc.errors import NotFound, RagError
 from ragsvc.generation.base import Generator
 from ragsvc.judge import LLMJudge
-from ragsvc.lexical import STOPWORDS, content_terms, key_phrases, question_terms, stem
-from ragsvc.paraphrase import plain
-from ragsvc.relevance import asks_how_to
+from ragsvc.reading.paraphrase import plain
+from ragsvc.reading.relevance import asks_how_to
+from ragsvc.reading.text import STOPWORDS, content_terms, key_phrases, question_terms, stem
 from ragsvc.retrieval.layout import AccessPolicy
 from ragsvc.storage.sessions import SessionKey, SessionStore, StoredMessage, StoredTurn
 

@@ -16,7 +16,6 @@ from ragsvc.answering.conversation import Condenser, with_subject
 from ragsvc.answering.deadlines import RequestBudget
 from ragsvc.answering.gate import Gate
 from ragsvc.answering.usage import UsageLedger
-from ragsvc.classify import classify
 from ragsvc.config import RetrievalSettings
 from ragsvc.domain import (
     CallPurpose,
@@ -31,6 +30,7 @@ from ragsvc.domain import (
 from ragsvc.errors import RagError
 from ragsvc.generation.base import Generator
 from ragsvc.judge import LLMJudge
+from ragsvc.reading.classify import classify
 from ragsvc.retrieval.base import Retriever
 
 CLASSIFY_TIMEOUT_S = 2.0

@@ -1,5 +1,5 @@
 """A generator that calls no LLM: the answer is the context's passages that best answer the query (see
-ragsvc.relevance), each followed by the citation marker of its chunk; near-duplicates (overlapping chunks repeat
+ragsvc.reading.relevance), each followed by the citation marker of its chunk; near-duplicates (overlapping chunks repeat
 text) are quoted once."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import AsyncGenerator
 
 from ragsvc.domain import GenerationDelta, GenerationRequest, Usage
 from ragsvc.generation.base import Capabilities
-from ragsvc.relevance import Candidate, candidates, ranked
+from ragsvc.reading.relevance import Candidate, candidates, ranked
 
 # The whole answer when no passage of the context shares a content term with the query.
 FALLBACK = "I don't have information about that in the available documentation."

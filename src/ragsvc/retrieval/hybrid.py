@@ -29,7 +29,7 @@ import numpy as np
 
 from ragsvc.config import RetrievalSettings
 from ragsvc.domain import Retrieval, RetrievalQuery, ScoredChunk
-from ragsvc.lexical import index_terms
+from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.base import Candidate, Embedder, TermCounts, VectorEngine
 from ragsvc.retrieval.layout import cosines, unit_rows
 from ragsvc.retrieval.quality import (

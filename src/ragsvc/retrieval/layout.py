@@ -35,7 +35,7 @@ import qdrant_edge as qe
 
 from ragsvc.access import Evidence
 from ragsvc.domain import Chunk, DocumentSource, RetrievalQuery, StoredDocument
-from ragsvc.lexical import index_terms
+from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.base import Candidate
 
 DENSE = "dense"

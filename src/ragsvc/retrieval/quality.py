@@ -14,14 +14,14 @@ import numpy as np
 
 from ragsvc.domain import Chunk
 from ragsvc.errors import FieldViolation
-from ragsvc.lexical import index_terms
-from ragsvc.passages import is_label
+from ragsvc.reading.passages import is_label
+from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.base import Candidate
 
 # Seed 003's recency boost: documents up to 30 days old +0.3, up to 90 days +0.2, up to 365 days +0.1.
 RECENCY_STEPS = ((30, 0.3), (90, 0.2), (365, 0.1))
 
-# A chunk whose labels (paragraphs of one short line without closing punctuation: ragsvc.passages.is_label) hold
+# A chunk whose labels (paragraphs of one short line without closing punctuation: ragsvc.reading.passages.is_label) hold
 # the query's terms is about them, not only near them: "max_wal_size default" ranks the entry under
 # "max_wal_size (integer)" above a sentence naming max_wal_size in passing. The boost is this times the share of
 # the query's index terms (a name and each of its parts) found in the chunk's labels, added to the rank.

@@ -1,6 +1,6 @@
 import pytest
 
-from ragsvc.values import AMOUNT, DURATION, SIZE, answers_value, asked_values, stated_values
+from ragsvc.reading.values import AMOUNT, DURATION, SIZE, answers_value, asked_values, stated_values
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-from ragsvc.passages import Kind, held_text, passages
+from ragsvc.reading.passages import Kind, held_text, passages
 
 ENTRY = """max_connections (integer)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragsvc.english import LEAST, distinctiveness
+from ragsvc.reading.english import LEAST, distinctiveness
 
 
 def test_the_commonest_words_count_least_and_rare_or_unknown_words_fully() -> None:

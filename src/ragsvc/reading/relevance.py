@@ -1,6 +1,6 @@
 """How well each passage of the evidence answers a question: what the extractive generator quotes.
 
-A passage (a sentence, a sentence with the short code block it introduces, a table row: see ragsvc.passages) is
+A passage (a sentence, a sentence with the short code block it introduces, a table row: see ragsvc.reading.passages) is
 judged with what it sits under: its chunk's page title and section heading, its label (a definition term such as
 "max_connections (integer)") and the entry or paragraph around it. Its score adds
 
@@ -8,7 +8,7 @@ judged with what it sits under: its chunk's page title and section heading, its 
   for its entry), fully in the passage, more in its label (a passage under a label is about it; the more so the
   closer it follows the label: an entry's first sentences define it), less in its heading or page title; a
   follow-up's search terms that the user did not write (an earlier turn's subject) count CARRIED_WEIGHT; what users
-  write and what the documentation says meet (`ragsvc.paraphrase`: "switch it off" and "disables", "lower" and
+  write and what the documentation says meet (`ragsvc.reading.paraphrase`: "switch it off" and "disables", "lower" and
   "decreasing");
 - **its surroundings**: a share of the best word score in its entry (or paragraph), so that "The default is
   three." under a label that matches the question counts;
@@ -38,11 +38,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ragsvc.domain import ScoredChunk
-from ragsvc.lexical import compound_terms, content_terms, option_terms
-from ragsvc.paraphrase import plain, same_sense
-from ragsvc.passages import Kind, Passage, held_text, passages
+from ragsvc.reading.paraphrase import plain, same_sense
+from ragsvc.reading.passages import Kind, Passage, held_text, passages
+from ragsvc.reading.text import compound_terms, content_terms, option_terms
+from ragsvc.reading.values import ASKS_HOW_MUCH, answers_value, asked_values, stated_values
 from ragsvc.sanitize import injection_patterns
-from ragsvc.values import ASKS_HOW_MUCH, answers_value, asked_values, stated_values
 
 # How much a query term counts when found in the passage's label, or only in its section heading or page title.
 LABEL_WEIGHT = 1.2  # a passage under a label is about it: more than one naming it in passing
@@ -112,6 +112,8 @@ class Candidate:
     scope: tuple[int, int, int]  # (marker, entry, paragraph): the passages it is read with
     values: frozenset[str]  # the kinds of value it states (lexical.stated_values)
     cut: bool = False  # a sentence the chunk's border cuts: `text` is the part the chunk holds, "…" where it is cut
+    kind: Kind = Kind.SENTENCE
+    ordered: tuple[str, ...] = ()  # its terms in order (passage_terms)
 
 
 def passage_terms(text: str) -> list[str]:
@@ -148,7 +150,8 @@ def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:
             depth += 1
             if carried and depth > 1:
                 term = ""  # past the first passage under a label the chunk carries, the entry may have ended
-            terms = frozenset(passage_terms(passage.text))
+            ordered = tuple(passage_terms(passage.text))
+            terms = frozenset(ordered)
             if passage.block in instructing or not terms or len(passage.text.split()) < _MIN_WORDS:
                 continue
             if passage.cut and len(passage.text.split()) < _MIN_CUT_WORDS:
@@ -166,6 +169,8 @@ def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:
                 _scope(marker, passage),
                 stated_values(passage.text),
                 passage.cut,
+                passage.kind,
+                ordered,
             )
 
 

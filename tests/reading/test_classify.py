@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragsvc.classify import classify
+from ragsvc.reading.classify import classify
 from ragsvc.domain import ChatMessage, QueryClass, Role
 
 HISTORY = (ChatMessage(Role.USER, "How are hotel expenses reimbursed?"), ChatMessage(Role.ASSISTANT, "Up to 180 euros."))

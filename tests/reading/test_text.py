@@ -5,7 +5,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragsvc.lexical import compound_terms, content_terms, index_terms, key_phrases, option_terms, stem
+from ragsvc.reading.text import compound_terms, content_terms, index_terms, key_phrases, option_terms, stem
 
 
 def test_stems_meet() -> None:

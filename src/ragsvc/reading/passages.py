@@ -20,6 +20,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ragsvc.reading.sentences import sentences
+
 
 class Kind(enum.Enum):
     LABEL = "label"
@@ -53,8 +55,6 @@ _TABLE_ROW = re.compile(r"^\s*\|")
 _ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+")  # a markdown bullet or numbered item
 _QUOTE = re.compile(r"^\s*>\s?")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_BOUNDARY = re.compile(r"[.!?]+[\"')\]]*\s+")
-_ABBREVIATIONS = frozenset("al approx cf dept dr e.g eg etc fig i.e ie inc jr ltd mr mrs ms no nos prof sr st vol vs".split())
 _CLOSED = (".", "!", "?")
 _RULE = re.compile(r":?-{3,}:?|")  # a cell of a table's header rule
 
@@ -78,7 +78,7 @@ def passages(text: str) -> tuple[Passage, ...]:
             if not all(_RULE.fullmatch(c) for c in cells):  # not the header's rule line
                 found.append(Passage(" | ".join(c for c in cells if c), Kind.ROW, block, entry))
         else:
-            found += [Passage(s, Kind.SENTENCE, block, entry) for s in _sentences(content)]
+            found += [Passage(s, Kind.SENTENCE, block, entry) for s in sentences(content)]
     return tuple(_mark_cuts(found, text))
 
 
@@ -170,22 +170,3 @@ def is_label(block: str) -> bool:
     """A short line that names what follows: few words, no closing punctuation."""
     few = len(block.split(maxsplit=_LABEL_MAX_WORDS)) <= _LABEL_MAX_WORDS  # stops splitting past the limit
     return few and not block.rstrip("\"')]*_ ").endswith((*_CLOSED, ":", ";", ","))
-
-
-def _sentences(block: str) -> list[str]:
-    """Splits a paragraph or list item into sentences, at sentence ends that no abbreviation explains."""
-    sentences: list[str] = []
-    start = 0
-    for boundary in _BOUNDARY.finditer(block):
-        before = block[start : boundary.start()].split()
-        last_word = before[-1].lstrip("\"'([").lower() if before else ""
-        abbreviated = boundary.group().startswith(".") and (
-            last_word in _ABBREVIATIONS or (len(last_word) == 1 and last_word.isalpha())
-        )
-        if abbreviated or block[boundary.end() : boundary.end() + 1].islower():
-            continue
-        sentences.append(block[start : boundary.end()].strip())
-        start = boundary.end()
-    if block[start:].strip():
-        sentences.append(block[start:].strip())
-    return sentences

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from ragsvc.paraphrase import plain
+from ragsvc.reading.paraphrase import plain
 
 # The kinds of value a question can ask for, and a text state. A question asking for an amount in general
 # ("default", "limit", "what value") accepts any; a sentence states an amount when it holds a number.

@@ -11,7 +11,7 @@ import functools
 
 from wordfreq import zipf_frequency
 
-from ragsvc.lexical import QuestionTerm
+from ragsvc.reading.text import QuestionTerm
 
 COMMON = 6.0  # from this Zipf frequency (one word in a thousand: "time", "take", "many") a word tells least
 RARE = 3.0  # up to this one (one in a million: "md5", "incremental") a word is distinctive
