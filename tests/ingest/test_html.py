@@ -107,6 +107,21 @@ def test_docbook_navigation_and_table_of_contents_are_dropped() -> None:
     ]
 
 
+def test_sidebars_are_the_pages_text_and_publican_navigation_is_chrome() -> None:
+    """DocBook's and Sphinx's sidebars are boxes of the page's own text (a tip, an aside); Publican's docnav lists
+    are navigation."""
+    page = (
+        '<html><body><ul class="docnav"><li><a href="p.html">Prev</a></li><li><a href="n.html">Next</a></li></ul>'
+        "<h2>Networking</h2><p>Configure the interface in /etc/network/interfaces.</p>"
+        '<div class="sidebar"><div class="title">TIP Renaming interfaces</div><p>Use udev rules to name it.</p></div>'
+        '<aside class="sidebar"><p>See also the ip command.</p></aside></body></html>'
+    )
+
+    [section] = load_sections(html(page))
+    assert "Use udev rules to name it." in section.text and "See also the ip command." in section.text
+    assert "Prev" not in section.text and "Next" not in section.text
+
+
 def test_the_title_is_the_title_element_else_the_first_h1_outside_the_chrome() -> None:
     assert html_title(PAGE.encode()) == "Travel Policy | Acme Handbook"
     no_title = "<body><header><h1>Site name</h1></header><main><h1>Install  <b>guide</b></h1><p>x</p></main></body>"

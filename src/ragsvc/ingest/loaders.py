@@ -175,10 +175,11 @@ _HTML_SKIPPED = frozenset(
     "input dialog".split()
 )
 _HTML_CHROME_ROLES = frozenset({"navigation", "banner", "contentinfo", "search", "menu", "menubar"})
-# Class or id tokens of navigation chrome in common site generators (DocBook's navheader/navfooter/toc, Sphinx's
-# related/sphinxsidebar, MkDocs and Bootstrap navbars, breadcrumbs, skip links).
+# Class or id tokens of navigation chrome in common site generators (DocBook's navheader/navfooter/toc, Publican's
+# docnav, Sphinx's related/sphinxsidebar/footer, MkDocs and Bootstrap navbars, breadcrumbs, skip links). Not "sidebar":
+# DocBook's and Sphinx's sidebars are boxes of the page's own text (tips, warnings, asides).
 _HTML_CHROME_NAMES = frozenset(
-    "navheader navfooter navbar navigation nav-menu breadcrumb breadcrumbs toc sidebar sphinxsidebar related "
+    "navheader navfooter navbar navigation nav-menu breadcrumb breadcrumbs toc docnav sphinxsidebar related footer "
     "skip-link skiplink skip-to-content site-header site-footer cookie-banner".split()
 )
 _HTML_CONTAINERS = frozenset({"article", "main", "section"})
