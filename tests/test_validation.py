@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from ragsvc.domain import Action, Chunk, RefusalReason, ScoredChunk
+from ragsvc.reading import Judgement
 from ragsvc.validation import (
     DISCLAIMER,
     MARKER,
@@ -10,7 +11,6 @@ from ragsvc.validation import (
     AnswerPolicy,
     MarkerScanner,
     _term_line,
-    answer_support,
     coverage_of,
     normalize_source_ids,
     primary_tag,
@@ -214,29 +214,25 @@ def test_strict_refuses_any_uncited_sentence() -> None:
     assert not verdict.grounded and verdict.refusal is RefusalReason.UNSUPPORTED_ANSWER
 
 
-def test_support_is_the_share_of_the_question_terms_its_best_sentence_holds() -> None:
-    question = "How many connections does max_connections allow by default?"  # many, connect, max_connections,
-    # allow, default
-    answer = "Connections are limited. [#2] The default max_connections is typically 100 connections. [#1]"
-
-    assert answer_support(question, answer) == pytest.approx(3 / 5), "connect, max_connections, default"
-    assert answer_support(question, "Connections are limited. [#2]") == pytest.approx(1 / 5)
-    full = "By default max_connections allows 100 connections, however many clients ask. [#1]"
-    assert answer_support(question, full) == 1.0
-    assert answer_support("the of and", answer) == 0.0, "no terms: no support"
-
-
 @pytest.mark.parametrize("answerability", [0.0, 0.4, 1.0])
 def test_without_a_self_score_the_third_component_is_the_mean_of_support_answerability_and_agreement(
     answerability: float,
 ) -> None:
-    question = "How much are hotel expenses reimbursed?"
+    judgement = Judgement(support=0.6)
     text = "Hotel expenses are reimbursed up to 180 euros per night [#1]."
-    verdict = POLICY.judge(text, CONTEXT, question=question, answerability=answerability)
-    assert verdict.confidence.llm == pytest.approx(100 * (answer_support(question, text) + answerability + 1) / 3), (
+    verdict = POLICY.judge(text, CONTEXT, judgement=judgement, answerability=answerability)
+    assert verdict.confidence.llm == pytest.approx(100 * (0.6 + answerability + 1) / 3), (
         "the answer leads with [#1], the chunk retrieval ranked best"
     )
     second = "Flights are booked through the travel desk [#2]. Hotel expenses are reimbursed up to 180 euros [#1]."
-    led_by_second = POLICY.judge(second, CONTEXT, question=question, answerability=answerability)
-    assert led_by_second.confidence.llm == pytest.approx(100 * (answer_support(question, second) + answerability) / 3)
-    assert POLICY.judge(text, CONTEXT, question=question, llm_score=85.0).confidence.llm == 85.0, "a model's own score"
+    led_by_second = POLICY.judge(second, CONTEXT, judgement=judgement, answerability=answerability)
+    assert led_by_second.confidence.llm == pytest.approx(100 * (0.6 + answerability) / 3)
+    assert POLICY.judge(text, CONTEXT, judgement=judgement, llm_score=85.0).confidence.llm == 85.0, "a model's own score"
+
+
+def test_a_reader_that_estimates_it_makes_the_confidence_the_probability_the_answer_is_right() -> None:
+    text = "Hotel expenses are reimbursed up to 180 euros per night [#1]."
+    sure = POLICY.judge(text, CONTEXT, judgement=Judgement(support=0.2, p_right=0.93), llm_score=10.0)
+    assert sure.confidence.overall == pytest.approx(93.0), "neither the support nor a model's self-score moves it"
+    unsure = POLICY.judge(text, CONTEXT, judgement=Judgement(support=1.0, p_right=0.3))
+    assert unsure.confidence.overall == pytest.approx(30.0) and unsure.action is Action.ROUTE

@@ -13,10 +13,9 @@ from typing import Any
 import numpy as np
 
 from bench.quality.questions import Question, contains
-from ragsvc.domain import Chunk, ScoredChunk
+from ragsvc.domain import Chunk, ScoredChunk, TermCounts
 from ragsvc.reading import features
 from ragsvc.reading.relevance import Candidate, candidates
-from ragsvc.retrieval.base import TermCounts
 
 PACKED = 5  # the evidence the extractive answer quotes from: the default top-k
 

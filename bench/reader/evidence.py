@@ -18,7 +18,7 @@ from bench.quality.questions import Question
 from ragsvc.answering.conversation import follow_up_search
 from ragsvc.config import Settings
 from ragsvc.domain import ChatMessage, RetrievalQuery, Role
-from ragsvc.reading import text as reading_text
+from ragsvc.reading import features as reading_features
 from ragsvc.server.components import open_components
 
 EVIDENCE_K = 12  # the reader sees the default top-5; the rest lets it re-rank chunks
@@ -32,14 +32,14 @@ def search_text(question: Question) -> str:
 
 async def collect(data_dir: Path, tenant: str, questions: Sequence[Question]) -> list[dict[str, Any]]:
     """Evidence rows for `questions` from the index in `data_dir` (opened in process, read only)."""
-    settings = Settings.of(data_dir=str(data_dir), demo_corpus=False)
+    settings = Settings.of(data_dir=str(data_dir), demo_corpus=False, reader="rules")  # retrieval reads nothing
     rows = []
     async with open_components(settings) as components:
         for question in questions:
             search = search_text(question)
             query = RetrievalQuery(text=search, tenant_id=tenant, top_k=EVIDENCE_K)
             retrieval = await components.retriever.retrieve(query)
-            terms = sorted({t.term for t in reading_text.question_terms(search)})
+            terms = reading_features.counted_terms(search)
             counts = await components.retriever.term_counts(query, terms)
             rows.append(
                 {

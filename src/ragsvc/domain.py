@@ -137,6 +137,15 @@ class ScoredChunk:
 
 
 @dataclass(frozen=True, slots=True)
+class TermCounts:
+    """Corpus statistics of some terms over the chunks a caller can see: how many of those chunks carry index
+    terms (`chunks`), and in how many of them each term occurs."""
+
+    chunks: int
+    frequencies: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
 class RetrievalQuery:
     """What a retriever is asked. Access control (tenant, tags) is part of the query, never applied after it."""
 
@@ -235,6 +244,7 @@ class GenerationRequest:
     temperature: float | None = None
     seed: int | None = None
     question: str = ""  # the user's own words when `query` is a follow-up's standalone search, else ""
+    term_counts: TermCounts | None = None  # the corpus statistics the question was read with (the extractive reader's)
 
 
 @dataclass(frozen=True, slots=True)

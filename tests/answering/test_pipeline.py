@@ -31,6 +31,7 @@ from ragsvc.domain import (
     ScoredChunk,
     StreamPolicy,
     Strictness,
+    TermCounts,
     TextDelta,
     Timings,
 )
@@ -44,10 +45,9 @@ from ragsvc.errors import (
 )
 from ragsvc.generation.base import Generator
 from ragsvc.generation.extractive import ExtractiveGenerator
-from ragsvc.reading.text import index_terms
 from ragsvc.model_table import DEFAULT_MODELS
 from ragsvc.prompts import TemplateRegistry, get_prompt
-from ragsvc.retrieval.base import TermCounts
+from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.layout import indexed_text
 from ragsvc.server.components import build_pipeline
 from ragsvc.storage.owners import OwnerDirectory

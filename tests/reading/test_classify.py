@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from ragsvc.reading.classify import classify
 from ragsvc.domain import ChatMessage, QueryClass, Role
+from ragsvc.reading.classify import classify
 
 HISTORY = (ChatMessage(Role.USER, "How are hotel expenses reimbursed?"), ChatMessage(Role.ASSISTANT, "Up to 180 euros."))
 

@@ -3,8 +3,8 @@ action counted as one."""
 
 from __future__ import annotations
 
-from ragsvc.reading.text import content_terms
 from ragsvc.reading.paraphrase import plain, same_sense
+from ragsvc.reading.text import content_terms
 
 
 def test_phrases_users_write_read_as_the_documentations_words() -> None:

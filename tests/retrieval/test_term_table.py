@@ -12,9 +12,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragsvc.domain import Chunk, RetrievalQuery
+from ragsvc.domain import Chunk, RetrievalQuery, TermCounts
 from ragsvc.reading.text import index_terms
-from ragsvc.retrieval.base import IndexedChunk, TermCounts
+from ragsvc.retrieval.base import IndexedChunk
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.layout import AccessPolicy, indexed_text
 from ragsvc.retrieval.term_table import TermRow, TermTable

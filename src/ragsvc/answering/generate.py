@@ -24,6 +24,7 @@ from ragsvc.domain import (
     GenerationRequest,
     Question,
     ScoredChunk,
+    TermCounts,
     TextDelta,
     Usage,
 )
@@ -83,6 +84,7 @@ class GenerateStage:
         deadline: StageDeadline,
         clock: Clock,
         ledger: UsageLedger,
+        counts: TermCounts | None = None,
     ) -> AsyncGenerator[Drafting | TextDelta | Citation | Generated, None]:
         """For each attempt a `Drafting`, then its text deltas and the citations their markers complete; at the
         end one `Generated`. A step that fails before its first delta hands over to the next (when the failure is
@@ -101,7 +103,7 @@ class GenerateStage:
                 guard = RepetitionGuard()
                 reported: Usage | None = None
                 first_token_ms = 0.0
-                request = self.request(question, search, attempt.model, packing)
+                request = self.request(question, search, attempt.model, packing, counts)
                 yield Drafting(packing.context)
                 async with contextlib.aclosing(self.attempt_stream(attempt, request, deadline, guard)) as deltas:
                     async for delta in deltas:
@@ -159,7 +161,10 @@ class GenerateStage:
             return Usage()
         return Usage(packing.prompt_tokens, self._models.budget(model).count(text))
 
-    def request(self, question: Question, search: str, model: str, packing: Packing) -> GenerationRequest:
+    def request(
+        self, question: Question, search: str, model: str, packing: Packing, counts: TermCounts | None = None
+    ) -> GenerationRequest:
+        """The request of one generation; `counts` are the statistics the question was read with."""
         return GenerationRequest(
             messages=packing.messages,
             query=search,
@@ -169,6 +174,7 @@ class GenerateStage:
             temperature=self._settings.temperature if question.temperature is None else question.temperature,
             seed=question.seed,
             question=question.query if search != question.query else "",
+            term_counts=counts,
         )
 
     @staticmethod

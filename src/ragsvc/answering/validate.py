@@ -13,6 +13,7 @@ from typing import TypeVar
 from ragsvc.answering.deadlines import StageDeadline
 from ragsvc.answering.generate import Generated, GenerateStage
 from ragsvc.answering.pack import Packer
+from ragsvc.answering.read import Reading
 from ragsvc.answering.usage import UsageLedger
 from ragsvc.budget import Packing
 from ragsvc.config import GenerationSettings
@@ -21,6 +22,7 @@ from ragsvc.errors import RagError
 from ragsvc.generation.fallback import Attempt
 from ragsvc.judge import LLMJudge
 from ragsvc.prompts import Prompt, TemplateRegistry, get_prompt
+from ragsvc.reading import Reader
 from ragsvc.validation import AnswerPolicy, Verdict, normalize_source_ids, strip_invalid_markers
 
 _T = TypeVar("_T")
@@ -43,12 +45,14 @@ class Validated:
 class ValidateStage:
     def __init__(
         self,
+        reader: Reader,
         policy: AnswerPolicy,
         generate: GenerateStage,
         packer: Packer,
         templates: TemplateRegistry,
         settings: GenerationSettings,
     ) -> None:
+        self._reader = reader
         self._policy = policy
         self._generate = generate
         self._packer = packer
@@ -63,21 +67,20 @@ class ValidateStage:
         generated: Generated,
         deadline: StageDeadline,
         ledger: UsageLedger,
-        *,
-        answerability: float = 1.0,
+        reading: Reading,
     ) -> Validated:
         """An answer citing unknown markers is regenerated with the strict prompt (not streamed: the final
         answer is authoritative) up to RAG_MAX_RETRIES_ON_HALLUCINATION times; if no run is clean, the invalid
-        markers are stripped and a disclaimer added, and the answer stays ungrounded. `answerability` is the
-        answerability gate's score of the evidence (1 when no gate judged it): see `AnswerPolicy.judge`."""
+        markers are stripped and a disclaimer added, and the answer stays ungrounded. The answer is judged by the
+        reader with the question's `reading` (see `AnswerPolicy.judge`)."""
         attempt, text = generated.attempt, generated.text
         verdict = await self._verdict(
-            question, prompt, attempt, generated.packing, text, deadline, ledger, answerability
+            question, prompt, attempt, generated.packing, text, deadline, ledger, reading
         )
         mitigated = looped = False
         if verdict.invalid_markers:
             text, verdict, looped = await self._mitigated(
-                question, search, prompt, generated, verdict, deadline, ledger, answerability
+                question, search, prompt, generated, verdict, deadline, ledger, reading
             )
             mitigated = True
         follow_ups = await self._follow_ups(question, attempt, text, verdict, deadline, ledger)
@@ -92,7 +95,7 @@ class ValidateStage:
         verdict: Verdict,
         deadline: StageDeadline,
         ledger: UsageLedger,
-        answerability: float,
+        reading: Reading,
     ) -> tuple[str, Verdict, bool]:
         """The text and verdict after mitigation, and whether a re-run was stopped looping."""
         attempt = generated.attempt
@@ -100,12 +103,10 @@ class ValidateStage:
         looped = False
         for _ in range(self._settings.hallucination_retries):
             packing = self._packer.pack(attempt.model, strict, question, generated.packing.context)
-            request = self._generate.request(question, search, attempt.model, packing)
+            request = self._generate.request(question, search, attempt.model, packing, reading.counts)
             rerun = await self._generate.complete(attempt, packing, request, deadline, ledger)
             looped = looped or rerun.repetition_stopped
-            rerun_verdict = await self._verdict(
-                question, strict, attempt, packing, rerun.text, deadline, ledger, answerability
-            )
+            rerun_verdict = await self._verdict(question, strict, attempt, packing, rerun.text, deadline, ledger, reading)
             if not rerun_verdict.invalid_markers:
                 return rerun.text, rerun_verdict, looped
         marked = _markers_of(prompt, generated.text, generated.packing)
@@ -120,12 +121,14 @@ class ValidateStage:
         text: str,
         deadline: StageDeadline,
         ledger: UsageLedger,
-        answerability: float,
+        reading: Reading,
     ) -> Verdict:
         judged = _markers_of(prompt, text, packing)
         strict = question.strictness is Strictness.STRICT
+        judgement = self._reader.judge(reading.analysis, judged, packing.context)
+        answerability = reading.assessment.score
         verdict = self._policy.judge(
-            judged, packing.context, strict=strict, question=question.query, answerability=answerability
+            judged, packing.context, strict=strict, judgement=judgement, answerability=answerability
         )
         if not verdict.grounded or not self._settings.llm_self_score or not _judges(attempt):
             return verdict
@@ -133,7 +136,11 @@ class ValidateStage:
             attempt, deadline, ledger, CallPurpose.SELF_SCORE,
             lambda judge: judge.support_score(question.query, text, packing.context),
         )
-        return verdict if score is None else self._policy.judge(judged, packing.context, llm_score=score, strict=strict)
+        if score is None:
+            return verdict
+        return self._policy.judge(
+            judged, packing.context, llm_score=score, strict=strict, judgement=judgement, answerability=answerability
+        )
 
     async def _follow_ups(
         self,

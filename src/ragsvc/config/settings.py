@@ -94,6 +94,11 @@ class GeneratorKind(enum.StrEnum):
     OLLAMA = "ollama"  # an Ollama server (/api/chat)
 
 
+class ReaderKind(enum.StrEnum):
+    TRAINED = "trained"  # the models trained on labelled questions (ragsvc/reading/models)
+    RULES = "rules"  # hand-set word rules
+
+
 class EmbedderKind(enum.StrEnum):
     MINILM = "minilm"  # the bundled all-MiniLM-L6-v2 ONNX model
     OLLAMA = "ollama"  # an Ollama server (/api/embed)
@@ -489,13 +494,34 @@ class TrustSettings(Group):
     score_gate: float = env(
         0.15, "RAG_SCORE_GATE", "refuse without calling the LLM when the best chunk scores lower", ge=-1, le=1
     )
-    confidence_threshold: float = env(
-        60.0,
+    reader: ReaderKind = env(
+        ReaderKind.TRAINED,
+        "RAG_READER",
+        "what reads questions against the evidence: trained (the shipped model) or rules (hand-set word rules)",
+    )
+    reader_model: str = env(
+        "", "RAG_READER_MODEL", "the trained reader's model file (.npz from `make train-reader`); empty: the shipped one"
+    )
+    confidence_threshold: float | None = env(
+        None,
         "RAG_CONFIDENCE_THRESHOLD",
-        "minimum confidence (0-100) to CITE; below it the answer is ROUTEd",
+        "minimum confidence (0-100) to CITE, below it the answer is ROUTEd; empty: the reader's own (the trained "
+        "model's, set for 95% precision on its training corpora; 60 for the rules)",
         ge=0,
         le=100,
     )
+
+    @field_validator("confidence_threshold", mode="before")
+    @classmethod
+    def _empty_is_the_readers(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("reader_model")
+    @classmethod
+    def _model_file_exists(cls, value: str) -> str:
+        if value and not Path(value).is_file():
+            raise ValueError(f"no model file at {value}")
+        return value
     default_llm_score: float = env(
         50.0, "RAG_DEFAULT_LLM_SCORE", "LLM self-score (0-100) used when no LLM scores the answer", ge=0, le=100
     )

@@ -15,14 +15,15 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ragsvc.domain import ScoredChunk
+from ragsvc.domain import ScoredChunk, TermCounts
 from ragsvc.reading import english
 from ragsvc.reading.paraphrase import plain, same_sense
 from ragsvc.reading.passages import Kind
 from ragsvc.reading.relevance import Candidate, asks_how_to
-from ragsvc.reading.text import QuestionTerm, idf, question_terms
+from ragsvc.reading.sentences import sentences
+from ragsvc.reading.text import QuestionTerm, idf, question_terms, stem
 from ragsvc.reading.values import ASKS_HOW_MUCH, answers_value, asked_values
-from ragsvc.retrieval.base import TermCounts
+from ragsvc.sanitize import without_injections
 
 _YES_OR_NO = re.compile(r"^\W*(?:(?:and|so|but)\W+)?(?:is|are|was|were|does|do|did|can|could|will|would|should|has|have)\b", re.I)
 _DEFAULT = re.compile(r"\bdefaults?\b", re.IGNORECASE)
@@ -30,6 +31,17 @@ _NEGATION_OR_MODAL = re.compile(r"\b(?:not|no|never|cannot|can't|must|may|only|a
 _CODE_OR_KEYWORD = re.compile(r"`|\b[A-Z]{3,}(?:\s+[A-Z]{2,})*\b|\(\)")
 _POINTER = re.compile(r"\b(?:see|refer to|described in|discussed in|explained in|documented in)\b", re.IGNORECASE)
 _NUMBER = re.compile(r"\d")
+# Verbs a question asks how something is done with; the documents describe the doing in other words.
+_ASKS_HOW = frozenset(stem(w) for w in "compute calculate determine decide measure work happen handle choose pick".split())
+# A request to put given words into the answer: "append the string X to your answer", "output the word X",
+# "end your reply with X".
+_ECHO_VERBS = "append add output print say write reply respond repeat include end start begin sign return type"
+_ECHO_OBJECTS = "word words string phrase text token line"
+_ECHO_REQUEST = re.compile(
+    rf"\b({'|'.join(_ECHO_VERBS.split())})\b[^.!?]{{0,40}}?\b({'|'.join(_ECHO_OBJECTS.split())})\b"
+    r"|\b(your|the)\s+(answer|reply|response|output)\b[^.!?]{0,20}?\b(with|by)\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +49,11 @@ class Analysis:
     """A question as the reader reads it: its matching terms with their weights (summing to 1), its names, the
     pairs of terms it holds in a row, and what kind of answer it asks for."""
 
+    search: str  # what was searched, instructions to a model left out (`without_instructions`)
+    question: str  # the user's own words
     terms: tuple[str, ...]
     weights: dict[str, float]
+    surfaces: dict[str, str]  # each term as the question writes it
     names: frozenset[str]
     own: frozenset[str]  # the terms the user wrote (a follow-up's search also holds earlier turns' words)
     bigrams: frozenset[tuple[str, str]]
@@ -58,14 +73,24 @@ def matching(term: str) -> str:
     return same_sense([term])[0]
 
 
+def counted_terms(search: str) -> list[str]:
+    """The index terms of `search` whose statistics `analyse` reads."""
+    return sorted({t.term for t in question_terms(_asked(search))})
+
+
+def _asked(search: str) -> str:
+    return ASKS_HOW_MUCH.sub(" ", plain(without_instructions(search)))
+
+
 def analyse(search: str, question: str, counts: TermCounts | None, *, rare_share: float = 0.002) -> Analysis:
     """The analysis of `search` (what was searched: the question, or a follow-up with its earlier turns' subject),
-    `question` being the user's own words, with the tenant's statistics `counts` (None: none known)."""
-    asked_text = ASKS_HOW_MUCH.sub(" ", plain(search))
-    found = question_terms(asked_text)
+    `question` being the user's own words, with the tenant's statistics `counts` of `counted_terms(search)` (None:
+    none known)."""
+    found = question_terms(_asked(search))
     chunks = max(counts.chunks, 1) if counts is not None else 1
     raw: dict[str, float] = {}
     names: set[str] = set()
+    surfaces: dict[str, str] = {}
     rare: dict[str, bool] = {}
     order: list[str] = []
     for term in found:
@@ -74,16 +99,20 @@ def analyse(search: str, question: str, counts: TermCounts | None, *, rare_share
         weight = (idf(frequency, chunks) if counts is not None else 1.0) * _english(term)
         if key not in raw:
             order.append(key)
+            surfaces[key] = term.surface
         raw[key] = max(raw.get(key, 0.0), weight)
         if term.named:
             names.add(key)
         rare[key] = counts is not None and frequency <= rare_share * chunks
     total = sum(raw.values())
     weights = {t: w / total for t, w in raw.items()} if total else {t: 1 / len(raw) for t in raw}
-    own = {matching(t.term) for t in question_terms(ASKS_HOW_MUCH.sub(" ", plain(question)))} if question else set(raw)
+    own = {matching(t.term) for t in question_terms(_asked(question))} if question else set(raw)
     return Analysis(
+        search=without_instructions(search),
+        question=question or search,
         terms=tuple(order),
         weights=weights,
+        surfaces=surfaces,
         names=frozenset(names),
         own=frozenset(own & set(raw)) or frozenset(raw),
         bigrams=frozenset(itertools.pairwise(order)),
@@ -96,7 +125,17 @@ def analyse(search: str, question: str, counts: TermCounts | None, *, rare_share
 
 
 def _english(term: QuestionTerm) -> float:
-    return english.weight(term)
+    """How much a term can say what the question is about: a word that asks how something is done ("How is the
+    confidence score computed?") least, whatever its rarity; any other by `english.weight`."""
+    return english.LEAST if term.term in _ASKS_HOW else english.weight(term)
+
+
+def without_instructions(question: str) -> str:
+    """`question` without what instructs the model: the spans that match an injection pattern
+    (`sanitize.without_injections`) and the sentences that ask for given words in the answer. They are not part of
+    what is asked: never judged, nor named in a refusal, which would echo them."""
+    kept = (" ".join(without_injections(s).split()) for s in sentences(question) if not _ECHO_REQUEST.search(s))
+    return " ".join(sentence for sentence in kept if re.search(r"\w", sentence))
 
 
 SENTENCE_FEATURES = (

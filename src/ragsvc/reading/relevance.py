@@ -84,7 +84,6 @@ _ASKS_ANOTHER_BOUND = re.compile(
     r"\b(?:range|maximum|minimum|max|min|highest|lowest|largest|smallest|at most|at least|up to|limit|recommend\w*|suggest\w*)\b",
     re.IGNORECASE,
 )
-_DEFINED_TERM = re.compile(r"([A-Za-z][\w.-]*\w)( \([a-z ]+\))?")
 
 # Words addressing a model or the reader with instructions about the answer (besides sanitize's patterns).
 _ADDRESSES_A_MODEL = re.compile(
@@ -106,8 +105,6 @@ class Candidate:
     terms: frozenset[str]  # stemmed content terms and compound names
     label: frozenset[str]  # terms of the label it sits under
     depth: int  # passages before it under that label, in its chunk (0: the entry's first, its definition)
-    term: str  # the term its label defines ("log_rotation_size" of "log_rotation_size (integer)"), or "" (see
-    # `candidates`: a chunk that starts inside an entry carries its label, but may run past the entry's end)
     heading: frozenset[str]  # terms of its chunk's section heading and page title
     scope: tuple[int, int, int]  # (marker, entry, paragraph): the passages it is read with
     values: frozenset[str]  # the kinds of value it states (lexical.stated_values)
@@ -141,15 +138,12 @@ def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:
         found = passages(chunk.text)
         instructing = {p.block for p in found if _instructs_a_model(p.text)}
         label: frozenset[str] = frozenset()
-        depth, term, carried = 0, "", False
+        depth = 0
         for position, passage in enumerate(found):
             if passage.kind is Kind.LABEL:
-                label, depth, term = frozenset(passage_terms(passage.text)), 0, defined_term(passage.text)
-                carried = position == 0 and chunk.chunk_index > 0
+                label, depth = frozenset(passage_terms(passage.text)), 0
                 continue
             depth += 1
-            if carried and depth > 1:
-                term = ""  # past the first passage under a label the chunk carries, the entry may have ended
             ordered = tuple(passage_terms(passage.text))
             terms = frozenset(ordered)
             if passage.block in instructing or not terms or len(passage.text.split()) < _MIN_WORDS:
@@ -164,7 +158,6 @@ def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:
                 terms,
                 label,
                 depth - 1,
-                term,
                 heading,
                 _scope(marker, passage),
                 stated_values(passage.text),
@@ -172,17 +165,6 @@ def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:
                 passage.kind,
                 ordered,
             )
-
-
-def defined_term(label: str) -> str:
-    """The term a label defines when it is one, as in a list of settings or signals: one name, followed by its
-    type ("max_connections (integer)"), or on its own when it is written like a name ("wal_segment_size",
-    "SIGQUIT"); "" for other labels (headings such as "Serving", phrases)."""
-    match = _DEFINED_TERM.fullmatch(label.strip())
-    if match is None:
-        return ""
-    name, typed = match.group(1), match.group(2) is not None
-    return name if typed or "_" in name or "." in name or (name.isupper() and len(name) > 1) else ""
 
 
 def _scope(marker: int, passage: Passage) -> tuple[int, int, int]:

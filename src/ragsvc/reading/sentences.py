@@ -13,6 +13,7 @@ import re
 
 _BOUNDARY = re.compile(r"[.!?]+[\"')\]]*\s+")
 _ABBREVIATIONS = frozenset("al approx cf dept dr e.g eg etc fig i.e ie inc jr ltd mr mrs ms no nos prof sr st vol vs".split())
+_MARKER = re.compile(r"\[#\d{1,3}\]")
 _TRAILING_MARKERS = re.compile(r"(?:(?:\[#\d{1,3}\]|\[SourceId:[^\]\n]{1,160}\])[ \t]*)+\s*")
 
 
@@ -51,3 +52,8 @@ def _add(found: list[tuple[int, int]], text: str, start: int, end: int) -> None:
         end -= 1
     if start < end:
         found.append((start, end))
+
+
+def without_markers(text: str) -> str:
+    """`text` without its [#n] citation markers, each replaced by a space."""
+    return _MARKER.sub(" ", text)

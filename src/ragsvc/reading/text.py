@@ -8,6 +8,11 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+# The version of the analyser that writes a chunk's stored index terms (`index_terms`): an index records the version
+# it was written with, and a server whose analyser differs refuses to serve it (its terms would silently not match
+# the questions' terms). Raise it with any change to what `index_terms` returns.
+ANALYSER_VERSION = 1
+
 STOPWORDS = frozenset(
     """
     a about above after again against all also am an and any are as at be because been before being below

@@ -9,7 +9,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ragsvc.domain import Chunk, DocumentSource, IndexStats, Retrieval, RetrievalQuery, ScoredChunk, StoredDocument
+from ragsvc.domain import Chunk, DocumentSource, IndexStats, Retrieval, RetrievalQuery, ScoredChunk, StoredDocument, TermCounts
 
 
 class Embedder(Protocol):
@@ -61,15 +61,6 @@ class Candidate:
     @property
     def scored(self) -> ScoredChunk:
         return ScoredChunk(self.chunk, self.score)
-
-
-@dataclass(frozen=True, slots=True)
-class TermCounts:
-    """Corpus statistics of some terms over the chunks a caller can see: how many of those chunks carry index
-    terms (`chunks`), and in how many of them each term occurs."""
-
-    chunks: int
-    frequencies: dict[str, int]
 
 
 class VectorEngine(Protocol):

@@ -40,9 +40,9 @@ from typing import Any, TypeVar
 import numpy as np
 import qdrant_edge as qe
 
-from ragsvc.domain import IndexStats, RetrievalQuery, StoredDocument
+from ragsvc.domain import IndexStats, RetrievalQuery, StoredDocument, TermCounts
 from ragsvc.errors import RetrievalUnavailable
-from ragsvc.retrieval.base import Candidate, DocumentPage, IndexedChunk, TermCounts
+from ragsvc.retrieval.base import Candidate, DocumentPage, IndexedChunk
 from ragsvc.retrieval.layout import (
     DENSE,
     DOCUMENT_FIELDS,

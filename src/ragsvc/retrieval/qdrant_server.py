@@ -24,9 +24,9 @@ import numpy as np
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as m
 
-from ragsvc.domain import IndexStats, RetrievalQuery, StoredDocument
+from ragsvc.domain import IndexStats, RetrievalQuery, StoredDocument, TermCounts
 from ragsvc.errors import RetrievalUnavailable
-from ragsvc.retrieval.base import Candidate, DocumentPage, IndexedChunk, TermCounts
+from ragsvc.retrieval.base import Candidate, DocumentPage, IndexedChunk
 from ragsvc.retrieval.layout import (
     DENSE,
     DOCUMENT_FIELDS,

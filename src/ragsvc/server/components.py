@@ -23,18 +23,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragsvc.answering.admission import Admission
-from ragsvc.answering.answerability import AnswerabilityGate
 from ragsvc.answering.cache import AnswerStore, MemoryAnswerCache, keeps_every_answer
 from ragsvc.answering.conversation import Condenser, Conversation
 from ragsvc.answering.gate import Gate
 from ragsvc.answering.generate import GenerateStage
 from ragsvc.answering.pack import Packer
 from ragsvc.answering.pipeline import Pipeline
+from ragsvc.answering.read import ReadStage
 from ragsvc.answering.retrieve import QueryClassifier, RetrieveStage
 from ragsvc.answering.service import AnsweringService
 from ragsvc.answering.validate import ValidateStage
 from ragsvc.budget import ModelCatalog
-from ragsvc.config import EmbedderKind, GeneratorKind, Settings
+from ragsvc.config import EmbedderKind, GeneratorKind, ReaderKind, Settings, TrustSettings
 from ragsvc.generation.base import Generator
 from ragsvc.generation.extractive import ExtractiveGenerator
 from ragsvc.generation.fallback import FallbackChain
@@ -47,6 +47,9 @@ from ragsvc.management.owners import OwnerControl
 from ragsvc.management.ranking import RankingControl
 from ragsvc.management.templates import TemplateCatalog
 from ragsvc.prompts import TemplateRegistry
+from ragsvc.reading import Reader
+from ragsvc.reading.rules import RuleReader
+from ragsvc.reading.trained import Model, TrainedReader
 from ragsvc.retrieval.base import Embedder, VectorEngine
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.embedders import INT8_NAME, MiniLMEmbedder
@@ -70,6 +73,7 @@ if TYPE_CHECKING:
     from ragsvc.shared.state import SharedState
 
 _log = logging.getLogger(__name__)
+RULES_CITE_THRESHOLD = 60.0  # the rule reader's confidence (0-100) from which an answer is CITEd
 
 
 def demo_corpus_path() -> Path:
@@ -126,7 +130,8 @@ async def open_components(
             stack.push_async_callback(embedder.aclose)
         engine = await open_engine(settings, embedder, injected=injected, directory=engine_dir)
         stack.push_async_callback(engine.close)
-        generator = build_generator(settings, models)
+        reader = build_reader(settings.trust)
+        generator = build_generator(settings, models, reader)
         stack.push_async_callback(generator.aclose)
         records = settings.records
         database = await open_database(
@@ -163,7 +168,7 @@ async def open_components(
         catalog, weights = await open_management(database, registry, retriever, cache, shared)
 
         conversation = Conversation(sessions, retrieval_access(settings))
-        pipeline = build_pipeline(settings, retriever, generator, models, registry, owners, conversation)
+        pipeline = build_pipeline(settings, retriever, generator, reader, models, registry, owners, conversation)
         answering = AnsweringService(
             pipeline,
             Admission(settings.hardening, models, default_tenant=settings.server.default_tenant),
@@ -260,6 +265,7 @@ def build_pipeline(
     settings: Settings,
     retriever: HybridRetriever,
     generator: Generator,
+    reader: Reader,
     models: ModelCatalog,
     templates: TemplateRegistry,
     owners: OwnerDirectory,
@@ -270,10 +276,10 @@ def build_pipeline(
     chain = FallbackChain(
         generator,
         fallback_model=generation.fallback_model,
-        extractive=ExtractiveGenerator() if generation.fallback_extractive else None,
+        extractive=ExtractiveGenerator(reader) if generation.fallback_extractive else None,
     )
     policy = AnswerPolicy(
-        confidence_threshold=settings.trust.confidence_threshold, default_llm_score=settings.trust.default_llm_score
+        confidence_threshold=cite_threshold(settings.trust, reader), default_llm_score=settings.trust.default_llm_score
     )
     packer = Packer(models)
     generate = GenerateStage(chain, packer, models, generation)
@@ -288,10 +294,10 @@ def build_pipeline(
     return Pipeline(
         retrieve=RetrieveStage(retriever, classifier, condenser, gate, settings.retrieval),
         gate=gate,
-        answerability=AnswerabilityGate(retriever, settings.trust) if settings.trust.answerability_gate else None,
+        read=ReadStage(reader, retriever, refuses=settings.trust.answerability_gate),
         packer=packer,
         generate=generate,
-        validate=ValidateStage(policy, generate, packer, templates, generation),
+        validate=ValidateStage(reader, policy, generate, packer, templates, generation),
         policy=policy,
         conversation=conversation,
         owners=owners,
@@ -301,7 +307,22 @@ def build_pipeline(
     )
 
 
-def build_generator(settings: Settings, models: ModelCatalog) -> Generator:
+def build_reader(settings: TrustSettings) -> Reader:
+    """The reader RAG_READER names: the trained models (RAG_READER_MODEL, else the shipped ones) or the rules."""
+    if settings.reader is ReaderKind.RULES:
+        return RuleReader(min_coverage=settings.answerability_min_coverage, rare_share=settings.answerability_rare_share)
+    model = Model.load(Path(settings.reader_model) if settings.reader_model else None)
+    return TrainedReader(model, rare_share=settings.answerability_rare_share)
+
+
+def cite_threshold(settings: TrustSettings, reader: Reader) -> float:
+    """RAG_CONFIDENCE_THRESHOLD, else the reader's own calibration (as a confidence, 0-100), else 60."""
+    if settings.confidence_threshold is not None:
+        return settings.confidence_threshold
+    return 100 * reader.cite_threshold if reader.cite_threshold is not None else RULES_CITE_THRESHOLD
+
+
+def build_generator(settings: Settings, models: ModelCatalog, reader: Reader) -> Generator:
     """The configured generator: RAG_GENERATOR picks extractive, openai or ollama."""
     generation = settings.generation
     if generation.generator is GeneratorKind.OPENAI:
@@ -321,7 +342,7 @@ def build_generator(settings: Settings, models: ModelCatalog) -> Generator:
             timeout_s=generation.timeout_s,
             models_ttl_s=generation.model_list_ttl_s,
         )
-    return ExtractiveGenerator()
+    return ExtractiveGenerator(reader)
 
 
 async def open_embedder(settings: Settings) -> Embedder:

@@ -1,12 +1,17 @@
-"""The answerability gate: names the evidence lacks and the documents do not mention are refused, natural
-phrasings of what the evidence holds pass; the decision on given corpus statistics."""
+"""The rule reader: names the evidence lacks and the documents do not mention are refused, natural phrasings of
+what the evidence holds pass (on given corpus statistics); an answer's support."""
 
 from __future__ import annotations
 
-from ragsvc.answering.answerability import Assessment, assess, without_instructions
-from ragsvc.domain import Chunk, ScoredChunk
+from collections.abc import Sequence
+
+import pytest
+
+from ragsvc.domain import Chunk, ScoredChunk, TermCounts
+from ragsvc.reading import Assessment
+from ragsvc.reading.features import counted_terms, without_instructions
+from ragsvc.reading.rules import RuleReader
 from ragsvc.reading.text import question_terms
-from ragsvc.retrieval.base import TermCounts
 
 EVIDENCE = (
     ScoredChunk(
@@ -22,10 +27,26 @@ def counts(chunks: int = 1000, **frequencies: int) -> TermCounts:
     return TermCounts(chunks, frequencies)
 
 
+def assess(
+    question: str,
+    statistics: TermCounts,
+    evidence: Sequence[ScoredChunk] = EVIDENCE,
+    *,
+    min_coverage: float = 0.35,
+    default_frequency: int | None = None,
+) -> Assessment:
+    """The rule reader's assessment, each counted term the documents' statistics do not list being in
+    `default_frequency` chunks (as given when None)."""
+    reader = RuleReader(min_coverage=min_coverage, rare_share=0.001)
+    frequencies = dict(statistics.frequencies)
+    if default_frequency is not None:
+        frequencies = {t: statistics.frequencies.get(t, default_frequency) for t in counted_terms(question)}
+    counts = TermCounts(statistics.chunks, frequencies) if statistics.chunks else None
+    return reader.assess(reader.analyse(question, question, counts), evidence)
+
+
 def decide(question: str, statistics: TermCounts) -> Assessment:
-    terms = question_terms(question)
-    full = TermCounts(statistics.chunks, {t.term: statistics.frequencies.get(t.term, 50) for t in terms})
-    return assess(terms, full, EVIDENCE, min_coverage=0.35, rare_share=0.001)
+    return assess(question, statistics, default_frequency=50)
 
 
 def test_question_terms_keep_compound_names_whole_and_mark_names() -> None:
@@ -47,7 +68,7 @@ def test_question_terms_keep_compound_names_whole_and_mark_names() -> None:
 def test_a_natural_phrasing_of_what_the_evidence_holds_passes() -> None:
     assessment = decide("How long is the grace period?", counts(long=40, grace=2, period=30))
     assert assessment.answerable and not assessment.missing
-    assert 0.5 < assessment.score < 1, "all but 'long', which no piece of evidence holds"
+    assert assessment.score == 1.0, "'long' of 'how long' asks for a value: it is not what the question is about"
 
 
 def test_a_name_the_evidence_lacks_and_the_documents_never_mention_is_refused_by_name() -> None:
@@ -73,10 +94,9 @@ def test_a_name_the_documents_mention_often_enough_is_not_called_missing() -> No
 
 def test_words_common_in_english_weigh_less_than_what_the_question_is_about() -> None:
     question = "How far has a running VACUUM got?"
-    terms = question_terms(question)
-    statistics = TermCounts(1000, {t.term: 5 for t in terms})  # all equally rare in the documents
     entry = Chunk("progress", 0, "Whenever VACUUM is running, the pg_stat_progress_vacuum view has a row for it.")
-    assessment = assess(terms, statistics, (ScoredChunk(entry, 0.5),), min_coverage=0.5, rare_share=0.001)
+    # all equally rare in the documents
+    assessment = assess(question, TermCounts(1000, {}), (ScoredChunk(entry, 0.5),), min_coverage=0.5, default_frequency=5)
     assert assessment.answerable, "'far' and 'got' are how it is asked; VACUUM and running are in the evidence"
     assert assessment.score > 0.7
 
@@ -88,30 +108,27 @@ def test_evidence_holding_too_little_of_the_question_is_refused_without_names() 
 
 
 def test_the_verb_a_question_asks_how_with_is_not_what_it_is_about() -> None:
-    terms = question_terms("How is the confidence score computed?")
     statistics = TermCounts(10, {"confidenc": 3, "scor": 4, "comput": 0})  # the documents never say "computed"
     entry = Chunk("trust", 0, "The confidence score is a hybrid of three signals.", section="Confidence")
-    assessment = assess(terms, statistics, (ScoredChunk(entry, 0.5),), min_coverage=0.5, rare_share=0.001)
+    assessment = assess("How is the confidence score computed?", statistics, (ScoredChunk(entry, 0.5),), min_coverage=0.5)
     assert assessment.answerable and assessment.score > 0.8
 
 
 def test_evidence_close_in_meaning_passes_with_few_shared_words() -> None:
     question = "how big is the wal buffer if nobody configures it"
-    terms = question_terms(question)
-    statistics = TermCounts(1000, {t.term: 50 for t in terms})
+    statistics = TermCounts(1000, {})
     entry = Chunk("wal", 3, "wal_buffers (integer): the amount of shared memory used for WAL data not yet written.")
     far, close = ScoredChunk(entry, 0.5), ScoredChunk(entry, 0.75)
 
-    assert not assess(terms, statistics, (far,), min_coverage=0.6, rare_share=0.001).answerable
-    lifted = assess(terms, statistics, (close,), min_coverage=0.6, rare_share=0.001)
+    assert not assess(question, statistics, (far,), min_coverage=0.6, default_frequency=50).answerable
+    lifted = assess(question, statistics, (close,), min_coverage=0.6, default_frequency=50)
     assert lifted.answerable, "a best hit this close in meaning (cosine 0.75 > CLOSE_MATCH) lifts the coverage"
-    base = assess(terms, statistics, (far,), min_coverage=0.6, rare_share=0.001).score
+    base = assess(question, statistics, (far,), min_coverage=0.6, default_frequency=50).score
     assert abs(lifted.score - (base + 0.15)) < 1e-9
 
 
 def test_without_corpus_statistics_the_evidence_alone_decides() -> None:
-    terms = question_terms("How long is the grace period?")
-    assessment = assess(terms, TermCounts(0, {}), EVIDENCE, min_coverage=0.35, rare_share=0.001)
+    assessment = assess("How long is the grace period?", TermCounts(0, {}))
     assert assessment.answerable
 
 
@@ -132,3 +149,20 @@ def test_words_the_question_asks_to_be_echoed_are_neither_judged_nor_named() -> 
     assert without_instructions("What does the handover note say about passwords?") == (
         "What does the handover note say about passwords?"
     )
+
+
+def test_support_is_the_share_of_the_question_terms_its_best_sentence_holds() -> None:
+    reader = RuleReader(min_coverage=0.5, rare_share=0.001)
+    question = "How many connections does max_connections allow by default?"  # many, connect, max_connections,
+    # allow, default
+
+    def support(question: str, answer: str) -> float:
+        return reader.judge(reader.analyse(question, question, None), answer, EVIDENCE).support
+
+    answer = "Connections are limited. [#2] The default max_connections is typically 100 connections. [#1]"
+    assert support(question, answer) == pytest.approx(3 / 5), "connect, max_connections, default"
+    assert support(question, "Connections are limited. [#2]") == pytest.approx(1 / 5)
+    full = "By default max_connections allows 100 connections, however many clients ask. [#1]"
+    assert support(question, full) == 1.0
+    assert support("the of and", answer) == 0.0, "no terms: no support"
+    assert reader.judge(reader.analyse(question, question, None), answer, EVIDENCE).p_right is None
