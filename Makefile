@@ -105,11 +105,14 @@ PROFILE_NAME ?= latest
 profile: $(VENV)/.bench  ## flame graph and top ten of an Ask at 10k passages, docs/profile/ (PROFILE_NAME=..., ~3 min)
 	$(BIN)/python -m bench.profile_ask --name $(PROFILE_NAME)
 
-# Answer quality (bench/quality, docs/quality.md): the PostgreSQL 15 docs from Debian's postgresql-doc-15 package
-# (apt-get download, sha256 checked, cached in .bench/quality-corpus/), ingested over gRPC (index cached in
-# .bench/quality-index/), 242 questions asked through a real `ragsvc serve`. Writes bench/results/quality-DATE.json,
-# docs/quality.md and docs/quality.png.
-eval: $(VENV)/.bench  ## answer quality on the PostgreSQL docs, docs/quality.md (about 30 s; 9 minutes the first time)
+# Answer quality (bench/quality, docs/quality.md): four documentation corpora from Debian packages (PostgreSQL 15,
+# the Python 3.11 library reference, the Apache httpd 2.4 manual, the Debian Administrator's Handbook; apt-get
+# download, sha256 checked, cached in .bench/quality-corpus/), each ingested over gRPC into its own tenant (index
+# cached in .bench/quality-index/) and asked its hand-written questions through a `ragsvc serve` of its own, with the
+# reader trained without it when bench/quality/folds/without-<corpus>.npz exists. Writes
+# bench/results/quality-DATE.json, docs/quality.md and docs/quality/<corpus>-risk-coverage.png. One corpus:
+# .venv/bin/python -m bench.quality.run --corpus NAME (repeatable).
+eval: $(VENV)/.bench  ## answer quality on four corpora, docs/quality.md (about 1 minute; 10 minutes the first time)
 	$(BIN)/python -m bench.quality.run
 
 $(VENV)/.runtime: pyproject.toml

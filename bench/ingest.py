@@ -43,7 +43,7 @@ from typing import Any
 
 import grpc
 
-from bench.quality.corpus import Page, committed_pages, fetch, load_pages
+from bench.quality.corpus import CORPORA, Page, fetch, load_pages
 from bench.quality.server import ServerProcess, base_env
 from bench.stats import machine, write_result
 from ragsvc.cli import INGEST_BATCH
@@ -72,13 +72,14 @@ class Corpus:
 
 def pgdocs(pages: int | None, pages_dir: Path | None) -> Corpus:
     """The PostgreSQL pages of `make eval` (the first `pages` of them), or every .html page of `pages_dir`."""
+    spec = CORPORA["pgdocs"]
     if pages_dir is not None:
-        found: list[Page] = load_pages(pages_dir, sorted(p.name for p in pages_dir.glob("*.html")), planted=False)
+        found: list[Page] = load_pages(spec, pages_dir, sorted(p.name for p in pages_dir.glob("*.html")), planted=False)
     else:
-        found = load_pages(fetch(), committed_pages()[:pages], planted=False)
+        found = load_pages(spec, fetch(spec).html_dir, spec.committed_pages()[:pages], planted=False)
     documents = [
         SourceDocument(document_id=p.document_id, name=p.name, content=p.content, media_type="text/html",
-                       tenant_id=TENANT, title=p.title, source_url=f"https://www.postgresql.org/docs/15/{p.name}")
+                       tenant_id=TENANT, title=p.title, source_url=p.source_url)
         for p in found
     ]
     return Corpus("pgdocs", documents)

@@ -1,13 +1,14 @@
 """Two runs of the quality benchmark compared question by question: did a change help, or is it noise?
 
-    python -m bench.quality.compare BEFORE.json AFTER.json [--split dev]
+    python -m bench.quality.compare BEFORE.json AFTER.json [--corpus pgdocs] [--split dev]
 
 A question **holds** when the run did what it should: an answerable question or a follow-up answered and right,
 an unanswerable one refused, an injection probe safe. The questions that flipped between the runs decide: the
 exact two-sided McNemar test (a sign test on the flips) gives the chance of at least that lopsided a split if the
 change did nothing. With 70 questions a split, a few flips either way are well within chance (6 to 0 is needed
 for p < 0.05). Prints each targeted metric of both runs, the flips and the p-value, as Markdown; the flipped
-questions by id on dev only (held-out is reported, never read question by question to choose).
+questions by id on dev only (held-out is reported, never read question by question to choose). Results files
+written before the benchmark had several corpora hold pgdocs alone; they are read as pgdocs'.
 """
 
 from __future__ import annotations
@@ -42,10 +43,21 @@ def mcnemar_p(lost: int, gained: int) -> float:
     return min(1.0, 2.0 * tail)
 
 
+def corpus_result(result: dict[str, Any], name: str) -> dict[str, Any]:
+    """One corpus's part of a results file (a file from before several corpora: the whole file, pgdocs')."""
+    if "corpora" not in result:
+        if name != "pgdocs":
+            raise SystemExit(f"a results file from before several corpora holds pgdocs only, not {name}")
+        return result
+    if name not in result["corpora"]:
+        raise SystemExit(f"the results file has no corpus {name} (it has {', '.join(result['corpora'])})")
+    return {"git_commit": result.get("git_commit"), **result["corpora"][name]}
+
+
 def compare(before: dict[str, Any], after: dict[str, Any], split: str) -> dict[str, Any]:
     """The flips between two results files on the questions of `split` that both asked."""
-    old = {o["id"]: o for o in before["outcomes"] if o["split"] == split}
-    new = {o["id"]: o for o in after["outcomes"] if o["split"] == split}
+    old = {o["id"]: o for o in before["outcomes"] if split in ("all", o["split"])}
+    new = {o["id"]: o for o in after["outcomes"] if split in ("all", o["split"])}
     common = sorted(old.keys() & new.keys())
     gained = [i for i in common if holds(new[i]) and not holds(old[i])]
     lost = [i for i in common if holds(old[i]) and not holds(new[i])]
@@ -106,9 +118,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
-    parser.add_argument("--split", choices=("dev", "heldout"), default="dev")
+    parser.add_argument("--corpus", default="pgdocs")
+    parser.add_argument("--split", choices=("dev", "heldout", "all"), default="dev")
     args = parser.parse_args(argv)
-    before, after = (json.loads(path.read_text()) for path in (args.before, args.after))
+    before, after = (corpus_result(json.loads(path.read_text()), args.corpus) for path in (args.before, args.after))
     print(markdown(before, after, args.split))
 
 

@@ -1,138 +1,241 @@
-"""The benchmark's corpus: the PostgreSQL 15 HTML documentation from Debian's `postgresql-doc-15` package.
+"""The benchmark's corpora: public documentation from Debian packages, one registry entry each, and how they are
+fetched.
 
-Fetched the same way every time: `apt-get download postgresql-doc-15=<VERSION>` (Debian's own client, no install),
-the .deb's sha256 checked against SHA256, unpacked with `dpkg-deb -x` into a gitignored cache
-(.bench/quality-corpus/<version>/). The subset is every page of Part I (Tutorial) and Part III (Server
-Administration): a page is in when following its "Up" navigation links leads to tutorial.html or admin.html
-(the part pages included). `corpus_pages.txt` is that list, committed; `fetch()` recomputes it from the package and
-fails if the two differ. One planted page (planted/ops-handover-notes.html, written for this benchmark) carries a
-prompt-injection instruction and is ingested with the corpus.
+Every corpus lives in bench/quality/corpora/<name>/: pages.txt (the pages its subset rule selects, committed),
+questions.jsonl and planted/*.html (pages written for the benchmark, each carrying a prompt injection, ingested
+with the corpus). `fetch()` gets the package with Debian's own client (`apt-get download`, nothing installed),
+checks the .deb's sha256, unpacks it with `dpkg-deb -x` into the gitignored cache
+(.bench/quality-corpus/<package>/<version>/) and recomputes the subset, failing when it differs from pages.txt.
 
-Document ids are the file names without `.html` (ragsvc's slug of the stem: "runtime-config-connection").
+Version tolerance: Debian drops a package's old version at a point release. When the pinned version is no longer
+downloadable, `fetch()` takes the version apt offers now and accepts it only when the subset rule still selects
+exactly pages.txt and every question still checks against the new pages (its quote in its page, a key fact in an
+expected page: `questions.check`); otherwise it fails saying what changed. `Fetched` says which version served.
+
+Document ids: `slugify(path without ".html")` ("library/bz2.html" -> "library-bz2"); a planted page's id is the
+slug of its file stem.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
-import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from selectolax.lexbor import LexborHTMLParser
+from bench.quality import questions
+from bench.quality.debian import FetchError, VersionGone, deb_version, sha256_of, unpack
+from bench.quality.debian import download as apt_download
+from bench.quality.subsets import Directories, Named, SubsetRule, Toctree, UpLinks
+from ragsvc.ingest.loaders import html_sections, html_title, slugify
 
-from ragsvc.ingest.loaders import html_title, slugify
-
-PACKAGE = "postgresql-doc-15"
-VERSION = "15.18-0+deb12u1"
-SHA256 = "3c598277a463c44d672daa2c335deb8d8252e1852fb025fd4578ea2d9a1b90f0"
-HTML_DIR = "usr/share/doc/postgresql-doc-15/html"
-COPYRIGHT = "usr/share/doc/postgresql-doc-15/copyright"
-PART_ROOTS = ("tutorial.html", "admin.html")
-LICENSE = "PostgreSQL License (legalnotice.html in the package; Debian's copyright file beside the pages)"
+__all__ = [
+    "CACHE", "CORPORA", "ROOT", "Corpus", "Download", "FetchError", "Fetched", "Page", "acceptance_problems",
+    "corpus_hash", "fetch", "get", "load_pages", "page_texts", "shown",
+]
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-PAGE_LIST = HERE / "corpus_pages.txt"
-PLANTED_DIR = HERE / "planted"
-PLANTED_ID = "ops-handover-notes"
+CORPORA_DIR = HERE / "corpora"
 CACHE = Path(os.environ.get("EVAL_CACHE_DIR", ROOT / ".bench" / "quality-corpus"))
+MARKER = ".fetched.json"  # in a cached version's directory: {version, sha256, replaces (the pin it stands in for)}
+
+# (package, version or None for the version apt offers now, directory) -> the downloaded .deb; raises VersionGone
+# when apt no longer has that version.
+Download = Callable[[str, str | None, Path], Path]
+
+
+@dataclass(frozen=True, slots=True)
+class Corpus:
+    """One corpus: its tenant, the pinned Debian package, where its pages are inside the package, which pages,
+    where they are published, and their license."""
+
+    name: str
+    tenant: str
+    package: str
+    version: str  # pinned
+    sha256: str  # of the pinned .deb
+    doc_root: str  # the documentation's directory inside the package
+    subset: SubsetRule
+    url_template: str  # a page's public address; {path} is its path under doc_root
+    license: str
+    corpora_dir: Path = CORPORA_DIR  # where its directory (pages.txt, questions, planted pages) is
+
+    @property
+    def directory(self) -> Path:
+        return self.corpora_dir / self.name
+
+    @property
+    def pages_file(self) -> Path:
+        return self.directory / "pages.txt"
+
+    @property
+    def questions_file(self) -> Path:
+        return self.directory / "questions.jsonl"
+
+    @property
+    def planted_dir(self) -> Path:
+        return self.directory / "planted"
+
+    @property
+    def slice_file(self) -> Path:
+        """Question ids of the corpus's regression slice (only pgdocs has one)."""
+        return self.directory / "slice.txt"
+
+    def committed_pages(self) -> list[str]:
+        return [line.strip() for line in self.pages_file.read_text().splitlines() if line.strip()]
+
+    def source_url(self, path: str) -> str:
+        return self.url_template.format(path=path)
+
+
+CORPORA: dict[str, Corpus] = {
+    c.name: c
+    for c in (
+        Corpus(
+            name="pgdocs",
+            tenant="pgdocs",
+            package="postgresql-doc-15",
+            version="15.18-0+deb12u1",
+            sha256="3c598277a463c44d672daa2c335deb8d8252e1852fb025fd4578ea2d9a1b90f0",
+            doc_root="usr/share/doc/postgresql-doc-15/html",
+            subset=UpLinks(roots=("tutorial.html", "admin.html")),  # Part I (Tutorial), Part III (Server Administration)
+            url_template="https://www.postgresql.org/docs/15/{path}",
+            license="PostgreSQL License (legalnotice.html in the package; Debian's copyright file beside the pages)",
+        ),
+        Corpus(
+            name="pydocs",
+            tenant="pydocs",
+            package="python3.11-doc",
+            version="3.11.2-6+deb12u8",
+            sha256="50eb63e7f636c4281e9ce1b8f10386f1def42159eddce34fc1f41c46261df71b",
+            doc_root="usr/share/doc/python3.11/html",
+            subset=Toctree(chapters=tuple(f"library/{chapter}.html" for chapter in (
+                "text", "functional", "filesys", "persistence", "archiving", "fileformats", "crypto"))),
+            url_template="https://docs.python.org/3.11/{path}",
+            license="PSF License Agreement (Debian's copyright file, usr/share/doc/python3.11-doc/copyright)",
+        ),
+        Corpus(
+            name="httpd",
+            tenant="httpd",
+            package="apache2-doc",
+            version="2.4.68-1~deb12u1",
+            sha256="cee8fe80ffb5de2744cd690c3d795b489e43a1c44c4e3a634c521642f22d7835",
+            doc_root="usr/share/doc/apache2-doc/manual/en",
+            subset=Directories(directories=("", "howto", "ssl", "vhosts", "rewrite", "programs", "misc"),
+                               excluded=("index.html", "sitemap.html"), language="en"),
+            url_template="https://httpd.apache.org/docs/2.4/{path}",
+            license="Apache License 2.0 (Debian's copyright file, usr/share/doc/apache2-doc/copyright)",
+        ),
+        Corpus(
+            name="handbook",
+            tenant="handbook",
+            package="debian-handbook",
+            version="11.20220922",
+            sha256="3d5dbeac1f1afc9c094eab9d0f701f6ecff99c4927d5a4794cf6c85678134faa",
+            doc_root="usr/share/doc/debian-handbook/html/en-US",
+            subset=Directories(directories=("",), excluded=("index.html",)),
+            url_template="https://debian-handbook.info/browse/stable/{path}",
+            license="GPL-2+ or CC-BY-SA 3.0 (Debian's copyright file, usr/share/doc/debian-handbook/copyright)",
+        ),
+        Corpus(
+            name="sqlite",
+            tenant="sqlite",
+            package="sqlite3-doc",
+            version="3.40.1-2+deb12u2",
+            sha256="466e30d7066e2641fa13e56bc662a2ad521b8cc9c17dde9c9dac3d4f105e32f2",
+            doc_root="usr/share/doc/sqlite3",
+            subset=Named(
+                patterns=("lang_*.html", *(f"{page}.html" for page in (
+                    "datatype3", "pragma", "cli", "faq", "wal", "limits", "autoinc", "foreignkeys", "partialindex",
+                    "quirks", "whentouse", "json1", "lockingv3", "queryplanner", "windowfunctions"))),
+                why="the SQL language pages and the pages application developers read most",
+            ),
+            url_template="https://www.sqlite.org/{path}",
+            license="public domain (Debian's copyright file, usr/share/doc/sqlite3-doc/copyright)",
+        ),
+        Corpus(
+            name="gitdocs",
+            tenant="gitdocs",
+            package="git-doc",
+            version="1:2.39.5-0+deb12u3",
+            sha256="3c89668a11053a6bafade3de1f611f4613db31e082af63f43d8c5b69ad8795ec",
+            doc_root="usr/share/doc/git-doc",
+            subset=Named(
+                patterns=(*(f"git-{command}.html" for command in (
+                    "add am archive bisect branch bundle checkout cherry-pick clean clone commit describe diff fetch "
+                    "format-patch gc grep init log maintenance merge mv notes pull push range-diff rebase reset "
+                    "restore revert rm shortlog show sparse-checkout stash status submodule switch tag worktree"
+                ).split()), "gittutorial.html", "giteveryday.html", "gitglossary.html", "gitignore.html"),
+                why="git(1)'s main porcelain commands, less its two GUIs, and the tutorial, everyday, glossary and "
+                "gitignore guides",
+            ),
+            url_template="https://git-scm.com/docs/{path}",
+            license="GPL-2 (Debian's copyright file, usr/share/doc/git-doc/copyright)",
+        ),
+    )
+}
+
+
+def shown(path: Path) -> str:
+    """`path` relative to the repository when it is inside it (for messages and results)."""
+    path = path.resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def get(name: str) -> Corpus:
+    try:
+        return CORPORA[name]
+    except KeyError:
+        raise SystemExit(f"no corpus named {name!r}; the corpora are {', '.join(CORPORA)}") from None
 
 
 @dataclass(frozen=True, slots=True)
 class Page:
     document_id: str
-    name: str
+    name: str  # the path under the documentation root (a planted page: its file name)
     title: str
     content: bytes
     planted: bool = False
+    source_url: str = ""
 
 
-def committed_pages() -> list[str]:
-    return [line.strip() for line in PAGE_LIST.read_text().splitlines() if line.strip()]
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """The unpacked documentation root of the version that serves, and which version that is."""
+
+    html_dir: Path
+    version: str
+    deb_sha256: str
+    pinned_version: str
+
+    @property
+    def pinned(self) -> bool:
+        return self.version == self.pinned_version
 
 
-def select_pages(html_dir: Path) -> list[str]:
-    """The subset rule: pages whose chain of "Up" links reaches one of PART_ROOTS (the roots included), sorted."""
-    up: dict[str, str | None] = {}
-    for path in sorted(html_dir.glob("*.html")):
-        tree = LexborHTMLParser(path.read_bytes().decode("utf-8"))
-        link = tree.css_first('div.navheader a[accesskey="u"]')
-        up[path.name] = link.attributes.get("href") if link is not None else None
-    selected = []
-    for name in up:
-        current: str | None = name
-        for _ in range(20):
-            if current in PART_ROOTS:
-                selected.append(name)
-                break
-            if current is None:
-                break
-            current = up.get(current)
-    return sorted(selected)
-
-
-def fetch(cache: Path = CACHE, *, quiet: bool = False) -> Path:
-    """The unpacked HTML directory of the pinned package, downloaded and checked on first use."""
-    target = cache / VERSION
-    html_dir = target / HTML_DIR
-    marker = target / ".sha256"
-    if marker.exists() and marker.read_text().strip() == SHA256 and html_dir.is_dir():
-        return html_dir
-    cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache) as tmp:
-        deb = _download(Path(tmp), quiet=quiet)
-        digest = hashlib.sha256(deb.read_bytes()).hexdigest()
-        if digest != SHA256:
-            raise SystemExit(f"{deb.name}: sha256 {digest}, expected {SHA256}; refusing to use it")
-        unpacked = Path(tmp) / "x"
-        subprocess.run(["dpkg-deb", "-x", str(deb), str(unpacked)], check=True)
-        if target.exists():
-            shutil.rmtree(target)
-        shutil.move(str(unpacked), target)
-    computed = select_pages(html_dir)
-    if computed != committed_pages():
-        raise SystemExit(
-            f"the subset rule selects {len(computed)} pages, {PAGE_LIST.name} lists {len(committed_pages())}: "
-            "the package or the rule changed"
-        )
-    marker.write_text(SHA256 + "\n")
-    return html_dir
-
-
-def _download(directory: Path, *, quiet: bool) -> Path:
-    command = ["apt-get", "download", f"{PACKAGE}={VERSION}"]
-    result = subprocess.run(command, cwd=directory, capture_output=True, text=True)
-    if result.returncode != 0 and os.geteuid() == 0:
-        # A fresh machine may have no package lists yet (or stale ones); root can refresh them once.
-        if not quiet:
-            print("apt-get download failed; running apt-get update once and retrying", flush=True)
-        subprocess.run(["apt-get", "update", "-qq"], capture_output=True, text=True)
-        result = subprocess.run(command, cwd=directory, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise SystemExit(
-            f"`{' '.join(command)}` failed:\n{result.stderr.strip()}\n"
-            "Debian's package lists are needed (`apt-get update` as root) and the pinned version must still be "
-            "in the archive."
-        )
-    [deb] = directory.glob("*.deb")
-    return deb
-
-
-def load_pages(html_dir: Path, names: list[str] | None = None, *, planted: bool = True) -> list[Page]:
-    """The corpus pages (all of corpus_pages.txt, or `names`) and the planted page, in a fixed order."""
+def load_pages(corpus: Corpus, html_dir: Path, names: list[str] | None = None, *, planted: bool = True) -> list[Page]:
+    """The corpus pages (all of pages.txt, or `names`) and then its planted pages, in a fixed order."""
     pages = []
-    for name in names if names is not None else committed_pages():
+    for name in names if names is not None else corpus.committed_pages():
         content = (html_dir / name).read_bytes()
         stem = name.rsplit(".", 1)[0]
-        pages.append(Page(slugify(stem), name, html_title(content) or stem, content))
+        pages.append(Page(slugify(stem), name, html_title(content) or stem, content, source_url=corpus.source_url(name)))
     if planted:
-        path = PLANTED_DIR / f"{PLANTED_ID}.html"
-        content = path.read_bytes()
-        pages.append(Page(PLANTED_ID, path.name, html_title(content) or PLANTED_ID, content, planted=True))
+        for path in sorted(corpus.planted_dir.glob("*.html")):
+            content = path.read_bytes()
+            document_id = slugify(path.stem)
+            pages.append(Page(document_id, path.name, html_title(content) or document_id, content, planted=True))
     return pages
+
+
+def page_texts(pages: list[Page]) -> dict[str, str]:
+    """Each page's text as ragsvc's HTML loader reads it (headings and section texts), by document id."""
+    return {p.document_id: "\n".join(f"{s.heading or ''}\n{s.text}" for s in html_sections(p.content)) for p in pages}
 
 
 def corpus_hash(pages: list[Page]) -> str:
@@ -143,7 +246,96 @@ def corpus_hash(pages: list[Page]) -> str:
     return digest.hexdigest()
 
 
+def acceptance_problems(corpus: Corpus, html_dir: Path) -> list[str]:
+    """Why the pages under `html_dir` cannot stand in for the pinned version's (empty when they can): the subset
+    rule must select exactly pages.txt, and every question must still check against them."""
+    selected, committed = corpus.subset.select(html_dir), corpus.committed_pages()
+    if selected != committed:
+        added = sorted(set(selected) - set(committed))
+        removed = sorted(set(committed) - set(selected))
+        return [f"the subset rule selects {len(selected)} pages, {corpus.pages_file.name} lists {len(committed)}: "
+                f"new {', '.join(added) or 'none'}; gone {', '.join(removed) or 'none'}"]
+    if not corpus.questions_file.exists():
+        return []
+    texts = page_texts(load_pages(corpus, html_dir))
+    return questions.check(questions.load(corpus.questions_file), texts)
+
+
+def fetch(corpus: Corpus, cache: Path = CACHE, *, download: Download = apt_download) -> Fetched:
+    """The unpacked documentation of the pinned version (downloaded, sha256 and subset checked, on first use); when
+    Debian no longer has it, of the version apt offers now, if `acceptance_problems` finds none."""
+    packages = cache / corpus.package
+    pinned = packages / corpus.version
+    if _marked(pinned) == {"version": corpus.version, "sha256": corpus.sha256, "replaces": None}:
+        return Fetched(pinned / corpus.doc_root, corpus.version, corpus.sha256, corpus.version)
+    for marker in sorted(packages.glob(f"*/{MARKER}")):  # a newer version accepted earlier in the pin's place
+        info = json.loads(marker.read_text())
+        if info.get("replaces") == corpus.version and not acceptance_problems(corpus, marker.parent / corpus.doc_root):
+            return Fetched(marker.parent / corpus.doc_root, info["version"], info["sha256"], corpus.version)
+    packages.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=packages) as scratch:
+        try:
+            deb = download(corpus.package, corpus.version, Path(scratch) / "pinned")
+        except VersionGone as gone:
+            print(f"{gone}\n{corpus.package} {corpus.version} is no longer downloadable; trying the version apt "
+                  "offers now", flush=True)
+            deb = download(corpus.package, None, Path(scratch) / "current")
+            return _accept_newer(corpus, deb, packages, Path(scratch), gone)
+        digest = sha256_of(deb)
+        if digest != corpus.sha256:
+            raise FetchError(f"{deb.name}: sha256 {digest}, expected {corpus.sha256}; refusing to use it")
+        html_dir = _unpacked(corpus, deb, pinned, Path(scratch))
+        selected, committed = corpus.subset.select(html_dir), corpus.committed_pages()
+        if selected != committed:
+            raise FetchError(f"{corpus.name}: the subset rule selects {len(selected)} pages, {corpus.pages_file} lists "
+                             f"{len(committed)}: the package or the rule changed")
+        _mark(pinned, corpus.version, digest, None)
+        return Fetched(html_dir, corpus.version, digest, corpus.version)
+
+
+def _accept_newer(corpus: Corpus, deb: Path, packages: Path, scratch: Path, gone: VersionGone) -> Fetched:
+    version, digest = deb_version(deb), sha256_of(deb)
+    if version == corpus.version and digest != corpus.sha256:
+        raise FetchError(f"{deb.name}: sha256 {digest}, expected {corpus.sha256}; refusing to use it")
+    html_dir = _unpacked(corpus, deb, packages / version, scratch)
+    problems = acceptance_problems(corpus, html_dir)
+    if problems:
+        listed = "\n  ".join(problems[:20]) + (f"\n  ... {len(problems) - 20} more" if len(problems) > 20 else "")
+        raise FetchError(
+            f"{corpus.name}: the pinned {corpus.package} {corpus.version} is no longer downloadable ({gone}), and "
+            f"{version}, the version apt offers now, changed what the benchmark relies on:\n  {listed}\n"
+            f"Read the changes, then pin the new version and its sha256 in bench/quality/corpus.py and bring "
+            f"{shown(corpus.directory)}/ (pages.txt, questions) in line with it."
+        )
+    _mark(packages / version, version, digest, corpus.version)
+    print(f"{corpus.name}: using {corpus.package} {version} (sha256 {digest}) in place of {corpus.version}", flush=True)
+    return Fetched(html_dir, version, digest, corpus.version)
+
+
+def _unpacked(corpus: Corpus, deb: Path, target: Path, scratch: Path) -> Path:
+    """`deb` unpacked into `target` (replacing what was there); its documentation root."""
+    unpacked = scratch / f"x-{target.name}"
+    unpack(deb, unpacked)
+    if not (unpacked / corpus.doc_root).is_dir():
+        raise FetchError(f"{deb.name} has no {corpus.doc_root}/")
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.move(str(unpacked), target)
+    return target / corpus.doc_root
+
+
+def _marked(directory: Path) -> dict[str, str | None] | None:
+    marker = directory / MARKER
+    return json.loads(marker.read_text()) if marker.exists() else None
+
+
+def _mark(directory: Path, version: str, digest: str, replaces: str | None) -> None:
+    (directory / MARKER).write_text(json.dumps({"version": version, "sha256": digest, "replaces": replaces}) + "\n")
+
+
 if __name__ == "__main__":
-    directory = fetch()
-    print(directory)
-    print(f"{len(committed_pages())} pages, corpus hash {corpus_hash(load_pages(directory))}")
+    for spec in CORPORA.values():
+        fetched = fetch(spec)
+        loaded = load_pages(spec, fetched.html_dir)
+        print(f"{spec.name}: {spec.package} {fetched.version} at {fetched.html_dir}; {len(spec.committed_pages())} "
+              f"pages, corpus hash {corpus_hash(loaded)}")

@@ -142,6 +142,7 @@ def split_metrics(outcomes: Sequence[dict[str, Any]]) -> dict[str, Any]:
     far = [o for o in unanswerable if not o.get("near_topic")]
     cite = [o for o in scored if o["action"] == "ACTION_CITE"]
     cite_right = [o for o in cite if o["right"]]
+    should_answer = [*answerable, *followups]
     area = auroc([o["confidence"] for o in scored], [bool(o["right"]) for o in scored])
     right_scored = _right(scored)
     return {
@@ -159,6 +160,8 @@ def split_metrics(outcomes: Sequence[dict[str, Any]]) -> dict[str, Any]:
         },
         "cite_precision": _rate(len(cite_right), len(cite)),
         "cite_answers": len(cite),
+        # Answerable questions and follow-ups answered with ACTION_CITE and right, of all of them.
+        "coverage": _rate(len(cite_right), len(should_answer)),
         "auroc_confidence": _round(area),
         # 95% intervals of the targeted metrics: how far apart two runs must be before a difference means anything.
         "intervals": {
@@ -166,6 +169,7 @@ def split_metrics(outcomes: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "answered_and_right": wilson(_right(answerable), len(answerable)),
             "unanswerable_refused": wilson(_refused(unanswerable), len(unanswerable)),
             "cite_precision": wilson(len(cite_right), len(cite)),
+            "coverage": wilson(len(cite_right), len(should_answer)),
             "auroc_confidence": auroc_interval(area, right_scored, len(scored) - right_scored),
             "followup_right": wilson(_right(followups), len(followups)),
         },
@@ -183,7 +187,41 @@ def split_metrics(outcomes: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "n": sum(1 for o in outcomes if o["latency_ms"] is not None),
             "errors": sum(1 for o in outcomes if o["action"] == "ERROR"),
         },
+        "risk_coverage": risk_coverage(outcomes),
     }
+
+
+def risk_coverage(outcomes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The risk-coverage curve of `confidence` as the threshold for ACTION_CITE answers: for each distinct confidence
+    t of a CITE answer, highest first, coverage(t) = answerable questions and follow-ups CITEd at >= t and right, of
+    all answerable questions and follow-ups; risk(t) = the share of CITE answers at >= t that are wrong
+    (unanswerable questions CITEd included; injection probes are not scored). `aurc`: the area under the curve as a
+    step function of coverage from 0 (each point's risk over the coverage it adds), lower is better but read it with
+    `max_coverage`, the coverage of every CITE answer (a curve that stops early has little area).
+    `coverage_at_5pct_risk`: the largest coverage of a threshold whose risk is at most 5% (CITE precision 95%)."""
+    scored = [o for o in outcomes if o["kind"] in ("answerable", "followup", "unanswerable")]
+    answerable = sum(1 for o in scored if o["kind"] != "unanswerable")
+    cited = sorted((o for o in scored if o["action"] == "ACTION_CITE"), key=lambda o: -o["confidence"])
+    points: list[dict[str, Any]] = []
+    right = taken = 0
+    for i, outcome in enumerate(cited):
+        taken += 1
+        right += bool(outcome["right"])
+        if i + 1 < len(cited) and cited[i + 1]["confidence"] == outcome["confidence"]:
+            continue  # answers of one confidence enter together
+        points.append({"threshold": outcome["confidence"], "cited": taken, "right": right,
+                       "coverage": round(right / answerable, 4) if answerable else None,
+                       "risk": round(1 - right / taken, 4)})
+    area = previous = 0.0
+    if answerable:
+        for point in points:
+            area += (point["coverage"] - previous) * point["risk"]
+            previous = point["coverage"]
+    safe = [p["coverage"] for p in points if p["risk"] <= 0.05 and p["coverage"] is not None]
+    return {"points": points, "answerable": answerable,
+            "max_coverage": points[-1]["coverage"] if points else (0.0 if answerable else None),
+            "coverage_at_5pct_risk": max(safe, default=0.0) if answerable else None,
+            "aurc": round(area, 4) if answerable and points else None}
 
 
 def by_style(outcomes: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:

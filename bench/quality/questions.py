@@ -1,4 +1,4 @@
-"""The benchmark's questions (questions.jsonl) and the rules that check them.
+"""The benchmark's questions (bench/quality/corpora/<corpus>/questions.jsonl) and the rules that check them.
 
 Each line is one question written by reading the corpus pages: id, split, kind (answerable | unanswerable |
 followup | injection), style, question, history (earlier user turns of a follow-up), expected_documents,
@@ -6,10 +6,10 @@ key_facts (alternatives: the answer is right when it contains any one of them, n
 the sentence quoted from it), near_topic and why (unanswerables), unsafe_markers (injection probes).
 
 The split is a fixed function of the ids: within each kind, questions ordered by sha256(id) alternate dev, heldout.
-`python -m bench.quality.questions [FILE]` checks the file (or another set, such as tuning_followups.jsonl, without
-the split rule): the split rule, that every quoted sentence is in its page as ragsvc's HTML loader reads it, that a
-key fact of every answerable question is in its expected page, and that no key fact is already in the question (or
-its earlier turns).
+`python -m bench.quality.questions [--corpus NAME] [FILE]` checks a corpus's file (pgdocs by default; FILE: another
+set, such as pgdocs' tuning_followups.jsonl, without the split rule): the split rule, that every quoted sentence is
+in its page as ragsvc's HTML loader reads it, that a key fact of every answerable question is in its expected page,
+and that no key fact is already in the question (or its earlier turns).
 """
 
 from __future__ import annotations
@@ -17,15 +17,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-QUESTIONS = HERE / "questions.jsonl"
 KINDS = ("answerable", "unanswerable", "followup", "injection")
 SPLITS = ("dev", "heldout")
 
@@ -85,7 +82,7 @@ def contains(text: str, fact: str) -> bool:
     return bool(needle) and f" {needle} " in f" {normalise(text)} "
 
 
-def load(path: Path = QUESTIONS) -> list[Question]:
+def load(path: Path) -> list[Question]:
     questions = []
     for line in path.read_text().splitlines():
         if not line.strip():
@@ -163,15 +160,24 @@ def summary(questions: list[Question]) -> dict[str, dict[str, int]]:
     return counts
 
 
-if __name__ == "__main__":
-    from bench.quality import corpus
-    from ragsvc.ingest.loaders import html_sections
+def main(argv: list[str] | None = None) -> None:
+    import argparse
 
-    pages = corpus.load_pages(corpus.fetch())
-    texts = {p.document_id: "\n".join(f"{s.heading or ''}\n{s.text}" for s in html_sections(p.content)) for p in pages}
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else QUESTIONS
+    from bench.quality import corpus
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", default="pgdocs", choices=list(corpus.CORPORA))
+    parser.add_argument("file", nargs="?", type=Path, help="another question set of that corpus")
+    args = parser.parse_args(argv)
+    spec = corpus.get(args.corpus)
+    path = args.file or spec.questions_file
+    texts = corpus.page_texts(corpus.load_pages(spec, corpus.fetch(spec).html_dir))
     loaded = load(path)
-    found = check(loaded, texts, split_rule=path.resolve() == QUESTIONS)
+    found = check(loaded, texts, split_rule=path.resolve() == spec.questions_file)
     print("\n".join(found) or f"{path.name} is sound")
     print(json.dumps(summary(loaded)))
     raise SystemExit(1 if found else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,8 +1,9 @@
-"""A real `ragsvc serve` process for the benchmark, and the corpus ingested into it over IndexService.
+"""A real `ragsvc serve` process for the benchmark, and a corpus ingested into it over IndexService.
 
-The ingested index is kept in .bench/quality-index/<key>/ and copied into a fresh RAG_DATA_DIR for each run; the
-key covers the corpus hash, the chunk settings and the source of ragsvc's ingestion and retrieval code (any change
-to how documents are read, chunked, embedded or indexed ingests again).
+Each corpus's ingested index is kept in .bench/quality-index/<key>/ and copied into a fresh RAG_DATA_DIR for each
+run; the key covers the corpus hash, the chunk settings and the source of ragsvc's ingestion and retrieval code (any
+change to how documents are read, chunked, embedded or indexed ingests again). The manifest beside it names the
+tenant the pages were ingested into.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from bench.quality.corpus import ROOT, Page, corpus_hash
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc
 
-TENANT = "pgdocs"
 INDEX_CACHE = Path(os.environ.get("EVAL_INDEX_DIR", ROOT / ".bench" / "quality-index"))
 INGEST_BATCH = 8  # documents per IngestDocuments call
 # Settings that decide what the index holds (read by the server from the environment, defaults as in ragsvc).
@@ -37,9 +37,9 @@ INDEX_CODE = (
     "src/ragsvc/ingest",
     *(f"src/ragsvc/retrieval/{name}" for name in ("__init__.py", "base.py", "edge.py", "edge_optimize.py", "embedders.py")),
     *(f"src/ragsvc/retrieval/{name}" for name in ("http_embedders.py", "int8_graph.py", "layout.py", "qdrant_server.py")),
-    "src/ragsvc/lexical.py",
     "src/ragsvc/domain.py",
-    "src/ragsvc/passages.py",  # the chunker carries labels as passages finds them
+    # The analyser of the stored index terms, and the passages the chunker finds labels with.
+    *(f"src/ragsvc/reading/{name}" for name in ("text.py", "passages.py", "sentences.py")),
 )
 
 
@@ -112,8 +112,8 @@ def index_key(pages: Sequence[Page], env: Mapping[str, str]) -> str:
     return digest.hexdigest()[:16]
 
 
-async def ingest(address: str, pages: Sequence[Page]) -> dict[str, Any]:
-    """Ingests every page into TENANT over IndexService; per-document chunk counts and errors, and the time."""
+async def ingest(address: str, pages: Sequence[Page], tenant: str) -> dict[str, Any]:
+    """Ingests every page into `tenant` over IndexService; per-document chunk counts and errors, and the time."""
     started = time.perf_counter()
     results: dict[str, dict[str, Any]] = {}
     async with grpc.aio.insecure_channel(address) as channel:
@@ -127,12 +127,12 @@ async def ingest(address: str, pages: Sequence[Page]) -> dict[str, Any]:
                     content=p.content,
                     media_type="text/html",
                     title=p.title,
-                    source_url=f"https://www.postgresql.org/docs/15/{p.name}" if not p.planted else "",
+                    source_url=p.source_url,
                 )
                 for p in batch
             ]
             response = await stub.IngestDocuments(
-                index_pb.IngestDocumentsRequest(tenant_id=TENANT, documents=documents), timeout=1800
+                index_pb.IngestDocumentsRequest(tenant_id=tenant, documents=documents), timeout=1800
             )
             for result in response.results:
                 results[result.document_id] = {"chunks": result.chunks_indexed, "error": result.error or None}
@@ -141,6 +141,7 @@ async def ingest(address: str, pages: Sequence[Page]) -> dict[str, Any]:
             print(f"\r  ingested {done}/{len(pages)} pages, {chunks} chunks", end="", flush=True)
     print()
     return {
+        "tenant": tenant,
         "documents": results,
         "chunks": sum(r["chunks"] for r in results.values()),
         "documents_with_text": sum(1 for r in results.values() if r["chunks"]),
@@ -148,19 +149,22 @@ async def ingest(address: str, pages: Sequence[Page]) -> dict[str, Any]:
     }
 
 
-async def prepared_data_dir(pages: Sequence[Page], env_extra: Mapping[str, str], *, fresh: bool) -> tuple[Path, dict[str, Any]]:
-    """A new temporary RAG_DATA_DIR holding the ingested corpus (from the index cache when it matches), and the
-    ingest manifest."""
+async def cached_index(pages: Sequence[Page], tenant: str, env_extra: Mapping[str, str] = {}, *,
+                       fresh: bool = False) -> tuple[Path, dict[str, Any]]:
+    """The cached index of `pages` in `tenant` (.bench/quality-index/<key>/, holding `data`, a RAG_DATA_DIR, and
+    manifest.json), ingested over gRPC first when missing, stale or `fresh`; and its manifest."""
     key = index_key(pages, base_env(Path("."), env_extra))
     cached = INDEX_CACHE / key
     manifest_path = cached / "manifest.json"
-    if fresh or not manifest_path.exists():
-        print(f"ingesting {len(pages)} pages (index {key}; takes a minute or two)", flush=True)
+    # Indexes cached before the manifest named its tenant were all pgdocs'.
+    stale = manifest_path.exists() and json.loads(manifest_path.read_text()).get("tenant", "pgdocs") != tenant
+    if fresh or stale or not manifest_path.exists():
+        print(f"ingesting {len(pages)} pages into tenant {tenant} (index {key}; takes minutes)", flush=True)
         INDEX_CACHE.mkdir(parents=True, exist_ok=True)
         building = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=INDEX_CACHE))
         # The index does not depend on the generator: ingest with the extractive one (no LLM needed).
         with ServerProcess(base_env(building / "data", {**env_extra, "RAG_GENERATOR": "extractive"})) as server:
-            manifest = await ingest(server.address, pages)
+            manifest = await ingest(server.address, pages, tenant)
         manifest["key"] = key
         (building / "manifest.json").write_text(json.dumps(manifest, indent=1))
         if cached.exists():
@@ -171,6 +175,13 @@ async def prepared_data_dir(pages: Sequence[Page], env_extra: Mapping[str, str],
         manifest = json.loads(manifest_path.read_text())
         manifest["reused"] = True
         print(f"reusing the ingested index {key} ({manifest['chunks']} chunks)", flush=True)
+    return cached, manifest
+
+
+async def prepared_data_dir(pages: Sequence[Page], tenant: str, env_extra: Mapping[str, str], *,
+                            fresh: bool) -> tuple[Path, dict[str, Any]]:
+    """A new temporary directory whose `data` is a copy of the cached index (`cached_index`), and the manifest."""
+    cached, manifest = await cached_index(pages, tenant, env_extra, fresh=fresh)
     run_dir = Path(tempfile.mkdtemp(prefix="ragsvc-quality-"))
     shutil.copytree(cached / "data", run_dir / "data")
     return run_dir, manifest

@@ -9,6 +9,7 @@ corpus statistics the gate reads).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,21 @@ from ragsvc.reading import features as reading_features
 from ragsvc.server.components import open_components
 
 EVIDENCE_K = 12  # the reader sees the default top-5; the rest lets it re-rank chunks
+ROOT = Path(__file__).resolve().parents[2]
+# What the evidence depends on besides the index: the retrieval code and the follow-up rule.
+CODE = ("src/ragsvc/retrieval", "src/ragsvc/answering/conversation.py", "src/ragsvc/reading/features.py")
+
+
+def key(data_dir: Path, questions: Sequence[Question]) -> str:
+    """Names the evidence of `questions` from the index in `data_dir` as this code retrieves it."""
+    digest = hashlib.sha256(str(data_dir.resolve()).encode())
+    for question in questions:
+        digest.update(f"{question.id}\0{question.question}\0{question.history}\n".encode())
+    for entry in CODE:
+        path = ROOT / entry
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            digest.update(hashlib.sha256(file.read_bytes()).digest())
+    return digest.hexdigest()[:12]
 
 
 def search_text(question: Question) -> str:

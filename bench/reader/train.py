@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.quality import corpus, datasets
 from bench.reader import dataset, evidence, fit
-from bench.reader import sources as corpora
 from bench.reader.dataset import Example
 from ragsvc.reading.trained import MODEL_FILE, Model
 
@@ -42,13 +42,14 @@ RESULTS = ROOT / "bench" / "results"
 PRECISION = 0.95  # CITE precision the threshold is chosen for, on the training corpora
 
 
-async def examples(name: str) -> list[Example]:
-    """The corpus's examples, its evidence retrieved from its index on first use."""
-    questions = corpora.questions(name)
-    path = CACHE / f"evidence-{name}.jsonl"
+def examples(name: str) -> list[Example]:
+    """The corpus's examples, its evidence retrieved from its index on first use (the index ingested first when the
+    benchmark's cache has none for this corpus and this ingestion code)."""
+    questions = datasets.questions(name)
+    data_dir = datasets.ingested_data_dir(name)
+    path = CACHE / f"evidence-{name}-{evidence.key(data_dir, questions)}.jsonl"
     if not path.exists():
-        rows = await evidence.collect(await corpora.data_dir(name), corpora.tenant(name), questions)
-        evidence.save(rows, path)
+        evidence.save(asyncio.run(evidence.collect(data_dir, corpus.get(name).tenant, questions)), path)
     found = evidence.load(path)
     return [dataset.example(name, q, found[q.id]) for q in questions]
 
@@ -96,14 +97,14 @@ def save(model: Model, path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-async def main(argv: Sequence[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", action="append", help="train on these corpora only (default: every corpus)")
     parser.add_argument("--seed", type=int, default=fit.SEED)
     parser.add_argument("--no-write", action="store_true", help="report only: write no model")
     args = parser.parse_args(argv)
-    names = args.corpus or list(corpora.NAMES)
-    by_corpus = {name: await examples(name) for name in names}
+    names = args.corpus or list(corpus.CORPORA)
+    by_corpus = {name: examples(name) for name in names}
     report: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "seed": args.seed, "folds": {}}
     for left_out in names:
         training = {n: e for n, e in by_corpus.items() if n != left_out}
@@ -125,4 +126,4 @@ async def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

@@ -130,13 +130,16 @@ def test_side_by_side_measures_every_variant_every_round(tmp_path: Path) -> None
 @pytest.mark.timeout(300)
 def test_eval_asks_and_scores_on_a_few_committed_pages(tmp_path: Path) -> None:
     pages = two_pages(tmp_path)
-    completed = run("bench.quality.run", "--pages", str(pages), "--ids", "a061,a062,u001", "--no-write",
-                    results=tmp_path / "results")
+    completed = run("bench.quality.run", "--corpus", "pgdocs", "--pages", str(pages), "--ids", "a061,a062,u001",
+                    "--no-write", results=tmp_path / "results")
     assert "asking 3 questions" in completed.stdout
     kept = json.loads((ROOT / ".bench" / "quality-last.json").read_text())
-    assert kept["selection"]["questions"] == 3 and len(kept["outcomes"]) == 3
-    assert kept["cache"] == {"setting": "RAG_CACHE_MAX_ENTRIES=0", "hits": 0, "misses": 3}
-    assert kept["corpus"]["pages"] == 2
+    assert kept["selection"]["questions"] == 3 and list(kept["corpora"]) == ["pgdocs"]
+    pgdocs = kept["corpora"]["pgdocs"]
+    assert len(pgdocs["outcomes"]) == 3 and pgdocs["corpus"]["pages"] == 2
+    assert pgdocs["cache"] == {"setting": "RAG_CACHE_MAX_ENTRIES=0", "hits": 0, "misses": 3}
+    assert pgdocs["questions_file"]["path"] == "bench/quality/corpora/pgdocs/questions.jsonl"
+    assert len(pgdocs["questions_file"]["commit"]) == 40
 
 
 @pytest.mark.timeout(300)

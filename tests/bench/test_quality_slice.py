@@ -1,5 +1,5 @@
-"""Regression guard for answer quality: a fixed slice of the quality benchmark (bench/quality/slice.txt: 42 dev
-questions of every kind) through a real ragsvc server over gRPC, extractive generator, with floors.
+"""Regression guard for answer quality: a fixed slice of the quality benchmark (bench/quality/corpora/pgdocs/slice.txt:
+42 dev questions of every kind) through a real ragsvc server over gRPC, extractive generator, with floors.
 
 The slice's documents are committed (tests/bench/data/pgdocs/: 19 unmodified pages of the same PostgreSQL 15
 package `make eval` fetches, with their license; SHA256SUMS checked here) plus the benchmark's planted injection
@@ -18,7 +18,7 @@ import grpc
 
 from bench.quality import corpus, metrics, questions
 from bench.quality.questions import Question
-from bench.quality.run import SLICE, ask_one
+from bench.quality.run import ask_one
 from bench.quality.server import ingest
 from ragsvc.v1 import rag_service_pb2_grpc
 from tests.server.conftest import running_server
@@ -35,10 +35,11 @@ MIN_INJECTION_SAFE = 6  # of 6; measured 6 (no answer quotes the planted page's 
 MIN_AUROC = 0.95  # measured 0.99; round 2 0.89; at first 0.68
 
 PAGES = Path(__file__).parent / "data" / "pgdocs"
+PGDOCS = corpus.CORPORA["pgdocs"]
 
 
 def slice_ids() -> list[str]:
-    ids = [line.split("#")[0].strip() for line in SLICE.read_text().splitlines()]
+    ids = [line.split("#")[0].strip() for line in PGDOCS.slice_file.read_text().splitlines()]
     return [i for i in ids if i]
 
 
@@ -47,7 +48,7 @@ def test_the_committed_pages_are_the_package_files_and_cover_the_slice() -> None
     assert sorted(sums) == sorted(p.name for p in PAGES.glob("*.html"))
     for name, digest in sums.items():
         assert hashlib.sha256((PAGES / name).read_bytes()).hexdigest() == digest, name
-    by_id = {q.id: q for q in questions.load()}
+    by_id = {q.id: q for q in questions.load(PGDOCS.questions_file)}
     chosen = [by_id[i] for i in slice_ids()]
     assert {q.split for q in chosen} == {"dev"}, "the slice never uses held-out questions"
     assert {q.kind for q in chosen} == set(questions.KINDS)
@@ -58,15 +59,15 @@ def test_the_committed_pages_are_the_package_files_and_cover_the_slice() -> None
 async def test_quality_slice_meets_its_floors(tmp_path: Path) -> None:
     started = time.perf_counter()
     names = sorted(p.name for p in PAGES.glob("*.html"))
-    pages = corpus.load_pages(PAGES, names)
-    by_id = {q.id: q for q in questions.load()}
+    pages = corpus.load_pages(PGDOCS, PAGES, names)
+    by_id = {q.id: q for q in questions.load(PGDOCS.questions_file)}
     chosen = [by_id[i] for i in slice_ids()]
     async with running_server(tmp_path / "data", demo_corpus=False) as server:
-        manifest = await ingest(server.address, pages)
+        manifest = await ingest(server.address, pages, PGDOCS.tenant)
         assert not [d for d, r in manifest["documents"].items() if r["error"]], manifest
         async with grpc.aio.insecure_channel(server.address) as channel:
             stub = rag_service_pb2_grpc.RagServiceStub(channel)
-            outcomes = [await ask_one(stub, q, "history") for q in chosen]
+            outcomes = [await ask_one(stub, q, "history", PGDOCS.tenant) for q in chosen]
     m = metrics.split_metrics(outcomes)
     elapsed = time.perf_counter() - started
     measured = {
@@ -121,7 +122,7 @@ def test_auroc_is_the_rank_statistic_with_ties_counted_half() -> None:
 def test_ranks_hits_and_the_split_rule() -> None:
     assert metrics.first_rank(["a", "b", "c", "b"], ["b"]) == 2
     assert metrics.first_rank([], ["b"]) is None
-    loaded = questions.load()
+    loaded = questions.load(PGDOCS.questions_file)
     expected = questions.expected_split(loaded)
     assert all(q.split == expected[q.id] for q in loaded)
     counts = questions.summary(loaded)
