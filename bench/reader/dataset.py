@@ -64,7 +64,7 @@ def example(corpus: str, question: Question, row: dict[str, Any], *, packed: int
         len(found), len(features.SENTENCE_FEATURES)
     )
     labels = np.asarray(
-        [1 if question.should_answer and any(contains(c.text, f) for f in question.key_facts) else 0 for c in found],
+        [1 if question.should_answer and any(contains(c.quote, f) for f in question.key_facts) else 0 for c in found],
         dtype=np.int32,
     )
     return Example(corpus, question, analysis, evidence, found, rows, labels)

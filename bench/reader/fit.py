@@ -106,7 +106,7 @@ def compose(example: Example, sentences: Forest, columns: Sequence[int] | None =
     lead = chosen[0] if chosen else -1
     row = features.answer_features(example.analysis, example.found, example.rows.tolist(), scores.tolist(), lead, example.evidence)
     facts = example.question.key_facts
-    right = example.question.should_answer and any(contains(example.found[i].text, f) for i in chosen for f in facts)
+    right = example.question.should_answer and any(contains(example.found[i].quote, f) for i in chosen for f in facts)
     return Composed(tuple(chosen), row, right)
 
 

@@ -164,7 +164,7 @@ async def test_asked_for_a_value_the_answer_leads_with_the_default() -> None:
     widest = await answer(first, request("What is the maximum checkpoint timeout?", context))
     yes_or_no = await answer(first, request("Is a checkpoint taken every day by default?", context))
 
-    assert often == "The default is five minutes. [#1]"
+    assert often == "checkpoint_timeout (integer): The default is five minutes. [#1]"
     assert "valid range" in widest, "asked for another bound: the default gains nothing"
     assert "default" not in yes_or_no, "a yes-or-no question is not asking for the default value"
 
@@ -263,8 +263,8 @@ async def test_a_sentence_is_read_with_its_label_and_headings() -> None:
 
     text = await answer(ExtractiveGenerator(RULES, max_sentences=1), request("max_connections default", context))
 
-    assert text == "The default is typically 100 connections. [#1]", (
-        "the sentence under the label, stating an amount"
+    assert text == "max_connections (integer): The default is typically 100 connections. [#1]", (
+        "the sentence under the label, stating an amount, after the term the label defines"
     )
 
 
@@ -295,9 +295,9 @@ async def test_a_follow_up_is_answered_about_what_it_asks_not_the_earlier_subjec
     text = await answer(ExtractiveGenerator(RULES, max_sentences=2), follow_up)
 
     assert text == (
-        "The default is 10 megabytes. [#1] "
+        "log_rotation_size (integer): The default is 10 megabytes. [#1] "
         "Set to zero to disable size-based creation of new log files. [#1]"
-    ), "the entry of the size-based setting; the earlier turn's setting is no reason to quote its entry"
+    ), "the entry of the size-based setting, its term named once; the earlier turn's setting is no reason to quote its entry"
 
 
 async def test_a_heading_is_not_a_term_to_name() -> None:
@@ -336,7 +336,7 @@ async def test_asked_how_to_do_something_it_quotes_what_to_use() -> None:
     how = await answer(ExtractiveGenerator(RULES, max_sentences=1), request("How do I let a role create new databases?", (ROLES,)))
     what = await answer(ExtractiveGenerator(RULES, max_sentences=1), request("Can a role create new databases?", (ROLES,)))
 
-    assert how == "To create such a role, use CREATE ROLE name CREATEDB. [#1]", "the sentence naming the command to use"
+    assert how == "database creation: To create such a role, use CREATE ROLE name CREATEDB. [#1]", "the sentence naming the command to use"
     assert "CREATEDB" not in what, "not asked how: the sentence that shares the most words"
 
 

@@ -56,4 +56,9 @@ class ExtractiveGenerator:
         quotes = self._reader.quotes(analysis, request.context, limit=self._max_sentences)
         if not quotes:
             return FALLBACK
-        return " ".join(f"{quote.text} [#{quote.marker}]" for quote in quotes)
+        named: set[str] = set()
+        parts = []
+        for quote in quotes:
+            parts.append(f"{quote.text if quote.term in named else quote.quote} [#{quote.marker}]")  # a term once
+            named.add(quote.term)
+        return " ".join(parts)

@@ -36,6 +36,7 @@ class Passage:
     kind: Kind
     block: int  # the paragraph, list item, code block or row it is part of (counted from 1 in the chunk)
     entry: int  # the label it sits under (counted from 1), 0 before the chunk's first label
+    heading: bool = False  # a label that is a section heading (a "#" line), not a term a definition list defines
     starts_cut: bool = False  # the chunk's border cuts its start: the chunk's first passage, starting mid-sentence
     ends_cut: bool = False  # the chunk's border cuts its end: the chunk's last passage, an unfinished sentence
 
@@ -64,10 +65,10 @@ def passages(text: str) -> tuple[Passage, ...]:
     """The passages of a chunk's text, in order (see the module's docstring)."""
     found: list[Passage] = []
     entry = 0
-    for block, (kind, content) in enumerate(_blocks(text), start=1):
+    for block, (kind, content, heading) in enumerate(_blocks(text), start=1):
         if kind is Kind.LABEL:
             entry += 1
-            found.append(Passage(content, Kind.LABEL, block, entry))
+            found.append(Passage(content, Kind.LABEL, block, entry, heading))
         elif kind is Kind.CODE:
             lead = found[-1] if found else None
             introduced = lead is not None and lead.kind is Kind.SENTENCE and lead.block == block - 1
@@ -93,7 +94,7 @@ def _mark_cuts(found: list[Passage], text: str) -> Iterator[Passage]:
         starts_cut = index == first and _starts_mid_sentence(passage.text)
         ends_cut = index == last and ends_in_prose and passage.kind is Kind.SENTENCE and not _finished(passage.text)
         if starts_cut or ends_cut:
-            passage = Passage(passage.text, passage.kind, passage.block, passage.entry, starts_cut, ends_cut)
+            passage = Passage(passage.text, passage.kind, passage.block, passage.entry, passage.heading, starts_cut, ends_cut)
         yield passage
 
 
@@ -128,16 +129,16 @@ def _one_line(code: str) -> str:
     return " ; ".join(line.strip() for line in code.splitlines() if line.strip())
 
 
-def _blocks(text: str) -> Iterator[tuple[Kind, str]]:
-    """The blocks of `text` in order: labels, paragraphs and list items (as SENTENCE, on one line, Markdown
-    markers and link targets removed), fenced code (as CODE, its lines) and table rows (as ROW)."""
+def _blocks(text: str) -> Iterator[tuple[Kind, str, bool]]:
+    """The blocks of `text` in order: labels (True when a heading), paragraphs and list items (as SENTENCE, on one
+    line, Markdown markers and link targets removed), fenced code (as CODE, its lines) and table rows (as ROW)."""
     lines: list[str] = []
     code: list[str] | None = None
 
-    def flush() -> Iterator[tuple[Kind, str]]:
+    def flush() -> Iterator[tuple[Kind, str, bool]]:
         if lines:
             block = " ".join(lines)
-            yield (Kind.LABEL if len(lines) == 1 and is_label(block) else Kind.SENTENCE), block
+            yield (Kind.LABEL if len(lines) == 1 and is_label(block) else Kind.SENTENCE), block, False
             lines.clear()
 
     for line in text.splitlines():
@@ -146,7 +147,7 @@ def _blocks(text: str) -> Iterator[tuple[Kind, str]]:
                 yield from flush()
                 code = []
             else:
-                yield Kind.CODE, "\n".join(code)
+                yield Kind.CODE, "\n".join(code), False
                 code = None
             continue
         if code is not None:
@@ -155,14 +156,14 @@ def _blocks(text: str) -> Iterator[tuple[Kind, str]]:
         if not line.strip() or _HEADING.match(line) or _TABLE_ROW.match(line) or _ITEM.match(line):
             yield from flush()
         if _HEADING.match(line):
-            yield Kind.LABEL, _HEADING.sub("", line).strip()
+            yield Kind.LABEL, _HEADING.sub("", line).strip(), True
         elif _TABLE_ROW.match(line):
-            yield Kind.ROW, line
+            yield Kind.ROW, line, False
         elif line.strip():
             content = _LINK.sub(r"\1", _ITEM.sub("", _QUOTE.sub("", line), count=1))
             lines.append(" ".join(content.split()))
     if code:  # a chunk border inside a code block
-        yield Kind.CODE, "\n".join(code)
+        yield Kind.CODE, "\n".join(code), False
     yield from flush()
 
 

@@ -111,6 +111,15 @@ class Candidate:
     cut: bool = False  # a sentence the chunk's border cuts: `text` is the part the chunk holds, "…" where it is cut
     kind: Kind = Kind.SENTENCE
     ordered: tuple[str, ...] = ()  # its terms in order (passage_terms)
+    term: str = ""  # the term a definition list defines it under ("-f, --force"; not a section heading), or ""
+
+    @property
+    def quote(self) -> str:
+        """The passage as an answer quotes it: after the term it defines when it does not name it ("--force: Allow
+        adding otherwise ignored files."), since a definition list says what it is about only in its term."""
+        if self.term and self.term.lower() not in self.text.lower():
+            return f"{self.term}: {self.text}"
+        return self.text
 
 
 def passage_terms(text: str) -> list[str]:
@@ -138,12 +147,17 @@ def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:
         found = passages(chunk.text)
         instructing = {p.block for p in found if _instructs_a_model(p.text)}
         label: frozenset[str] = frozenset()
-        depth = 0
+        depth, term, terms_in_row = 0, "", False
         for position, passage in enumerate(found):
             if passage.kind is Kind.LABEL:
-                label, depth = frozenset(passage_terms(passage.text)), 0
+                # Consecutive terms name one entry ("-f", "--force"): they are read, and quoted, together.
+                together = terms_in_row and not passage.heading
+                label = (label if together else frozenset()) | frozenset(passage_terms(passage.text))
+                term = "" if passage.heading else (f"{term}, {passage.text}" if together else passage.text)
+                depth, terms_in_row = 0, not passage.heading
                 continue
             depth += 1
+            terms_in_row = False
             ordered = tuple(passage_terms(passage.text))
             terms = frozenset(ordered)
             if passage.block in instructing or not terms or len(passage.text.split()) < _MIN_WORDS:
@@ -164,6 +178,7 @@ def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:
                 passage.cut,
                 passage.kind,
                 ordered,
+                term,
             )
 
 

@@ -164,7 +164,7 @@ class TrainedReader:
         read = self.read(analysis, tuple(evidence))
         first = next((s for s in sentences(answer) if without_markers(s).strip()), "")
         text = " ".join(without_markers(first).split())
-        lead = next((i for i, c in enumerate(read.found) if c.text == text), -1)
+        lead = next((i for i, c in enumerate(read.found) if c.quote == text), -1)
         found, rows, scores = list(read.found), list(read.rows), list(read.scores)
         if lead < 0 and text:
             marker = _first_marker(first, len(evidence))
