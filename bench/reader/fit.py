@@ -104,7 +104,9 @@ def compose(example: Example, sentences: Forest, columns: Sequence[int] | None =
     scores = sentences.predict(_cols(example.rows, columns)) if len(example.found) else np.zeros(0)
     chosen = choose(example.found, scores)
     lead = chosen[0] if chosen else -1
-    row = features.answer_features(example.analysis, example.found, example.rows.tolist(), scores.tolist(), lead, example.evidence)
+    row = features.answer_features(
+        example.analysis, example.found, example.rows.tolist(), scores.tolist(), lead, example.evidence, chosen
+    )
     facts = example.question.key_facts
     right = example.question.should_answer and any(contains(example.found[i].quote, f) for i in chosen for f in facts)
     return Composed(tuple(chosen), row, right)
@@ -145,18 +147,14 @@ def cite_threshold(p: np.ndarray, right: np.ndarray, *, precision: float = 0.95,
     return best
 
 
-def refuse_threshold(p: np.ndarray, answerable: np.ndarray) -> float:
-    """The threshold below which refusing serves best: the most answerable questions answered plus unanswerable ones
-    refused (balanced accuracy)."""
-    best, best_t = -1.0, 0.0
-    positives = max(int(answerable.sum()), 1)
-    negatives = max(int((~answerable).sum()), 1)
-    for t in np.unique(p):
-        answered = p >= t
-        score = (answered & answerable).sum() / positives + (~answered & ~answerable).sum() / negatives
-        if score > best:
-            best, best_t = score, float(t)
-    return best_t
+def refuse_threshold(p: np.ndarray, answerable: np.ndarray, *, false_refusals: float = 0.05) -> float:
+    """The highest threshold below which refusing turns away at most `false_refusals` of the questions whose
+    evidence holds the answer (a refusal that should have been an answer is a defect; unsure answers are routed,
+    not refused)."""
+    held = np.sort(p[answerable])
+    if held.size == 0:
+        return 0.0
+    return float(held[int(np.floor(false_refusals * held.size))])
 
 
 def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:

@@ -36,6 +36,7 @@ from ragsvc.pricing import PriceTable
 from ragsvc.storage.backend import Backend
 from ragsvc.storage.sessions import SessionKey, SessionStore
 from tests.support.openai_server import ScriptedOpenAIServer
+from tests.support.readers import RULES
 
 SIGTERM = (ChatMessage(Role.USER, "What happens on SIGTERM?"), ChatMessage(Role.ASSISTANT, "It drains [#1]."))
 
@@ -117,7 +118,7 @@ async def condensed(condenser: Condenser, question: Question, ledger: UsageLedge
 
 
 async def test_without_a_model_the_rule_rewrites_and_a_first_question_is_searched_as_asked() -> None:
-    condenser = Condenser(ExtractiveGenerator(), default_model="llama3.2", by_model=True, timeout_s=1.0)
+    condenser = Condenser(ExtractiveGenerator(RULES), default_model="llama3.2", by_model=True, timeout_s=1.0)
     follow_up = Question(query="How long is it?", chat_history=SIGTERM)
     assert await condensed(condenser, follow_up) == SearchQuery("How long is SIGTERM?", QueryRewrite.RULE)
     assert await condensed(condenser, Question(query="How long is it?")) == SearchQuery("How long is it?")
@@ -178,7 +179,7 @@ class ScoringRetriever:
 async def test_a_follow_up_that_seemed_to_stand_alone_is_searched_again_with_the_subject() -> None:
     retriever = ScoringRetriever()
     settings = Settings.of(llm_classify=False, llm_condense=False, score_gate=0.3)
-    generator = ExtractiveGenerator()
+    generator = ExtractiveGenerator(RULES)
     stage = RetrieveStage(
         retriever,  # type: ignore[arg-type]
         QueryClassifier(generator, default_model="llama3.2", by_model=False),

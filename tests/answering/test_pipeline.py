@@ -54,6 +54,7 @@ from ragsvc.storage.owners import OwnerDirectory
 from ragsvc.storage.sqlite import SQLiteDatabase
 from tests.generation.backends import BACKENDS, OPENAI, Backend
 from tests.support.http_server import Fault
+from tests.support.readers import RULES
 from tests.support.streams import collect_into
 
 EVIDENCE = (
@@ -116,7 +117,8 @@ def make_pipeline(
     catalog = ModelCatalog(settings.generation.model_limits, settings.budget)
     owners = OwnerDirectory(SQLiteDatabase.open(":memory:"), admin_email="admin@example.com")
     return build_pipeline(
-        settings, retriever or FixedRetriever(hits), generator, catalog, TemplateRegistry(), owners, Conversation(None),  # type: ignore[arg-type]
+        settings, retriever or FixedRetriever(hits), generator, RULES, catalog, TemplateRegistry(), owners,
+        Conversation(None),  # type: ignore[arg-type]
     )
 
 
@@ -331,7 +333,7 @@ async def test_dry_run_renders_the_chosen_template_without_calling_the_llm(backe
 
 async def test_an_unknown_template_is_not_found() -> None:
     with pytest.raises(NotFound):
-        await run(make_pipeline(ExtractiveGenerator()), dataclasses.replace(QUESTION, template_id="rag-v7"))
+        await run(make_pipeline(ExtractiveGenerator(RULES)), dataclasses.replace(QUESTION, template_id="rag-v7"))
 
 
 def without_timings(answer: Answer) -> Answer:
@@ -339,7 +341,7 @@ def without_timings(answer: Answer) -> Answer:
 
 
 async def test_the_extractive_generator_gives_the_same_answer_to_the_same_question() -> None:
-    pipeline = make_pipeline(ExtractiveGenerator())
+    pipeline = make_pipeline(ExtractiveGenerator(RULES))
     first, second = await run(pipeline), await run(pipeline)
     assert [without_timings(e) if isinstance(e, Answer) else e for e in first] == [
         without_timings(e) if isinstance(e, Answer) else e for e in second
@@ -410,7 +412,7 @@ class SlowRetriever(FixedRetriever):
 async def test_a_hanging_retrieval_ends_at_the_earliest_budget_naming_the_stage(
     budgets: dict[str, float], caller_s: float | None, limit: str
 ) -> None:
-    pipeline = make_pipeline(ExtractiveGenerator(), retriever=SlowRetriever(5.0), **budgets)
+    pipeline = make_pipeline(ExtractiveGenerator(RULES), retriever=SlowRetriever(5.0), **budgets)
     deadline = None if caller_s is None else asyncio.get_running_loop().time() + caller_s
     started = time.monotonic()
     with pytest.raises(StageTimeout) as caught:

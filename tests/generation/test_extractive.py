@@ -9,9 +9,7 @@ import time
 
 from ragsvc.domain import Chunk, GenerationDelta, GenerationRequest, ScoredChunk, Usage
 from ragsvc.generation.extractive import FALLBACK, ExtractiveGenerator
-from ragsvc.reading.rules import RuleReader
-
-RULES = RuleReader(min_coverage=0.5, rare_share=0.002)
+from tests.support.readers import RULES
 
 
 def scored(index: int, text: str) -> ScoredChunk:

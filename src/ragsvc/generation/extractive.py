@@ -9,6 +9,7 @@ from collections.abc import AsyncGenerator
 from ragsvc.domain import GenerationDelta, GenerationRequest, Usage
 from ragsvc.generation.base import Capabilities
 from ragsvc.reading import Reader
+from ragsvc.reading.relevance import quoted_answer
 
 # The whole answer when no sentence of the context shares a content term with the query.
 FALLBACK = "I don't have information about that in the available documentation."
@@ -56,9 +57,4 @@ class ExtractiveGenerator:
         quotes = self._reader.quotes(analysis, request.context, limit=self._max_sentences)
         if not quotes:
             return FALLBACK
-        named: set[str] = set()
-        parts = []
-        for quote in quotes:
-            parts.append(f"{quote.text if quote.term in named else quote.quote} [#{quote.marker}]")  # a term once
-            named.add(quote.term)
-        return " ".join(parts)
+        return quoted_answer(quotes)

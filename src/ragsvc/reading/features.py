@@ -19,7 +19,7 @@ from ragsvc.domain import ScoredChunk, TermCounts
 from ragsvc.reading import english
 from ragsvc.reading.paraphrase import plain, same_sense
 from ragsvc.reading.passages import Kind
-from ragsvc.reading.relevance import Candidate, asks_how_to
+from ragsvc.reading.relevance import Candidate, asks_how_to, ranked
 from ragsvc.reading.sentences import sentences
 from ragsvc.reading.text import QuestionTerm, idf, question_terms, stem
 from ragsvc.reading.values import ASKS_HOW_MUCH, answers_value, asked_values
@@ -172,6 +172,14 @@ SENTENCE_FEATURES = (
     "row_kind",
     "question_terms",  # log count of the question's terms
     "has_names",
+    "rules_rank",  # its place in the word rules' ranking (relevance.ranked), over the candidates (1: first; 0: unranked)
+    "rules_first",  # the word rules rank it first
+    "neighbour_cov",  # best cov_sentence of the passages next to it in its chunk
+    "asks_what",  # the question's opening word: what/which, how, why, when/where/who, or a yes-or-no verb
+    "asks_how",
+    "asks_why",
+    "asks_when_where_who",
+    "states_code",  # the sentence holds code, an option or a compound name
 )
 
 
@@ -191,6 +199,14 @@ def sentence_features(analysis: Analysis, found: Sequence[Candidate], evidence: 
         cov = sum(weights[t] for t in analysis.terms if t in candidate.terms)
         covs.append(cov)
         scope_best[candidate.scope] = max(scope_best.get(candidate.scope, 0.0), cov)
+    order = ranked(analysis.search, found, question=analysis.question)
+    place = {id(c): i for i, c in enumerate(order)}
+    neighbours: dict[tuple[int, int], float] = {}
+    for candidate, cov in zip(found, covs, strict=True):
+        for step in (-1, 1):
+            key = (candidate.marker, candidate.position + step)
+            neighbours[key] = max(neighbours.get(key, 0.0), cov)
+    opening = _opening(analysis.question)
     rows = []
     for candidate, cov in zip(found, covs, strict=True):
         context = candidate.terms | candidate.label | candidate.heading
@@ -234,9 +250,32 @@ def sentence_features(analysis: Analysis, found: Sequence[Candidate], evidence: 
                 1.0 if candidate.kind is Kind.ROW else 0.0,
                 math.log1p(len(analysis.terms)),
                 1.0 if names else 0.0,
+                1.0 - place[id(candidate)] / len(found) if id(candidate) in place else 0.0,
+                1.0 if order and order[0] is candidate else 0.0,
+                neighbours.get((candidate.marker, candidate.position), 0.0),
+                1.0 if opening == "what" else 0.0,
+                1.0 if opening == "how" else 0.0,
+                1.0 if opening == "why" else 0.0,
+                1.0 if opening == "wh" else 0.0,
+                1.0 if _names_a_tool(candidate) else 0.0,
             ]
         )
     return rows
+
+
+_OPENING = re.compile(r"^\W*(?:(?:and|so|but|also|then|ok|okay)\W+)?(\w+)", re.IGNORECASE)
+
+
+def _opening(question: str) -> str:
+    """What kind of question it is by its opening word: "what" (what, which), "how", "why", "wh" (when, where,
+    who), "" otherwise."""
+    match = _OPENING.search(question)
+    word = match.group(1).lower() if match else ""
+    if word in ("what", "which"):
+        return "what"
+    if word in ("how", "why"):
+        return word
+    return "wh" if word in ("when", "where", "who", "whose") else ""
 
 
 def _chunk_terms(found: Sequence[Candidate], marker: int) -> frozenset[str]:
@@ -277,6 +316,12 @@ ANSWER_FEATURES = (
     "procedural",
     "yes_no",
     "candidates",  # log count of candidate sentences
+    "quotes_cov",  # weighted share of the question's terms in the answer's quotes together
+    "lead_rules_rank",
+    "lead_neighbour_cov",
+    "lead_states_code",
+    "documents",  # distinct documents among the evidence
+    "lead_in_top_document",  # the lead sits in the best-ranked chunk's document
 )
 
 
@@ -287,9 +332,10 @@ def answer_features(
     scores: Sequence[float],
     lead: int,
     evidence: Sequence[ScoredChunk],
+    quoted: Sequence[int] = (),
 ) -> list[float]:
-    """ANSWER_FEATURES of an answer that leads with candidate `lead` (an index into `found`, -1: none), given every
-    candidate's feature row and model score."""
+    """ANSWER_FEATURES of an answer that leads with candidate `lead` (an index into `found`, -1: none) and quotes
+    `quoted` (indices, the lead among them), given every candidate's feature row and model score."""
     weights = analysis.weights
     heaviest = max(weights.values(), default=1.0) or 1.0
     everywhere: set[str] = set()
@@ -330,4 +376,11 @@ def answer_features(
         1.0 if analysis.procedural else 0.0,
         1.0 if analysis.yes_no else 0.0,
         math.log1p(len(found)),
+        sum(weights[t] for t in analysis.terms if any(t in found[i].terms for i in (*quoted, *([lead] if lead >= 0 else [])))),
+        row[index["rules_rank"]],
+        row[index["neighbour_cov"]],
+        row[index["states_code"]],
+        float(len({s.chunk.document_id for s in evidence})),
+        1.0 if lead >= 0 and evidence and evidence[found[lead].marker - 1].chunk.document_id == evidence[0].chunk.document_id
+        else 0.0,
     ]

@@ -122,6 +122,17 @@ class Candidate:
         return self.text
 
 
+def quoted_answer(quotes: Sequence[Candidate]) -> str:
+    """An extractive answer quoting `quotes`, best first, each followed by its chunk's marker; a term a definition
+    list defines is named once."""
+    named: set[str] = set()
+    parts = []
+    for quote in quotes:
+        parts.append(f"{quote.text if quote.term in named else quote.quote} [#{quote.marker}]")
+        named.add(quote.term)
+    return " ".join(parts)
+
+
 def passage_terms(text: str) -> list[str]:
     """Content terms, compound names ("max_connections" is a term besides its parts) and command-line options."""
     return [*same_sense(content_terms(plain(text))), *compound_terms(text), *option_terms(text)]

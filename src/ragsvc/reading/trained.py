@@ -40,7 +40,7 @@ from ragsvc.reading.features import (
     sentence_features,
 )
 from ragsvc.reading.forest import Forest
-from ragsvc.reading.relevance import Candidate, candidates
+from ragsvc.reading.relevance import Candidate, candidates, quoted_answer
 from ragsvc.reading.sentences import sentences, without_markers
 
 MAX_QUOTES = 3  # sentences an extractive answer quotes
@@ -143,7 +143,7 @@ class TrainedReader:
     def assess(self, analysis: Analysis, evidence: Sequence[ScoredChunk]) -> Assessment:
         read = self.read(analysis, tuple(evidence))
         lead = read.chosen[0] if read.chosen else -1
-        p = self._model.p_right(answer_features(analysis, read.found, read.rows, read.scores, lead, evidence))
+        p = self._model.p_right(answer_features(analysis, read.found, read.rows, read.scores, lead, evidence, read.chosen))
         everywhere: set[str] = set()
         for candidate in read.found:
             everywhere |= candidate.terms | candidate.label | candidate.heading
@@ -159,22 +159,22 @@ class TrainedReader:
         return [read.found[i] for i in read.chosen[:limit]]
 
     def judge(self, analysis: Analysis, answer: str, evidence: Sequence[ScoredChunk]) -> Judgement:
-        """The answer's first sentence is read as a candidate: the one it quotes (an extractive answer), or itself
-        among the evidence's candidates (a model's own words), within the chunk it cites first."""
+        """An extractive answer is judged by the quotes it is made of; a model's answer by its first sentence, read as
+        a candidate of the chunk it cites first."""
         read = self.read(analysis, tuple(evidence))
-        first = next((s for s in sentences(answer) if without_markers(s).strip()), "")
-        text = " ".join(without_markers(first).split())
-        lead = next((i for i, c in enumerate(read.found) if c.quote == text), -1)
+        chosen = [read.chosen[:n] for n in range(1, len(read.chosen) + 1)]
+        quoted = next((c for c in chosen if quoted_answer([read.found[i] for i in c]) == answer.strip()), ())
         found, rows, scores = list(read.found), list(read.rows), list(read.scores)
-        if lead < 0 and text:
-            marker = _first_marker(first, len(evidence))
-            own = _as_candidate(text, marker, evidence)
+        lead = quoted[0] if quoted else -1
+        first = next((s for s in sentences(answer) if without_markers(s).strip()), "")
+        if lead < 0 and first:
+            own = _as_candidate(" ".join(without_markers(first).split()), _first_marker(first, len(evidence)), evidence)
             if own is not None:
                 found.append(own)
                 rows.append(sentence_features(analysis, [*read.found, own], evidence)[-1])
                 scores.append(float(self._model.sentences.predict(np.asarray([rows[-1]], dtype=np.float64))[0]))
                 lead = len(found) - 1
-        p = self._model.p_right(answer_features(analysis, found, rows, scores, lead, evidence))
+        p = self._model.p_right(answer_features(analysis, found, rows, scores, lead, evidence, quoted))
         return Judgement(support=_share(scores, lead), p_right=p)
 
     def read(self, analysis: Analysis, evidence: tuple[ScoredChunk, ...]) -> Read:
