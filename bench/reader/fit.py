@@ -10,8 +10,9 @@ a fixed seed, and the offline judgement of a fitted reader on examples it never 
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,10 +66,10 @@ ANSWER_PARAMS = {
 ANSWER_ROUNDS = 150
 
 
-def fit_sentences(examples: Sequence[Example], *, seed: int = SEED, columns: Sequence[int] | None = None) -> Forest:
+def fit_sentences(examples: Sequence[Example], *, seed: int = SEED) -> Forest:
     lgb = _lightgbm()
     used = [e for e in examples if e.has_positive and len(e.found) > 1]
-    rows = np.vstack([_cols(e.rows, columns) for e in used])
+    rows = np.vstack([e.rows for e in used])
     labels = np.concatenate([e.labels for e in used])
     data = lgb.Dataset(rows, labels, group=[len(e.found) for e in used], free_raw_data=False)
     booster = lgb.train({**SENTENCE_PARAMS, "seed": seed}, data, num_boost_round=SENTENCE_ROUNDS)
@@ -82,15 +83,6 @@ def fit_answers(rows: np.ndarray, labels: np.ndarray, *, seed: int = SEED) -> Fo
     return Forest.from_lightgbm(booster.dump_model())
 
 
-def _cols(rows: np.ndarray, columns: Sequence[int] | None) -> np.ndarray:
-    """`rows` with the columns not in `columns` zeroed (an ablation keeps the layout, removes the signal)."""
-    if columns is None:
-        return rows
-    kept = np.zeros_like(rows)
-    kept[:, list(columns)] = rows[:, list(columns)]
-    return kept
-
-
 @dataclass(frozen=True, slots=True)
 class Composed:
     """An example's answer as the fitted reader composes it."""
@@ -100,30 +92,54 @@ class Composed:
     right: bool  # a quoted sentence holds a key fact
 
 
-def compose(example: Example, sentences: Forest, columns: Sequence[int] | None = None) -> Composed:
-    scores = sentences.predict(_cols(example.rows, columns)) if len(example.found) else np.zeros(0)
+_ANSWER_MASK: list[int] = []  # answer columns zeroed (an ablation: `answer_mask`)
+
+
+@contextlib.contextmanager
+def answer_mask(columns: Sequence[int]) -> Iterator[None]:
+    """Compose answer rows with `columns` zeroed while the block runs (an ablation of answer features)."""
+    _ANSWER_MASK[:] = columns
+    try:
+        yield
+    finally:
+        _ANSWER_MASK[:] = []
+
+
+def top3(examples: Sequence[Example], sentences: Forest) -> float | None:
+    """Share of the examples whose evidence holds the answer in which a chosen quote holds it."""
+    held = [e for e in examples if e.has_positive]
+    found = sum(1 for e in held if any(e.labels[i] for i in choose(e.found, sentences.predict(e.rows).tolist())))
+    return round(found / len(held), 4) if held else None
+
+
+def compose(example: Example, sentences: Forest) -> Composed:
+    scores = sentences.predict(example.rows) if len(example.found) else np.zeros(0)
     chosen = choose(example.found, scores)
     lead = chosen[0] if chosen else -1
     row = features.answer_features(
         example.analysis, example.found, example.rows.tolist(), scores.tolist(), lead, example.evidence, chosen
     )
+    for column in _ANSWER_MASK:
+        row[column] = 0.0
     facts = example.question.key_facts
     right = example.question.should_answer and any(contains(example.found[i].quote, f) for i in chosen for f in facts)
     return Composed(tuple(chosen), row, right)
 
 
-def cross_fitted(by_corpus: dict[str, list[Example]], *, seed: int = SEED, columns: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray, list[Example]]:
+def cross_fitted(
+    by_corpus: dict[str, list[Example]], *, seed: int = SEED
+) -> tuple[np.ndarray, np.ndarray, list[Example]]:
     """Answer rows and labels of every example, each corpus's composed by a sentence model fitted on the others."""
     rows: list[list[float]] = []
     labels: list[int] = []
     order: list[Example] = []
     for name, examples in by_corpus.items():
         others = [e for other, group in by_corpus.items() if other != name for e in group]
-        model = fit_sentences(others, seed=seed, columns=columns)
+        model = fit_sentences(others, seed=seed)
         for e in examples:
             if e.question.kind == "injection":
                 continue
-            composed = compose(e, model, columns)
+            composed = compose(e, model)
             rows.append(composed.row)
             labels.append(int(composed.right))
             order.append(e)
@@ -166,11 +182,13 @@ def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
     return wins / (len(pos) * len(neg))
 
 
-def judge(examples: Sequence[Example], sentences: Forest, answers: Forest, cite_t: float, refuse_t: float, columns: Sequence[int] | None = None) -> dict[str, Any]:
+def judge(
+    examples: Sequence[Example], sentences: Forest, answers: Forest, cite_t: float, refuse_t: float
+) -> dict[str, Any]:
     """Offline metrics of a fitted reader on `examples` (the benchmark's definitions)."""
     outcomes = []
     for e in examples:
-        composed = compose(e, sentences, columns)
+        composed = compose(e, sentences)
         p = float(sigmoid(answers.predict(np.asarray([composed.row])))[0])
         answered = p >= refuse_t and bool(composed.chosen)
         outcomes.append((e, p, answered, answered and composed.right, answered and p >= cite_t))

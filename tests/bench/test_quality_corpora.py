@@ -15,7 +15,7 @@ import pytest
 
 from bench.quality import corpus
 from bench.quality.debian import FetchError, VersionGone, deb_version, sha256_of
-from bench.quality.subsets import Directories, Toctree, UpLinks
+from bench.quality.subsets import Directories, Named, Toctree, UpLinks
 from ragsvc.ingest.loaders import slugify
 
 
@@ -29,7 +29,7 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_every_corpus_has_its_own_tenant_directory_pin_and_pages() -> None:
-    assert list(corpus.CORPORA) == ["pgdocs", "pydocs", "httpd", "handbook"]
+    assert list(corpus.CORPORA) == ["pgdocs", "pydocs", "httpd", "handbook", "sqlite", "gitdocs"]
     assert len({c.tenant for c in corpus.CORPORA.values()}) == len(corpus.CORPORA)
     for name, spec in corpus.CORPORA.items():
         assert spec.name == name and spec.directory == corpus.CORPORA_DIR / name
@@ -98,6 +98,21 @@ def test_directories_take_every_page_but_the_excluded_names(tmp_path: Path) -> N
     rule = Directories(directories=("", "howto"), excluded=("index.html", "sitemap.html"))
     assert rule.select(tmp_path) == ["bind.html", "howto/cgi.html"]
     assert Directories(directories=("",)).select(tmp_path) == ["bind.html", "index.html", "sitemap.html"]
+
+
+def test_directories_in_a_language_leave_out_translations(tmp_path: Path) -> None:
+    write(tmp_path / "bind.html", '<html lang="pt-br"><body><p>Escutar</p></body></html>')
+    write(tmp_path / "caching.html", '<html lang="en"><body><p>Caching</p></body></html>')
+    write(tmp_path / "dso.html", '<html xml:lang="en" lang="en-US"><body><p>DSO</p></body></html>')
+    assert Directories(directories=("",), language="en").select(tmp_path) == ["caching.html", "dso.html"]
+
+
+def test_named_pages_are_the_pages_their_patterns_match(tmp_path: Path) -> None:
+    for page in ("lang_select.html", "lang_insert.html", "pragma.html", "about.html", "lang_notes.txt"):
+        write(tmp_path / page, "<html></html>")
+    rule = Named(patterns=("lang_*.html", "pragma.html", "missing.html"), why="the SQL pages and pragmas")
+    assert rule.select(tmp_path) == ["lang_insert.html", "lang_select.html", "pragma.html"]
+    assert rule.description.startswith("the SQL pages and pragmas: lang_*.html")
 
 
 # -- fetching, and a version Debian dropped -------------------------------------------------------------------

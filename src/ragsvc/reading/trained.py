@@ -86,7 +86,7 @@ class Model:
         with source.open("rb") as handle, np.load(handle) as arrays:
             meta = json.loads(str(arrays["meta"]))
             if tuple(meta["sentence_features"]) != SENTENCE_FEATURES or tuple(meta["answer_features"]) != ANSWER_FEATURES:
-                raise ValueError(f"{source}: trained on other features than this version of ragsvc computes")
+                raise ValueError("trained on other features than this ragsvc computes (retrain: make train-reader)")
             return cls(
                 sentences=Forest.from_arrays(arrays, "sentences"),
                 answers=Forest.from_arrays(arrays, "answers"),

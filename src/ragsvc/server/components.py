@@ -35,6 +35,7 @@ from ragsvc.answering.service import AnsweringService
 from ragsvc.answering.validate import ValidateStage
 from ragsvc.budget import ModelCatalog
 from ragsvc.config import EmbedderKind, GeneratorKind, ReaderKind, Settings, TrustSettings
+from ragsvc.errors import FieldViolation, InvalidRequest
 from ragsvc.generation.base import Generator
 from ragsvc.generation.extractive import ExtractiveGenerator
 from ragsvc.generation.fallback import FallbackChain
@@ -311,7 +312,11 @@ def build_reader(settings: TrustSettings) -> Reader:
     """The reader RAG_READER names: the trained models (RAG_READER_MODEL, else the shipped ones) or the rules."""
     if settings.reader is ReaderKind.RULES:
         return RuleReader(min_coverage=settings.answerability_min_coverage, rare_share=settings.answerability_rare_share)
-    model = Model.load(Path(settings.reader_model) if settings.reader_model else None)
+    try:
+        model = Model.load(Path(settings.reader_model) if settings.reader_model else None)
+    except (OSError, ValueError, KeyError) as exc:
+        which = settings.reader_model or "the shipped model"
+        raise InvalidRequest([FieldViolation("RAG_READER_MODEL", f"cannot load {which}: {exc}")]) from exc
     return TrainedReader(model, rare_share=settings.answerability_rare_share)
 
 
