@@ -7,8 +7,9 @@ corpus (ragsvc/demo_corpus, Markdown). Each round ingests a corpus into an empty
 - `grpc`: a `ragsvc serve` process (embedded engine, fresh RAG_DATA_DIR), the documents sent over
   IndexService.IngestDocuments in requests of `ragsvc ingest`'s batch size, one after the other as the CLI sends
   them; timed from the first request to the last response (the server's start is not counted);
-- `in_process`: the Indexer over an EdgeEngine in a temporary directory, the embedder loaded (and warmed up) before
-  the clock starts; the documents handed over in the same batches.
+- `in_process`: the Indexer over an EdgeEngine in a temporary directory (its metadata keys declared in an SQLite
+  records file there), the embedder loaded (and warmed up) before the clock starts; the documents handed over in
+  the same batches.
 
 Then `stages`: where the time goes, measured one stage after the other on the same documents in this process
 (no overlap): parse+chunk (loaders + chunker), embed (every chunk's indexed text, in one call), term index (the
@@ -30,13 +31,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +57,11 @@ from ragsvc.retrieval.base import IndexedChunk
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
 from ragsvc.retrieval.layout import SparseEncoder, indexed_text
+from ragsvc.retrieval.schema import MetadataSchema
 from ragsvc.server.components import demo_corpus_path
+from ragsvc.source_trust import SourceTrust
+from ragsvc.storage.database import open_database
+from ragsvc.storage.metadata_keys import MetadataKeyStore
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc
 
@@ -132,12 +138,27 @@ async def over_grpc(corpus: Corpus, *, int8: bool) -> dict[str, Any]:
     return rates(len(corpus.documents), chunks, seconds, cpu_seconds, errors)
 
 
-async def in_process(corpus: Corpus, embedder: MiniLMEmbedder) -> dict[str, Any]:
-    """One round through the Indexer in this process, into a fresh embedded engine."""
+@contextlib.asynccontextmanager
+async def fresh_indexer(embedder: MiniLMEmbedder) -> AsyncIterator[tuple[Indexer, EdgeEngine]]:
+    """An Indexer over a fresh embedded engine and records file in a temporary directory, removed afterwards."""
     directory = Path(tempfile.mkdtemp(prefix="ragsvc-bench-ingest-"))
     engine = EdgeEngine.open(directory / "engine", embedder.dimension)
+    records = await open_database(directory / "records.sqlite3")
     try:
-        indexer = Indexer(embedder, engine, chunk_tokens=CHUNK_TOKENS, overlap_tokens=OVERLAP_TOKENS)
+        schema = MetadataSchema(MetadataKeyStore(records), engine)
+        sources = SourceTrust.default()
+        indexer = Indexer(embedder, engine, schema, sources=sources, chunk_tokens=CHUNK_TOKENS,
+                          overlap_tokens=OVERLAP_TOKENS)  # fmt: skip
+        yield indexer, engine
+    finally:
+        await records.aclose()
+        await engine.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+async def in_process(corpus: Corpus, embedder: MiniLMEmbedder) -> dict[str, Any]:
+    """One round through the Indexer in this process, into a fresh embedded engine."""
+    async with fresh_indexer(embedder) as (indexer, _):
         chunks = errors = 0
         started, cpu_started = time.perf_counter(), time.process_time()
         for batch in batches(corpus.documents):
@@ -145,20 +166,14 @@ async def in_process(corpus: Corpus, embedder: MiniLMEmbedder) -> dict[str, Any]
                 chunks += result.chunks_indexed
                 errors += bool(result.error)
         seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
-    finally:
-        await engine.close()
-        shutil.rmtree(directory, ignore_errors=True)
     return rates(len(corpus.documents), chunks, seconds, cpu_seconds, errors)
 
 
 async def stages(corpus: Corpus, embedder: MiniLMEmbedder) -> dict[str, Any]:
     """Each stage on its own over the whole corpus, one after the other: seconds and share of their sum."""
-    directory = Path(tempfile.mkdtemp(prefix="ragsvc-bench-ingest-"))
-    engine = EdgeEngine.open(directory / "engine", embedder.dimension)
-    indexer = Indexer(embedder, engine, chunk_tokens=CHUNK_TOKENS, overlap_tokens=OVERLAP_TOKENS)
-    try:
+    async with fresh_indexer(embedder) as (indexer, engine):
         started = time.perf_counter()
-        chunks = [indexer.chunks(d) for d in corpus.documents]
+        chunks = [indexer.chunks(d)[0] for d in corpus.documents]
         parse_chunk = time.perf_counter() - started
         texts = [indexed_text(c) for cs in chunks for c in cs]
         started = time.perf_counter()
@@ -178,9 +193,6 @@ async def stages(corpus: Corpus, embedder: MiniLMEmbedder) -> dict[str, Any]:
             position += len(made)
             await engine.replace_document(TENANT, document.document_id, indexed)
         engine_write = time.perf_counter() - started
-    finally:
-        await engine.close()
-        shutil.rmtree(directory, ignore_errors=True)
     seconds = {"parse_chunk": parse_chunk, "embed": embed, "term_index": term_index,
                "engine_write_incl_term_index": engine_write}
     total = parse_chunk + embed + engine_write

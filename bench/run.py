@@ -3,7 +3,7 @@ runs each on a tiny setting). About 20 minutes on 2 cores."""
 
 import sys
 
-from bench import ask_latency, generation, ingest, retrieval, shared_state, soak
+from bench import ask_latency, filters, generation, ingest, retrieval, shared_state, soak
 
 if __name__ == "__main__":
     ask_latency.main([])
@@ -15,5 +15,7 @@ if __name__ == "__main__":
     ingest.main(["--pages", "40"])
     # Bounded: 10k and 100k chunks on both engines plus recall on real embeddings (about 9.5 minutes on 2 cores).
     retrieval.main([])
+    # Metadata filter expressions on the embedded engine at 10k chunks (about 10 s).
+    filters.main([])
     # Bounded: 200 concurrent AskStream clients, 60 s per profile (about 2.5 minutes); exit 1 on unexpected errors.
     sys.exit(soak.main([]))

@@ -60,6 +60,14 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
     postgres_server.drop_schema(name)
 
 
+@pytest.fixture
+async def records(tmp_path: Path) -> AsyncIterator[Backend]:
+    """An SQLite records backend of its own, for a component that keeps records but whose test is not about them."""
+    db = await open_database(tmp_path / "records.sqlite3")
+    yield db
+    await db.aclose()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     """An open, migrated records backend of each kind: every test using it runs on both."""

@@ -31,7 +31,8 @@ from bench.quality import questions
 from bench.quality.debian import FetchError, VersionGone, deb_version, sha256_of, unpack
 from bench.quality.debian import download as apt_download
 from bench.quality.subsets import Directories, Named, SubsetRule, Toctree, UpLinks
-from ragsvc.ingest.loaders import html_sections, html_title, slugify
+from ragsvc.ingest.html import html_sections, html_title
+from ragsvc.ingest.loaders import slugify
 
 __all__ = [
     "CACHE", "CORPORA", "ROOT", "Corpus", "Download", "FetchError", "Fetched", "Page", "acceptance_problems",

@@ -35,6 +35,7 @@ from typing import Any
 
 from ragsvc.domain import Chunk, Question
 from ragsvc.errors import PermissionDenied
+from ragsvc.sanitize import TENANT_ID_PATTERN, tenant_violations
 
 ANY_TAG = "*"
 
@@ -166,8 +167,8 @@ def _entry(entry: Any, i: int) -> tuple[str, Principal]:
     if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
         raise ValueError(f"keys[{i}].token_sha256 must be 64 hex digits")
     tenant = entry.get("tenant")
-    if not isinstance(tenant, str) or not tenant.strip():
-        raise ValueError(f"keys[{i}].tenant must be a non-empty string")
+    if not isinstance(tenant, str) or not tenant.strip() or tenant_violations(tenant):
+        raise ValueError(f"keys[{i}].tenant must be a tenant id ({TENANT_ID_PATTERN})")
     tags = entry.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) and t.strip() for t in tags):
         raise ValueError(f"keys[{i}].tags must be a list of non-empty strings")

@@ -1,4 +1,4 @@
-"""Token budgeting with tiktoken (seeds 000, 002): the model table, which is also the allowlist, and what of the
+"""Token budgeting with tiktoken (R-000-20, R-002-05): the model table, which is also the allowlist, and what of the
 history and the evidence fits a model's window.
 
 For a model with window W and response reserve R, the rendered prompt (every message with its chat-format

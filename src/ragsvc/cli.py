@@ -25,8 +25,11 @@ from ragsvc import chat, local_llm
 from ragsvc.chat import call_metadata
 from ragsvc.config import ServerSettings, Settings
 from ragsvc.domain import SourceDocument
-from ragsvc.errors import InvalidRequest, RagError
+from ragsvc.errors import FieldViolation, InvalidRequest, RagError
 from ragsvc.ingest.loaders import FoundFile, find_files, read_document
+from ragsvc.ingest.media import MEDIA_TYPES
+from ragsvc.ingest.sidecar import read_sidecar
+from ragsvc.metadata import MetadataValue, read_entry
 from ragsvc.v1 import admin_service_pb2 as admin_pb
 from ragsvc.v1 import admin_service_pb2_grpc as admin_grpc
 from ragsvc.v1 import index_service_pb2 as index_pb
@@ -75,20 +78,29 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("query")
     ask.add_argument("--tag", action="append", default=[], dest="tags", help="a user tag (repeatable)")
     ask.add_argument("--top-k", type=int)
+    ask.add_argument("--filter", default="", metavar="EXPRESSION",
+                     help="only documents whose metadata match, e.g. \"published_at >= 2024-01-01 AND "
+                     "doc_type IN (act, judgment)\" (docs/filters.md)")
     ask.add_argument("--model", default="")
     ask.add_argument("--explain", action="store_true", help="also print the packed chunks and prompt")
     ask.add_argument("--json", action="store_true", help="print the final answer as JSON instead of streaming")
 
     ingest = client(
         "ingest",
-        "index .txt, .md, .html and .pdf files; folders are read recursively, each file named by its path in the "
+        f"index {', '.join(MEDIA_TYPES)} files; folders are read recursively, each file named by its path in the "
         "folder (hidden, node_modules and virtualenv folders are skipped); unchanged files are skipped",
     )
     ingest.set_defaults(timeout=600.0)
     ingest.add_argument("paths", nargs="+", type=Path)
     ingest.add_argument("--tag", action="append", default=[], dest="tags", help="an access tag (repeatable)")
-    ingest.add_argument("--trust", type=float, default=1.0, help="source trust, 0 to 1, used in ranking")
+    ingest.add_argument("--trust", type=float,
+                        help="source trust, 0 to 1, used in ranking (default: the weight of the source type)")
     ingest.add_argument("--published", default="", help="publication date YYYY-MM-DD, used in ranking")
+    ingest.add_argument("--meta", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
+                        help="a metadata value of every file (repeatable), e.g. jurisdiction=India, year=1872, "
+                        "source_type=statute; the type is read from the value (true/false, a number, an ISO date or "
+                        "date-time, else a string) unless TYPE (string, number, bool, timestamp) names it. A file's "
+                        "NAME.meta.json sidecar adds to these and wins over them")
     ingest.add_argument("--confidential", action="store_true", help="readable only with the clearance tag")
     ingest.add_argument("--include", action="append", default=[], metavar="GLOB",
                         help="only files whose path in the folder or name matches (repeatable), e.g. '*.md'")
@@ -175,7 +187,7 @@ async def _ask(args: argparse.Namespace, address: str) -> None:
         tenant_id=args.tenant,
         user_tags=args.tags,
         explain=args.explain,
-        retrieval=pb.RetrievalOptions(top_k=args.top_k),
+        retrieval=pb.RetrievalOptions(top_k=args.top_k, filter=pb.MetadataFilter(expression=args.filter)),
         generation=pb.GenerationOptions(model=args.model),
         stream_policy=_stream_policy(args),
     )
@@ -244,12 +256,33 @@ class _IngestReport:
         return 1 if self.failures else 0
 
 
+def _metadata_options(entries: Sequence[str]) -> dict[str, MetadataValue]:
+    """The --meta entries as metadata; InvalidRequest naming each bad one."""
+    metadata: dict[str, MetadataValue] = {}
+    violations = []
+    for entry in entries:
+        spec, equals, raw = entry.partition("=")
+        try:
+            if not equals:
+                raise ValueError(f"{entry!r} is not KEY[:TYPE]=VALUE")
+            key, value = read_entry(spec, raw)
+        except ValueError as exc:
+            violations.append(FieldViolation("--meta", str(exc)))
+            continue
+        metadata[key] = value
+    if violations:
+        raise InvalidRequest(violations)
+    return metadata
+
+
 async def _ingest(args: argparse.Namespace, address: str) -> int:
     """Sends the files in batches over IndexService.IngestDocuments (a document larger than a request may be over
     UploadDocument, in pieces), with a progress bar (by bytes) on a terminal and one line per document; exit
-    status 1 when any file failed, after the others went in."""
+    status 1 when any file failed, after the others went in. Each file's metadata is --meta's, with its sidecar's
+    (`ragsvc.ingest.sidecar`) over it."""
     from tqdm import tqdm
 
+    common = _metadata_options(args.meta)
     selection = find_files(args.paths, include=args.include, exclude=args.exclude, document_id=args.document_id)
     if skipped := selection.skipped_folders:
         shown = ", ".join(str(p) for p in skipped[:4]) + (f" and {len(skipped) - 4} more" if len(skipped) > 4 else "")
@@ -257,7 +290,7 @@ async def _ingest(args: argparse.Namespace, address: str) -> int:
               f"{shown}; name one as a path to ingest it")
     report = _IngestReport(len(selection.files) + len(selection.problems))
     if not report.total:
-        raise InvalidRequest([], "no .txt, .md, .html or .pdf files under the given paths")
+        raise InvalidRequest([], f"no {', '.join(MEDIA_TYPES)} files under the given paths")
     bar = tqdm(
         total=sum(f.size for f in selection.files),
         unit="B",
@@ -278,11 +311,13 @@ async def _ingest(args: argparse.Namespace, address: str) -> int:
                 for found in batch:
                     try:
                         document = read_document(found, tenant_id=args.tenant, tags=args.tags)
-                    except OSError as exc:
-                        bar.write(report.failed(str(found.path), exc.strerror or str(exc)))
+                        own = {**common, **read_sidecar(found.path)}
+                    except (OSError, ValueError) as exc:
+                        why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+                        bar.write(report.failed(str(found.path), why))
                         bar.update(found.size)
                         continue
-                    documents.append((found, dataclasses.replace(document, **metadata)))
+                    documents.append((found, dataclasses.replace(document, metadata=own, **metadata)))
                 if not documents:
                     continue
                 if len(documents) == 1 and documents[0][0].size > args.max_message_bytes:
@@ -391,8 +426,9 @@ async def _docs(args: argparse.Namespace, address: str) -> int:
             for d in documents:
                 size = _size(d.size_bytes) if d.content_sha256 else "-"
                 print(f"{d.document_id:<{width}}  {d.chunk_count:>6}  {size:>8}  {_ingested(d):<16}  {d.name}")
+            keys = ", ".join(f"{k.name} ({k.type})" for k in stats.metadata_keys)
             print(f"{stats.document_count} documents, {stats.chunk_count} chunks, {_size(stats.content_bytes)}; "
-                  f"{stats.engine}")
+                  f"{stats.engine}" + (f"; metadata keys: {keys}" if keys else ""))
             return 0
         if args.docs_command == "show":
             named = index_pb.GetDocumentRequest(tenant_id=args.tenant, document_id=args.document_id)

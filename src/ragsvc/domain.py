@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from datetime import datetime
+
+from ragsvc.errors import InvalidRequest
+from ragsvc.filters import Where
+from ragsvc.metadata import MetadataValue
 
 
 class Mode(enum.Enum):
@@ -22,6 +27,23 @@ class Role(enum.Enum):
 class CitationStyle(enum.Enum):
     MARKER = "marker"  # [#1]
     SOURCE_ID = "source_id"  # [SourceId: doc:chunk]
+    END_LIST = "end_list"  # [#1] in the text, and the cited sources listed at its end (R-003-11)
+
+
+class ResponseStyle(enum.Enum):
+    """The length and shape of an answer (R-003-12): a line of the system prompt."""
+
+    CONCISE = "concise"
+    DETAILED = "detailed"
+    BULLETS = "bullets"
+
+
+class SearchMode(enum.Enum):
+    """Which of the index's vectors a search ranks by (R-002-03)."""
+
+    HYBRID = "hybrid"  # dense and sparse, fused with RRF
+    DENSE = "dense"
+    SPARSE = "sparse"
 
 
 class Strictness(enum.Enum):
@@ -38,10 +60,11 @@ class RefusalReason(enum.Enum):
     INVALID_CITATIONS = "invalid_citations"
     NOT_IN_SELECTION = "not_in_selection"
     INSUFFICIENT_EVIDENCE = "insufficient_evidence"  # the answerability gate: the evidence cannot answer it
+    UNSUPPORTED_LANGUAGE = "unsupported_language"  # no template answers in the question's language (R-003-04)
 
 
 class QueryClass(enum.Enum):
-    """What kind of question it is (seed 000); every class still goes through retrieval."""
+    """What kind of question it is (R-000-14); every class still goes through retrieval."""
 
     FACTUAL = "factual"
     PROCEDURAL = "procedural"
@@ -89,11 +112,16 @@ class ChatMessage:
 
 @dataclass(frozen=True, slots=True)
 class MetadataFilter:
-    """Metadata constraints; each tuple is "any of these values", empty means unconstrained."""
+    """Metadata constraints; each tuple is "any of these values", empty means unconstrained. `expression` is a
+    filter over the documents' typed metadata (`ragsvc.filters`), as the caller wrote it; `where` is that
+    expression resolved against the tenant's declared keys (`retrieval.schema.MetadataSchema.resolve`), which is
+    what the engines apply."""
 
     source_urls: tuple[str, ...] = ()
     page_titles: tuple[str, ...] = ()
     section_headings: tuple[str, ...] = ()
+    expression: str = ""
+    where: Where | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +140,13 @@ class Chunk:
     page_number: int | None = None
     trust: float = 1.0  # source trust weight used in ranking, 0-1
     published_at: str = ""  # ISO 8601 date of the document, empty when unknown
-    # Readable only by callers holding the confidential clearance tag; redacted for the others (seed 003).
+    # Readable only by callers holding the confidential clearance tag; redacted for the others (R-003-07).
     confidential: bool = False
     # Tokens of the text between its data fences (prompts.fenced) in cl100k_base, counted once at ingest (see
     # budget.py); None when not counted (stored before counts were, or made from a caller's selection).
     token_count: int | None = None
-    # Offsets into the caller's selection (selected-text mode only).
+    # Offsets of the text's span: into the caller's selection (selected-text mode), else into the document's text
+    # as ingest extracted it (ingest/spans.py; R-004-03); None for chunks indexed before offsets were recorded.
     char_start: int | None = None
     char_end: int | None = None
     line_start: int | None = None
@@ -127,13 +156,20 @@ class Chunk:
     def source_id(self) -> str:
         return f"{self.document_id}:{self.chunk_index}"
 
+    @property
+    def page_numbers(self) -> tuple[int, ...]:
+        """The pages the chunk spans (R-004-04): a chunk never crosses a page, so its page or none."""
+        return () if self.page_number is None else (self.page_number,)
+
 
 @dataclass(frozen=True, slots=True)
 class ScoredChunk:
-    """A chunk with its relevance to a query: cosine similarity in [-1, 1] (higher is closer)."""
+    """A chunk with its relevance to a query: cosine similarity in [-1, 1] (higher is closer), and its rank
+    among the evidence (weighted similarity, recency and trust; None where nothing ranked it: a selection)."""
 
     chunk: Chunk
     score: float
+    rank_score: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +191,7 @@ class RetrievalQuery:
     top_k: int = 5
     score_threshold: float | None = None
     filters: MetadataFilter = field(default_factory=MetadataFilter)
+    search_mode: SearchMode = SearchMode.HYBRID
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +202,7 @@ class Retrieval:
     hits: tuple[ScoredChunk, ...] = ()
     rejected: tuple[ScoredChunk, ...] = ()
     # Confidential chunks that met the threshold but that the caller may not read, already redacted: never
-    # evidence, reported so the answer can say redactions were applied (seed 003).
+    # evidence, reported so the answer can say redactions were applied (R-003-07).
     redacted: tuple[ScoredChunk, ...] = ()
     embedding_ms: float = 0.0  # spent embedding the query
     store_ms: float = 0.0  # spent inside the vector engine's query call
@@ -202,6 +239,10 @@ class Question:
     idempotency_key: str = ""  # a retry with the same key (by the same caller) gets the recorded answer
     caller: str = ""  # who asks (set at admission, never from the request): binds replays and sessions to it
     stream_policy: StreamPolicy | None = None  # None: the server default
+    search_mode: SearchMode = SearchMode.HYBRID
+    response_style: ResponseStyle | None = None  # None: the template's
+    # The question's language (ISO 639-1), set at admission (answering/language.py); "" when too short to tell.
+    language: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +301,7 @@ class Citation:
     marker: int
     chunk: Chunk
     relevance_score: float
+    rank_score: float | None = None  # the chunk's rank among the evidence (ScoredChunk.rank_score)
 
     @property
     def snippet(self) -> str:
@@ -350,6 +392,10 @@ class Answer:
     search: SearchQuery | None = None  # what was searched for (None: no search ran, e.g. a cached answer)
     draft: str = ""  # the model's text when the answer was refused (`text` is then the refusal)
     model_usage: tuple[ModelUsage, ...] = ()  # the model calls made for it, by purpose; `usage` is their sum
+    # Provenance (R-003-13): the tenant's index version searched, and when the answer was written (UTC).
+    index_version: str = ""
+    created_at: datetime | None = None
+    language: str = ""  # the question's language (Question.language)
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,14 +416,16 @@ class SourceDocument:
     document_id: str
     name: str
     content: bytes
-    media_type: str = "text/plain"  # text/plain, text/markdown, application/pdf
+    media_type: str = "text/plain"  # one of ingest.media.SUPPORTED, maybe with a charset parameter
     tenant_id: str = ""
     tags: tuple[str, ...] = ()
     source_url: str = ""
     title: str = ""
-    trust: float = 1.0
+    trust: float | None = None  # None: the weight of its source type (ragsvc.source_trust)
     published_at: str = ""  # ISO 8601 date, empty when unknown
     confidential: bool = False  # see Chunk.confidential
+    # Typed metadata by key (ragsvc.metadata); `source_type` and `published_at` are completed at ingest.
+    metadata: dict[str, MetadataValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,8 +434,15 @@ class IngestResult:
     chunks_created: int = 0
     chunks_indexed: int = 0
     elapsed_ms: float = 0.0
-    error: str = ""
+    # Why the document was not indexed (None when it was): a document that cannot be read, or is past a limit.
+    failure: InvalidRequest | None = None
     unchanged: bool = False  # already indexed from the same content and metadata: nothing was written
+    encoding: str = ""  # the IANA name of the encoding its text was read in (empty for PDF, .docx, or unread)
+
+    @property
+    def error(self) -> str:
+        """The failure's message; empty when the document was indexed."""
+        return self.failure.message if self.failure is not None else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,6 +456,7 @@ class DocumentSource:
     # re-ingesting a document whose fingerprint is stored already would change nothing.
     fingerprint: str
     ingested_at: float  # Unix time, seconds
+    encoding: str = ""  # the IANA name of the encoding its text was read in; empty for PDF and .docx
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,6 +471,8 @@ class StoredDocument:
     confidential: bool
     chunks: int
     source: DocumentSource | None  # None for documents stored before sources were
+    metadata: dict[str, MetadataValue] = field(default_factory=dict)  # empty for documents stored before metadata
+    trust: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

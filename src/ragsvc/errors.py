@@ -4,7 +4,8 @@ RagError
 ├── InvalidRequest ................ the caller sent something we cannot serve (INVALID_ARGUMENT)
 │   ├── ModelNotAllowed ........... the model is not in the allowlist
 │   ├── TokenBudgetExceeded ....... query + history cannot fit the model's window
-│   └── InjectionSuspected ........ the input looks like prompt injection (when configured to reject it)
+│   ├── InjectionSuspected ........ the input looks like prompt injection (when configured to reject it)
+│   └── DocumentLimitExceeded ..... reading a document went past a limit of the server's (a setting it names)
 ├── Unauthenticated ............... no bearer token, or one no key matches (UNAUTHENTICATED)
 ├── PermissionDenied .............. the key does not allow this tenant, tag or call (PERMISSION_DENIED)
 ├── NotFound ...................... an unknown document, template or session (NOT_FOUND)
@@ -76,6 +77,13 @@ class InjectionSuspected(InvalidRequest):
     """The input matched prompt-injection patterns and the server is configured to reject such input."""
 
     reason = "INJECTION_SUSPECTED"
+
+
+class DocumentLimitExceeded(InvalidRequest):
+    """Reading a document went past one of the server's ingest limits: `metadata` names the limit's setting
+    ("limit") and its value ("maximum"). Nothing of the document is written."""
+
+    reason = "DOCUMENT_LIMIT_EXCEEDED"
 
 
 class Unauthenticated(RagError):

@@ -1,4 +1,4 @@
-"""Short auxiliary LLM calls around an answer (seeds 000 and 003): condensing a follow-up into a standalone
+"""Short auxiliary LLM calls around an answer (R-000-13, R-003-16): condensing a follow-up into a standalone
 question, query classification, the model's own support score for the hybrid confidence, and follow-up
 questions. Each is optional: a reply that cannot be parsed gives None and the caller falls back to its default.
 Each call's usage goes to `on_usage`, so that the answer's usage counts it."""

@@ -1,4 +1,4 @@
-"""The model table RAG_MODELS: every allowed model with its context window and response reserve (seed 000).
+"""The model table RAG_MODELS: every allowed model with its context window and response reserve (R-000-04, R-000-23).
 
 It is also the allowlist: a request naming a model the table lacks is refused with MODEL_NOT_ALLOWED.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-# Seed 000's allowlist.
+# R-000-23's allowlist.
 DEFAULT_MODELS = "llama3.2=8192/1024,qwen3:8b=32768/2048,deepseek-r1:32b=65536/4096"
 
 

@@ -1,4 +1,4 @@
-"""Per-answer cost estimates from a per-model price table (seed 003's `cost_estimate`)."""
+"""Per-answer cost estimates from a per-model price table (R-003-13's `cost_estimate`, R-003-27)."""
 
 from __future__ import annotations
 

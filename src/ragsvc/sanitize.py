@@ -9,6 +9,9 @@ from collections.abc import Sequence
 
 from ragsvc.domain import Mode, Question, Role, SourceDocument
 from ragsvc.errors import FieldViolation, InvalidRequest
+from ragsvc.ingest.media import parse_media_type
+from ragsvc.metadata import PUBLISHED_AT, SOURCE_TYPE, MetadataType, parse_timestamp, problems, type_of
+from ragsvc.source_trust import SourceTrust
 
 MAX_QUERY_CHARS = 2000
 MAX_SELECTION_CHARS = 10_000
@@ -59,6 +62,7 @@ def validate_question(
                 FieldViolation(f"chat_history[{i}].content", f"must be at most {MAX_MESSAGE_CHARS} characters")
             )
 
+    violations += tenant_violations(question.tenant_id)
     if question.session_id and not _is_uuid4(question.session_id):
         violations.append(FieldViolation("session_id", "must be a UUID version 4"))
     if len(question.user_tags) > MAX_TAGS or any(not tag.strip() for tag in question.user_tags):
@@ -83,7 +87,7 @@ def validate_question(
     )
 
 
-# Prompt-injection patterns (seed 003): instruction overrides, role markers, markup that executes, SQL injection,
+# Prompt-injection patterns (R-003-02): instruction overrides, role markers, markup that executes, SQL injection,
 # and text made mostly of special characters. Each has a name, reported in the request log.
 INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern, re.IGNORECASE))
@@ -119,7 +123,7 @@ SPECIAL_CHARS_MAX_SHARE = 0.4
 
 
 def injection_patterns(text: str) -> tuple[str, ...]:
-    """The names of the prompt-injection patterns `text` matches (seed 003); empty when it looks benign."""
+    """The names of the prompt-injection patterns `text` matches (R-003-02); empty when it looks benign."""
     found = [name for name, pattern in INJECTION_PATTERNS if pattern.search(text)]
     stripped = "".join(text.split())
     if len(stripped) >= SPECIAL_CHARS_MIN_LENGTH:
@@ -150,11 +154,28 @@ def _is_uuid4(value: str) -> bool:
 
 
 _DOCUMENT_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
-MEDIA_TYPES = ("text/plain", "text/markdown", "text/html", "application/pdf")
+# A tenant id: letters, digits, ".", "_" and "-", starting with a letter or digit (so never "..", nor an option).
+TENANT_ID_PATTERN = "[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+_TENANT_ID = re.compile(TENANT_ID_PATTERN)
 
 
-def validate_documents(documents: Sequence[SourceDocument]) -> None:
-    """Raise InvalidRequest naming every bad field of an ingest batch."""
+def tenant_violations(tenant_id: str, field: str = "tenant_id") -> list[FieldViolation]:
+    """The violation of a request's tenant id, if it has one: empty (the default tenant) or TENANT_ID_PATTERN,
+    around which spaces are ignored."""
+    tenant_id = tenant_id.strip()
+    if not tenant_id or _TENANT_ID.fullmatch(tenant_id):
+        return []
+    return [FieldViolation(field, f"must match {TENANT_ID_PATTERN} (or be empty for the default tenant)")]
+
+
+def validate_tenant_id(tenant_id: str, field: str = "tenant_id") -> None:
+    """Raise InvalidRequest when `tenant_id` is neither empty nor a tenant id (TENANT_ID_PATTERN)."""
+    if violations := tenant_violations(tenant_id, field):
+        raise InvalidRequest(violations)
+
+
+def validate_documents(documents: Sequence[SourceDocument], sources: SourceTrust) -> None:
+    """Raise InvalidRequest naming every bad field of an ingest batch (`sources`: the source types there are)."""
     violations: list[FieldViolation] = []
     if not documents:
         violations.append(FieldViolation("documents", "must contain at least one document"))
@@ -165,12 +186,38 @@ def validate_documents(documents: Sequence[SourceDocument]) -> None:
         elif document.document_id in seen:
             violations.append(FieldViolation(f"documents[{i}].document_id", "is repeated in this request"))
         seen.add(document.document_id)
-        if document.media_type not in MEDIA_TYPES:
-            violations.append(FieldViolation(f"documents[{i}].media_type", f"must be one of {', '.join(MEDIA_TYPES)}"))
-        if not 0.0 <= document.trust <= 1.0:
+        try:
+            parse_media_type(document.media_type)
+        except ValueError as exc:
+            violations.append(FieldViolation(f"documents[{i}].media_type", str(exc)))
+        if document.trust is not None and not 0.0 <= document.trust <= 1.0:
             violations.append(FieldViolation(f"documents[{i}].trust", "must be between 0 and 1"))
+        violations += _metadata_violations(document, f"documents[{i}]", sources)
     if violations:
         raise InvalidRequest(violations)
+
+
+def _metadata_violations(document: SourceDocument, at: str, sources: SourceTrust) -> list[FieldViolation]:
+    """What is wrong with a document's metadata and the fields that fill its own keys (`ragsvc.metadata`)."""
+    found = [FieldViolation(f'{at}.metadata["{key}"]' if key else f"{at}.metadata", why)
+             for key, why in problems(document.metadata)]  # fmt: skip
+    source_type = document.metadata.get(SOURCE_TYPE)
+    if source_type is not None and (not isinstance(source_type, str) or source_type not in sources.types):
+        why = f"must be a string naming a source type of RAG_SOURCE_TRUST: {', '.join(sources.types)}"
+        found.append(FieldViolation(f'{at}.metadata["{SOURCE_TYPE}"]', why))
+    published = document.metadata.get(PUBLISHED_AT)
+    if published is not None and type_of(published) is not MetadataType.TIMESTAMP:
+        found.append(FieldViolation(f'{at}.metadata["{PUBLISHED_AT}"]', "must be a timestamp"))
+    if document.published_at:
+        try:
+            date = parse_timestamp(document.published_at)
+        except ValueError as exc:
+            found.append(FieldViolation(f"{at}.published_date", str(exc)))
+        else:
+            if published is not None and type_of(published) is MetadataType.TIMESTAMP and published != date:
+                why = f"differs from metadata {PUBLISHED_AT}: set one of them"
+                found.append(FieldViolation(f"{at}.published_date", why))
+    return found
 
 
 def validate_session_id(session_id: str) -> None:

@@ -15,7 +15,7 @@ from ragsvc.reading.text import content_terms, key_phrases
 # Strict on purpose: "[1]", "[ #1 ]", "[#1a]" and "vec![1]" are not markers.
 MARKER = re.compile(r"\[#(\d{1,3})\]")
 _LONGEST_PARTIAL_MARKER = len("[#999")
-# The SOURCE_ID citation style (seed 000): [SourceId: doc:chunk], with a document id as ingest accepts it
+# The SOURCE_ID citation style (R-000-15): [SourceId: doc:chunk], with a document id as ingest accepts it
 # (letters, digits, ".", "_", "-", at most 128) and a chunk index. Up to two spaces after the colon.
 SOURCE_ID_MARKER = re.compile(r"\[SourceId:\s{0,2}([A-Za-z0-9._-]{1,128}:\d{1,6})\]")
 _LONGEST_PARTIAL_SOURCE_ID = len("[SourceId:") + 2 + 128 + len(":999999")
@@ -84,7 +84,7 @@ def citation_for(marker: int, context: Sequence[ScoredChunk]) -> Citation | None
     if not 1 <= marker <= len(context):
         return None
     scored = context[marker - 1]
-    return Citation(marker=marker, chunk=scored.chunk, relevance_score=scored.score)
+    return Citation(marker=marker, chunk=scored.chunk, relevance_score=scored.score, rank_score=scored.rank_score)
 
 
 def says_insufficient(text: str) -> bool:
@@ -112,7 +112,7 @@ class Verdict:
     # Set when the action is ROUTE: why, and the evidence's primary tag, whose owner the question goes to.
     route_reason: str = ""
     primary_tag: str = ""
-    # Grounded, and it also says what the evidence does not cover (seed 000: answer what you can, note the rest).
+    # Grounded, and it also says what the evidence does not cover (R-000-11: answer what you can, note the rest).
     partial: bool = False
 
 
@@ -238,7 +238,7 @@ def _term_line(text: str) -> str:
 
 
 def primary_tag(tag_lists: Sequence[Sequence[str]]) -> str:
-    """The most common tag across the evidence (ties: the first seen), or "" when none has tags (seed 000)."""
+    """The most common tag across the evidence (ties: the first seen), or "" when none has tags (R-000-22)."""
     counts: dict[str, int] = {}
     for tags in tag_lists:
         for tag in tags:

@@ -72,6 +72,16 @@ def test_generation_counts_its_calls_none_from_the_cache(tmp_path: Path) -> None
 
 
 @pytest.mark.timeout(300)
+def test_filters_measure_each_expression_against_none(tmp_path: Path) -> None:
+    run("bench.filters", "--size", "500", "--queries", "12", results=tmp_path)
+    measured = result(tmp_path, "filters")
+    plain, *filtered = measured["query_ms"].values()
+    assert len(filtered) == 3 and all(m["n"] == plain["n"] == 7 for m in filtered), "5 warm-up queries of 12"
+    assert all(m["mean_results"] <= plain["mean_results"] for m in filtered), "an expression only narrows"
+    assert measured["parse_and_resolve_ms"]["n"] == 6000
+
+
+@pytest.mark.timeout(300)
 def test_retrieval_measures_both_engines(tmp_path: Path) -> None:
     run("bench.retrieval", "--sizes", "300", "--queries", "5", "--index-from", "300", "--recall-chunks", "60",
         "--local-max-chunks", "300", results=tmp_path)
@@ -151,3 +161,18 @@ def test_ingest_counts_every_chunk_on_both_paths(tmp_path: Path) -> None:
     assert over_grpc["chunks"] == in_process["chunks"] == measured["stages"]["chunks"] > 2
     assert over_grpc["errors"] == in_process["errors"] == 0
     assert measured["in_process"]["chunks_per_s"]["median"] > 0
+
+
+@pytest.mark.timeout(300)
+def test_hostile_inputs_measures_every_input_and_the_asks_during_an_ingest(tmp_path: Path) -> None:
+    run("bench.hostile_inputs", "--scale", "0.002", "--latency-bytes", "3000", "--baseline-asks", "3",
+        results=tmp_path)  # fmt: skip
+    measured = result(tmp_path, "hostile_inputs")
+    rows = {row["input"]: row for row in measured["inputs_phase"]["inputs"]}
+    assert len(rows) == 13 and all(row["server_peak_rss_mb"] > 0 for row in rows.values())
+    assert rows['tenant_id "../x"']["status"] == "INVALID_ARGUMENT"
+    assert rows["PNG bytes as text/markdown"]["message"] == "content looks like a PNG image, not text/markdown"
+    assert rows["PDF stream inflating to 64 MB"]["limit"] == "RAG_INGEST_MAX_DECOMPRESSED_BYTES"
+    latency = measured["latency_phase"]
+    assert latency["ask_alone"]["n"] == 3 and latency["ask_alone"]["p50_ms"] > 0
+    assert latency["ingest"]["chunks"] > 0 and not latency["ingest"]["failure"]

@@ -120,6 +120,10 @@ def test_the_model_table_names_a_window_and_response_per_model() -> None:
         ({"auth_enabled": True, "api_keys": "[]"}, "RAG_API_KEYS"),
         ({"chunk_tokens": 40, "chunk_overlap_tokens": 40}, "RAG_CHUNK_OVERLAP_TOKENS"),
         ({"grpc_address": "localhost"}, "RAG_GRPC_ADDRESS"),
+        ({"default_tenant": "../x"}, "RAG_DEFAULT_TENANT"),  # a tenant id, as requests name them
+        ({"max_html_depth": 0}, "RAG_INGEST_MAX_HTML_DEPTH"),
+        ({"parse_seconds": 0}, "RAG_INGEST_PARSE_SECONDS"),
+        ({"max_call_chunks": 0}, "RAG_INGEST_MAX_CALL_CHUNKS"),
     ],
 )
 def test_bad_settings_are_refused_when_built(overrides: dict, field: str) -> None:
@@ -145,6 +149,7 @@ def test_api_keys_come_from_the_file_and_the_environment_together(tmp_path: Path
         '{"keys": [{"token": "a", "token_sha256": "00", "tenant": "t"}]}',
         '{"keys": [{"token": "a", "tenant": "t"}, {"token": "a", "tenant": "u"}]}',
         '{"keys": [{"token": "a", "tenant": "t", "tags": "finance"}]}',
+        '{"keys": [{"token": "a", "tenant": "../t"}]}',  # not a tenant id
     ],
 )
 def test_a_bad_keys_document_names_where_it_came_from(text: str, tmp_path: Path) -> None:

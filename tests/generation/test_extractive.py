@@ -331,10 +331,13 @@ ROLES = ScoredChunk(
 
 
 async def test_asked_how_to_do_something_it_quotes_what_to_use() -> None:
-    how = await answer(ExtractiveGenerator(RULES, max_sentences=1), request("How do I let a role create new databases?", (ROLES,)))
-    what = await answer(ExtractiveGenerator(RULES, max_sentences=1), request("Can a role create new databases?", (ROLES,)))
+    first = ExtractiveGenerator(RULES, max_sentences=1)
+    how = await answer(first, request("How do I let a role create new databases?", (ROLES,)))
+    what = await answer(first, request("Can a role create new databases?", (ROLES,)))
 
-    assert how == "database creation: To create such a role, use CREATE ROLE name CREATEDB. [#1]", "the sentence naming the command to use"
+    assert how == "database creation: To create such a role, use CREATE ROLE name CREATEDB. [#1]", (
+        "the sentence naming the command to use"
+    )
     assert "CREATEDB" not in what, "not asked how: the sentence that shares the most words"
 
 

@@ -1,9 +1,11 @@
 """Builds small, valid PDFs for the tests with pypdf's writer: real text-drawing content streams in a standard
-font (Helvetica), so that text extraction has real work to do; optional outline entries and title."""
+font (Helvetica), so that text extraction has real work to do; optional outline entries and title. Also a PDF
+whose one stream inflates to a given size."""
 
 from __future__ import annotations
 
 import io
+import zlib
 from collections.abc import Sequence
 
 from pypdf import PdfWriter
@@ -13,6 +15,7 @@ from pypdf.generic import (
     DictionaryObject,
     NameObject,
     NumberObject,
+    StreamObject,
 )
 
 
@@ -57,3 +60,18 @@ def _draw(lines: Sequence[str]) -> bytes:
         commands.append(f"({escaped}) Tj T*")
     commands.append("ET")
     return "\n".join(commands).encode("latin-1")
+
+
+def build_inflating_pdf(decompressed_bytes: int) -> bytes:
+    """A one-page PDF whose content stream (one line of text, then spaces) is stored deflated and decompresses to
+    `decompressed_bytes`: a few kilobytes for megabytes, as a decompression bomb is."""
+    writer = PdfWriter()
+    page = writer.add_blank_page(width=612, height=792)
+    text = b"BT /F1 11 Tf 72 740 Td (Inflated page) Tj ET\n"
+    stream = StreamObject()
+    stream.set_data(zlib.compress(text + b" " * max(decompressed_bytes - len(text), 0), 9))
+    stream[NameObject("/Filter")] = NameObject("/FlateDecode")
+    page[NameObject("/Contents")] = writer._add_object(stream)
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    return buffer.getvalue()

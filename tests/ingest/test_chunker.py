@@ -6,8 +6,8 @@ import random
 import pytest
 
 from ragsvc.encodings import get_encoding
-from ragsvc.ingest.chunker import chunk_sections
-from ragsvc.ingest.loaders import Section
+from ragsvc.ingest.chunker import chunk_sections, least_chunks
+from ragsvc.ingest.sections import Section
 
 
 def tokens(text: str) -> int:
@@ -31,7 +31,7 @@ def shared_words(first: str, second: str) -> list[str]:
 
 @pytest.mark.parametrize(("size", "overlap"), [(200, 40), (64, 16), (30, 0)])
 def test_chunks_hold_at_most_the_token_limit(size: int, overlap: int) -> None:
-    chunks = chunk_sections([Section(prose(3000))], chunk_tokens=size, overlap_tokens=overlap)
+    chunks = list(chunk_sections([Section(prose(3000))], chunk_tokens=size, overlap_tokens=overlap))
 
     assert len(chunks) > 5
     assert max(tokens(c.text) for c in chunks) <= size
@@ -39,7 +39,7 @@ def test_chunks_hold_at_most_the_token_limit(size: int, overlap: int) -> None:
 
 
 def test_neighbouring_chunks_overlap_by_about_the_overlap() -> None:
-    chunks = chunk_sections([Section(prose(3000))], chunk_tokens=120, overlap_tokens=30)
+    chunks = list(chunk_sections([Section(prose(3000))], chunk_tokens=120, overlap_tokens=30))
 
     for first, second in itertools.pairwise(chunks):
         shared = " ".join(shared_words(first.text, second.text))
@@ -49,7 +49,7 @@ def test_neighbouring_chunks_overlap_by_about_the_overlap() -> None:
 def test_without_overlap_every_word_is_in_exactly_one_chunk() -> None:
     text = prose(2000)
 
-    chunks = chunk_sections([Section(text)], chunk_tokens=100, overlap_tokens=0)
+    chunks = list(chunk_sections([Section(text)], chunk_tokens=100, overlap_tokens=0))
 
     assert [w for c in chunks for w in c.text.split()] == text.split()
 
@@ -58,7 +58,7 @@ def test_chunks_start_and_end_on_word_boundaries() -> None:
     text = prose(2000)
     words = text.split()
 
-    chunks = chunk_sections([Section(text)], chunk_tokens=90, overlap_tokens=20)
+    chunks = list(chunk_sections([Section(text)], chunk_tokens=90, overlap_tokens=20))
 
     position = 0
     for chunk in chunks:
@@ -74,7 +74,7 @@ def test_a_word_longer_than_a_chunk_is_cut() -> None:
     giant = "".join(f"segment{i}" for i in range(200))
     text = f"before {giant} after"
 
-    chunks = chunk_sections([Section(text)], chunk_tokens=50, overlap_tokens=0)
+    chunks = list(chunk_sections([Section(text)], chunk_tokens=50, overlap_tokens=0))
 
     assert len(chunks) >= 4
     assert all(tokens(c.text) <= 50 for c in chunks)
@@ -88,7 +88,7 @@ def test_chunks_never_cross_sections_and_keep_their_heading() -> None:
         Section(prose(400, seed=2), None, 3),
     ]
 
-    chunks = chunk_sections(sections, chunk_tokens=100, overlap_tokens=20)
+    chunks = list(chunk_sections(sections, chunk_tokens=100, overlap_tokens=20))
 
     assert Section("One short paragraph.", "Usage", 2) in chunks
     for chunk in chunks:
@@ -98,19 +98,19 @@ def test_chunks_never_cross_sections_and_keep_their_heading() -> None:
 
 
 def test_a_short_section_is_one_chunk() -> None:
-    assert chunk_sections([Section("  Hello there, world.\n")], chunk_tokens=50, overlap_tokens=10) == [
+    assert list(chunk_sections([Section("  Hello there, world.\n")], chunk_tokens=50, overlap_tokens=10)) == [
         Section("Hello there, world.")
     ]
 
 
 def test_a_blank_section_has_no_chunks() -> None:
-    assert chunk_sections([Section(" \n\t "), Section("word")], chunk_tokens=50, overlap_tokens=10) == [
+    assert list(chunk_sections([Section(" \n\t "), Section("word")], chunk_tokens=50, overlap_tokens=10)) == [
         Section("word")
     ]
 
 
 def test_text_that_looks_like_special_tokens_is_plain_text() -> None:
-    chunks = chunk_sections([Section("before <|endoftext|> after")], chunk_tokens=50, overlap_tokens=10)
+    chunks = list(chunk_sections([Section("before <|endoftext|> after")], chunk_tokens=50, overlap_tokens=10))
 
     assert [c.text for c in chunks] == ["before <|endoftext|> after"]
 
@@ -118,14 +118,14 @@ def test_text_that_looks_like_special_tokens_is_plain_text() -> None:
 @pytest.mark.parametrize(("size", "overlap"), [(40, 40), (40, 50), (40, -1), (0, 0)])
 def test_the_overlap_must_be_smaller_than_the_chunk(size: int, overlap: int) -> None:
     with pytest.raises(ValueError, match="need chunk_tokens > overlap_tokens >= 0"):
-        chunk_sections([Section("text")], chunk_tokens=size, overlap_tokens=overlap)
+        list(chunk_sections([Section("text")], chunk_tokens=size, overlap_tokens=overlap))
 
 
 def test_a_chunk_starting_inside_an_entry_carries_its_label() -> None:
     entry = "max_connections (integer)\n\n" + " ".join(f"Sentence {i} about connections." for i in range(60))
     text = f"{entry}\n\nshared_buffers (integer)\n\nSets the amount of memory. The default is 128MB."
 
-    chunks = chunk_sections([Section(text)], chunk_tokens=80, overlap_tokens=10)
+    chunks = list(chunk_sections([Section(text)], chunk_tokens=80, overlap_tokens=10))
 
     assert chunks[0].text.startswith("max_connections (integer)\n\nSentence 0 ")
     assert all(tokens(c.text) <= 80 for c in chunks)
@@ -139,7 +139,7 @@ def test_a_chunk_cut_inside_code_opens_and_closes_its_fence() -> None:
     code = "\n".join(f"SELECT {i} FROM t{i};" for i in range(80))
     text = f"Run these statements:\n\n```\n{code}\n```\n\nThen check the result."
 
-    chunks = chunk_sections([Section(text)], chunk_tokens=60, overlap_tokens=10)
+    chunks = list(chunk_sections([Section(text)], chunk_tokens=60, overlap_tokens=10))
 
     assert len(chunks) > 3
     for chunk in chunks:
@@ -147,3 +147,16 @@ def test_a_chunk_cut_inside_code_opens_and_closes_its_fence() -> None:
         assert sum(1 for line in chunk.text.splitlines() if line.startswith("```")) % 2 == 0, chunk.text
     assert all(c.text.startswith("```\n") for c in chunks[1:-1])
     assert all(c.text.endswith("\n```") for c in chunks[:-1])
+
+
+def test_the_least_chunks_bound_is_never_above_the_chunks_cut() -> None:
+    """What lets a document past its chunk limit be refused before it is cut (ingest/indexer.py)."""
+    for sections, size, overlap in (
+        ([Section(prose(3000))], 120, 30),
+        ([Section(prose(500)), Section("one"), Section(prose(80))], 40, 0),
+        ([Section("x" * 20_000 + " " + prose(200))], 50, 10),  # a word longer than a chunk is cut in pieces
+        ([Section(" ".join(["word"] * 1000))], 16, 0),  # one token a word: the bound is reached
+    ):
+        cut = len(list(chunk_sections(sections, chunk_tokens=size, overlap_tokens=overlap)))
+        assert 0 < least_chunks(sections, size) <= cut
+    assert least_chunks([Section(" ".join(["word"] * 1000))], 16) == 63

@@ -45,12 +45,12 @@ async def test_ingest_indexes_pdfs_and_markdown_and_reports_each_document(tmp_pa
         cited = reply.answer.citations[0]
         assert (cited.document_name, cited.page_number) == ("guide.pdf", 2)
 
-        other_type, _, err = await run_cli("ingest", str(docs / "guide.pdf"), str(tmp_path / "nothing.docx"),
+        other_type, _, err = await run_cli("ingest", str(docs / "guide.pdf"), str(tmp_path / "nothing.odt"),
                                            "--address", server.address)
-        assert other_type == 2 and err == f"error: {tmp_path / 'nothing.docx'}: no such file or directory\n"
-        (tmp_path / "scan.docx").write_bytes(b"PK")
-        other_type, _, err = await run_cli("ingest", str(tmp_path / "scan.docx"), "--address", server.address)
-        assert other_type == 2 and f"error: {tmp_path / 'scan.docx'}: not a directory or a" in err
+        assert other_type == 2 and err == f"error: {tmp_path / 'nothing.odt'}: no such file or directory\n"
+        (tmp_path / "scan.odt").write_bytes(b"PK")
+        other_type, _, err = await run_cli("ingest", str(tmp_path / "scan.odt"), "--address", server.address)
+        assert other_type == 2 and f"error: {tmp_path / 'scan.odt'}: not a directory or a" in err
 
 
 async def test_a_real_folder_goes_in_whole_and_again_only_what_changed(tmp_path: Path) -> None:

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from ragsvc.domain import SourceDocument
 from ragsvc.ingest.chunker import chunk_sections
-from ragsvc.ingest.loaders import Section, html_title, load_sections, source_documents_from_paths
+from ragsvc.ingest.html import html_title
+from ragsvc.ingest.limits import DocumentLimits
+from ragsvc.ingest.loaders import source_documents_from_paths
+from ragsvc.ingest.sections import Section
 from ragsvc.sanitize import validate_documents
+from ragsvc.source_trust import SourceTrust
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc, rag_service_pb2_grpc
 from ragsvc.v1 import rag_service_pb2 as pb
+from tests.ingest.reading import loaded, sections_of
 from tests.server.conftest import running_server
 
 PAGE = """<!DOCTYPE html>
@@ -64,7 +67,7 @@ def html(text: str | bytes, media_type: str = "text/html") -> SourceDocument:
 
 
 def test_headings_make_sections_in_markdown_shape() -> None:
-    assert load_sections(html(PAGE)) == [
+    assert sections_of(html(PAGE)) == [
         Section("This policy applies to every employee.", "Travel Policy"),
         Section(
             "Book flights through the travel desk at least fourteen days before departure.\n\n"
@@ -81,7 +84,7 @@ def test_headings_make_sections_in_markdown_shape() -> None:
 
 
 def test_navigation_scripts_styles_and_page_chrome_are_dropped() -> None:
-    text = "\n".join(f"{s.heading} {s.text}" for s in load_sections(html(PAGE)))
+    text = "\n".join(f"{s.heading} {s.text}" for s in sections_of(html(PAGE)))
 
     for chrome in ("tracking", "color: red", "Previous page", "Handbook >", "Home | Handbook", "Related pages",
                    "Copyright 2024", "Enable JavaScript", "Hidden text"):
@@ -102,7 +105,7 @@ def test_docbook_navigation_and_table_of_contents_are_dropped() -> None:
         '<div class="navfooter"><table><tr><td>Prev</td><td>Home</td></tr></table></div></body></html>'
     )
 
-    assert load_sections(html(page)) == [
+    assert sections_of(html(page)) == [
         Section("port (integer)\n\nThe TCP port the server listens on; 5432 by default.", "20.3.1. Connection Settings")
     ]
 
@@ -117,7 +120,7 @@ def test_sidebars_are_the_pages_text_and_publican_navigation_is_chrome() -> None
         '<aside class="sidebar"><p>See also the ip command.</p></aside></body></html>'
     )
 
-    [section] = load_sections(html(page))
+    [section] = sections_of(html(page))
     assert "Use udev rules to name it." in section.text and "See also the ip command." in section.text
     assert "Prev" not in section.text and "Next" not in section.text
 
@@ -130,32 +133,32 @@ def test_the_title_is_the_title_element_else_the_first_h1_outside_the_chrome() -
 
 
 def test_a_fragment_without_headings_is_one_untitled_section() -> None:
-    assert load_sections(html("Just <b>some</b> text,<p>then a paragraph.</p>")) == [
+    assert sections_of(html("Just <b>some</b> text,<p>then a paragraph.</p>")) == [
         Section("Just some text,\n\nthen a paragraph.", None)
     ]
-    assert load_sections(html("<html><body><nav>Only navigation</nav><script>x()</script></body></html>")) == []
+    assert sections_of(html("<html><body><nav>Only navigation</nav><script>x()</script></body></html>")) == []
 
 
-def test_declared_charsets_are_honoured_and_undeclared_non_utf8_is_a_decode_error() -> None:
+def test_declared_charsets_are_honoured_and_undeclared_non_utf8_is_detected() -> None:
     latin = '<html><head><meta charset="iso-8859-1"><title>Caf\xe9</title></head><body><p>Cr\xe8me br\xfbl\xe9e.</p>'
-    assert load_sections(html(latin.encode("latin-1"))) == [Section("Crème brûlée.", None)]
+    assert sections_of(html(latin.encode("latin-1"))) == [Section("Crème brûlée.", None)]
     assert html_title(latin.encode("latin-1")) == "Café"
     old = b'<meta http-equiv="Content-Type" content="text/html; charset=windows-1252"><p>\x93quoted\x94</p>'
-    assert load_sections(html(old))[0].text == "\u201cquoted\u201d"
-    with pytest.raises(UnicodeDecodeError):
-        load_sections(html(b"<p>\xff\xfe\xfa</p>"))
-    assert load_sections(html("<p>x</p>", media_type="text/html; charset=utf-8")) == [Section("x", None)]
+    assert sections_of(html(old))[0].text == "\u201cquoted\u201d"
+    assert sections_of(html(b"<p>Cr\xe8me br\xfbl\xe9e, \xff</p>")) == [Section("Crème brûlée, ÿ", None)]
+    assert sections_of(html("<p>x</p>", media_type="text/html; charset=utf-8")) == [Section("x", None)]
 
 
 def test_deeply_nested_markup_does_not_exhaust_the_stack() -> None:
     page = "<div>" * 5000 + "<h2>Deep</h2><p>Still read.</p>" + "</div>" * 5000
-    assert load_sections(html(page)) == [Section("Still read.", "Deep")]
+    deep = loaded(html(page), DocumentLimits(html_depth=5001))
+    assert deep.sections == [Section("Still read.", "Deep")]
 
 
 def test_html_sections_chunk_like_markdown_sections() -> None:
     long_page = "<h1>Guide</h1>" + "".join(f"<p>Sentence number {i} of the guide.</p>" for i in range(200))
 
-    chunks = chunk_sections(load_sections(html(long_page)), chunk_tokens=60, overlap_tokens=10)
+    chunks = list(chunk_sections(sections_of(html(long_page)), chunk_tokens=60, overlap_tokens=10))
 
     assert len(chunks) > 5 and {c.heading for c in chunks} == {"Guide"}
     assert all(c.text.strip() for c in chunks)
@@ -173,7 +176,7 @@ def test_html_files_are_picked_up_from_paths_with_their_titles(tmp_path: Path) -
         ("notes", "text/markdown", "Notes"),
         ("travel", "text/html", "Travel Policy | Acme Handbook"),
     ]
-    validate_documents(documents)  # text/html is an accepted media type of an ingest request
+    validate_documents(documents, SourceTrust.default())  # text/html is an accepted media type of an ingest request
 
 
 async def test_an_html_document_ingested_over_grpc_is_answerable_with_its_section(tmp_path: Path) -> None:

@@ -13,6 +13,10 @@ from ragsvc.ingest.indexer import EMBED_BATCH, Indexer
 from ragsvc.prompts import fenced
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
+from ragsvc.retrieval.schema import MetadataSchema
+from ragsvc.source_trust import SourceTrust
+from ragsvc.storage.backend import Backend
+from ragsvc.storage.metadata_keys import MetadataKeyStore
 
 GUIDE = """# Backup guide
 
@@ -41,8 +45,13 @@ def guide(**fields: object) -> SourceDocument:
 
 
 @pytest.fixture
-def indexer(embedder: MiniLMEmbedder, engine: EdgeEngine) -> Indexer:
-    return Indexer(embedder, engine, chunk_tokens=80, overlap_tokens=16)
+def schema(engine: EdgeEngine, records: Backend) -> MetadataSchema:
+    return MetadataSchema(MetadataKeyStore(records), engine)
+
+
+@pytest.fixture
+def indexer(embedder: MiniLMEmbedder, engine: EdgeEngine, schema: MetadataSchema) -> Indexer:
+    return Indexer(embedder, engine, schema, sources=SourceTrust.default(), chunk_tokens=80, overlap_tokens=16)
 
 
 async def test_ingesting_twice_gives_the_same_chunks(indexer: Indexer, engine: EdgeEngine) -> None:
@@ -57,7 +66,7 @@ async def test_ingesting_twice_gives_the_same_chunks(indexer: Indexer, engine: E
 
 
 async def test_an_unchanged_document_is_skipped_and_recorded_with_its_source(
-    indexer: Indexer, engine: EdgeEngine, embedder: MiniLMEmbedder
+    indexer: Indexer, engine: EdgeEngine, embedder: MiniLMEmbedder, schema: MetadataSchema
 ) -> None:
     first = await indexer.ingest(guide())
     again = await indexer.ingest(guide())
@@ -67,12 +76,13 @@ async def test_an_unchanged_document_is_skipped_and_recorded_with_its_source(
     assert stored is not None and stored.chunks == first.chunks_indexed and stored.source is not None
     assert stored.source.content_sha256 == hashlib.sha256(GUIDE.encode()).hexdigest()
     assert (stored.source.content_bytes, stored.source.media_type) == (len(GUIDE.encode()), "text/markdown")
-    assert stored.source.fingerprint == indexer.source(guide()).fingerprint
+    assert stored.source.fingerprint == indexer.source(indexer.completed(guide())).fingerprint
     # Anything the chunks are made from counts as a change: the content, the metadata, the chunk settings.
     for changed in (guide(content=GUIDE.encode() + b"\nOne more line."), guide(tags=("ops", "sre")),
-                    guide(tags=("ops", "sre"), confidential=True)):
+                    guide(tags=("ops", "sre"), confidential=True),
+                    guide(tags=("ops", "sre"), confidential=True, metadata={"region": "eu"})):
         assert not (await indexer.ingest(changed)).unchanged
-    other_settings = Indexer(embedder, engine, chunk_tokens=60, overlap_tokens=16)
+    other_settings = Indexer(embedder, engine, schema, sources=SourceTrust.default(), chunk_tokens=60, overlap_tokens=16)
     assert not (await other_settings.ingest(guide(tags=("ops", "sre"), confidential=True))).unchanged
 
 
@@ -124,7 +134,7 @@ async def test_delete_removes_every_chunk(indexer: Indexer, engine: EdgeEngine) 
     ("fields", "error"),
     [
         ({"media_type": "application/vnd.ms-excel"}, "media_type"),
-        ({"content": b"\xff\xfe broken", "media_type": "text/plain"}, "utf-8"),
+        ({"content": b"\x89PNG\r\n\x1a\n\x00\x00", "media_type": "text/plain"}, "looks like a PNG image"),
         ({"content": b"   \n\n"}, "no text"),
     ],
 )
@@ -145,9 +155,11 @@ async def test_engine_failures_propagate(indexer: Indexer, engine: EdgeEngine) -
         await indexer.ingest(guide())
 
 
-def test_the_overlap_must_be_smaller_than_the_chunk(embedder: MiniLMEmbedder, engine: EdgeEngine) -> None:
+def test_the_overlap_must_be_smaller_than_the_chunk(
+    embedder: MiniLMEmbedder, engine: EdgeEngine, schema: MetadataSchema
+) -> None:
     with pytest.raises(ValueError, match="need chunk_tokens > overlap_tokens >= 0"):
-        Indexer(embedder, engine, chunk_tokens=50, overlap_tokens=50)
+        Indexer(embedder, engine, schema, sources=SourceTrust.default(), chunk_tokens=50, overlap_tokens=50)
 
 
 async def test_many_documents_at_once_are_indexed_as_one_by_one(
@@ -159,7 +171,7 @@ async def test_many_documents_at_once_are_indexed_as_one_by_one(
     copies = [guide(document_id=f"guide-{i}", content=GUIDE.encode() + f"\nCopy {i}.".encode()) for i in range(6)]
     bad = guide(document_id="sheet", media_type="application/vnd.ms-excel")
     documents = [copies[0], bad, *copies[1:], guide(document_id="short", content=b"# Note\nBackups run nightly.")]
-    assert sum(len(indexer.chunks(d)) for d in (*copies, documents[-1])) > EMBED_BATCH  # spans batches
+    assert sum(len(indexer.chunks(d)[0]) for d in (*copies, documents[-1])) > EMBED_BATCH  # spans batches
 
     together = await indexer.ingest_many(documents)
     alone = [await indexer.ingest(dataclasses.replace(d, tenant_id="solo")) for d in documents]

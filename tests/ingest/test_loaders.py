@@ -7,13 +7,9 @@ import pytest
 
 from ragsvc.domain import SourceDocument
 from ragsvc.errors import InvalidRequest
-from ragsvc.ingest.loaders import (
-    Section,
-    find_files,
-    load_sections,
-    slugify,
-    source_documents_from_paths,
-)
+from ragsvc.ingest.loaders import find_files, slugify, source_documents_from_paths
+from ragsvc.ingest.sections import Section
+from tests.ingest.reading import sections_of
 
 
 def markdown(text: str) -> SourceDocument:
@@ -23,13 +19,13 @@ def markdown(text: str) -> SourceDocument:
 def test_plain_text_is_one_section() -> None:
     document = SourceDocument("doc", "doc.txt", b"# not a heading\nJust text.\n", media_type="text/plain")
 
-    assert load_sections(document) == [Section("# not a heading\nJust text.\n")]
+    assert sections_of(document) == [Section("# not a heading\nJust text.\n")]
 
 
 def test_markdown_has_a_section_per_atx_heading() -> None:
     text = "Intro line.\n\n# Title\nFirst.\n\n## Setup ##\nSecond.\n###### Deep\nThird.\n#hashtag is text\n"
 
-    assert load_sections(markdown(text)) == [
+    assert sections_of(markdown(text)) == [
         Section("Intro line.", None),
         Section("First.", "Title"),
         Section("Second.", "Setup"),
@@ -40,36 +36,37 @@ def test_markdown_has_a_section_per_atx_heading() -> None:
 def test_hash_lines_inside_fenced_code_are_not_headings() -> None:
     text = "# Install\n```bash\n# comment in code\necho hi\n```\n~~~\n# also code\n~~~\nAfter.\n# Use\nRun it."
 
-    assert load_sections(markdown(text)) == [
+    assert sections_of(markdown(text)) == [
         Section("```bash\n# comment in code\necho hi\n```\n~~~\n# also code\n~~~\nAfter.", "Install"),
         Section("Run it.", "Use"),
     ]
 
 
 def test_sections_without_text_are_dropped() -> None:
-    assert load_sections(markdown("# Empty\n\n## Also empty\n   \n## Full\nText")) == [Section("Text", "Full")]
-    assert load_sections(SourceDocument("doc", "doc.txt", b"  \n")) == []
+    assert sections_of(markdown("# Empty\n\n## Also empty\n   \n## Full\nText")) == [Section("Text", "Full")]
+    assert sections_of(SourceDocument("doc", "doc.txt", b"  \n")) == []
 
 
 def test_a_media_type_parameter_is_ignored() -> None:
     document = SourceDocument("doc", "doc.md", b"# A\nB", media_type="text/markdown; charset=utf-8")
 
-    assert load_sections(document) == [Section("B", "A")]
+    assert sections_of(document) == [Section("B", "A")]
 
 
 def test_an_unsupported_media_type_is_an_invalid_request() -> None:
     document = SourceDocument("doc", "doc.docx", b"PK\x03\x04", media_type="application/msword")
 
     with pytest.raises(InvalidRequest) as caught:
-        load_sections(document)
+        sections_of(document)
 
-    assert [v.field for v in caught.value.violations] == ["documents[].media_type"]
+    assert [v.field for v in caught.value.violations] == ["media_type"]
     assert "application/msword" in caught.value.violations[0].description
 
 
-def test_undecodable_content_raises_a_decode_error() -> None:
-    with pytest.raises(UnicodeDecodeError):
-        load_sections(SourceDocument("doc", "doc.txt", b"\xff\xfe\xfa"))
+def test_content_marked_utf16_that_is_not_is_an_invalid_request() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        sections_of(SourceDocument("doc", "doc.txt", b"\xff\xfe\xfa"))
+    assert caught.value.message == "content starts with a UTF-16LE byte-order mark but is not valid UTF-16LE"
 
 
 def test_documents_from_paths_walk_directories_in_sorted_order(tmp_path: Path) -> None:
@@ -93,10 +90,10 @@ def test_documents_from_paths_walk_directories_in_sorted_order(tmp_path: Path) -
 
 
 def test_a_named_file_of_another_type_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "scan.docx").write_bytes(b"PK")
+    (tmp_path / "scan.xlsx").write_bytes(b"PK")
 
     with pytest.raises(InvalidRequest):
-        source_documents_from_paths([tmp_path / "scan.docx"], tenant_id="acme")
+        source_documents_from_paths([tmp_path / "scan.xlsx"], tenant_id="acme")
 
 
 def test_two_files_with_the_same_document_id_are_refused(tmp_path: Path) -> None:

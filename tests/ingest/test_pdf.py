@@ -9,15 +9,18 @@ import pytest
 from ragsvc.domain import RetrievalQuery, SourceDocument
 from ragsvc.errors import InvalidRequest
 from ragsvc.ingest.indexer import Indexer
-from ragsvc.ingest.loaders import (
-    PDF,
-    load_sections,
-    pdf_sections,
-    source_documents_from_paths,
-)
+from ragsvc.ingest.limits import DocumentLimits
+from ragsvc.ingest.loaders import source_documents_from_paths
+from ragsvc.ingest.media import PDF
+from ragsvc.ingest.pdf import pdf_sections
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
+from ragsvc.retrieval.schema import MetadataSchema
+from ragsvc.source_trust import SourceTrust
+from ragsvc.storage.backend import Backend
+from ragsvc.storage.metadata_keys import MetadataKeyStore
 from tests.ingest.pdfs import build_pdf
+from tests.ingest.reading import sections_of
 
 PAGES = [
     ["Employee handbook", "Welcome to the company. This handbook explains our policies."],
@@ -35,7 +38,7 @@ def handbook(**changes: object) -> SourceDocument:
 
 
 def test_text_is_extracted_page_by_page_under_the_outline_headings() -> None:
-    sections = pdf_sections(build_pdf(PAGES, outline=OUTLINE))
+    sections = pdf_sections(build_pdf(PAGES, outline=OUTLINE), DocumentLimits()).sections
 
     assert [s.page_number for s in sections] == [1, 2, 3, 4]
     assert [s.heading for s in sections] == ["Introduction", "Time off", "Money", "IT"]
@@ -44,29 +47,32 @@ def test_text_is_extracted_page_by_page_under_the_outline_headings() -> None:
 
 
 def test_pages_before_the_first_outline_entry_have_no_heading() -> None:
-    sections = pdf_sections(build_pdf(PAGES, outline=[("Money", 2)]))
+    sections = pdf_sections(build_pdf(PAGES, outline=[("Money", 2)]), DocumentLimits()).sections
 
     assert [s.heading for s in sections] == [None, None, "Money", "Money"]
 
 
 def test_blank_pages_are_skipped_but_keep_the_numbering() -> None:
-    sections = load_sections(handbook(content=build_pdf([PAGES[0], [], PAGES[2]])))
+    sections = sections_of(handbook(content=build_pdf([PAGES[0], [], PAGES[2]])))
 
     assert [s.page_number for s in sections] == [1, 3]
 
 
 def test_unreadable_pdfs_are_invalid_requests() -> None:
     with pytest.raises(InvalidRequest, match="not a readable PDF"):
-        pdf_sections(b"%PDF-1.7 this is not really a PDF")
+        pdf_sections(b"%PDF-1.7 this is not really a PDF", DocumentLimits())
     truncated = build_pdf(PAGES)[:300]
     with pytest.raises(InvalidRequest):
-        pdf_sections(truncated)
+        pdf_sections(truncated, DocumentLimits())
 
 
-async def test_ingested_pdf_chunks_carry_their_page_numbers(tmp_path: Path, embedder: MiniLMEmbedder) -> None:
+async def test_ingested_pdf_chunks_carry_their_page_numbers(
+    tmp_path: Path, embedder: MiniLMEmbedder, records: Backend
+) -> None:
     engine = EdgeEngine.open(tmp_path / "shard")
     try:
-        indexer = Indexer(embedder, engine, chunk_tokens=40, overlap_tokens=8)
+        schema = MetadataSchema(MetadataKeyStore(records), engine)
+        indexer = Indexer(embedder, engine, schema, sources=SourceTrust.default(), chunk_tokens=40, overlap_tokens=8)
         result = await indexer.ingest(handbook())
         broken = await indexer.ingest(handbook(document_id="broken", content=b"%PDF-1.4 garbage"))
 

@@ -10,6 +10,13 @@ outcome too: PERMISSION_DENIED for a tag the key does not hold, IDEMPOTENCY_KEY_
 its caller with another request, a replay for the same request, NOT_FOUND for a session another caller created
 (and for GetSession, for any session but the caller's own; a GetSession naming no session reads session 0).
 
+The same programs call IndexService with every key (issue 28 item 8: index rights are bounded by tags like
+reading): ListDocuments, GetDocument, GetIndexStats, DeleteDocument and GetUploadStatus, unfinished uploads, and
+ingests of a document id that exists already. The model predicts what each may see: the documents of its tenant
+that share a tag with the key, the untagged ones, all of them for a key of any tag. A listing holds exactly those,
+a count counts exactly those, a document outside them is NOT_FOUND to GetDocument and DeleteDocument (and stays),
+an upload of one is no upload (size 0), and an ingest over one is refused in its result (and changes nothing).
+
 Documents accumulate across examples (the model knows them all); keys and sessions are fresh in every example.
 Bounded and derandomized: the same EXAMPLES programs on every run.
 """
@@ -18,13 +25,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import itertools
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -106,6 +116,23 @@ class Repeat:
                     call.tags, call.session, call.idempotency, call.explain)  # fmt: skip
 
 
+@dataclass(frozen=True)
+class IndexCall:
+    """An IndexService call by `key` about the `pick`-th document (or unfinished upload) the model knows."""
+
+    key: str
+    rpc: str  # ListDocuments, GetDocument, GetIndexStats, DeleteDocument, GetUploadStatus, Overwrite
+    pick: int
+
+
+@dataclass(frozen=True)
+class PartialUpload:
+    """An upload by `key` of a new document, tagged with some of the key's tags, that sends a piece and stops."""
+
+    key: str
+    tags: frozenset[str]
+
+
 @dataclass
 class Model:
     """What the service must hold: the documents (all examples), the replays and sessions (this example)."""
@@ -113,11 +140,19 @@ class Model:
     documents: dict[str, tuple[str, frozenset[str], str]] = field(default_factory=dict)  # id -> tenant, tags, secret
     replays: dict[tuple[str, int], tuple[object, ...]] = field(default_factory=dict)  # (key, n) -> request
     owners: dict[tuple[str, int], str] = field(default_factory=dict)  # (tenant, session) -> key
+    uploads: dict[str, tuple[str, frozenset[str], int]] = field(default_factory=dict)  # id -> tenant, tags, size
 
     def readable(self, tenant: str, tags: frozenset[str]) -> set[str]:
         """The documents a caller of `tenant` reading `tags` may read (untagged ones are visible to all)."""
         return {doc for doc, (where, doc_tags, _) in self.documents.items()
                 if where == tenant and (not doc_tags or doc_tags & tags)}  # fmt: skip
+
+    def managed(self, key: str) -> set[str]:
+        """The documents `key` may list, read, count and delete: those its tags read, all of its tenant for `*`."""
+        tenant, tags = KEYS[key]
+        if tags is None:
+            return {doc for doc, (where, _, _) in self.documents.items() if where == tenant}
+        return self.readable(tenant, tags)
 
 
 ingests = st.builds(Ingest, st.sampled_from(sorted(INDEXERS)), st.frozensets(st.sampled_from(TAGS), max_size=2),
@@ -135,16 +170,42 @@ calls = st.builds(
 repeats = st.builds(Repeat, st.integers(0, 20), st.none() | st.sampled_from(sorted(KEYS)),
                     st.none() | st.sampled_from(TOPICS))  # fmt: skip
 reads = st.builds(Repeat, st.integers(0, 20), st.none() | st.sampled_from(sorted(KEYS)), st.none(), st.just(True))
+# Hypothesis draws the first of a list most often: the calls whose outcomes depend on a document come first.
+INDEX_RPCS = ["Overwrite", "GetDocument", "DeleteDocument", "GetUploadStatus", "GetIndexStats", "ListDocuments"]
+index_calls = st.builds(IndexCall, st.sampled_from(sorted(KEYS)), st.sampled_from(INDEX_RPCS), st.integers(0, 1000))
+
+
+def held_tags(key: str) -> tuple[str, ...]:
+    """The tags `key` may give a document: its own, any for a key of any tag."""
+    tags = KEYS[key][1]
+    return TAGS if tags is None else tuple(sorted(tags))
+
+
+def uploads_by(key: str) -> st.SearchStrategy[PartialUpload]:
+    held = held_tags(key)
+    tags = st.frozensets(st.sampled_from(held), max_size=2) if held else st.just(frozenset[str]())
+    return st.builds(PartialUpload, st.just(key), tags)
+
+
+partial_uploads = st.sampled_from(sorted(KEYS)).flatmap(uploads_by)
+
+
 programs = st.tuples(
     st.lists(ingests, min_size=1, max_size=3),
     st.lists(st.one_of(calls, repeats, repeats, ingests, reads), min_size=6, max_size=12),
+)
+# IndexService programs: index calls by every key among ingests and asks (which must see deletions and overwrites).
+index_programs = st.tuples(
+    st.lists(ingests, min_size=2, max_size=4),
+    st.lists(st.one_of(index_calls, index_calls, index_calls, partial_uploads, ingests, calls), min_size=6,
+             max_size=12),
 )
 
 
 def keys_document() -> str:
     entries = [
         {"name": name, "token": token(name), "tenant": tenant, "tags": ["*"] if tags is None else sorted(tags),
-         "index": tags is None, "admin": True}
+         "index": True, "admin": True}
         for name, (tenant, tags) in KEYS.items()
     ]  # fmt: skip
     return json.dumps({"keys": entries})
@@ -159,6 +220,88 @@ async def ingest(stubs: Stubs, model: Model, step: Ingest) -> None:
     await stubs.index.IngestDocuments(index_pb.IngestDocumentsRequest(documents=[document], tenant_id=step.tenant),
                                       metadata=bearer(INDEXERS[step.tenant]), timeout=60)  # fmt: skip
     model.documents[doc_id] = (step.tenant, step.tags, secret)
+
+
+def shows(model: Model, key: str, tenant: str, tags: frozenset[str]) -> bool:
+    """Whether `key` may see a document (or upload) of `tenant` tagged `tags`."""
+    key_tenant, key_tags = KEYS[key]
+    return tenant == key_tenant and (key_tags is None or not tags or bool(tags & key_tags))
+
+
+async def partial_upload(stubs: Stubs, model: Model, step: PartialUpload) -> str:
+    """Starts an upload and leaves it unfinished; the model records what the server holds."""
+    n = next(_documents)
+    doc_id, tenant = f"doc-{n}-x", KEYS[step.key][0]
+    header = index_pb.Document(document_id=doc_id, name=f"{doc_id}.md", media_type="text/markdown",
+                               tags=sorted(step.tags))  # fmt: skip
+    piece = f"# Draft {n}\n\nUnfinished.".encode()
+    response = await stubs.index.UploadDocument(
+        iter([index_pb.UploadDocumentRequest(document=header, data=piece)]), metadata=bearer(step.key), timeout=30
+    )
+    assert response.committed_size == len(piece) and not response.HasField("result")
+    model.uploads[doc_id] = (tenant, step.tags, len(piece))
+    return "PartialUpload"
+
+
+async def index_call(stubs: Stubs, model: Model, step: IndexCall) -> str:
+    """Runs an IndexService call and checks it against the model; returns its outcome."""
+    tenant = KEYS[step.key][0]
+    managed = model.managed(step.key)
+    metadata = bearer(step.key)
+    if step.rpc == "ListDocuments":
+        listed = await stubs.index.ListDocuments(index_pb.ListDocumentsRequest(page_size=1000), metadata=metadata)
+        assert {d.document_id for d in listed.documents} == managed, step
+        return "ListDocuments"
+    if step.rpc == "GetIndexStats":
+        stats = await stubs.index.GetIndexStats(index_pb.GetIndexStatsRequest(), metadata=metadata)
+        assert stats.document_count == len(managed), step
+        return "GetIndexStats"
+    if step.rpc == "GetUploadStatus":
+        if not model.uploads:
+            return "skipped"
+        doc_id = sorted(model.uploads)[step.pick % len(model.uploads)]
+        where, tags, size = model.uploads[doc_id]
+        status = await stubs.index.GetUploadStatus(index_pb.GetUploadStatusRequest(document_id=doc_id), metadata=metadata)
+        seen = shows(model, step.key, where, tags)
+        assert status.committed_size == (size if seen else 0), (step, where, tags)
+        return "GetUploadStatus " + ("seen" if seen else "hidden")
+    if not model.documents:
+        return "skipped"
+    doc_id = sorted(model.documents)[step.pick % len(model.documents)]
+    where, tags, _ = model.documents[doc_id]
+    if step.rpc == "Overwrite":
+        if where != tenant:
+            return "skipped"  # another tenant's id would be a new document of this one
+        n = next(_documents)
+        new_tags, new_secret = frozenset(held_tags(step.key)[:1]), f"SECRET{n}X"
+        document = index_pb.Document(document_id=doc_id, name=f"{doc_id}.md", media_type="text/markdown",
+                                     content=f"# Notes\n\nThe code is {new_secret}.".encode(), tags=sorted(new_tags))  # fmt: skip
+        [result] = (await stubs.index.IngestDocuments(index_pb.IngestDocumentsRequest(documents=[document]),
+                                                      metadata=metadata, timeout=60)).results  # fmt: skip
+        if doc_id in managed:
+            assert not result.error, (step, result.error)
+            model.documents[doc_id] = (tenant, new_tags, new_secret)
+            return "Overwrite OK"
+        assert result.error and not result.chunks_indexed and not SECRET.search(result.error), step
+        return "Overwrite refused"
+    if step.rpc == "GetDocument":
+        call = stubs.index.GetDocument(index_pb.GetDocumentRequest(document_id=doc_id), metadata=metadata)
+    else:
+        call = stubs.index.DeleteDocument(index_pb.DeleteDocumentRequest(document_id=doc_id), metadata=metadata)
+    if doc_id not in managed:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await call
+        # As for a document that does not exist: its id (which the caller named), nothing else.
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND, (step, caught.value.code())
+        assert caught.value.details() == f"no document {doc_id!r} in tenant {tenant!r}", step
+        return f"{step.rpc} NOT_FOUND"
+    reply = await call
+    if isinstance(reply, index_pb.GetDocumentResponse):
+        assert reply.document.document_id == doc_id and set(reply.document.tags) == tags
+    else:
+        assert reply.chunks_deleted >= 1
+        del model.documents[doc_id]
+    return f"{step.rpc} OK"
 
 
 async def received(stubs: Stubs, step: Call, example: int) -> str | grpc.aio.AioRpcError:
@@ -239,7 +382,9 @@ async def counted(stubs: Stubs, model: Model, step: Call, example: int, outcomes
         outcomes[f"GetSession {outcome}"] += 1
 
 
-def test_no_caller_ever_receives_what_it_could_not_read(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def serving(tmp_path: Path) -> Iterator[tuple[asyncio.AbstractEventLoop, Stubs]]:
+    """A loop of its own (hypothesis runs synchronously) and a server with authentication on and KEYS, stubs to it."""
     loop = asyncio.new_event_loop()
     keys_file = tmp_path / "keys.json"
     keys_file.write_text(keys_document())
@@ -248,6 +393,21 @@ def test_no_caller_ever_receives_what_it_could_not_read(tmp_path: Path) -> None:
     server = loop.run_until_complete(server_context.__aenter__())
     channel_context = connected(server)
     stubs = loop.run_until_complete(channel_context.__aenter__())
+    try:
+        yield loop, stubs
+    finally:
+        loop.run_until_complete(channel_context.__aexit__(None, None, None))
+        loop.run_until_complete(server_context.__aexit__(None, None, None))
+        loop.close()
+
+
+def test_no_caller_ever_receives_what_it_could_not_read(tmp_path: Path) -> None:
+    with serving(tmp_path) as (loop, stubs):
+        check_reads(loop, stubs)
+
+
+def check_reads(loop: asyncio.AbstractEventLoop, stubs: Stubs) -> None:
+    """The programs of the test above (the body of its first version: derandomized, its programs stay the same)."""
     model = Model()
     outcomes: collections.Counter[str] = collections.Counter()
 
@@ -271,14 +431,39 @@ def test_no_caller_ever_receives_what_it_could_not_read(tmp_path: Path) -> None:
                 earlier.append(step)
                 loop.run_until_complete(counted(stubs, model, step, example, outcomes))
 
-    try:
+    check()
+    print(f"\n{EXAMPLES} examples (derandomized), {len(model.documents)} documents, outcomes: {dict(outcomes)}")
+    assert next(_examples) >= EXAMPLES
+    for outcome in ("OK with secrets", "REPLAY with secrets", "IDEMPOTENCY_KEY_REUSED", "NOT_FOUND",
+                    "PERMISSION_DENIED", "GetSession OK with secrets", "GetSession NOT_FOUND"):
+        assert outcomes[outcome], f"the programs never gave {outcome}: {dict(outcomes)}"
+
+
+def test_index_calls_touch_only_the_documents_the_keys_tags_show(tmp_path: Path) -> None:
+    with serving(tmp_path) as (loop, stubs):
+        model = Model()
+        outcomes: collections.Counter[str] = collections.Counter()
+
+        @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None, phases=[Phase.generate],
+                  suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
+        @given(program=index_programs)
+        def check(program: tuple[list[Ingest], list[Ingest | Call | IndexCall | PartialUpload]]) -> None:
+            example = next(_examples)
+            model.replays.clear()
+            model.owners.clear()
+            for step in (*program[0], *program[1]):
+                if isinstance(step, Ingest):
+                    loop.run_until_complete(ingest(stubs, model, step))
+                elif isinstance(step, IndexCall):
+                    outcomes[loop.run_until_complete(index_call(stubs, model, step))] += 1
+                elif isinstance(step, PartialUpload):
+                    outcomes[loop.run_until_complete(partial_upload(stubs, model, step))] += 1
+                else:
+                    loop.run_until_complete(counted(stubs, model, step, example, outcomes))
+
         check()
         print(f"\n{EXAMPLES} examples (derandomized), {len(model.documents)} documents, outcomes: {dict(outcomes)}")
-        assert next(_examples) >= EXAMPLES
-        for outcome in ("OK with secrets", "REPLAY with secrets", "IDEMPOTENCY_KEY_REUSED", "NOT_FOUND",
-                        "PERMISSION_DENIED", "GetSession OK with secrets", "GetSession NOT_FOUND"):
+        for outcome in ("ListDocuments", "GetIndexStats", "GetDocument OK", "GetDocument NOT_FOUND",
+                        "DeleteDocument OK", "DeleteDocument NOT_FOUND", "GetUploadStatus seen",
+                        "GetUploadStatus hidden", "Overwrite OK", "Overwrite refused", "OK with secrets"):
             assert outcomes[outcome], f"the programs never gave {outcome}: {dict(outcomes)}"
-    finally:
-        loop.run_until_complete(channel_context.__aexit__(None, None, None))
-        loop.run_until_complete(server_context.__aexit__(None, None, None))
-        loop.close()

@@ -87,7 +87,7 @@ async def test_the_built_in_templates_are_listed_and_read_only(admin: admin_serv
     terse = (
         await admin.GetPromptTemplate(admin_pb.GetPromptTemplateRequest(name="promptTemplates/rag-v1-terse"))
     ).prompt_template
-    assert terse.built_in and "three short sentences" in terse.instructions and "{query}" in terse.user_prompt
+    assert terse.built_in and terse.response_style == pb.RESPONSE_STYLE_CONCISE and "{query}" in terse.user_prompt
 
     deleted = await refused(
         admin.DeletePromptTemplate(admin_pb.DeletePromptTemplateRequest(name="promptTemplates/rag-v1"))
@@ -347,10 +347,10 @@ async def test_templates_and_weights_survive_a_restart(tmp_path: Path) -> None:
             await admin.GetPromptTemplate(admin_pb.GetPromptTemplateRequest(name="promptTemplates/kept"))
         ).prompt_template
         assert (kept.display_name, kept.instructions, kept.user_prompt) == ("Ops", "- Answer like a runbook.", USER)
-        listed = await admin.ListPromptTemplates(admin_pb.ListPromptTemplatesRequest(page_size=3), timeout=10)
-        assert len(listed.prompt_templates) == 3 and listed.next_page_token
+        listed = await admin.ListPromptTemplates(admin_pb.ListPromptTemplatesRequest(page_size=4), timeout=10)
+        assert len(listed.prompt_templates) == 4 and listed.next_page_token  # the four built-ins
         rest = await admin.ListPromptTemplates(
-            admin_pb.ListPromptTemplatesRequest(page_size=3, page_token=listed.next_page_token), timeout=10
+            admin_pb.ListPromptTemplatesRequest(page_size=4, page_token=listed.next_page_token), timeout=10
         )
         assert [t.name for t in rest.prompt_templates] == ["promptTemplates/kept"] and not rest.next_page_token
         simulated = await admin.SimulateAsk(simulate(template_id="kept"), timeout=30)

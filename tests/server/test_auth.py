@@ -118,6 +118,19 @@ async def test_another_tenant_is_permission_denied(rag) -> None:
     assert details.error_info.metadata["key"] == "acme-finance"
 
 
+async def test_a_malformed_tenant_is_invalid_argument_whatever_the_key(rag, index) -> None:
+    """The same answer as without keys: the request is malformed, whichever tenant the key holds."""
+    for call in (
+        rag.Ask(pb.AskRequest(query=QUESTION, tenant_id="../acme"), metadata=bearer("tok-finance"), timeout=10),
+        index.ListDocuments(index_pb.ListDocumentsRequest(tenant_id="../acme"), metadata=bearer("tok-admin"), timeout=10),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await call
+        details = details_of(caught.value)
+        assert (details.code, details.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "VALIDATION_ERROR")
+        assert [v.field for v in details.bad_request.field_violations] == ["tenant_id"]
+
+
 async def test_a_caller_cannot_widen_its_tags(rag) -> None:
     request = pb.AskRequest(query=QUESTION, user_tags=["finance", "hr"])
     with pytest.raises(grpc.aio.AioRpcError) as caught:

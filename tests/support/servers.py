@@ -24,7 +24,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ragsvc.config import Settings
-from ragsvc.retrieval.base import Embedder
+from ragsvc.retrieval.base import Embedder, VectorEngine
 from ragsvc.server.app import RagServer
 from ragsvc.v1 import admin_service_pb2_grpc, index_service_pb2_grpc, rag_service_pb2_grpc
 
@@ -51,10 +51,11 @@ def server_settings(data_dir: Path, **overrides: Any) -> Settings:
 
 @contextlib.asynccontextmanager
 async def running_server(
-    data_dir: Path, *, embedder: Embedder | None = None, **overrides: Any
+    data_dir: Path, *, embedder: Embedder | None = None, engine: VectorEngine | None = None, **overrides: Any
 ) -> AsyncIterator[RagServer]:
-    """A started server (demo corpus indexed unless `demo_corpus=False`), stopped on leaving the block."""
-    server = await RagServer.start(server_settings(data_dir, **overrides), embedder=embedder)
+    """A started server (demo corpus indexed unless `demo_corpus=False`), stopped on leaving the block. `engine`
+    replaces the one the settings name (it stays the caller's to close)."""
+    server = await RagServer.start(server_settings(data_dir, **overrides), embedder=embedder, engine=engine)
     try:
         yield server
     finally:

@@ -27,7 +27,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from ragsvc.v1 import rag_service_pb2 as ragsvc_dot_v1_dot_rag__service__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dragsvc/v1/admin_service.proto\x12\tragsvc.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bragsvc/v1/rag_service.proto\"D\n\x08TagOwner\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rowner_user_id\x18\x02 \x01(\t\x12\x13\n\x0bowner_email\x18\x03 \x01(\t\"=\n\x14ListTagOwnersRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"Y\n\x15ListTagOwnersResponse\x12\'\n\ntag_owners\x18\x01 \x03(\x0b\x32\x13.ragsvc.v1.TagOwner\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"<\n\x12SetTagOwnerRequest\x12&\n\ttag_owner\x18\x01 \x01(\x0b\x32\x13.ragsvc.v1.TagOwner\"=\n\x13SetTagOwnerResponse\x12&\n\ttag_owner\x18\x01 \x01(\x0b\x32\x13.ragsvc.v1.TagOwner\"%\n\x15\x44\x65leteTagOwnerRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x18\n\x16\x44\x65leteTagOwnerResponse\"\xd3\x01\n\x0ePromptTemplate\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\x12\x14\n\x0cinstructions\x18\x03 \x01(\t\x12\x13\n\x0buser_prompt\x18\x04 \x01(\t\x12\x10\n\x08\x62uilt_in\x18\x05 \x01(\x08\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"m\n\x1b\x43reatePromptTemplateRequest\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\x12\x1a\n\x12prompt_template_id\x18\x02 \x01(\t\"(\n\x18GetPromptTemplateRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"C\n\x1aListPromptTemplatesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"k\n\x1bListPromptTemplatesResponse\x12\x33\n\x10prompt_templates\x18\x01 \x03(\x0b\x32\x19.ragsvc.v1.PromptTemplate\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x82\x01\n\x1bUpdatePromptTemplateRequest\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"+\n\x1b\x44\x65letePromptTemplateRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\">\n\x1c\x44\x65letePromptTemplateResponse\x12\x1e\n\x16\x63\x61\x63hed_answers_dropped\x18\x01 \x01(\x05\"g\n\x0eRankingWeights\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x19\n\x11similarity_weight\x18\x02 \x01(\x01\x12\x16\n\x0erecency_weight\x18\x03 \x01(\x01\x12\x14\n\x0ctrust_weight\x18\x04 \x01(\x01\"(\n\x18GetRankingWeightsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x82\x01\n\x1bUpdateRankingWeightsRequest\x12\x32\n\x0franking_weights\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.RankingWeights\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"<\n\x12SimulateAskRequest\x12&\n\x07request\x18\x01 \x01(\x0b\x32\x15.ragsvc.v1.AskRequest\"a\n\x13SimulateAskResponse\x12!\n\x06\x61nswer\x18\x01 \x01(\x0b\x32\x11.ragsvc.v1.Answer\x12\r\n\x05model\x18\x02 \x01(\t\x12\x18\n\x10\x65stimated_tokens\x18\x03 \x01(\x05\"R\n\x1c\x43reatePromptTemplateResponse\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\"O\n\x19GetPromptTemplateResponse\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\"r\n\x1cUpdatePromptTemplateResponse\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\x12\x1e\n\x16\x63\x61\x63hed_answers_dropped\x18\x02 \x01(\x05\"O\n\x19GetRankingWeightsResponse\x12\x32\n\x0franking_weights\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.RankingWeights\"R\n\x1cUpdateRankingWeightsResponse\x12\x32\n\x0franking_weights\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.RankingWeights2\x9f\x08\n\x0c\x41\x64minService\x12g\n\x14\x43reatePromptTemplate\x12&.ragsvc.v1.CreatePromptTemplateRequest\x1a\'.ragsvc.v1.CreatePromptTemplateResponse\x12^\n\x11GetPromptTemplate\x12#.ragsvc.v1.GetPromptTemplateRequest\x1a$.ragsvc.v1.GetPromptTemplateResponse\x12\x64\n\x13ListPromptTemplates\x12%.ragsvc.v1.ListPromptTemplatesRequest\x1a&.ragsvc.v1.ListPromptTemplatesResponse\x12g\n\x14UpdatePromptTemplate\x12&.ragsvc.v1.UpdatePromptTemplateRequest\x1a\'.ragsvc.v1.UpdatePromptTemplateResponse\x12g\n\x14\x44\x65letePromptTemplate\x12&.ragsvc.v1.DeletePromptTemplateRequest\x1a\'.ragsvc.v1.DeletePromptTemplateResponse\x12^\n\x11GetRankingWeights\x12#.ragsvc.v1.GetRankingWeightsRequest\x1a$.ragsvc.v1.GetRankingWeightsResponse\x12g\n\x14UpdateRankingWeights\x12&.ragsvc.v1.UpdateRankingWeightsRequest\x1a\'.ragsvc.v1.UpdateRankingWeightsResponse\x12L\n\x0bSimulateAsk\x12\x1d.ragsvc.v1.SimulateAskRequest\x1a\x1e.ragsvc.v1.SimulateAskResponse\x12R\n\rListTagOwners\x12\x1f.ragsvc.v1.ListTagOwnersRequest\x1a .ragsvc.v1.ListTagOwnersResponse\x12L\n\x0bSetTagOwner\x12\x1d.ragsvc.v1.SetTagOwnerRequest\x1a\x1e.ragsvc.v1.SetTagOwnerResponse\x12U\n\x0e\x44\x65leteTagOwner\x12 .ragsvc.v1.DeleteTagOwnerRequest\x1a!.ragsvc.v1.DeleteTagOwnerResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dragsvc/v1/admin_service.proto\x12\tragsvc.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bragsvc/v1/rag_service.proto\"D\n\x08TagOwner\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rowner_user_id\x18\x02 \x01(\t\x12\x13\n\x0bowner_email\x18\x03 \x01(\t\"=\n\x14ListTagOwnersRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"Y\n\x15ListTagOwnersResponse\x12\'\n\ntag_owners\x18\x01 \x03(\x0b\x32\x13.ragsvc.v1.TagOwner\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"<\n\x12SetTagOwnerRequest\x12&\n\ttag_owner\x18\x01 \x01(\x0b\x32\x13.ragsvc.v1.TagOwner\"=\n\x13SetTagOwnerResponse\x12&\n\ttag_owner\x18\x01 \x01(\x0b\x32\x13.ragsvc.v1.TagOwner\"%\n\x15\x44\x65leteTagOwnerRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x18\n\x16\x44\x65leteTagOwnerResponse\"\x97\x02\n\x0ePromptTemplate\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\x12\x14\n\x0cinstructions\x18\x03 \x01(\t\x12\x13\n\x0buser_prompt\x18\x04 \x01(\t\x12\x10\n\x08\x62uilt_in\x18\x05 \x01(\x08\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08language\x18\n \x01(\t\x12\x30\n\x0eresponse_style\x18\x0b \x01(\x0e\x32\x18.ragsvc.v1.ResponseStyle\"m\n\x1b\x43reatePromptTemplateRequest\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\x12\x1a\n\x12prompt_template_id\x18\x02 \x01(\t\"(\n\x18GetPromptTemplateRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"C\n\x1aListPromptTemplatesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"k\n\x1bListPromptTemplatesResponse\x12\x33\n\x10prompt_templates\x18\x01 \x03(\x0b\x32\x19.ragsvc.v1.PromptTemplate\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x82\x01\n\x1bUpdatePromptTemplateRequest\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"+\n\x1b\x44\x65letePromptTemplateRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\">\n\x1c\x44\x65letePromptTemplateResponse\x12\x1e\n\x16\x63\x61\x63hed_answers_dropped\x18\x01 \x01(\x05\"g\n\x0eRankingWeights\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x19\n\x11similarity_weight\x18\x02 \x01(\x01\x12\x16\n\x0erecency_weight\x18\x03 \x01(\x01\x12\x14\n\x0ctrust_weight\x18\x04 \x01(\x01\"(\n\x18GetRankingWeightsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x82\x01\n\x1bUpdateRankingWeightsRequest\x12\x32\n\x0franking_weights\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.RankingWeights\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"<\n\x12SimulateAskRequest\x12&\n\x07request\x18\x01 \x01(\x0b\x32\x15.ragsvc.v1.AskRequest\"a\n\x13SimulateAskResponse\x12!\n\x06\x61nswer\x18\x01 \x01(\x0b\x32\x11.ragsvc.v1.Answer\x12\r\n\x05model\x18\x02 \x01(\t\x12\x18\n\x10\x65stimated_tokens\x18\x03 \x01(\x05\"R\n\x1c\x43reatePromptTemplateResponse\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\"O\n\x19GetPromptTemplateResponse\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\"r\n\x1cUpdatePromptTemplateResponse\x12\x32\n\x0fprompt_template\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.PromptTemplate\x12\x1e\n\x16\x63\x61\x63hed_answers_dropped\x18\x02 \x01(\x05\"O\n\x19GetRankingWeightsResponse\x12\x32\n\x0franking_weights\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.RankingWeights\"R\n\x1cUpdateRankingWeightsResponse\x12\x32\n\x0franking_weights\x18\x01 \x01(\x0b\x32\x19.ragsvc.v1.RankingWeights2\x9f\x08\n\x0c\x41\x64minService\x12g\n\x14\x43reatePromptTemplate\x12&.ragsvc.v1.CreatePromptTemplateRequest\x1a\'.ragsvc.v1.CreatePromptTemplateResponse\x12^\n\x11GetPromptTemplate\x12#.ragsvc.v1.GetPromptTemplateRequest\x1a$.ragsvc.v1.GetPromptTemplateResponse\x12\x64\n\x13ListPromptTemplates\x12%.ragsvc.v1.ListPromptTemplatesRequest\x1a&.ragsvc.v1.ListPromptTemplatesResponse\x12g\n\x14UpdatePromptTemplate\x12&.ragsvc.v1.UpdatePromptTemplateRequest\x1a\'.ragsvc.v1.UpdatePromptTemplateResponse\x12g\n\x14\x44\x65letePromptTemplate\x12&.ragsvc.v1.DeletePromptTemplateRequest\x1a\'.ragsvc.v1.DeletePromptTemplateResponse\x12^\n\x11GetRankingWeights\x12#.ragsvc.v1.GetRankingWeightsRequest\x1a$.ragsvc.v1.GetRankingWeightsResponse\x12g\n\x14UpdateRankingWeights\x12&.ragsvc.v1.UpdateRankingWeightsRequest\x1a\'.ragsvc.v1.UpdateRankingWeightsResponse\x12L\n\x0bSimulateAsk\x12\x1d.ragsvc.v1.SimulateAskRequest\x1a\x1e.ragsvc.v1.SimulateAskResponse\x12R\n\rListTagOwners\x12\x1f.ragsvc.v1.ListTagOwnersRequest\x1a .ragsvc.v1.ListTagOwnersResponse\x12L\n\x0bSetTagOwner\x12\x1d.ragsvc.v1.SetTagOwnerRequest\x1a\x1e.ragsvc.v1.SetTagOwnerResponse\x12U\n\x0e\x44\x65leteTagOwner\x12 .ragsvc.v1.DeleteTagOwnerRequest\x1a!.ragsvc.v1.DeleteTagOwnerResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -49,41 +49,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DELETETAGOWNERRESPONSE']._serialized_start=528
   _globals['_DELETETAGOWNERRESPONSE']._serialized_end=552
   _globals['_PROMPTTEMPLATE']._serialized_start=555
-  _globals['_PROMPTTEMPLATE']._serialized_end=766
-  _globals['_CREATEPROMPTTEMPLATEREQUEST']._serialized_start=768
-  _globals['_CREATEPROMPTTEMPLATEREQUEST']._serialized_end=877
-  _globals['_GETPROMPTTEMPLATEREQUEST']._serialized_start=879
-  _globals['_GETPROMPTTEMPLATEREQUEST']._serialized_end=919
-  _globals['_LISTPROMPTTEMPLATESREQUEST']._serialized_start=921
-  _globals['_LISTPROMPTTEMPLATESREQUEST']._serialized_end=988
-  _globals['_LISTPROMPTTEMPLATESRESPONSE']._serialized_start=990
-  _globals['_LISTPROMPTTEMPLATESRESPONSE']._serialized_end=1097
-  _globals['_UPDATEPROMPTTEMPLATEREQUEST']._serialized_start=1100
-  _globals['_UPDATEPROMPTTEMPLATEREQUEST']._serialized_end=1230
-  _globals['_DELETEPROMPTTEMPLATEREQUEST']._serialized_start=1232
-  _globals['_DELETEPROMPTTEMPLATEREQUEST']._serialized_end=1275
-  _globals['_DELETEPROMPTTEMPLATERESPONSE']._serialized_start=1277
-  _globals['_DELETEPROMPTTEMPLATERESPONSE']._serialized_end=1339
-  _globals['_RANKINGWEIGHTS']._serialized_start=1341
-  _globals['_RANKINGWEIGHTS']._serialized_end=1444
-  _globals['_GETRANKINGWEIGHTSREQUEST']._serialized_start=1446
-  _globals['_GETRANKINGWEIGHTSREQUEST']._serialized_end=1486
-  _globals['_UPDATERANKINGWEIGHTSREQUEST']._serialized_start=1489
-  _globals['_UPDATERANKINGWEIGHTSREQUEST']._serialized_end=1619
-  _globals['_SIMULATEASKREQUEST']._serialized_start=1621
-  _globals['_SIMULATEASKREQUEST']._serialized_end=1681
-  _globals['_SIMULATEASKRESPONSE']._serialized_start=1683
-  _globals['_SIMULATEASKRESPONSE']._serialized_end=1780
-  _globals['_CREATEPROMPTTEMPLATERESPONSE']._serialized_start=1782
-  _globals['_CREATEPROMPTTEMPLATERESPONSE']._serialized_end=1864
-  _globals['_GETPROMPTTEMPLATERESPONSE']._serialized_start=1866
-  _globals['_GETPROMPTTEMPLATERESPONSE']._serialized_end=1945
-  _globals['_UPDATEPROMPTTEMPLATERESPONSE']._serialized_start=1947
-  _globals['_UPDATEPROMPTTEMPLATERESPONSE']._serialized_end=2061
-  _globals['_GETRANKINGWEIGHTSRESPONSE']._serialized_start=2063
-  _globals['_GETRANKINGWEIGHTSRESPONSE']._serialized_end=2142
-  _globals['_UPDATERANKINGWEIGHTSRESPONSE']._serialized_start=2144
-  _globals['_UPDATERANKINGWEIGHTSRESPONSE']._serialized_end=2226
-  _globals['_ADMINSERVICE']._serialized_start=2229
-  _globals['_ADMINSERVICE']._serialized_end=3284
+  _globals['_PROMPTTEMPLATE']._serialized_end=834
+  _globals['_CREATEPROMPTTEMPLATEREQUEST']._serialized_start=836
+  _globals['_CREATEPROMPTTEMPLATEREQUEST']._serialized_end=945
+  _globals['_GETPROMPTTEMPLATEREQUEST']._serialized_start=947
+  _globals['_GETPROMPTTEMPLATEREQUEST']._serialized_end=987
+  _globals['_LISTPROMPTTEMPLATESREQUEST']._serialized_start=989
+  _globals['_LISTPROMPTTEMPLATESREQUEST']._serialized_end=1056
+  _globals['_LISTPROMPTTEMPLATESRESPONSE']._serialized_start=1058
+  _globals['_LISTPROMPTTEMPLATESRESPONSE']._serialized_end=1165
+  _globals['_UPDATEPROMPTTEMPLATEREQUEST']._serialized_start=1168
+  _globals['_UPDATEPROMPTTEMPLATEREQUEST']._serialized_end=1298
+  _globals['_DELETEPROMPTTEMPLATEREQUEST']._serialized_start=1300
+  _globals['_DELETEPROMPTTEMPLATEREQUEST']._serialized_end=1343
+  _globals['_DELETEPROMPTTEMPLATERESPONSE']._serialized_start=1345
+  _globals['_DELETEPROMPTTEMPLATERESPONSE']._serialized_end=1407
+  _globals['_RANKINGWEIGHTS']._serialized_start=1409
+  _globals['_RANKINGWEIGHTS']._serialized_end=1512
+  _globals['_GETRANKINGWEIGHTSREQUEST']._serialized_start=1514
+  _globals['_GETRANKINGWEIGHTSREQUEST']._serialized_end=1554
+  _globals['_UPDATERANKINGWEIGHTSREQUEST']._serialized_start=1557
+  _globals['_UPDATERANKINGWEIGHTSREQUEST']._serialized_end=1687
+  _globals['_SIMULATEASKREQUEST']._serialized_start=1689
+  _globals['_SIMULATEASKREQUEST']._serialized_end=1749
+  _globals['_SIMULATEASKRESPONSE']._serialized_start=1751
+  _globals['_SIMULATEASKRESPONSE']._serialized_end=1848
+  _globals['_CREATEPROMPTTEMPLATERESPONSE']._serialized_start=1850
+  _globals['_CREATEPROMPTTEMPLATERESPONSE']._serialized_end=1932
+  _globals['_GETPROMPTTEMPLATERESPONSE']._serialized_start=1934
+  _globals['_GETPROMPTTEMPLATERESPONSE']._serialized_end=2013
+  _globals['_UPDATEPROMPTTEMPLATERESPONSE']._serialized_start=2015
+  _globals['_UPDATEPROMPTTEMPLATERESPONSE']._serialized_end=2129
+  _globals['_GETRANKINGWEIGHTSRESPONSE']._serialized_start=2131
+  _globals['_GETRANKINGWEIGHTSRESPONSE']._serialized_end=2210
+  _globals['_UPDATERANKINGWEIGHTSRESPONSE']._serialized_start=2212
+  _globals['_UPDATERANKINGWEIGHTSRESPONSE']._serialized_end=2294
+  _globals['_ADMINSERVICE']._serialized_start=2297
+  _globals['_ADMINSERVICE']._serialized_end=3352
 # @@protoc_insertion_point(module_scope)

@@ -60,7 +60,7 @@ class DeleteTagOwnerResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class PromptTemplate(_message.Message):
-    __slots__ = ("name", "display_name", "instructions", "user_prompt", "built_in", "create_time", "update_time")
+    __slots__ = ("name", "display_name", "instructions", "user_prompt", "built_in", "create_time", "update_time", "language", "response_style")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
     INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
@@ -68,6 +68,8 @@ class PromptTemplate(_message.Message):
     BUILT_IN_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_STYLE_FIELD_NUMBER: _ClassVar[int]
     name: str
     display_name: str
     instructions: str
@@ -75,7 +77,9 @@ class PromptTemplate(_message.Message):
     built_in: bool
     create_time: _timestamp_pb2.Timestamp
     update_time: _timestamp_pb2.Timestamp
-    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., instructions: _Optional[str] = ..., user_prompt: _Optional[str] = ..., built_in: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    language: str
+    response_style: _rag_service_pb2.ResponseStyle
+    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., instructions: _Optional[str] = ..., user_prompt: _Optional[str] = ..., built_in: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., language: _Optional[str] = ..., response_style: _Optional[_Union[_rag_service_pb2.ResponseStyle, str]] = ...) -> None: ...
 
 class CreatePromptTemplateRequest(_message.Message):
     __slots__ = ("prompt_template", "prompt_template_id")

@@ -27,6 +27,12 @@ if _version_not_supported:
 
 class IndexServiceStub:
     """IndexService adds documents to the index, removes them, and tells what it holds.
+
+    With authentication on, a key lists, reads, counts and deletes only the documents its tags show, by the rule of
+    Ask: the documents sharing a tag with the key, and untagged ones when the server shows untagged documents
+    (RAG_UNTAGGED_CHUNKS_VISIBLE); a key of any tag ("*") every document of its tenant. A document outside that
+    set is NOT_FOUND, as one that does not exist (never PERMISSION_DENIED, which would tell that it exists); an
+    ingest or upload that would replace it is refused in its DocumentResult.error, and the document stays.
     """
 
     def __init__(self, channel):
@@ -74,13 +80,25 @@ class IndexServiceStub:
 
 class IndexServiceServicer:
     """IndexService adds documents to the index, removes them, and tells what it holds.
+
+    With authentication on, a key lists, reads, counts and deletes only the documents its tags show, by the rule of
+    Ask: the documents sharing a tag with the key, and untagged ones when the server shows untagged documents
+    (RAG_UNTAGGED_CHUNKS_VISIBLE); a key of any tag ("*") every document of its tenant. A document outside that
+    set is NOT_FOUND, as one that does not exist (never PERMISSION_DENIED, which would tell that it exists); an
+    ingest or upload that would replace it is refused in its DocumentResult.error, and the document stays.
     """
 
     def IngestDocuments(self, request, context):
         """IngestDocuments loads, chunks, embeds and indexes documents. Re-ingesting a document
         replaces its chunks. Each document succeeds or fails on its own: a document that cannot be
-        read is reported in its result, the others are still indexed. An unavailable embedder or
-        engine fails the call with UNAVAILABLE.
+        read (content that is not in its media type, not text, or has no text), whose metadata gives a
+        key another type than the tenant declared, or that goes past one of the server's limits
+        (reading time, HTML nesting depth and attributes, line length, decompressed size, chunks) is
+        reported in its result (`error`, and `failure` with the INVALID_ARGUMENT details a call would
+        carry, naming the limit's setting), with nothing of it written; the others are still indexed.
+        A document making more chunks than RAG_INGEST_MAX_CALL_CHUNKS is refused before any is
+        embedded, so that the call never runs past its deadline: ingest it as a long-running
+        operation. An unavailable embedder or engine fails the call with UNAVAILABLE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -119,9 +137,10 @@ class IndexServiceServicer:
         """UploadDocument ingests one document sent in pieces, for documents larger than one message may be
         (RAG_MAX_RECEIVE_MESSAGE_BYTES). The first message carries the document's metadata; each message
         carries the next piece of its content at `write_offset`; the message with `finish_write` ends the
-        content, which is then ingested as IngestDocuments would (a document that cannot be read is reported
-        in `result.error`). The server keeps what it received of an upload that did not finish, by tenant and
-        document id: a later stream resumes it from GetUploadStatus's `committed_size`. A document over
+        content, which is then ingested as IngestDocuments would (a document that cannot be read, or that
+        goes past a limit, RAG_INGEST_MAX_CALL_CHUNKS included, is reported in `result.error` and
+        `result.failure`). The server keeps what it received of an upload that did not finish, by tenant
+        and document id: a later stream resumes it from GetUploadStatus's `committed_size`. A document over
         RAG_MAX_DOCUMENT_BYTES, a write_offset other than the size received, or a content_sha256 that does
         not match is INVALID_ARGUMENT; a second upload of a document while one streams is ALREADY_EXISTS.
         """
@@ -184,6 +203,12 @@ def add_IndexServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class IndexService:
     """IndexService adds documents to the index, removes them, and tells what it holds.
+
+    With authentication on, a key lists, reads, counts and deletes only the documents its tags show, by the rule of
+    Ask: the documents sharing a tag with the key, and untagged ones when the server shows untagged documents
+    (RAG_UNTAGGED_CHUNKS_VISIBLE); a key of any tag ("*") every document of its tenant. A document outside that
+    set is NOT_FOUND, as one that does not exist (never PERMISSION_DENIED, which would tell that it exists); an
+    ingest or upload that would replace it is refused in its DocumentResult.error, and the document stays.
     """
 
     @staticmethod

@@ -30,11 +30,26 @@ class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ROLE_ASSISTANT: _ClassVar[Role]
     ROLE_SYSTEM: _ClassVar[Role]
 
+class SearchMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SEARCH_MODE_UNSPECIFIED: _ClassVar[SearchMode]
+    SEARCH_MODE_HYBRID: _ClassVar[SearchMode]
+    SEARCH_MODE_DENSE: _ClassVar[SearchMode]
+    SEARCH_MODE_SPARSE: _ClassVar[SearchMode]
+
+class ResponseStyle(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RESPONSE_STYLE_UNSPECIFIED: _ClassVar[ResponseStyle]
+    RESPONSE_STYLE_CONCISE: _ClassVar[ResponseStyle]
+    RESPONSE_STYLE_DETAILED: _ClassVar[ResponseStyle]
+    RESPONSE_STYLE_BULLETS: _ClassVar[ResponseStyle]
+
 class CitationStyle(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CITATION_STYLE_UNSPECIFIED: _ClassVar[CitationStyle]
     CITATION_STYLE_MARKER: _ClassVar[CitationStyle]
     CITATION_STYLE_SOURCE_ID: _ClassVar[CitationStyle]
+    CITATION_STYLE_END_LIST: _ClassVar[CitationStyle]
 
 class Strictness(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -67,6 +82,7 @@ class RefusalReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REFUSAL_REASON_INVALID_CITATIONS: _ClassVar[RefusalReason]
     REFUSAL_REASON_NOT_IN_SELECTION: _ClassVar[RefusalReason]
     REFUSAL_REASON_INSUFFICIENT_EVIDENCE: _ClassVar[RefusalReason]
+    REFUSAL_REASON_UNSUPPORTED_LANGUAGE: _ClassVar[RefusalReason]
 
 class QueryRewrite(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -95,9 +111,18 @@ ROLE_UNSPECIFIED: Role
 ROLE_USER: Role
 ROLE_ASSISTANT: Role
 ROLE_SYSTEM: Role
+SEARCH_MODE_UNSPECIFIED: SearchMode
+SEARCH_MODE_HYBRID: SearchMode
+SEARCH_MODE_DENSE: SearchMode
+SEARCH_MODE_SPARSE: SearchMode
+RESPONSE_STYLE_UNSPECIFIED: ResponseStyle
+RESPONSE_STYLE_CONCISE: ResponseStyle
+RESPONSE_STYLE_DETAILED: ResponseStyle
+RESPONSE_STYLE_BULLETS: ResponseStyle
 CITATION_STYLE_UNSPECIFIED: CitationStyle
 CITATION_STYLE_MARKER: CitationStyle
 CITATION_STYLE_SOURCE_ID: CitationStyle
+CITATION_STYLE_END_LIST: CitationStyle
 STRICTNESS_UNSPECIFIED: Strictness
 STRICTNESS_LENIENT: Strictness
 STRICTNESS_NORMAL: Strictness
@@ -118,6 +143,7 @@ REFUSAL_REASON_UNSUPPORTED_ANSWER: RefusalReason
 REFUSAL_REASON_INVALID_CITATIONS: RefusalReason
 REFUSAL_REASON_NOT_IN_SELECTION: RefusalReason
 REFUSAL_REASON_INSUFFICIENT_EVIDENCE: RefusalReason
+REFUSAL_REASON_UNSUPPORTED_LANGUAGE: RefusalReason
 QUERY_REWRITE_UNSPECIFIED: QueryRewrite
 QUERY_REWRITE_NONE: QueryRewrite
 QUERY_REWRITE_RULE: QueryRewrite
@@ -284,43 +310,49 @@ class ChatMessage(_message.Message):
     def __init__(self, role: _Optional[_Union[Role, str]] = ..., content: _Optional[str] = ...) -> None: ...
 
 class RetrievalOptions(_message.Message):
-    __slots__ = ("top_k", "score_threshold", "filter")
+    __slots__ = ("top_k", "score_threshold", "filter", "search_mode")
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     SCORE_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_MODE_FIELD_NUMBER: _ClassVar[int]
     top_k: int
     score_threshold: float
     filter: MetadataFilter
-    def __init__(self, top_k: _Optional[int] = ..., score_threshold: _Optional[float] = ..., filter: _Optional[_Union[MetadataFilter, _Mapping]] = ...) -> None: ...
+    search_mode: SearchMode
+    def __init__(self, top_k: _Optional[int] = ..., score_threshold: _Optional[float] = ..., filter: _Optional[_Union[MetadataFilter, _Mapping]] = ..., search_mode: _Optional[_Union[SearchMode, str]] = ...) -> None: ...
 
 class MetadataFilter(_message.Message):
-    __slots__ = ("source_urls", "page_titles", "section_headings")
+    __slots__ = ("source_urls", "page_titles", "section_headings", "expression")
     SOURCE_URLS_FIELD_NUMBER: _ClassVar[int]
     PAGE_TITLES_FIELD_NUMBER: _ClassVar[int]
     SECTION_HEADINGS_FIELD_NUMBER: _ClassVar[int]
+    EXPRESSION_FIELD_NUMBER: _ClassVar[int]
     source_urls: _containers.RepeatedScalarFieldContainer[str]
     page_titles: _containers.RepeatedScalarFieldContainer[str]
     section_headings: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, source_urls: _Optional[_Iterable[str]] = ..., page_titles: _Optional[_Iterable[str]] = ..., section_headings: _Optional[_Iterable[str]] = ...) -> None: ...
+    expression: str
+    def __init__(self, source_urls: _Optional[_Iterable[str]] = ..., page_titles: _Optional[_Iterable[str]] = ..., section_headings: _Optional[_Iterable[str]] = ..., expression: _Optional[str] = ...) -> None: ...
 
 class GenerationOptions(_message.Message):
-    __slots__ = ("model", "template_id", "citation_style", "strictness", "temperature", "seed")
+    __slots__ = ("model", "template_id", "citation_style", "strictness", "temperature", "seed", "response_style")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_ID_FIELD_NUMBER: _ClassVar[int]
     CITATION_STYLE_FIELD_NUMBER: _ClassVar[int]
     STRICTNESS_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_STYLE_FIELD_NUMBER: _ClassVar[int]
     model: str
     template_id: str
     citation_style: CitationStyle
     strictness: Strictness
     temperature: float
     seed: int
-    def __init__(self, model: _Optional[str] = ..., template_id: _Optional[str] = ..., citation_style: _Optional[_Union[CitationStyle, str]] = ..., strictness: _Optional[_Union[Strictness, str]] = ..., temperature: _Optional[float] = ..., seed: _Optional[int] = ...) -> None: ...
+    response_style: ResponseStyle
+    def __init__(self, model: _Optional[str] = ..., template_id: _Optional[str] = ..., citation_style: _Optional[_Union[CitationStyle, str]] = ..., strictness: _Optional[_Union[Strictness, str]] = ..., temperature: _Optional[float] = ..., seed: _Optional[int] = ..., response_style: _Optional[_Union[ResponseStyle, str]] = ...) -> None: ...
 
 class Answer(_message.Message):
-    __slots__ = ("text", "citations", "confidence", "action", "route", "grounded", "refusal_reason", "candidates", "model", "usage", "timings", "context_chunks_used", "context_tokens_used", "prompt_template_version", "follow_up_questions", "flags", "request_id", "explanation", "query_class", "cost_estimate_usd")
+    __slots__ = ("text", "citations", "confidence", "action", "route", "grounded", "refusal_reason", "candidates", "model", "usage", "timings", "context_chunks_used", "context_tokens_used", "prompt_template_version", "follow_up_questions", "flags", "request_id", "explanation", "query_class", "cost_estimate_usd", "index_version", "create_time", "language")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     CITATIONS_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
@@ -341,6 +373,9 @@ class Answer(_message.Message):
     EXPLANATION_FIELD_NUMBER: _ClassVar[int]
     QUERY_CLASS_FIELD_NUMBER: _ClassVar[int]
     COST_ESTIMATE_USD_FIELD_NUMBER: _ClassVar[int]
+    INDEX_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     text: str
     citations: _containers.RepeatedCompositeFieldContainer[Citation]
     confidence: Confidence
@@ -361,10 +396,13 @@ class Answer(_message.Message):
     explanation: Explanation
     query_class: QueryClass
     cost_estimate_usd: float
-    def __init__(self, text: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., confidence: _Optional[_Union[Confidence, _Mapping]] = ..., action: _Optional[_Union[Action, str]] = ..., route: _Optional[_Union[RouteTarget, _Mapping]] = ..., grounded: _Optional[bool] = ..., refusal_reason: _Optional[_Union[RefusalReason, str]] = ..., candidates: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., model: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., context_chunks_used: _Optional[int] = ..., context_tokens_used: _Optional[int] = ..., prompt_template_version: _Optional[str] = ..., follow_up_questions: _Optional[_Iterable[str]] = ..., flags: _Optional[_Union[AnswerFlags, _Mapping]] = ..., request_id: _Optional[str] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ..., query_class: _Optional[_Union[QueryClass, str]] = ..., cost_estimate_usd: _Optional[float] = ...) -> None: ...
+    index_version: str
+    create_time: _timestamp_pb2.Timestamp
+    language: str
+    def __init__(self, text: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., confidence: _Optional[_Union[Confidence, _Mapping]] = ..., action: _Optional[_Union[Action, str]] = ..., route: _Optional[_Union[RouteTarget, _Mapping]] = ..., grounded: _Optional[bool] = ..., refusal_reason: _Optional[_Union[RefusalReason, str]] = ..., candidates: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., model: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., context_chunks_used: _Optional[int] = ..., context_tokens_used: _Optional[int] = ..., prompt_template_version: _Optional[str] = ..., follow_up_questions: _Optional[_Iterable[str]] = ..., flags: _Optional[_Union[AnswerFlags, _Mapping]] = ..., request_id: _Optional[str] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ..., query_class: _Optional[_Union[QueryClass, str]] = ..., cost_estimate_usd: _Optional[float] = ..., index_version: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., language: _Optional[str] = ...) -> None: ...
 
 class Citation(_message.Message):
-    __slots__ = ("marker", "source_id", "document_id", "document_name", "chunk_index", "page_number", "section", "source_url", "relevance_score", "snippet", "text", "char_start", "char_end", "line_start", "line_end", "page_title")
+    __slots__ = ("marker", "source_id", "document_id", "document_name", "chunk_index", "page_number", "section", "source_url", "relevance_score", "snippet", "text", "char_start", "char_end", "line_start", "line_end", "page_title", "rank_score", "page_numbers")
     MARKER_FIELD_NUMBER: _ClassVar[int]
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -381,6 +419,8 @@ class Citation(_message.Message):
     LINE_START_FIELD_NUMBER: _ClassVar[int]
     LINE_END_FIELD_NUMBER: _ClassVar[int]
     PAGE_TITLE_FIELD_NUMBER: _ClassVar[int]
+    RANK_SCORE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_NUMBERS_FIELD_NUMBER: _ClassVar[int]
     marker: int
     source_id: str
     document_id: str
@@ -397,7 +437,9 @@ class Citation(_message.Message):
     line_start: int
     line_end: int
     page_title: str
-    def __init__(self, marker: _Optional[int] = ..., source_id: _Optional[str] = ..., document_id: _Optional[str] = ..., document_name: _Optional[str] = ..., chunk_index: _Optional[int] = ..., page_number: _Optional[int] = ..., section: _Optional[str] = ..., source_url: _Optional[str] = ..., relevance_score: _Optional[float] = ..., snippet: _Optional[str] = ..., text: _Optional[str] = ..., char_start: _Optional[int] = ..., char_end: _Optional[int] = ..., line_start: _Optional[int] = ..., line_end: _Optional[int] = ..., page_title: _Optional[str] = ...) -> None: ...
+    rank_score: float
+    page_numbers: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, marker: _Optional[int] = ..., source_id: _Optional[str] = ..., document_id: _Optional[str] = ..., document_name: _Optional[str] = ..., chunk_index: _Optional[int] = ..., page_number: _Optional[int] = ..., section: _Optional[str] = ..., source_url: _Optional[str] = ..., relevance_score: _Optional[float] = ..., snippet: _Optional[str] = ..., text: _Optional[str] = ..., char_start: _Optional[int] = ..., char_end: _Optional[int] = ..., line_start: _Optional[int] = ..., line_end: _Optional[int] = ..., page_title: _Optional[str] = ..., rank_score: _Optional[float] = ..., page_numbers: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Confidence(_message.Message):
     __slots__ = ("overall", "retrieval", "coverage", "llm")

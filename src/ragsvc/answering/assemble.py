@@ -1,6 +1,6 @@
 """The assemble stage: the final Answer, from what the stages produced. Pure: no I/O.
 
-A refused answer's text is the refusal (seed 001's sentence in selected-text mode), never the model's draft: the
+A refused answer's text is the refusal (R-001-07's sentence in selected-text mode), never the model's draft: the
 draft is kept in `Answer.draft` (the audit log, and `explanation.draft` when the caller asked to explain)."""
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from ragsvc.answering.validate import Validated
 from ragsvc.budget import Packing
 from ragsvc.domain import (
     Answer,
+    Citation,
+    CitationStyle,
     Explanation,
     Flags,
     Mode,
@@ -20,7 +22,7 @@ from ragsvc.domain import (
     RouteTarget,
     Timings,
 )
-from ragsvc.prompts import REFUSAL_SENTENCE, Prompt
+from ragsvc.prompts import Prompt, refusal_sentence, sources_list
 from ragsvc.retrieval.selection import not_in_selection_message
 from ragsvc.validation import Verdict
 
@@ -28,15 +30,22 @@ GATE_CANDIDATES = 3
 
 
 def refusal_text(question: Question) -> str:
-    """What a refusal says: seed 001's sentence in selected-text mode, the refusal sentence otherwise."""
+    """What a refusal says: R-001-07's sentence in selected-text mode, the refusal sentence (in the question's
+    language when a wording has it: R-003-04) otherwise."""
     if question.mode is Mode.SELECTED_TEXT:
         return not_in_selection_message(question.query)
-    return REFUSAL_SENTENCE
+    return refusal_sentence(question.language)
+
+
+def with_sources_list(text: str, citations: tuple[Citation, ...], style: CitationStyle) -> str:
+    """`text` with the list of its cited sources after it in the END_LIST citation style (R-003-11)."""
+    listed = sources_list(citations) if style is CitationStyle.END_LIST else ""
+    return f"{text}\n\n{listed}" if listed else text
 
 
 def refusal_reason(question: Question, reason: RefusalReason) -> RefusalReason:
     """`reason` as reported: in selected-text mode, finding nothing or no supported answer means the selection
-    does not hold the answer (seed 001)."""
+    does not hold the answer (R-001-07)."""
     unanswered = (RefusalReason.NO_CHUNKS, RefusalReason.SCORE_GATE, RefusalReason.UNSUPPORTED_ANSWER)
     if question.mode is Mode.SELECTED_TEXT and reason in unanswered:
         return RefusalReason.NOT_IN_SELECTION
@@ -115,7 +124,7 @@ def answer(
     verdict, attempt, packing = validated.verdict, generated.attempt, generated.packing
     refused = not verdict.grounded
     return Answer(
-        text=refusal_text(question) if refused else validated.text,
+        text=refusal_text(question) if refused else with_sources_list(validated.text, verdict.citations, prompt.citation_style),
         citations=() if refused else verdict.citations,
         confidence=verdict.confidence,
         action=verdict.action,

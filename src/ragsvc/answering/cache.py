@@ -1,11 +1,12 @@
-"""The answer cache (seed 003) and the idempotent replays: one interface, `AnswerStore`, with two implementations:
+"""The answer cache (R-003-05) and the idempotent replays: one interface, `AnswerStore`, with two implementations:
 `MemoryAnswerCache` here (an LRU with a TTL, per process: the default) and `ragsvc.shared.cache.RedisAnswerCache`
 (shared by replicas, when RAG_REDIS_URL is set). Both are keyed by everything that shapes an answer.
 
 The key is the SHA-256 of the tenant, the normalised query (control characters stripped, whitespace collapsed,
-case folded), the template, top_k, the citation style, the tags (sorted), the metadata filters, the model, the
-mode and selection, and the remaining knobs that change an answer (score threshold, strictness, temperature,
-seed). Tenant and tags are part of the key, so an answer is never served to another tenant or tag set.
+case folded), the template, top_k, the citation style, the tags (sorted), the metadata filters (the expression as
+resolved), the model, the mode and selection, and the remaining knobs that change an answer (score threshold,
+strictness, temperature, seed, search mode, response style). Tenant and tags are part of the key, so an answer is
+never served to another tenant or tag set.
 
 What is cached: grounded answers with action CITE only. Refusals are not: the gate refusals (NO_CHUNKS,
 SCORE_GATE) cost no LLM call, so caching them saves little, and the others (UNSUPPORTED_ANSWER,
@@ -13,7 +14,7 @@ INVALID_CITATIONS) come from one unlucky generation that a new call may well get
 left for the human they are routed to. Questions with chat history or a session, dry runs and explain requests
 bypass the cache.
 
-Idempotency (seed 003, with Stripe's and AIP-155's semantics): an answer recorded for an idempotency key is bound
+Idempotency (R-003-03, with Stripe's and AIP-155's semantics): an answer recorded for an idempotency key is bound
 to the caller that sent it (`Question.caller`: its key, or its peer without authentication) in its tenant, and
 to the fingerprint of its request (`request_fingerprint`: every field that changes the answer, the effective tags
 included, never the request id). The same key from the same caller with the same request replays the answer,
@@ -86,7 +87,8 @@ def _answer_shaping(question: Question) -> list[object]:
         question.top_k,
         question.citation_style.value,
         sorted(set(question.user_tags)),
-        [sorted(filters.source_urls), sorted(filters.page_titles), sorted(filters.section_headings)],
+        [sorted(filters.source_urls), sorted(filters.page_titles), sorted(filters.section_headings),
+         repr(filters.where) if filters.where is not None else filters.expression],
         question.model,
         question.mode.value,
         question.selected_text,
@@ -94,6 +96,8 @@ def _answer_shaping(question: Question) -> list[object]:
         question.strictness.value,
         question.temperature,
         question.seed,
+        question.search_mode.value,
+        question.response_style.value if question.response_style is not None else None,
     ]
 
 

@@ -81,6 +81,7 @@ class Pipeline:
             question.citation_style,
             question.strictness,
             self._templates,
+            question.response_style,
         )
         retrieved = await self._retrieve.run(question, budget, ledger)
         retrieval = retrieved.retrieval

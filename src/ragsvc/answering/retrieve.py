@@ -48,7 +48,7 @@ class Retrieved:
 
 
 class QueryClassifier:
-    """The question's class (seed 000): by the model when it follows instructions and `by_model` is on, else
+    """The question's class (R-000-14): by the model when it follows instructions and `by_model` is on, else
     (and whenever that call fails) by rules."""
 
     def __init__(self, generator: Generator, *, default_model: str, by_model: bool) -> None:
@@ -102,7 +102,7 @@ class RetrieveStage:
             query_class = await self._classifier.classify(question, ledger)
         deadline = budget.stage("retrieval", self._settings.retrieval_timeout_s, "RAG_RETRIEVAL_TIMEOUT_SECONDS")
         async with deadline.bound():
-            if question.mode is Mode.SELECTED_TEXT:  # seed 001: evidence only from the selection, never the index
+            if question.mode is Mode.SELECTED_TEXT:  # R-001-07: evidence only from the selection, never the index
                 retrieval = await self._retriever.retrieve_selection(
                     search.text, question.selected_text, top_k=self._top_k(question),
                     score_threshold=question.score_threshold,
@@ -126,6 +126,7 @@ class RetrieveStage:
                 top_k=self._top_k(question),
                 score_threshold=question.score_threshold,
                 filters=question.filters,
+                search_mode=question.search_mode,
             )
         )
 

@@ -1,11 +1,16 @@
 """The answering service: the one way a question is answered, whichever RPC asked (Ask, AskStream, SimulateAsk).
 
-    admit -> replay of its idempotency key | cached answer | the pipeline -> cache and replay store -> audit log
+    admit -> resolve its metadata filter -> language -> replay of its idempotency key | cached answer | the pipeline
+      -> cache and replay store -> audit log
 
 A replayed or cached answer comes back as the pipeline's would: one text delta, its citations, then the Answer
 (with `flags.cache_hit`). A replay is the caller's own (see `cache.replay_key`); its key sent again with another
 request is refused with IdempotencyKeyReused. The audit log gets a row for every outcome, refusals and failures
 included.
+
+Every answer the pipeline writes carries its provenance (R-003-13): the version of the tenant's index taken before
+the search (`storage.index_versions`), the time it was written, and the question's language (`language.py`), which
+may also have picked its template or refused it (UNSUPPORTED_LANGUAGE).
 """
 
 from __future__ import annotations
@@ -14,14 +19,18 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import AsyncGenerator
+from datetime import UTC, datetime
 
 from ragsvc.answering.admission import Admission
 from ragsvc.answering.cache import AnswerStore, bypasses_cache, cache_key, replay_key, request_fingerprint
 from ragsvc.answering.context import CallContext
+from ragsvc.answering.language import LanguageGate
 from ragsvc.answering.pipeline import Pipeline
-from ragsvc.domain import Answer, Event, Flags, Question, TextDelta, Timings
+from ragsvc.domain import Answer, Event, Flags, Mode, Question, TextDelta, Timings
 from ragsvc.errors import IdempotencyKeyReused, RagError
+from ragsvc.retrieval.schema import MetadataSchema
 from ragsvc.storage.answers import AnswerLog
+from ragsvc.storage.index_versions import IndexVersions
 
 
 class AnsweringService:
@@ -29,26 +38,38 @@ class AnsweringService:
         self,
         pipeline: Pipeline,
         admission: Admission,
+        schema: MetadataSchema,
         *,
         cache: AnswerStore | None = None,
         replays: AnswerStore | None = None,
         answers: AnswerLog | None = None,
+        languages: LanguageGate | None = None,
+        index_versions: IndexVersions | None = None,
     ) -> None:
         self.pipeline = pipeline
         self._admission = admission
+        self._schema = schema  # resolves a filter expression against the tenant's metadata keys
         self._cache = cache
         self._replays = replays  # answers by idempotency key, whatever their outcome
         self._answers = answers
+        self._languages = languages  # None: every question is taken to be in its template's language
+        self._index_versions = index_versions
 
     async def answer(self, question: Question, call: CallContext) -> AsyncGenerator[Event, None]:
         """The events answering `question`; closing the stream (a caller leaving) stops the work at once."""
+        supported = True
         try:
             admitted = self._admission.admit(question, call)
+            filters = await self._schema.resolve(admitted.tenant_id, admitted.filters)
+            admitted = dataclasses.replace(admitted, filters=filters)
+            if self._languages is not None:
+                admitted, supported = self._languages.route(admitted)
+                call.report.question = admitted
         except RagError as exc:
             if self._answers is not None:
                 self._answers.record_failure(self._admission.provisional(question, call), exc)
             raise
-        events = self._answered(admitted, call)
+        events = self._answered(admitted, call) if supported else self._unsupported_language(admitted, call)
         if self._answers is not None:
             events = self._answers.recorded(admitted, events)
         async with contextlib.aclosing(events):
@@ -80,10 +101,12 @@ class AnsweringService:
             yield answer
             return
         generations = [await store.generation(question.tenant_id) for store, _ in stores]
+        index_version = await self._index_version(question)
         events = self.pipeline.run(question, deadline=call.deadline)
         async with contextlib.aclosing(events):
             async for event in events:
                 if isinstance(event, Answer):
+                    event = _with_provenance(event, question, index_version)
                     if report.injection_patterns:
                         event = dataclasses.replace(
                             event, flags=dataclasses.replace(event.flags, injection_suspected=True)
@@ -93,6 +116,21 @@ class AnsweringService:
                         await store.put(key, event, question=question, generation=generation)
                 yield event
 
+    async def _unsupported_language(self, question: Question, call: CallContext) -> AsyncGenerator[Event, None]:
+        """The refusal of a question that no template answers in its language (nothing searched, nothing cached)."""
+        if self._languages is None:
+            raise RuntimeError("no language gate refused the question")
+        answer = await self._languages.refusal(question)
+        call.report.answer = answer
+        yield TextDelta(answer.text)
+        yield answer
+
+    async def _index_version(self, question: Question) -> str:
+        """The tenant's index version before the search; "" in selected-text mode or without versions kept."""
+        if self._index_versions is None or question.mode is Mode.SELECTED_TEXT:
+            return ""
+        return await self._index_versions.current(question.tenant_id)
+
     def _stores(self, question: Question) -> list[tuple[AnswerStore, str]]:
         """Where the answer may already be: the replay of the question's idempotency key, then the cache."""
         stores: list[tuple[AnswerStore, str]] = []
@@ -101,6 +139,13 @@ class AnsweringService:
         if self._cache is not None and not bypasses_cache(question):
             stores.append((self._cache, cache_key(question)))
         return stores
+
+
+def _with_provenance(answer: Answer, question: Question, index_version: str) -> Answer:
+    """The pipeline's answer with its provenance: index version, creation time, the question's language."""
+    return dataclasses.replace(
+        answer, index_version=index_version, created_at=datetime.now(UTC), language=question.language
+    )
 
 
 def _as_served(answer: Answer, question: Question, patterns: tuple[str, ...], elapsed_ms: float) -> Answer:

@@ -1,5 +1,5 @@
 """The validate stage: judge the generated answer against its evidence (citations, grounding, coverage,
-confidence, CITE/ROUTE), mitigate hallucinated markers with strict re-runs (seed 003), and ask a model that
+confidence, CITE/ROUTE), mitigate hallucinated markers with strict re-runs (R-003-18), and ask a model that
 follows instructions for its support score and follow-up questions."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pathlib import Path
 
 @dataclass(frozen=True, slots=True)
 class OwnersDocument:
-    """`{"users": [{"id", "email"}], "tags": [{"name", "owner_user_id"}]}`: who owns which tag (seed 000)."""
+    """`{"users": [{"id", "email"}], "tags": [{"name", "owner_user_id"}]}`: who owns which tag (R-000-22)."""
 
     users: tuple[tuple[str, str], ...] = ()  # (user id, email)
     tags: tuple[tuple[str, str | None], ...] = ()  # (tag name, owner user id)

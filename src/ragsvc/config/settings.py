@@ -37,12 +37,16 @@ from ragsvc.access import KeyStore
 from ragsvc.config.documents import OwnersDocument, check_pem, parse_owners, read_text
 from ragsvc.domain import StreamPolicy
 from ragsvc.errors import FieldViolation, InvalidRequest
+from ragsvc.ingest import limits
+from ragsvc.ingest.limits import ChunkLimit, DocumentLimits
 from ragsvc.model_table import DEFAULT_MODELS, ModelLimits, parse_model_table
 from ragsvc.pricing import PriceTable
 from ragsvc.prompts import DEFAULT_TEMPLATE, TEMPLATES
-from ragsvc.sanitize import MAX_FOLLOW_UPS, MAX_HISTORY_MESSAGES, TOP_K_RANGE
+from ragsvc.sanitize import MAX_FOLLOW_UPS, MAX_HISTORY_MESSAGES, TENANT_ID_PATTERN, TOP_K_RANGE
+from ragsvc.source_trust import DEFAULT_SOURCE_TRUST, DEFAULT_SOURCE_TYPE, SourceTrust, parse_weights
 
 _T = TypeVar("_T")
+_READING = DocumentLimits()  # the defaults of the limits of reading a document
 # The URL schemes of RAG_DATABASE_URL that name a PostgreSQL server (storage.database opens them).
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -121,7 +125,10 @@ class ServerSettings(Group):
         5.0, "RAG_HEALTH_PROBE_INTERVAL_SECONDS", "how often dependencies are probed for health", gt=0
     )
     default_tenant: str = env(
-        "default", "RAG_DEFAULT_TENANT", "tenant used when a request names none", min_length=1
+        "default",
+        "RAG_DEFAULT_TENANT",
+        f"tenant used when a request names none (a tenant id: {TENANT_ID_PATTERN})",
+        pattern=f"^{TENANT_ID_PATTERN}$",
     )
     total_timeout_s: float = env(
         30.0,
@@ -360,13 +367,94 @@ class IngestSettings(Group):
         "RAG_DATA_DIR/uploads",
         ge=1,
     )
+    source_trust_table: str = env(
+        DEFAULT_SOURCE_TRUST,
+        "RAG_SOURCE_TRUST",
+        "source types and their trust weight in ranking, type=weight,... (a document's metadata source_type names "
+        "one; its own trust, when set, wins)",
+    )
+    default_source_type: str = env(
+        DEFAULT_SOURCE_TYPE, "RAG_DEFAULT_SOURCE_TYPE", "source type of a document that names none (in RAG_SOURCE_TRUST)"
+    )
+    _source_trust: SourceTrust = PrivateAttr(default_factory=SourceTrust.default)
+    # The limits of reading one document (ingest/limits.py); the error past one names its variable.
+    parse_seconds: float = env(
+        _READING.parse_seconds,
+        limits.PARSE_SECONDS,
+        "time to read and chunk one document (checked between pages, sections and chunks)",
+        gt=0,
+    )
+    max_html_depth: int = env(
+        _READING.html_depth,
+        limits.MAX_HTML_DEPTH,
+        "deepest nesting of HTML elements read (browsers stop nesting at 512; parsing time grows with its square)",
+        ge=1,
+    )
+    max_html_attributes: int = env(
+        _READING.html_attributes,
+        limits.MAX_HTML_ATTRIBUTES,
+        "most attributes of one HTML element (parsing time grows with their square)",
+        ge=1,
+    )
+    max_line_chars: int = env(
+        _READING.line_chars,
+        limits.MAX_LINE_CHARS,
+        "longest line of a text, Markdown, reStructuredText or CSV/TSV document (characters)",
+        ge=1,
+    )
+    max_decompressed_bytes: int = env(
+        _READING.decompressed_bytes,
+        limits.MAX_DECOMPRESSED_BYTES,
+        "most bytes one PDF stream, or one part of a .docx, may decompress to",
+        ge=1,
+    )
+    max_chunks: int = env(
+        _READING.chunks, limits.MAX_CHUNKS, "most chunks one document may make, however it is ingested", ge=1
+    )
+    max_call_chunks: int = env(
+        1000,
+        limits.MAX_CALL_CHUNKS,
+        "most chunks of one document that IngestDocuments or UploadDocument embed within the call (about a minute "
+        "of the bundled embedder on 2 cores); a larger document is refused at once: ingest it as a long-running "
+        "operation (IndexService.SubmitIngest)",
+        ge=1,
+    )
 
     @model_validator(mode="after")
-    def _overlap_below_size(self) -> Self:
+    def _checked(self) -> Self:
+        checks = _Checks()
         if self.chunk_overlap_tokens >= self.chunk_tokens:
-            why = f"must be smaller than RAG_CHUNK_TOKENS ({self.chunk_tokens})"
-            raise SettingError([("RAG_CHUNK_OVERLAP_TOKENS", why)])
+            checks.refuse("RAG_CHUNK_OVERLAP_TOKENS", f"must be smaller than RAG_CHUNK_TOKENS ({self.chunk_tokens})")
+        weights = checks.parsed("RAG_SOURCE_TRUST", lambda: parse_weights(self.source_trust_table))
+        trust = None
+        if weights is not None:
+            trust = checks.parsed("RAG_DEFAULT_SOURCE_TYPE", lambda: SourceTrust(weights, self.default_source_type))
+        checks.done()
+        assert trust is not None
+        self._source_trust = trust
         return self
+
+    @property
+    def source_trust(self) -> SourceTrust:
+        """RAG_SOURCE_TRUST with RAG_DEFAULT_SOURCE_TYPE, parsed."""
+        return self._source_trust
+
+    @property
+    def limits(self) -> DocumentLimits:
+        """The limits of reading one document, whichever way it comes in."""
+        return DocumentLimits(
+            parse_seconds=self.parse_seconds,
+            html_depth=self.max_html_depth,
+            html_attributes=self.max_html_attributes,
+            line_chars=self.max_line_chars,
+            decompressed_bytes=self.max_decompressed_bytes,
+            chunks=self.max_chunks,
+        )
+
+    @property
+    def call_chunk_limit(self) -> ChunkLimit:
+        """The chunks of one document that IngestDocuments and UploadDocument embed within the call."""
+        return ChunkLimit(self.max_call_chunks, limits.MAX_CALL_CHUNKS, limits.CALL_ADVICE)
 
 
 class GenerationSettings(Group):
@@ -401,6 +489,20 @@ class GenerationSettings(Group):
     )
     default_template: str = env(
         DEFAULT_TEMPLATE, "RAG_DEFAULT_TEMPLATE", "prompt template of requests naming none: " + ", ".join(TEMPLATES)
+    )
+    language_detection: bool = env(
+        True,
+        "RAG_LANGUAGE_DETECTION",
+        "detect each question's language offline and answer with a template of that language, refusing questions in "
+        "a language no template answers in (UNSUPPORTED_LANGUAGE); off: every question is answered as asked",
+    )
+    language_min_confidence: float = env(
+        0.65,
+        "RAG_LANGUAGE_MIN_CONFIDENCE",
+        "probability the language detector needs before a question counts as being in a language (below it, or with "
+        "fewer than two words, the language is undetermined and the question is never refused)",
+        gt=0,
+        le=1,
     )
     ollama_keep_alive: str = env(
         "5m", "RAG_OLLAMA_KEEP_ALIVE", "how long Ollama keeps the model loaded after a request (-1: always)"

@@ -1,4 +1,4 @@
-"""The fallback chain of seed 004: the requested (or default) model, then the fallback model FALLBACK_LLM on the
+"""The fallback chain (R-004-08): the requested (or default) model, then the fallback model FALLBACK_LLM on the
 same server, then, when RAG_FALLBACK_EXTRACTIVE is on, the extractive generator, which needs no server. Any
 answer not written by the first step is flagged degraded and names what wrote it.
 

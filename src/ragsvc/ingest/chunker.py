@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import tiktoken
 
 from ragsvc.budget import COUNTED_ENCODING
 from ragsvc.encodings import get_encoding
-from ragsvc.ingest.loaders import Section
+from ragsvc.ingest.limits import Deadline
+from ragsvc.ingest.sections import Section
 from ragsvc.prompts import fenced
 from ragsvc.reading.passages import is_label
 
@@ -26,6 +27,9 @@ _PARAGRAPH = re.compile(r"(?:^|\n\n)([^\n]+)(?=\n\n|$)")  # a paragraph of one l
 _NOT_PROSE = re.compile(r"^\s*(?:[-*+]\s|\d{1,3}[.)]\s|\||#|```|~~~)")
 FENCE = "```"
 MAX_LABEL_SHARE = 4  # a label is carried when it takes at most 1/4 of a chunk's tokens
+_CHECK_EVERY = 65_536  # words counted between two looks at the deadline
+_CACHED_PIECES = 200_000  # distinct pieces whose counts are kept (random text has few repeats)
+_WINDOW_CHUNKS = 64  # a word longer than this many chunks' worth of characters is halved in windows that long
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,20 +41,35 @@ class _Unit:
     tokens: int
 
 
-def chunk_sections(sections: Sequence[Section], *, chunk_tokens: int, overlap_tokens: int) -> list[Section]:
+def chunk_sections(
+    sections: Sequence[Section], *, chunk_tokens: int, overlap_tokens: int, deadline: Deadline | None = None
+) -> Iterator[Section]:
     """Chunks of at most `chunk_tokens` tokens, each a smaller Section keeping its section's heading and page;
-    neighbours within a section share about `overlap_tokens` tokens.
+    neighbours within a section share about `overlap_tokens` tokens. They are cut as they are taken, so that a
+    caller counting them can stop early; the deadline is checked for each.
 
     A chunk starts and ends on word boundaries, except that a word longer than a chunk is cut; chunks never span
     two sections. Each carries its entry's label and closes its code fences (see the module's docstring)."""
     if not chunk_tokens > overlap_tokens >= 0:
         raise ValueError(f"need chunk_tokens > overlap_tokens >= 0, got {chunk_tokens} and {overlap_tokens}")
     encoding = get_encoding(COUNTED_ENCODING)
-    return [
-        Section(text, section.heading, section.page_number)
-        for section in sections
-        for text in _chunk_text(encoding, section.text, chunk_tokens, overlap_tokens)
-    ]
+    for section in sections:
+        for text in _chunk_text(encoding, section.text, chunk_tokens, overlap_tokens, deadline):
+            if deadline is not None:
+                deadline.check()
+            yield Section(text, section.heading, section.page_number)
+
+
+def least_chunks(sections: Sequence[Section], chunk_tokens: int) -> int:
+    """A lower bound of the chunks `chunk_sections` cuts from `sections`, at the cost of counting their words:
+    every word is a token at least, a chunk holds `chunk_tokens` at most, and never spans two sections."""
+    return sum(-(-len(section.text.split()) // chunk_tokens) for section in sections)
+
+
+def token_count(text: str) -> int:
+    """The tokens `text` adds to a chunk, counted as the chunker counts them (word by word, each with the
+    whitespace before it)."""
+    return sum(unit.tokens for unit in _units(get_encoding(COUNTED_ENCODING), text, len(text) + 1))
 
 
 class _Carried:
@@ -86,10 +105,11 @@ class _Carried:
         return bisect.bisect_left(self._fences, offset) % 2 == 1
 
 
-def _chunk_text(encoding: tiktoken.Encoding, text: str, limit: int, overlap: int) -> list[str]:
-    units = _units(encoding, text, limit)
+def _chunk_text(
+    encoding: tiktoken.Encoding, text: str, limit: int, overlap: int, deadline: Deadline | None
+) -> Iterator[str]:
+    units = _units(encoding, text, limit, deadline)
     carried = _Carried(encoding, text, limit)
-    chunks: list[str] = []
     first = 0
     while first < len(units):
         prefix = carried.before(units[first].start)
@@ -106,7 +126,7 @@ def _chunk_text(encoding: tiktoken.Encoding, text: str, limit: int, overlap: int
         while end > first + 1 and _count(encoding, text[units[first].start : units[end - 1].end]) > budget:
             end -= 1
         body = text[units[first].start : units[end - 1].end]
-        chunks.append(prefix + body + carried.after(units[end - 1].end))
+        yield prefix + body + carried.after(units[end - 1].end)
         if end == len(units):
             break
         following = end
@@ -115,30 +135,42 @@ def _chunk_text(encoding: tiktoken.Encoding, text: str, limit: int, overlap: int
             following -= 1
             shared += units[following].tokens
         first = following
-    return chunks
 
 
 def fenced_token_counts(texts: Sequence[str]) -> list[int]:
     """Each chunk text's tokens between its data fences, as a prompt carries it (`prompts.fenced`), in
     COUNTED_ENCODING: what a Chunk stores as its `token_count`, so that packing a prompt does not count it again."""
     encoding = get_encoding(COUNTED_ENCODING)
-    return [len(tokens) for tokens in encoding.encode_ordinary_batch([fenced(text) for text in texts])]
+    return [len(encoding.encode_ordinary(fenced(text))) for text in texts]
 
 
-def _units(encoding: tiktoken.Encoding, text: str, limit: int) -> list[_Unit]:
-    """The words of `text`, words of more than `limit` tokens cut into pieces that fit."""
-    words = [(m.start(), m.end()) for m in _WORD.finditer(text)]
-    if not words:
-        return []
-    leads = [0, *(end for _, end in words[:-1])]  # each word is counted with the whitespace before it
-    pieces = [text[lead:end] for lead, (_, end) in zip(leads, words, strict=True)]
-    counts = [len(tokens) for tokens in encoding.encode_ordinary_batch(pieces)]
+def _units(encoding: tiktoken.Encoding, text: str, limit: int, deadline: Deadline | None = None) -> list[_Unit]:
+    """The words of `text`, words of more than `limit` tokens cut into pieces that fit.
+
+    Each distinct piece (a word with the whitespace before it) is encoded once: a text repeats most of its words,
+    and one encode call per piece costs far less than tiktoken's batch call, which makes a thread-pool task of
+    every piece (8 s per megabyte of text, measured)."""
+    counts: dict[str, int] = {}
     units: list[_Unit] = []
-    for (start, end), tokens in zip(words, counts, strict=True):
+    lead = 0  # each word is counted with the whitespace before it
+    for number, match in enumerate(_WORD.finditer(text)):
+        if deadline is not None and number % _CHECK_EVERY == _CHECK_EVERY - 1:
+            deadline.check()
+        start, end = match.span()
+        piece = text[lead:end]
+        lead = end
+        tokens = counts.get(piece)
+        if tokens is None:
+            tokens = counts[piece] = len(encoding.encode_ordinary(piece))
+        if len(counts) > _CACHED_PIECES:
+            counts.clear()
         if tokens <= limit:
             units.append(_Unit(start, end, tokens))
-        else:
-            units.extend(_split_word(encoding, text, start, end, limit))
+            continue
+        # A word of many chunks (a base64 blob, a line of one character) is halved in windows, not whole.
+        step = min(end - start, _WINDOW_CHUNKS * limit)
+        for cut in range(start, end, step):
+            units.extend(_split_word(encoding, text, cut, min(cut + step, end), limit))
     return units
 
 

@@ -1,391 +1,63 @@
-"""Turn source documents into sections of text: plain text is one section, Markdown one per ATX heading, HTML one
-per heading element (h1-h6, page chrome dropped), PDF one per page (with the page number, under the PDF outline's
-entry for that page)."""
+"""Turn source documents into sections of text, each format by its own module: plain text is one section,
+Markdown one per ATX heading, reStructuredText one per section, HTML one per heading element, .docx one per heading
+paragraph, PDF one per page, CSV/TSV one per group of rows. Text is decoded as `decoding` says, and every document
+is read within the limits of `limits`. Also: finding the files of a folder to ingest, and reading one file as a
+document."""
 
 from __future__ import annotations
 
-import codecs
 import fnmatch
 import hashlib
-import io
-import logging
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pypdf
-from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from ragsvc.domain import SourceDocument
 from ragsvc.errors import FieldViolation, InvalidRequest
+from ragsvc.ingest.decoding import decode_text
+from ragsvc.ingest.delimited import delimited_sections
+from ragsvc.ingest.html import html_sections, html_title
+from ragsvc.ingest.limits import Deadline, DocumentLimits, check_lines
+from ragsvc.ingest.markdown import markdown_sections, markdown_title
+from ragsvc.ingest.media import CSV, DOCX, HTML, MARKDOWN, MEDIA_TYPES, PDF, RST, TSV, parse_media_type
+from ragsvc.ingest.pdf import pdf_sections, pdf_title
+from ragsvc.ingest.rst import rst_sections, rst_title
+from ragsvc.ingest.sections import Loaded, Section
+from ragsvc.ingest.word import docx_sections, docx_title
 from ragsvc.sanitize import validate_document_id
 
-PLAIN = "text/plain"
-MARKDOWN = "text/markdown"
-PDF = "application/pdf"
-HTML = "text/html"
-MEDIA_TYPES = {".txt": PLAIN, ".md": MARKDOWN, ".markdown": MARKDOWN, ".pdf": PDF, ".html": HTML, ".htm": HTML}
-_log = logging.getLogger(__name__)
 
-_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-
-
-@dataclass(frozen=True, slots=True)
-class Section:
-    """A run of text under one heading (None before the first heading, and for plain text)."""
-
-    text: str
-    heading: str | None = None
-    page_number: int | None = None
-
-
-def load_sections(document: SourceDocument) -> list[Section]:
-    """The document's non-empty sections. Raises InvalidRequest for an unsupported media type and
-    UnicodeDecodeError for content that is not UTF-8."""
-    media_type = document.media_type.split(";")[0].strip().lower()  # "text/markdown; charset=utf-8"
-    if media_type == PLAIN:
-        text = _decode(document.content)
-        return [Section(text)] if text.strip() else []
-    if media_type == MARKDOWN:
-        return [s for s in _markdown_sections(_decode(document.content)) if s.text.strip()]
-    if media_type == PDF:
-        return [s for s in pdf_sections(document.content) if s.text.strip()]
-    if media_type == HTML:
-        return [s for s in html_sections(document.content) if s.text.strip()]
-    violation = f"unsupported media type {document.media_type!r}; use {PLAIN}, {MARKDOWN}, {HTML} or {PDF}"
-    raise InvalidRequest([FieldViolation("documents[].media_type", violation)])
-
-
-def pdf_sections(content: bytes) -> list[Section]:
-    """One section per page, numbered from 1, headed by the title of the PDF outline (bookmark) entry that covers
-    the page, if any. Raises InvalidRequest for content that is not a readable PDF (broken, or encrypted with a
-    password)."""
-    reader = _pdf_reader(content)
+def load_document(document: SourceDocument, limits: DocumentLimits, *, chunk_tokens: int, deadline: Deadline) -> Loaded:
+    """The document's non-empty sections and the encoding of its text, read by `deadline` (RAG_INGEST_PARSE_SECONDS
+    from when the document was taken up). `chunk_tokens` bounds a CSV/TSV section.
+    Raises InvalidRequest for a document that cannot be read (an unsupported media type, content that is not in
+    its format), DocumentLimitExceeded past a limit."""
     try:
-        headings = _outline_headings(reader)
-        return [
-            Section(_page_text(page), headings.get(number), number)
-            for number, page in enumerate(reader.pages, start=1)
-        ]
-    except InvalidRequest:
-        raise
-    except Exception as exc:  # pypdf raises many kinds of errors on damaged files
-        raise InvalidRequest([FieldViolation("documents[].content", f"cannot read the PDF: {exc}")]) from exc
-
-
-def pdf_title(content: bytes) -> str | None:
-    """The PDF's document-information title, if it has one."""
-    try:
-        metadata = _pdf_reader(content).metadata
-        title = metadata.title if metadata is not None else None
-    except Exception:  # noqa: BLE001 - pypdf raises anything on a damaged file; it is reported when ingested
-        return None
-    return title.strip() if isinstance(title, str) and title.strip() else None
-
-
-def _pdf_reader(content: bytes) -> pypdf.PdfReader:
-    try:
-        reader = pypdf.PdfReader(io.BytesIO(content))
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise InvalidRequest([FieldViolation("documents[].content", "the PDF is encrypted with a password")])
-    except InvalidRequest:
-        raise
-    except Exception as exc:
-        raise InvalidRequest([FieldViolation("documents[].content", f"not a readable PDF: {exc}")]) from exc
-    return reader
-
-
-def _page_text(page: pypdf.PageObject) -> str:
-    text = page.extract_text() or ""
-    return text.replace("\x00", "")
-
-
-def _outline_headings(reader: pypdf.PdfReader) -> dict[int, str]:
-    """Page number -> title of the last outline entry starting on or before that page (best effort: a broken
-    outline gives no headings rather than no document)."""
-    starts: list[tuple[int, int, str]] = []  # (page number, order in the outline, title)
-
-    def walk(items: Any) -> None:
-        for item in items:
-            if isinstance(item, list):
-                walk(item)
-                continue
-            page = reader.get_destination_page_number(item)
-            title = str(getattr(item, "title", "") or "").strip()
-            if page is not None and page >= 0 and title:
-                starts.append((page + 1, len(starts), title))
-
-    try:
-        walk(reader.outline)
-    except Exception as exc:  # noqa: BLE001 - pypdf raises anything on a damaged outline
-        _log.warning("ignoring an unreadable PDF outline: %s", exc)
-        return {}
-    headings: dict[int, str] = {}
-    current: str | None = None
-    ordered = sorted(starts)
-    next_start = 0
-    for number in range(1, len(reader.pages) + 1):
-        while next_start < len(ordered) and ordered[next_start][0] <= number:
-            current = ordered[next_start][2]
-            next_start += 1
-        if current is not None:
-            headings[number] = current
-    return headings
-
-
-def html_sections(content: bytes) -> list[Section]:
-    """One section per heading element (h1-h6), headed by its text; text before the first heading has no heading.
-
-    Page chrome is dropped: scripts, styles, navigation (<nav>, role=navigation, navigation classes such as
-    "navheader", "breadcrumb" or "toc"), the page's own <header>/<footer> (those of an <article>, <main> or
-    <section> stay), forms and hidden elements. Paragraphs, list items ("- "), definition terms and descriptions,
-    table rows ("| a | b |") and preformatted text (fenced with ```) become the blocks of a section's text, the way
-    Markdown would write them. Raises UnicodeDecodeError for content neither UTF-8 nor in the charset it declares.
-    """
-    tree = LexborHTMLParser(_decode_html(content))
-    writer = _HtmlWriter()
-    top = tree.body or tree.root
-    if top is not None:
-        writer.walk(top)
-    return writer.finish()
-
-
-def html_title(content: bytes) -> str | None:
-    """The page's <title>, else the text of its first <h1> outside the page chrome."""
-    try:
-        tree = LexborHTMLParser(_decode_html(content))
-    except UnicodeDecodeError:  # reported when the document is ingested; here it only costs the title
-        return None
-    title = tree.css_first("title")
-    if title is not None and (text := _collapse(title.text(deep=True))):
-        return text
-    for h1 in tree.css("h1"):
-        if not _in_chrome(h1) and (text := _collapse(h1.text(deep=True))):
-            return text
-    return None
-
-
-# Elements whose content is never text of the page.
-_HTML_SKIPPED = frozenset(
-    "head script style noscript template nav iframe object embed svg math canvas form button select textarea "
-    "input dialog".split()
-)
-_HTML_CHROME_ROLES = frozenset({"navigation", "banner", "contentinfo", "search", "menu", "menubar"})
-# Class or id tokens of navigation chrome in common site generators (DocBook's navheader/navfooter/toc, Publican's
-# docnav, Sphinx's related/sphinxsidebar/footer, MkDocs and Bootstrap navbars, breadcrumbs, skip links). Not "sidebar":
-# DocBook's and Sphinx's sidebars are boxes of the page's own text (tips, warnings, asides).
-_HTML_CHROME_NAMES = frozenset(
-    "navheader navfooter navbar navigation nav-menu breadcrumb breadcrumbs toc docnav sphinxsidebar related footer "
-    "skip-link skiplink skip-to-content site-header site-footer cookie-banner".split()
-)
-_HTML_CONTAINERS = frozenset({"article", "main", "section"})
-_HTML_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
-_HTML_BLOCKS = frozenset(
-    "html body address article aside blockquote center details dialog dd div dl dt fieldset figcaption figure "
-    "footer header hgroup hr li main menu ol p section summary ul caption td th tr tbody thead tfoot legend br "
-    "frameset".split()
-)
-
-
-def _is_chrome(node: LexborNode) -> bool:
-    """True for an element that is page chrome (see html_sections), judged on the element alone."""
-    tag = node.tag
-    if tag in _HTML_SKIPPED:
-        return True
-    attributes = node.attributes
-    if "hidden" in attributes or attributes.get("aria-hidden") == "true":
-        return True
-    if (attributes.get("role") or "").strip().lower() in _HTML_CHROME_ROLES:
-        return True
-    names = f"{attributes.get('class') or ''} {attributes.get('id') or ''}".lower().split()
-    if any(name in _HTML_CHROME_NAMES for name in names):
-        return True
-    if tag in ("header", "footer"):  # the page's own, not an article's
-        parent = node.parent
-        while parent is not None:
-            if parent.tag in _HTML_CONTAINERS:
-                return False
-            parent = parent.parent
-        return True
-    return False
-
-
-def _in_chrome(node: LexborNode) -> bool:
-    current: LexborNode | None = node
-    while current is not None and current.tag not in ("body", "html"):
-        if _is_chrome(current):
-            return True
-        current = current.parent
-    return False
-
-
-def _collapse(text: str | None) -> str:
-    return " ".join((text or "").split())
-
-
-class _HtmlWriter:
-    """Walks the DOM in document order and writes sections of Markdown-like text."""
-
-    def __init__(self) -> None:
-        self._sections: list[Section] = []
-        self._heading: str | None = None
-        self._blocks: list[tuple[str, str]] = []  # (kind, text); kind decides the separator before the next block
-        self._inline: list[str] = []
-        self._item_prefix = ""
-
-    def walk(self, root: LexborNode) -> None:
-        # An explicit stack: malformed pages can nest deeper than Python's recursion limit.
-        stack: list[tuple[LexborNode, bool]] = [(root, True)]
-        while stack:
-            node, entering = stack.pop()
-            if not entering:
-                self._end_block()
-                continue
-            tag = node.tag
-            if tag == "-text":
-                self._inline.append(node.text_content or "")
-                continue
-            if tag is None or tag.startswith("-") or _is_chrome(node):  # comments, doctype, chrome
-                continue
-            if tag in _HTML_HEADINGS:
-                self._new_section(_collapse(node.text(deep=True)) or None)
-            elif tag == "pre":
-                self._pre(node)
-            elif tag == "table":
-                self._table(node)
-            elif tag == "br" or tag == "hr":
-                self._end_block()
-            else:
-                if tag in _HTML_BLOCKS:
-                    self._end_block()
-                    stack.append((node, False))
-                if tag == "li":
-                    self._item_prefix = "- "
-                stack.extend((child, True) for child in reversed(list(node.iter(include_text=True))))
-
-    def finish(self) -> list[Section]:
-        self._new_section(None)
-        return self._sections
-
-    def _new_section(self, heading: str | None) -> None:
-        self._end_block()
-        text = ""
-        for i, (kind, block) in enumerate(self._blocks):
-            if i:
-                text += "\n" if kind == self._blocks[i - 1][0] and kind in ("item", "row") else "\n\n"
-            text += block
-        self._sections.append(Section(text, self._heading))
-        self._heading, self._blocks, self._item_prefix = heading, [], ""
-
-    def _end_block(self) -> None:
-        line = _collapse("".join(self._inline))
-        self._inline = []
-        if line:
-            kind = "item" if self._item_prefix else "paragraph"
-            self._blocks.append((kind, self._item_prefix + line))
-            self._item_prefix = ""
-
-    def _pre(self, node: LexborNode) -> None:
-        self._end_block()
-        code = (node.text(deep=True) or "").strip("\n")
-        if code.strip():
-            self._blocks.append(("pre", f"```\n{code}\n```"))
-
-    def _table(self, table: LexborNode) -> None:
-        self._end_block()
-        rows: list[LexborNode] = []
-        caption: str = ""
-        for child in table.iter():
-            if child.tag == "caption":
-                caption = _collapse(child.text(deep=True))
-            elif child.tag == "tr":
-                rows.append(child)
-            elif child.tag in ("thead", "tbody", "tfoot"):
-                rows.extend(row for row in child.iter() if row.tag == "tr")
-        if caption:
-            self._blocks.append(("paragraph", caption))
-        for row in rows:
-            cells = [_cell_text(cell) for cell in row.iter() if cell.tag in ("td", "th") and not _is_chrome(cell)]
-            if any(cells):
-                self._blocks.append(("row", "| " + " | ".join(cells) + " |"))
-
-
-def _cell_text(cell: LexborNode) -> str:
-    """A table cell's text on one line (its own blocks joined by spaces)."""
-    writer = _HtmlWriter()
-    for child in cell.iter(include_text=True):
-        writer.walk(child)
-    sections = writer.finish()
-    return _collapse(" ".join(part for s in sections for part in ((s.heading or ""), s.text))).replace("|", "\\|")
-
-
-def _decode_html(content: bytes) -> str:
-    """UTF-8 (with or without a byte-order mark), else the charset the page declares in a <meta> element."""
-    try:
-        return content.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        declared = _declared_charset(content)
-        if declared is None:
-            raise
-        return content.decode(declared, errors="replace")
-
-
-def _declared_charset(content: bytes) -> str | None:
-    head = LexborHTMLParser(content[:4096].decode("latin-1"))
-    for meta in head.css("meta"):
-        charset = meta.attributes.get("charset")
-        if not charset and (meta.attributes.get("http-equiv") or "").lower() == "content-type":
-            value = (meta.attributes.get("content") or "").lower()
-            charset = value.partition("charset=")[2].split(";")[0].strip() or None
-        if charset:
-            try:
-                return codecs.lookup(charset.strip()).name
-            except LookupError:
-                return None
-    return None
-
-
-def _decode(content: bytes) -> str:
-    return content.decode("utf-8-sig")
-
-
-def _markdown_sections(text: str) -> Iterator[Section]:
-    heading: str | None = None
-    lines: list[str] = []
-    for line, match in _lines_with_headings(text):
-        if match is None:
-            lines.append(line)
-            continue
-        yield Section("\n".join(lines).strip(), heading)
-        heading, lines = (match.group(2) or "").strip() or None, []
-    yield Section("\n".join(lines).strip(), heading)
-
-
-def markdown_title(text: str) -> str | None:
-    """The text of the first level-1 heading, if any."""
-    for _, match in _lines_with_headings(text):
-        if match is not None and len(match.group(1)) == 1 and match.group(2):
-            return match.group(2).strip()
-    return None
-
-
-def _lines_with_headings(text: str) -> Iterator[tuple[str, re.Match[str] | None]]:
-    """Each line, with its ATX heading match (never for lines inside fenced code blocks)."""
-    fence: str | None = None
-    for line in text.splitlines():
-        marker = _FENCE.match(line)
-        if fence is None and marker:
-            fence = marker.group(1)
-        elif fence is not None and marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence):
-            fence = None
-        elif fence is None:
-            yield line, _HEADING.match(line)
-            continue
-        yield line, None
+        media = parse_media_type(document.media_type)
+    except ValueError as exc:
+        raise InvalidRequest([FieldViolation("media_type", str(exc))]) from None
+    content = document.content
+    if media.essence == PDF:
+        return pdf_sections(content, limits, deadline=deadline)
+    if media.essence == DOCX:
+        return docx_sections(content, limits, deadline=deadline)
+    if media.essence == HTML:
+        return html_sections(content, limits, charset=media.charset, deadline=deadline)
+    decoded = decode_text(content, media.essence, charset=media.charset)
+    text = decoded.text
+    check_lines(text, limits.line_chars)
+    sections: list[Section]
+    if media.essence == MARKDOWN:
+        sections = markdown_sections(text, deadline=deadline)
+    elif media.essence == RST:
+        sections = rst_sections(text, limits, deadline=deadline)
+    elif media.essence in (CSV, TSV):
+        sections = delimited_sections(text, media.essence, chunk_tokens=chunk_tokens, deadline=deadline)
+    else:
+        sections = [Section(text)] if text.strip() else []
+    return Loaded(sections, decoded.encoding)
 
 
 def source_documents_from_paths(
@@ -404,14 +76,6 @@ def read_document(found: FoundFile, *, tenant_id: str, tags: Sequence[str] = ())
     file cannot be read."""
     content = found.path.read_bytes()
     media_type = MEDIA_TYPES[found.path.suffix.lower()]
-    # Undecodable content is reported when the document is ingested; here it only costs the title.
-    title = None
-    if media_type == MARKDOWN:
-        title = markdown_title(content.decode("utf-8-sig", errors="replace"))
-    elif media_type == PDF:
-        title = pdf_title(content)
-    elif media_type == HTML:
-        title = html_title(content)
     return SourceDocument(
         document_id=found.document_id,
         name=found.name,
@@ -419,8 +83,27 @@ def read_document(found: FoundFile, *, tenant_id: str, tags: Sequence[str] = ())
         media_type=media_type,
         tenant_id=tenant_id,
         tags=tuple(tags),
-        title=title or found.path.stem,
+        title=document_title(content, media_type) or found.path.stem,
     )
+
+
+def document_title(content: bytes, media_type: str) -> str | None:
+    """The title a document's content gives itself (a PDF's or .docx's title property, an HTML <title>, the first
+    heading of Markdown or reStructuredText), if any. Content that cannot be read has none: that is reported when
+    the document is ingested."""
+    if media_type == PDF:
+        return pdf_title(content)
+    if media_type == DOCX:
+        return docx_title(content)
+    if media_type == HTML:
+        return html_title(content)
+    if media_type in (MARKDOWN, RST):
+        try:
+            text = decode_text(content, media_type).text
+        except InvalidRequest:
+            return None
+        return markdown_title(text) if media_type == MARKDOWN else rst_title(text)
+    return None
 
 
 def slugify(name: str) -> str:
@@ -474,7 +157,8 @@ def find_files(
     exclude: Sequence[str] = (),
     document_id: str | None = None,
 ) -> FileSelection:
-    """The .txt, .md, .html/.htm and .pdf files among `paths`; folders are walked in sorted order.
+    """The files among `paths` whose extension MEDIA_TYPES names (.txt, .md, .html, .pdf, .docx, .rst, .csv, .tsv
+    ...); folders are walked in sorted order.
 
     A file named directly keeps its stem as document id ("Refund Policy.md" -> "refund-policy"), or `document_id`.
     A file found in a folder is named by its path relative to that folder, each part slugified and joined by dots

@@ -1,4 +1,4 @@
-"""The tag-owner directory as AdminService manages it (seed 000's tags.owner_user_id -> users.email): list, set
+"""The tag-owner directory as AdminService manages it (R-000-22: tags.owner_user_id -> users.email): list, set
 and remove a tag's owner. Routing reads the directory from the database on every routed answer
 (`storage.owners.OwnerDirectory.route`), so a change is used at once by every replica; answers that route to a
 human are never cached, so no cache holds an old owner. The directory is global (one for every tenant), like the

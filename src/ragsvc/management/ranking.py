@@ -1,4 +1,4 @@
-"""The ranking weights (seed 003): the environment's at start unless the database holds weights set through
+"""The ranking weights (R-003-08): the environment's at start unless the database holds weights set through
 AdminService, which then win; a change is stored, applied to the retriever from its next query on, empties
 the answer cache (cached answers were ranked with the old weights) and is announced to the other replicas
 (`announce`: ragsvc.shared.changes, when RAG_REDIS_URL is set), which `reload` the stored weights."""

@@ -1,4 +1,4 @@
-"""Custom prompt templates (seed 003), beside the built-ins that never change.
+"""Custom prompt templates (R-003-10, R-003-21), beside the built-ins that never change.
 
 A custom template is written to the database first (`storage/templates.py`), then to the registry the pipeline
 renders from; every change drops the cached answers written from it and is announced to the other replicas
@@ -18,13 +18,16 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from ragsvc.answering.cache import AnswerStore
+from ragsvc.domain import ResponseStyle
 from ragsvc.errors import AlreadyExists, BuiltInTemplate, FieldViolation, InvalidRequest, NotFound
-from ragsvc.prompts import PromptTemplate, TemplateRegistry, user_prompt_violations
+from ragsvc.prompts import DEFAULT_LANGUAGE, PromptTemplate, TemplateRegistry, user_prompt_violations
 from ragsvc.storage.templates import StoredTemplate, TemplateStore
 
 CHANGES_TOPIC = "templates"  # the change feed's topic of template changes
 TEMPLATE_ID = re.compile(r"[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?")
-TEMPLATE_FIELDS = ("display_name", "instructions", "user_prompt")
+TEMPLATE_FIELDS = ("display_name", "instructions", "user_prompt")  # what an update without a mask changes
+UPDATABLE_FIELDS = (*TEMPLATE_FIELDS, "language", "response_style")
+LANGUAGE = re.compile(r"[a-z]{2,3}")  # an ISO 639 code, as the language detector reports it
 LIMITS = {"display_name": 200, "instructions": 2000, "user_prompt": 8000}
 
 
@@ -47,6 +50,9 @@ class TemplateChange:
     display_name: str | None = None
     instructions: str | None = None
     user_prompt: str | None = None
+    language: str | None = None
+    response_style: ResponseStyle | None = None
+    sets_response_style: bool = False  # response_style is set (None then means: no style)
 
 
 class TemplateCatalog:
@@ -99,7 +105,16 @@ class TemplateCatalog:
         built_ins = [TemplateEntry(t, None) for t in self._registry.all() if self._registry.is_built_in(t.version)]
         return built_ins + [TemplateEntry(s.template, s) for s in await self._store.list()]
 
-    async def create(self, template_id: str, display_name: str, instructions: str, user_prompt: str) -> TemplateEntry:
+    async def create(
+        self,
+        template_id: str,
+        display_name: str,
+        instructions: str,
+        user_prompt: str,
+        *,
+        language: str = "",
+        response_style: ResponseStyle | None = None,
+    ) -> TemplateEntry:
         violations: list[FieldViolation] = []
         if not TEMPLATE_ID.fullmatch(template_id):
             violations.append(
@@ -110,9 +125,14 @@ class TemplateCatalog:
                 )
             )
         template = PromptTemplate(
-            version=template_id, length_rule=instructions, user=user_prompt, display_name=display_name
+            version=template_id,
+            length_rule=instructions,
+            user=user_prompt,
+            display_name=display_name,
+            language=language or DEFAULT_LANGUAGE,
+            response_style=response_style,
         )
-        violations += _violations(template, TEMPLATE_FIELDS)
+        violations += _violations(template, UPDATABLE_FIELDS)
         if violations:
             raise InvalidRequest(violations)
         async with self._lock:
@@ -134,8 +154,10 @@ class TemplateCatalog:
                 display_name=current.display_name if change.display_name is None else change.display_name,
                 length_rule=current.length_rule if change.instructions is None else change.instructions,
                 user=current.user if change.user_prompt is None else change.user_prompt,
+                language=current.language if change.language is None else change.language or DEFAULT_LANGUAGE,
+                response_style=change.response_style if change.sets_response_style else current.response_style,
             )
-            changed = [name for name in TEMPLATE_FIELDS if getattr(change, name) is not None]
+            changed = [name for name in UPDATABLE_FIELDS if getattr(change, name) is not None]
             if violations := _violations(template, changed):
                 raise InvalidRequest(violations)
             stored = await self._store.update(template)
@@ -183,8 +205,10 @@ def _violations(template: PromptTemplate, fields: Iterable[str]) -> list[FieldVi
     found = [
         FieldViolation(prefix + field, f"at most {LIMITS[field]} characters, got {len(values[field])}")
         for field in fields
-        if len(values[field]) > LIMITS[field]
+        if field in LIMITS and len(values[field]) > LIMITS[field]
     ]
     if "user_prompt" in fields:
         found += user_prompt_violations(template.user, prefix + "user_prompt")
+    if "language" in fields and not LANGUAGE.fullmatch(template.language):
+        found.append(FieldViolation(prefix + "language", "an ISO 639 code of 2 or 3 lower-case letters, e.g. \"de\""))
     return found

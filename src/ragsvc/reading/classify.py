@@ -1,4 +1,4 @@
-"""Query classification (seed 000): FACTUAL, PROCEDURAL, CLARIFICATION or GREETING.
+"""Query classification (R-000-14): FACTUAL, PROCEDURAL, CLARIFICATION or GREETING.
 
 Every class still goes through retrieval, and the class is reported (a follow-up is searched as a standalone
 question whatever its class: see answering/conversation.py). This is the cheap rule-based classifier used when no

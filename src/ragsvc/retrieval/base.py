@@ -3,13 +3,17 @@ a retriever answers a RetrievalQuery with the best visible evidence."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from ragsvc.domain import Chunk, DocumentSource, IndexStats, Retrieval, RetrievalQuery, ScoredChunk, StoredDocument, TermCounts
+from ragsvc.metadata import MetadataType, MetadataValue
+
+if TYPE_CHECKING:  # layout imports this module
+    from ragsvc.retrieval.layout import AccessPolicy
 
 
 class Embedder(Protocol):
@@ -31,12 +35,14 @@ class Embedder(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class IndexedChunk:
-    """A chunk ready to store: its dense vector (the engine derives the sparse BM25 vector from the text), and
-    its document's source (None for chunks stored without one: their documents list without hash or date)."""
+    """A chunk ready to store: its dense vector (the engine derives the sparse BM25 vector from the text), its
+    document's source (None for chunks stored without one: their documents list without hash or date) and its
+    document's metadata."""
 
     chunk: Chunk
     dense: Sequence[float]
     source: DocumentSource | None = None
+    metadata: Mapping[str, MetadataValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,21 +63,34 @@ class Candidate:
     score: float
     dense: np.ndarray = field(compare=False, repr=False)
     redacted: bool = False
+    rank_score: float | None = None  # set by the retriever's ranking (quality.rank)
 
     @property
     def scored(self) -> ScoredChunk:
-        return ScoredChunk(self.chunk, self.score)
+        return ScoredChunk(self.chunk, self.score, self.rank_score)
 
 
 class VectorEngine(Protocol):
-    """A Qdrant engine holding chunks of every tenant. Raises RetrievalUnavailable."""
+    """A Qdrant engine holding chunks of every tenant. Raises RetrievalUnavailable.
+
+    The document calls (delete, list, get, stats) take the tags of the key calling IndexService: `tags` None is
+    every document of the tenant; a set of tags, the documents `access.shows` to a key holding them."""
+
+    @property
+    def access(self) -> AccessPolicy:
+        """Who sees and reads what within a tenant: the rule every query and document call applies."""
+        ...
 
     async def replace_document(self, tenant_id: str, document_id: str, chunks: Sequence[IndexedChunk]) -> None:
         """Make `chunks` the document's only chunks (idempotent re-ingest)."""
         ...
 
-    async def delete_document(self, tenant_id: str, document_id: str) -> int:
-        """Remove every chunk of the document; returns how many were removed."""
+    async def ensure_metadata_index(self, key: str, kind: MetadataType) -> None:
+        """Create the payload index of a metadata key of type `kind` (a no-op when it exists)."""
+        ...
+
+    async def delete_document(self, tenant_id: str, document_id: str, *, tags: Collection[str] | None = None) -> int:
+        """Remove every chunk of the document; returns how many were removed (0 when `tags` do not show it)."""
         ...
 
     async def query(self, query: RetrievalQuery, dense: Sequence[float], limit: int) -> list[Candidate]:
@@ -87,15 +106,19 @@ class VectorEngine(Protocol):
 
     async def count(self, tenant_id: str | None = None) -> int: ...
 
-    async def list_documents(self, tenant_id: str, *, after: str = "", limit: int) -> DocumentPage:
+    async def list_documents(
+        self, tenant_id: str, *, after: str = "", limit: int, tags: Collection[str] | None = None
+    ) -> DocumentPage:
         """The tenant's documents whose id sorts after `after`, at most `limit` of them, in id order."""
         ...
 
-    async def get_document(self, tenant_id: str, document_id: str) -> StoredDocument | None:
-        """The document, or None when the tenant has no chunk of it."""
+    async def get_document(
+        self, tenant_id: str, document_id: str, *, tags: Collection[str] | None = None
+    ) -> StoredDocument | None:
+        """The document, or None when the tenant has no chunk of it (or `tags` do not show it)."""
         ...
 
-    async def stats(self, tenant_id: str) -> IndexStats:
+    async def stats(self, tenant_id: str, *, tags: Collection[str] | None = None) -> IndexStats:
         """The tenant's documents, chunks and content bytes."""
         ...
 

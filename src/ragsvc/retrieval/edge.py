@@ -32,7 +32,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -42,6 +42,7 @@ import qdrant_edge as qe
 
 from ragsvc.domain import IndexStats, RetrievalQuery, StoredDocument, TermCounts
 from ragsvc.errors import RetrievalUnavailable
+from ragsvc.metadata import MetadataType
 from ragsvc.retrieval.base import Candidate, DocumentPage, IndexedChunk
 from ragsvc.retrieval.layout import (
     DENSE,
@@ -59,10 +60,14 @@ from ragsvc.retrieval.layout import (
     cosines,
     first_by_score,
     indexed_text,
+    meta_path,
     metadata_constraints,
     page_after,
     payload,
     point_id,
+    render,
+    resolved_where,
+    searched_vectors,
     stored_document,
     unit_rows,
 )
@@ -77,6 +82,13 @@ TERM_COUNTS_KEPT = 50_000  # document frequencies kept between writes (see _Term
 SCROLL_PAGE = 256  # points per page when the term table reads the shard (the engine holds the GIL for a page)
 _TERM_ROW_FIELDS = [TENANT_FIELD, "tags", TERMS_FIELD]
 PREVIOUS_SUFFIX = ".previous"  # the replaced shard, until it is deleted
+# The payload index of a metadata key's type (booleans are stored as keywords: see layout).
+_META_INDEXES = {
+    MetadataType.STRING: qe.PayloadSchemaType.Keyword,
+    MetadataType.NUMBER: qe.PayloadSchemaType.Float,
+    MetadataType.BOOL: qe.PayloadSchemaType.Keyword,
+    MetadataType.TIMESTAMP: qe.PayloadSchemaType.Datetime,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,18 +251,26 @@ class EdgeEngine:
 
     # -- the VectorEngine protocol --------------------------------------------------------------------------
 
+    @property
+    def access(self) -> AccessPolicy:
+        return self._access
+
     async def replace_document(self, tenant_id: str, document_id: str, chunks: Sequence[IndexedChunk]) -> None:
         owner = (tenant_id, document_id)
         strangers = [c.chunk.source_id for c in chunks if (c.chunk.tenant_id, c.chunk.document_id) != owner]
         if strangers:
             raise ValueError(f"chunks {strangers} are not part of document {document_id!r} of tenant {tenant_id!r}")
-        points = [self._point(c) for c in chunks]
+        # Building the points (BM25 terms, payloads) is CPU work: ~0.4 ms a chunk, off the event loop.
+        points = await self._run(lambda: [self._point(c) for c in chunks])
         await self._run(self._write, self._replace, tenant_id, document_id, points)
         self._unindexed += len(points)
         self._maybe_schedule_build()
 
-    async def delete_document(self, tenant_id: str, document_id: str) -> int:
-        return await self._run(self._write, self._delete, tenant_id, document_id)
+    async def ensure_metadata_index(self, key: str, kind: MetadataType) -> None:
+        await self._run(self._create_index, meta_path(key, kind), _META_INDEXES[kind])
+
+    async def delete_document(self, tenant_id: str, document_id: str, *, tags: Collection[str] | None = None) -> int:
+        return await self._run(self._write, self._delete, tenant_id, document_id, _frozen(tags))
 
     async def query(self, query: RetrievalQuery, dense: Sequence[float], limit: int) -> list[Candidate]:
         return await self._run_read(self._query, query, dense, limit)
@@ -264,14 +284,18 @@ class EdgeEngine:
         tenant = None if tenant_id is None else qe.Filter(must=[_match(TENANT_FIELD, tenant_id)])
         return await self._run(self._read, lambda: self._shard.count(qe.CountRequest(exact=True, filter=tenant)))
 
-    async def list_documents(self, tenant_id: str, *, after: str = "", limit: int) -> DocumentPage:
-        return await self._run(self._read, self._list_documents, tenant_id, after, limit)
+    async def list_documents(
+        self, tenant_id: str, *, after: str = "", limit: int, tags: Collection[str] | None = None
+    ) -> DocumentPage:
+        return await self._run(self._read, self._list_documents, tenant_id, after, limit, _frozen(tags))
 
-    async def get_document(self, tenant_id: str, document_id: str) -> StoredDocument | None:
-        return await self._run(self._read, self._get_document, tenant_id, document_id)
+    async def get_document(
+        self, tenant_id: str, document_id: str, *, tags: Collection[str] | None = None
+    ) -> StoredDocument | None:
+        return await self._run(self._read, self._get_document, tenant_id, document_id, _frozen(tags))
 
-    async def stats(self, tenant_id: str) -> IndexStats:
-        return await self._run(self._read, self._stats, tenant_id)
+    async def stats(self, tenant_id: str, *, tags: Collection[str] | None = None) -> IndexStats:
+        return await self._run(self._read, self._stats, tenant_id, _frozen(tags))
 
     async def check_health(self) -> None:
         await self._run(self._read, lambda: self._shard.count(qe.CountRequest(exact=False)))
@@ -495,6 +519,18 @@ class EdgeEngine:
             if offset is None:
                 return rows
 
+    def _create_index(self, path: str, schema: qe.PayloadSchemaType) -> None:
+        """Creates a payload index (replayed after a background build's swap, like a write)."""
+        with self._gate.shared(), self._write_lock:
+            if self._closed:
+                raise RetrievalUnavailable("the vector store is closed")
+            self._shard.update(qe.UpdateOperation.create_field_index(path, schema))
+            if self._journal is not None:
+                self._journal.append((self._shard_index, (path, schema)))
+
+    def _shard_index(self, path: str, schema: qe.PayloadSchemaType) -> None:
+        self._shard.update(qe.UpdateOperation.create_field_index(path, schema))
+
     def _replace(self, tenant_id: str, document_id: str, points: list[qe.Point]) -> None:
         """Upserts the new chunks, then deletes the document's other points: queries never see it missing."""
         stale = qe.Filter(
@@ -505,19 +541,22 @@ class EdgeEngine:
             self._shard.update(qe.UpdateOperation.upsert_points(points))
         self._shard.update(qe.UpdateOperation.delete_points_by_filter(stale))
 
-    def _delete(self, tenant_id: str, document_id: str) -> int:
-        document = qe.Filter(must=[_match(TENANT_FIELD, tenant_id), _match("document_id", document_id)])
+    def _delete(self, tenant_id: str, document_id: str, tags: frozenset[str] | None) -> int:
+        document = _documents(tenant_id, document_id, tags, self._access)
+        if document is None:
+            return 0
         removed = int(self._shard.count(qe.CountRequest(exact=True, filter=document)))
         if removed:
             self._shard.update(qe.UpdateOperation.delete_points_by_filter(document))
         return removed
 
-    def _chunk_counts(self, tenant_id: str, document_id: str | None = None) -> dict[str, int]:
-        """Chunks per document of the tenant (of one document when given)."""
-        must: list[Any] = [_match(TENANT_FIELD, tenant_id)]
-        if document_id is not None:
-            must.append(_match("document_id", document_id))
-        documents = qe.Filter(must=must)
+    def _chunk_counts(
+        self, tenant_id: str, document_id: str | None = None, tags: frozenset[str] | None = None
+    ) -> dict[str, int]:
+        """Chunks per document of the tenant (of one document when given) that `tags` show."""
+        documents = _documents(tenant_id, document_id, tags, self._access)
+        if documents is None:
+            return {}
         total = int(self._shard.count(qe.CountRequest(exact=True, filter=documents)))
         if not total:
             return {}
@@ -533,17 +572,17 @@ class EdgeEngine:
         first = {str((r.payload or {}).get("document_id")): r.payload for r in records}
         return [stored_document(document_id, counts[document_id], first.get(document_id)) for document_id in ids]
 
-    def _list_documents(self, tenant_id: str, after: str, limit: int) -> DocumentPage:
-        counts = self._chunk_counts(tenant_id)
+    def _list_documents(self, tenant_id: str, after: str, limit: int, tags: frozenset[str] | None) -> DocumentPage:
+        counts = self._chunk_counts(tenant_id, tags=tags)
         ids, next_after = page_after(counts, after, limit)
         return DocumentPage(self._documents(tenant_id, counts, ids), next_after)
 
-    def _get_document(self, tenant_id: str, document_id: str) -> StoredDocument | None:
-        counts = self._chunk_counts(tenant_id, document_id)
+    def _get_document(self, tenant_id: str, document_id: str, tags: frozenset[str] | None) -> StoredDocument | None:
+        counts = self._chunk_counts(tenant_id, document_id, tags)
         return self._documents(tenant_id, counts, [document_id])[0] if counts else None
 
-    def _stats(self, tenant_id: str) -> IndexStats:
-        counts = self._chunk_counts(tenant_id)
+    def _stats(self, tenant_id: str, tags: frozenset[str] | None) -> IndexStats:
+        counts = self._chunk_counts(tenant_id, tags=tags)
         documents = self._documents(tenant_id, counts, sorted(counts))
         return IndexStats(
             documents=len(documents),
@@ -559,7 +598,7 @@ class EdgeEngine:
             SPARSE: self._sparse.edge_document(indexed_text(chunk)),
         }
         point = point_id(chunk.tenant_id, chunk.document_id, chunk.chunk_index)
-        return qe.Point(point, vectors, payload(chunk, indexed.source))
+        return qe.Point(point, vectors, payload(chunk, indexed.source, indexed.metadata))
 
     def _query(self, query: RetrievalQuery, dense: Sequence[float], limit: int) -> list[Candidate]:
         visible = _visibility(query, self._access)
@@ -567,11 +606,7 @@ class EdgeEngine:
             return []
         request = qe.QueryRequest(
             limit=limit + TIE_MARGIN,
-            prefetches=[
-                qe.Prefetch(limit=limit, query=qe.Query.Nearest(list(dense), using=DENSE), filter=visible),
-                qe.Prefetch(limit=limit, query=qe.Query.Nearest(self._sparse.edge_query(query.text), using=SPARSE),
-                            filter=visible),
-            ],
+            prefetches=self._prefetches(query, dense, limit, visible),
             query=qe.Fusion.Rrf(k=RRF_K),  # type: ignore[arg-type]  # the stub types it Fusion; it builds an Rrf
             with_vector=[DENSE],
             with_payload=RETURNED_FIELDS,
@@ -582,9 +617,19 @@ class EdgeEngine:
         stored = unit_rows(_dense_rows(points))
         return candidates_from([p.payload or {} for p in points], stored, cosines(stored, dense), query, self._access)
 
+    def _prefetches(
+        self, query: RetrievalQuery, dense: Sequence[float], limit: int, visible: qe.Filter
+    ) -> list[qe.Prefetch]:
+        """One filtered prefetch per vector the query's search mode ranks by (R-002-03)."""
+        prefetches = []
+        for name in searched_vectors(query.search_mode):
+            vector: list[float] | qe.SparseVector = list(dense) if name == DENSE else self._sparse.edge_query(query.text)
+            prefetches.append(qe.Prefetch(limit=limit, query=qe.Query.Nearest(vector, using=name), filter=visible))
+        return prefetches
+
     def _term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
-        constraints = tuple(metadata_constraints(query.filters))
-        if not constraints and self._terms.holds(query.tenant_id):
+        constraints = (tuple(metadata_constraints(query.filters)), resolved_where(query.filters))
+        if constraints == ((), None) and self._terms.holds(query.tenant_id):
             return self._terms.counts(query.tenant_id, query.user_tags, self._access, terms)
         visible = _visibility(query, self._access)
         if visible is None:
@@ -665,20 +710,68 @@ def _match(key: str, value: str) -> qe.FieldCondition:
     return qe.FieldCondition(key, match=qe.MatchValue(value))
 
 
-def _visibility(query: RetrievalQuery, access: AccessPolicy) -> qe.Filter | None:
-    """The query's tenant; chunks sharing a tag with the user, and untagged ones when the policy shows them (a
-    user without tags then sees only untagged chunks: access is granted by tags, never by their absence); each
-    metadata constraint. None when the caller can see nothing."""
-    must: list[Any] = [_match(TENANT_FIELD, query.tenant_id)]
+def _frozen(tags: Collection[str] | None) -> frozenset[str] | None:
+    return None if tags is None else frozenset(tags)
+
+
+def _shown(tags: Collection[str], access: AccessPolicy) -> qe.Filter | None:
+    """Chunks sharing a tag with `tags`, and untagged ones when the policy shows them (a caller without tags then
+    sees only untagged chunks: access is granted by tags, never by their absence); None when it sees nothing."""
     visible: list[Any] = []
     if access.untagged_visible:
         visible.append(qe.IsEmptyCondition("tags"))
-    if query.user_tags:
-        visible.append(qe.FieldCondition("tags", match=qe.MatchAny(list(query.user_tags))))
-    if not visible:
+    if tags:
+        visible.append(qe.FieldCondition("tags", match=qe.MatchAny(sorted(tags))))
+    return qe.Filter(should=visible) if visible else None
+
+
+def _documents(
+    tenant_id: str, document_id: str | None, tags: frozenset[str] | None, access: AccessPolicy
+) -> qe.Filter | None:
+    """The chunks of the tenant (of one document) that a key holding `tags` (None: any tag) may touch; None when
+    it may touch none."""
+    must: list[Any] = [_match(TENANT_FIELD, tenant_id)]
+    if document_id is not None:
+        must.append(_match("document_id", document_id))
+    if tags is not None:
+        shown = _shown(tags, access)
+        if shown is None:
+            return None
+        must.append(shown)
+    return qe.Filter(must=must)
+
+
+class _Filters:
+    """qdrant-edge's models for `layout.render`."""
+
+    def match(self, path: str, values: Sequence[str]) -> Any:
+        return qe.FieldCondition(path, match=qe.MatchAny(list(values)))
+
+    def range(self, path: str, bounds: Mapping[str, float | str], *, timestamp: bool) -> Any:
+        if timestamp:
+            return qe.FieldCondition(path, range=qe.RangeDateTime(**{k: str(v) for k, v in bounds.items()}))
+        return qe.FieldCondition(path, range=qe.RangeFloat(**{k: float(v) for k, v in bounds.items()}))
+
+    def all(self, parts: Sequence[Any]) -> Any:
+        return qe.Filter(must=list(parts))
+
+    def any(self, parts: Sequence[Any]) -> Any:
+        return qe.Filter(should=list(parts))
+
+    def none(self, part: Any) -> Any:
+        return qe.Filter(must_not=[part])
+
+
+def _visibility(query: RetrievalQuery, access: AccessPolicy) -> qe.Filter | None:
+    """The query's tenant, the chunks its tags show (`_shown`), each list filter and the filter expression. None
+    when the caller can see nothing."""
+    shown = _shown(query.user_tags, access)
+    if shown is None:
         return None
-    must.append(qe.Filter(should=visible))
+    must: list[Any] = [_match(TENANT_FIELD, query.tenant_id), shown]
     must.extend(
         qe.FieldCondition(key, match=qe.MatchAny(list(values))) for key, values in metadata_constraints(query.filters)
     )
+    if (where := resolved_where(query.filters)) is not None:
+        must.append(render(where, _Filters()))
     return qe.Filter(must=must)

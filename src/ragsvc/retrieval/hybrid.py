@@ -1,6 +1,6 @@
 """The Retriever: a hybrid (dense + BM25, RRF-fused) engine query followed by the quality pipeline.
 
-General mode (seed 000's pipeline, seed 003's ranking):
+General mode (R-000-19's pipeline, R-003-08's ranking):
 
 1. over-fetch: ask the engine for OVERFETCH x top_k fused candidates (access and metadata filters are applied
    inside the engine query);
@@ -15,7 +15,7 @@ General mode (seed 000's pipeline, seed 003's ranking):
 6. per-document cap: at most RAG_MAX_CHUNKS_PER_DOC chunks of one document;
 7. top-k.
 
-Selected-text mode (seed 001): the passages of the caller's selection, scored against the query with the same
+Selected-text mode (R-001-06): the passages of the caller's selection, scored against the query with the same
 embedder; the engine is never called.
 """
 

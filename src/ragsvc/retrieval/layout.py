@@ -15,12 +15,21 @@ from (tenant, document, chunk index), so re-ingesting a document overwrites its 
 Both vectors are of the chunk's `indexed_text`: its page title and section heading, then its text, so that a
 passage is found by the words of the headings it sits under ("Travel Policy", "max_connections").
 
+Each chunk also carries its document's typed metadata (`ragsvc.metadata`) under "meta", one object per type:
+"meta.s.<key>" strings, "meta.n.<key>" numbers, "meta.b.<key>" booleans (stored as the keywords "true" / "false":
+qdrant-edge 0.9's Python binding sends a boolean match as an integer, which never matches a JSON boolean), and
+"meta.t.<key>" timestamps (RFC 3339 in UTC). A key's path names its type, so two tenants may give one key two
+types without their payload indexes colliding (an index covers the whole collection). The engines create the
+index of a key when it is declared (`ensure_metadata_index`: keyword, float, keyword, datetime).
+
 A tenant's documents are listed from the engine's facet counts of document_id, with the document's fields read
 from its chunk 0 (whose point id is known).
 
-A query fuses a dense and a sparse prefetch with RRF (k=60); the access filter (tenant, tags) and the metadata
-filters sit inside both prefetches, so nothing the caller may not see is ever a candidate. Each result's score is
-the cosine similarity of its stored dense vector to the query vector, whatever its fused rank.
+A query fuses a dense and a sparse prefetch with RRF (k=60), or, in the dense or sparse search mode (R-002-03), has
+only the one prefetch (`searched_vectors`); the access filter (tenant, tags) and the metadata filters sit inside
+every prefetch, so nothing the caller may not see is ever a candidate. Each result's score is the cosine similarity
+of its stored dense vector to the query vector, whatever its fused rank. A metadata filter expression, resolved
+(`ragsvc.filters`), is rendered into each engine's filter by `render`.
 """
 
 from __future__ import annotations
@@ -34,7 +43,9 @@ import numpy as np
 import qdrant_edge as qe
 
 from ragsvc.access import Evidence
-from ragsvc.domain import Chunk, DocumentSource, RetrievalQuery, StoredDocument
+from ragsvc.domain import Chunk, DocumentSource, MetadataFilter, RetrievalQuery, SearchMode, StoredDocument
+from ragsvc.filters import And, Condition, Match, Node, Or, Range, Where
+from ragsvc.metadata import MetadataType, MetadataValue, format_timestamp, parse_timestamp, type_of
 from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.base import Candidate
 
@@ -49,13 +60,16 @@ KEYWORD_FIELDS = ("tags", "document_id", "source_url", "page_title", "section", 
 # What a query returns of a point's payload: the chunk, not its index terms.
 RETURNED_FIELDS = [
     "document_id", "chunk_index", "text", "document_name", "tenant_id", "tags", "source_url", "page_title",
-    "section", "page_number", "trust", "published_at", "confidential", "token_count",
+    "section", "page_number", "trust", "published_at", "confidential", "token_count", "char_start", "char_end",
 ]
 REDACTED_TEXT = "[REDACTED]"
+META_FIELD = "meta"
+# The object under "meta" holding the values of each type.
+META_CODES = {MetadataType.STRING: "s", MetadataType.NUMBER: "n", MetadataType.BOOL: "b", MetadataType.TIMESTAMP: "t"}
 # The payload fields that describe the chunk's document (what a listing reads from chunk 0).
 DOCUMENT_FIELDS = (
     "document_id", "document_name", "page_title", "tags", "source_url", "confidential",
-    "content_sha256", "content_bytes", "media_type", "ingest_fingerprint", "ingested_at",
+    "content_sha256", "content_bytes", "media_type", "ingest_fingerprint", "ingested_at", "trust", META_FIELD, "encoding",
 )
 
 
@@ -66,7 +80,7 @@ class AccessPolicy:
     - A chunk is visible when it shares a tag with the caller; an untagged chunk is visible to everyone when
       `untagged_visible` (the default), to no one otherwise. A caller without tags sees only untagged chunks.
     - A visible chunk marked confidential is readable only by a caller holding `clearance_tag`; for the others
-      the engine returns it redacted (seed 003: content "[REDACTED]", redactions_applied).
+      the engine returns it redacted (R-003-07: content "[REDACTED]", redactions_applied).
     """
 
     untagged_visible: bool = True
@@ -79,6 +93,11 @@ class AccessPolicy:
         """Whether a chunk tagged `chunk_tags` is visible to a caller holding `user_tags` (the engines' filter)."""
         return bool(set(user_tags).intersection(chunk_tags)) if chunk_tags else self.untagged_visible
 
+    def shows(self, document_tags: Collection[str], reader: Collection[str] | None) -> bool:
+        """Whether an IndexService call by a key holding the tags `reader` (None: a key of any tag) may list, read,
+        count or delete a document tagged `document_tags`: the rule of `sees`; every document for a key of any tag."""
+        return reader is None or self.sees(document_tags, reader)
+
     def covers(self, evidence: Evidence, user_tags: Sequence[str]) -> bool:
         """Whether a caller holding `user_tags` could read every chunk `evidence` describes (the engines' filter
         and the redaction above, applied to what an answer was drawn from)."""
@@ -90,7 +109,9 @@ class AccessPolicy:
 def redact(chunk: Chunk) -> Chunk:
     """The chunk with everything that tells its content removed: text, section heading and title. What
     identifies the document (id, name, URL, page) stays, so a caller can ask for access."""
-    return replace(chunk, text=REDACTED_TEXT, section=None, page_title="", token_count=None)
+    return replace(
+        chunk, text=REDACTED_TEXT, section=None, page_title="", token_count=None, char_start=None, char_end=None
+    )
 
 
 def point_id(tenant_id: str, document_id: str, chunk_index: int) -> uuid.UUID:
@@ -146,8 +167,45 @@ def indexed_text(chunk: Chunk) -> str:
     return "\n".join([*headings, chunk.text])
 
 
-def payload(chunk: Chunk, source: DocumentSource | None = None) -> dict[str, Any]:
-    """The point's payload: the chunk, its index terms, and its document's source when known."""
+def meta_path(key: str, kind: MetadataType) -> str:
+    """The payload path of a metadata key of type `kind`."""
+    return f"{META_FIELD}.{META_CODES[kind]}.{key}"
+
+
+def meta_payload(metadata: Mapping[str, MetadataValue]) -> dict[str, dict[str, Any]]:
+    """Metadata as stored under "meta": one object per type."""
+    stored: dict[str, dict[str, Any]] = {}
+    for key, value in metadata.items():
+        kind = type_of(value)
+        if kind is MetadataType.BOOL:
+            value = "true" if value else "false"
+        elif kind is MetadataType.TIMESTAMP:
+            assert not isinstance(value, str | float | bool)
+            value = format_timestamp(value)
+        stored.setdefault(META_CODES[kind], {})[key] = value
+    return stored
+
+
+def metadata_of(stored: Mapping[str, Any] | None) -> dict[str, MetadataValue]:
+    """The metadata stored under "meta", typed again."""
+    metadata: dict[str, MetadataValue] = {}
+    for kind, code in META_CODES.items():
+        for key, value in ((stored or {}).get(code) or {}).items():
+            if kind is MetadataType.BOOL:
+                metadata[key] = value == "true"
+            elif kind is MetadataType.TIMESTAMP:
+                metadata[key] = parse_timestamp(value)
+            elif kind is MetadataType.NUMBER:
+                metadata[key] = float(value)
+            else:
+                metadata[key] = str(value)
+    return dict(sorted(metadata.items()))
+
+
+def payload(
+    chunk: Chunk, source: DocumentSource | None = None, metadata: Mapping[str, MetadataValue] | None = None
+) -> dict[str, Any]:
+    """The point's payload: the chunk, its index terms, its document's source when known and its metadata."""
     stored: dict[str, Any] = {
         TERMS_FIELD: index_terms(indexed_text(chunk)),
         "document_id": chunk.document_id,
@@ -165,6 +223,10 @@ def payload(chunk: Chunk, source: DocumentSource | None = None) -> dict[str, Any
         "confidential": chunk.confidential,
         "token_count": chunk.token_count,
     }
+    if metadata:
+        stored[META_FIELD] = meta_payload(metadata)
+    if chunk.char_start is not None and chunk.char_end is not None:  # its span in the document (R-004-03)
+        stored |= {"char_start": chunk.char_start, "char_end": chunk.char_end}
     if source is not None:
         stored |= {
             "content_sha256": source.content_sha256,
@@ -172,6 +234,7 @@ def payload(chunk: Chunk, source: DocumentSource | None = None) -> dict[str, Any
             "media_type": source.media_type,
             "ingest_fingerprint": source.fingerprint,
             "ingested_at": source.ingested_at,
+            "encoding": source.encoding,
         }
     return stored
 
@@ -187,6 +250,7 @@ def stored_document(document_id: str, chunks: int, data: Mapping[str, Any] | Non
             media_type=str(data.get("media_type", "")),
             fingerprint=str(data["ingest_fingerprint"]),
             ingested_at=float(data.get("ingested_at", 0.0)),
+            encoding=str(data.get("encoding") or ""),
         )
     return StoredDocument(
         document_id=document_id,
@@ -197,6 +261,8 @@ def stored_document(document_id: str, chunks: int, data: Mapping[str, Any] | Non
         confidential=bool(data.get("confidential", False)),
         chunks=chunks,
         source=source,
+        metadata=metadata_of(data.get(META_FIELD)),
+        trust=float(data.get("trust", 1.0)),
     )
 
 
@@ -223,10 +289,17 @@ def chunk_from_payload(data: dict[str, Any]) -> Chunk:
         published_at=data.get("published_at", ""),
         confidential=bool(data.get("confidential", False)),
         token_count=data.get("token_count"),
+        char_start=data.get("char_start"),  # None for chunks stored before spans were (R-004-03)
+        char_end=data.get("char_end"),
     )
 
 
-def metadata_constraints(query_filters: Any) -> list[tuple[str, tuple[str, ...]]]:
+def searched_vectors(mode: SearchMode) -> tuple[str, ...]:
+    """The named vectors a search in `mode` ranks by, each a prefetch fused with RRF (R-002-03)."""
+    return {SearchMode.HYBRID: (DENSE, SPARSE), SearchMode.DENSE: (DENSE,), SearchMode.SPARSE: (SPARSE,)}[mode]
+
+
+def metadata_constraints(query_filters: MetadataFilter) -> list[tuple[str, tuple[str, ...]]]:
     """(payload key, accepted values) for each metadata filter the query sets."""
     constraints = (
         ("source_url", query_filters.source_urls),
@@ -234,6 +307,43 @@ def metadata_constraints(query_filters: Any) -> list[tuple[str, tuple[str, ...]]
         ("section", query_filters.section_headings),
     )
     return [(key, tuple(values)) for key, values in constraints if values]
+
+
+def resolved_where(query_filters: MetadataFilter) -> Where | None:
+    """The query's resolved filter expression (None when it has none). An expression not resolved against the
+    tenant's keys is a programming error: engines never guess a key's type."""
+    if query_filters.expression and query_filters.where is None:
+        raise ValueError(f"the filter expression {query_filters.expression!r} was not resolved")
+    return query_filters.where
+
+
+_C = TypeVar("_C")
+
+
+class FilterBuilder(Protocol[_C]):
+    """An engine's filter models: the conditions `render` builds a resolved filter expression from."""
+
+    def match(self, path: str, values: Sequence[str]) -> _C: ...
+    def range(self, path: str, bounds: Mapping[str, float | str], *, timestamp: bool) -> _C: ...
+    def all(self, parts: Sequence[_C]) -> _C: ...
+    def any(self, parts: Sequence[_C]) -> _C: ...
+    def none(self, part: _C) -> _C: ...
+
+
+def render(where: Node, build: FilterBuilder[_C]) -> _C:
+    """A resolved filter expression as an engine's filter condition (ValueError for a condition not resolved)."""
+    if isinstance(where, Condition):
+        raise ValueError(f"the condition on {where.key!r} was not resolved")
+    if isinstance(where, Match):
+        return build.match(meta_path(where.key, where.type), where.values)
+    if isinstance(where, Range):
+        bounds = {name: value for name in ("gt", "gte", "lt", "lte") if (value := getattr(where, name)) is not None}
+        return build.range(meta_path(where.key, where.type), bounds, timestamp=where.type is MetadataType.TIMESTAMP)
+    if isinstance(where, And):
+        return build.all([render(part, build) for part in where.parts])
+    if isinstance(where, Or):
+        return build.any([render(part, build) for part in where.parts])
+    return build.none(render(where.part, build))
 
 
 class _Scored(Protocol):

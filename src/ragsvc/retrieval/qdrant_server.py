@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import warnings
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -26,6 +26,7 @@ from qdrant_client import models as m
 
 from ragsvc.domain import IndexStats, RetrievalQuery, StoredDocument, TermCounts
 from ragsvc.errors import RetrievalUnavailable
+from ragsvc.metadata import MetadataType
 from ragsvc.retrieval.base import Candidate, DocumentPage, IndexedChunk
 from ragsvc.retrieval.layout import (
     DENSE,
@@ -43,10 +44,14 @@ from ragsvc.retrieval.layout import (
     cosines,
     first_by_score,
     indexed_text,
+    meta_path,
     metadata_constraints,
     page_after,
     payload,
     point_id,
+    render,
+    resolved_where,
+    searched_vectors,
     stored_document,
     unit_rows,
 )
@@ -54,6 +59,13 @@ from ragsvc.retrieval.layout import (
 DEFAULT_COLLECTION = "ragsvc_chunks"
 UPSERT_BATCH = 256
 _T = TypeVar("_T")
+# The payload index of a metadata key's type (booleans are stored as keywords: see layout).
+_META_INDEXES = {
+    MetadataType.STRING: m.PayloadSchemaType.KEYWORD,
+    MetadataType.NUMBER: m.PayloadSchemaType.FLOAT,
+    MetadataType.BOOL: m.PayloadSchemaType.KEYWORD,
+    MetadataType.TIMESTAMP: m.PayloadSchemaType.DATETIME,
+}
 
 
 class QdrantServerEngine:
@@ -135,23 +147,32 @@ class QdrantServerEngine:
                 vectors_config={DENSE: m.VectorParams(size=dimension, distance=m.Distance.COSINE)},
                 sparse_vectors_config={SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
             )
+        await self._create_index(TENANT_FIELD, m.KeywordIndexParams(type=m.KeywordIndexType.KEYWORD, is_tenant=True))
+        for name in KEYWORD_FIELDS:
+            await self._create_index(name, m.PayloadSchemaType.KEYWORD)
+
+    async def _create_index(self, name: str, schema: m.PayloadSchemaType | m.KeywordIndexParams) -> None:
         with warnings.catch_warnings():
             # Local mode warns that payload indexes have no effect there; a server uses them.
             warnings.filterwarnings("ignore", message="Payload indexes have no effect", category=UserWarning)
-            await self._client.create_payload_index(
-                self._collection, TENANT_FIELD, m.KeywordIndexParams(type=m.KeywordIndexType.KEYWORD, is_tenant=True)
-            )
-            for name in KEYWORD_FIELDS:
-                await self._client.create_payload_index(self._collection, name, m.PayloadSchemaType.KEYWORD)
+            await self._client.create_payload_index(self._collection, name, schema)
 
     # -- the VectorEngine protocol --------------------------------------------------------------------------
+
+    @property
+    def access(self) -> AccessPolicy:
+        return self._access
+
+    async def ensure_metadata_index(self, key: str, kind: MetadataType) -> None:
+        await self._call(self._create_index(meta_path(key, kind), _META_INDEXES[kind]))
 
     async def replace_document(self, tenant_id: str, document_id: str, chunks: Sequence[IndexedChunk]) -> None:
         owner = (tenant_id, document_id)
         strangers = [c.chunk.source_id for c in chunks if (c.chunk.tenant_id, c.chunk.document_id) != owner]
         if strangers:
             raise ValueError(f"chunks {strangers} are not part of document {document_id!r} of tenant {tenant_id!r}")
-        points = [self._point(c) for c in chunks]
+        # Building the points (BM25 terms, payloads) is CPU work: ~0.4 ms a chunk, off the event loop.
+        points = await asyncio.to_thread(lambda: [self._point(c) for c in chunks])
         ids: list[m.ExtendedPointId] = [p.id for p in points]
         stale = m.Filter(
             must=[_match(TENANT_FIELD, tenant_id), _match("document_id", document_id)],
@@ -166,8 +187,10 @@ class QdrantServerEngine:
                 self._client.delete(self._collection, m.FilterSelector(filter=stale), wait=True)
             )
 
-    async def delete_document(self, tenant_id: str, document_id: str) -> int:
-        document = m.Filter(must=[_match(TENANT_FIELD, tenant_id), _match("document_id", document_id)])
+    async def delete_document(self, tenant_id: str, document_id: str, *, tags: Collection[str] | None = None) -> int:
+        document = _documents(tenant_id, document_id, tags, self._access)
+        if document is None:
+            return 0
         async with self._write_lock:
             removed = (await self._call(self._client.count(self._collection, count_filter=document, exact=True))).count
             if removed:
@@ -178,15 +201,10 @@ class QdrantServerEngine:
         visible = _visibility(query, self._access)
         if visible is None or limit <= 0:
             return []
-        indices, values = self._sparse.query(query.text)
         response = await self._call(
             self._client.query_points(
                 self._collection,
-                prefetch=[
-                    m.Prefetch(query=[float(x) for x in dense], using=DENSE, filter=visible, limit=limit),
-                    m.Prefetch(query=m.SparseVector(indices=indices, values=values), using=SPARSE, filter=visible,
-                               limit=limit),
-                ],
+                prefetch=self._prefetches(query, dense, limit, visible),
                 query=m.RrfQuery(rrf=m.Rrf(k=RRF_K)),
                 limit=limit + TIE_MARGIN,
                 with_payload=RETURNED_FIELDS,
@@ -198,6 +216,20 @@ class QdrantServerEngine:
             return []
         stored = unit_rows(np.array([_dense_of(p) for p in points], dtype=np.float32))
         return candidates_from([p.payload or {} for p in points], stored, cosines(stored, dense), query, self._access)
+
+    def _prefetches(
+        self, query: RetrievalQuery, dense: Sequence[float], limit: int, visible: m.Filter
+    ) -> list[m.Prefetch]:
+        """One filtered prefetch per vector the query's search mode ranks by (R-002-03)."""
+        prefetches = []
+        for name in searched_vectors(query.search_mode):
+            if name == DENSE:
+                vector: list[float] | m.SparseVector = [float(x) for x in dense]
+            else:
+                indices, values = self._sparse.query(query.text)
+                vector = m.SparseVector(indices=indices, values=values)
+            prefetches.append(m.Prefetch(query=vector, using=name, filter=visible, limit=limit))
+        return prefetches
 
     async def term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
         visible = _visibility(query, self._access)
@@ -215,17 +247,21 @@ class QdrantServerEngine:
         tenant = None if tenant_id is None else m.Filter(must=[_match(TENANT_FIELD, tenant_id)])
         return int((await self._call(self._client.count(self._collection, count_filter=tenant, exact=True))).count)
 
-    async def list_documents(self, tenant_id: str, *, after: str = "", limit: int) -> DocumentPage:
-        counts = await self._chunk_counts(tenant_id)
+    async def list_documents(
+        self, tenant_id: str, *, after: str = "", limit: int, tags: Collection[str] | None = None
+    ) -> DocumentPage:
+        counts = await self._chunk_counts(tenant_id, tags=tags)
         ids, next_after = page_after(counts, after, limit)
         return DocumentPage(await self._documents(tenant_id, counts, ids), next_after)
 
-    async def get_document(self, tenant_id: str, document_id: str) -> StoredDocument | None:
-        counts = await self._chunk_counts(tenant_id, document_id)
+    async def get_document(
+        self, tenant_id: str, document_id: str, *, tags: Collection[str] | None = None
+    ) -> StoredDocument | None:
+        counts = await self._chunk_counts(tenant_id, document_id, tags)
         return (await self._documents(tenant_id, counts, [document_id]))[0] if counts else None
 
-    async def stats(self, tenant_id: str) -> IndexStats:
-        counts = await self._chunk_counts(tenant_id)
+    async def stats(self, tenant_id: str, *, tags: Collection[str] | None = None) -> IndexStats:
+        counts = await self._chunk_counts(tenant_id, tags=tags)
         documents = await self._documents(tenant_id, counts, sorted(counts))
         return IndexStats(
             documents=len(documents),
@@ -263,12 +299,13 @@ class QdrantServerEngine:
         except Exception as exc:
             raise RetrievalUnavailable(f"Qdrant error: {type(exc).__name__}: {exc}") from exc
 
-    async def _chunk_counts(self, tenant_id: str, document_id: str | None = None) -> dict[str, int]:
-        """Chunks per document of the tenant (of one document when given)."""
-        must = [_match(TENANT_FIELD, tenant_id)]
-        if document_id is not None:
-            must.append(_match("document_id", document_id))
-        documents = m.Filter(must=must)
+    async def _chunk_counts(
+        self, tenant_id: str, document_id: str | None = None, tags: Collection[str] | None = None
+    ) -> dict[str, int]:
+        """Chunks per document of the tenant (of one document when given) that `tags` show."""
+        documents = _documents(tenant_id, document_id, tags, self._access)
+        if documents is None:
+            return {}
         total = (await self._call(self._client.count(self._collection, count_filter=documents, exact=True))).count
         if not total:
             return {}
@@ -295,7 +332,7 @@ class QdrantServerEngine:
         return m.PointStruct(
             id=str(point_id(chunk.tenant_id, chunk.document_id, chunk.chunk_index)),
             vector={DENSE: [float(x) for x in indexed.dense], SPARSE: m.SparseVector(indices=indices, values=values)},
-            payload=payload(chunk, indexed.source),
+            payload=payload(chunk, indexed.source, indexed.metadata),
         )
 
 
@@ -308,19 +345,62 @@ def _match(key: str, value: str) -> m.FieldCondition:
     return m.FieldCondition(key=key, match=m.MatchValue(value=value))
 
 
-def _visibility(query: RetrievalQuery, access: AccessPolicy) -> m.Filter | None:
-    """The same filter as the embedded engine's (edge._visibility), in qdrant-client's models."""
-    must: list[Any] = [_match(TENANT_FIELD, query.tenant_id)]
+def _shown(tags: Collection[str], access: AccessPolicy) -> m.Filter | None:
+    """The same condition as the embedded engine's (edge._shown), in qdrant-client's models."""
     visible: list[Any] = []
     if access.untagged_visible:
         visible.append(m.IsEmptyCondition(is_empty=m.PayloadField(key="tags")))
-    if query.user_tags:
-        visible.append(m.FieldCondition(key="tags", match=m.MatchAny(any=list(query.user_tags))))
-    if not visible:
+    if tags:
+        visible.append(m.FieldCondition(key="tags", match=m.MatchAny(any=sorted(tags))))
+    return m.Filter(should=visible) if visible else None
+
+
+def _documents(
+    tenant_id: str, document_id: str | None, tags: Collection[str] | None, access: AccessPolicy
+) -> m.Filter | None:
+    """The same filter as the embedded engine's (edge._documents), in qdrant-client's models."""
+    must: list[Any] = [_match(TENANT_FIELD, tenant_id)]
+    if document_id is not None:
+        must.append(_match("document_id", document_id))
+    if tags is not None:
+        shown = _shown(tags, access)
+        if shown is None:
+            return None
+        must.append(shown)
+    return m.Filter(must=must)
+
+
+class _Filters:
+    """qdrant-client's models for `layout.render`."""
+
+    def match(self, path: str, values: Sequence[str]) -> Any:
+        return m.FieldCondition(key=path, match=m.MatchAny(any=list(values)))
+
+    def range(self, path: str, bounds: Mapping[str, float | str], *, timestamp: bool) -> Any:
+        if timestamp:
+            return m.FieldCondition(key=path, range=m.DatetimeRange(**{k: str(v) for k, v in bounds.items()}))
+        return m.FieldCondition(key=path, range=m.Range(**{k: float(v) for k, v in bounds.items()}))
+
+    def all(self, parts: Sequence[Any]) -> Any:
+        return m.Filter(must=list(parts))
+
+    def any(self, parts: Sequence[Any]) -> Any:
+        return m.Filter(should=list(parts))
+
+    def none(self, part: Any) -> Any:
+        return m.Filter(must_not=[part])
+
+
+def _visibility(query: RetrievalQuery, access: AccessPolicy) -> m.Filter | None:
+    """The same filter as the embedded engine's (edge._visibility), in qdrant-client's models."""
+    shown = _shown(query.user_tags, access)
+    if shown is None:
         return None
-    must.append(m.Filter(should=visible))
+    must: list[Any] = [_match(TENANT_FIELD, query.tenant_id), shown]
     must.extend(
         m.FieldCondition(key=key, match=m.MatchAny(any=list(values)))
         for key, values in metadata_constraints(query.filters)
     )
+    if (where := resolved_where(query.filters)) is not None:
+        must.append(render(where, _Filters()))
     return m.Filter(must=must)

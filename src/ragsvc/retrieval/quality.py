@@ -1,8 +1,9 @@
-"""The retrieval quality controls between the engine and the prompt: ranking (seed 003) with a boost for chunks
-whose labels name what the query asks about, near-duplicate removal and the per-document cap (seed 000)."""
+"""The retrieval quality controls between the engine and the prompt: ranking (R-003-08) with a boost for chunks
+whose labels name what the query asks about, near-duplicate removal and the per-document cap (R-000-19)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import math
@@ -18,7 +19,7 @@ from ragsvc.reading.passages import is_label
 from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.base import Candidate
 
-# Seed 003's recency boost: documents up to 30 days old +0.3, up to 90 days +0.2, up to 365 days +0.1.
+# R-003-08's recency boost: documents up to 30 days old +0.3, up to 90 days +0.2, up to 365 days +0.1.
 RECENCY_STEPS = ((30, 0.3), (90, 0.2), (365, 0.1))
 
 # A chunk whose labels (paragraphs of one short line without closing punctuation: ragsvc.reading.passages.is_label) hold
@@ -30,7 +31,7 @@ LABEL_BOOST = 0.3
 
 @dataclass(frozen=True, slots=True)
 class RankingWeights:
-    """rank = similarity·w_similarity + recency_boost·w_recency + trust·w_trust (seed 003's defaults)."""
+    """rank = similarity·w_similarity + recency_boost·w_recency + trust·w_trust (R-003-08's defaults)."""
 
     similarity: float = 0.7
     recency: float = 0.2
@@ -51,7 +52,7 @@ class RankingWeights:
 
 
 def recency_boost(published_at: str, today: dt.date) -> float:
-    """Seed 003's step boost for a document published on `published_at` (ISO 8601 date or date-time); 0 when
+    """R-003-08's step boost for a document published on `published_at` (ISO 8601 date or date-time); 0 when
     unknown or unparseable. A date in the future counts as today."""
     if not published_at:
         return 0.0
@@ -74,15 +75,15 @@ def rank_score(chunk: Chunk, similarity: float, weights: RankingWeights, today: 
 def rank(
     candidates: Sequence[Candidate], weights: RankingWeights, today: dt.date, query_terms: Sequence[str] = ()
 ) -> list[Candidate]:
-    """Best rank first: the weighted rank plus the label boost for `query_terms` (`lexical.index_terms` of the
-    query); equal ranks keep the engine's fused order."""
+    """Best rank first, each with its rank score (R-003-14): the weighted rank plus the label boost for
+    `query_terms` (`lexical.index_terms` of the query); equal ranks keep the engine's fused order."""
     asked = frozenset(query_terms)
     scores = [
         rank_score(c.chunk, c.score, weights, today) + LABEL_BOOST * label_match(c.chunk.text, asked)
         for c in candidates
     ]
     order = sorted(range(len(candidates)), key=lambda i: -scores[i])
-    return [candidates[i] for i in order]
+    return [dataclasses.replace(candidates[i], rank_score=scores[i]) for i in order]
 
 
 def label_match(text: str, query_terms: frozenset[str]) -> float:
@@ -101,7 +102,7 @@ def _label_terms(text: str) -> frozenset[str]:
 
 def drop_near_duplicates(candidates: Sequence[Candidate], threshold: float) -> list[Candidate]:
     """Keeps each candidate unless its dense vector's cosine similarity to one already kept exceeds `threshold`
-    (seed 000's RAG_CHUNK_OVERLAP_THRESHOLD): earlier candidates win, so rank first."""
+    (R-000-05's RAG_CHUNK_OVERLAP_THRESHOLD): earlier candidates win, so rank first."""
     if len(candidates) < 2:
         return list(candidates)
     vectors = np.stack([candidate.dense for candidate in candidates])

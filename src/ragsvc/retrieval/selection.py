@@ -1,4 +1,4 @@
-"""Selected-text mode (seed 001): the evidence is the caller's selection, split into passages that keep their
+"""Selected-text mode (R-001-06): the evidence is the caller's selection, split into passages that keep their
 character and line offsets into it; the index is never searched."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from ragsvc.reading.sentences import spans as sentence_spans
 
 SELECTION_DOCUMENT_ID = "selection"
 SELECTION_NAME = "Selected text"
-SELECTION_SOURCE_URL = "selected_text"  # seed 001's SourceCitation values for selected-text mode
+SELECTION_SOURCE_URL = "selected_text"  # R-001-06's citation values for selected-text mode
 SELECTION_TITLE = "User Selection"
 MAX_PASSAGE_CHARS = 600  # about 150 tokens: small enough to pinpoint, large enough to answer from
 
@@ -19,7 +19,7 @@ _SPACE = re.compile(r"\s+")
 
 
 def not_in_selection_message(query: str) -> str:
-    """Seed 001's answer when the selection does not hold the answer, [topic] being the question."""
+    """R-001-07's answer when the selection does not hold the answer, [topic] being the question."""
     topic = query.strip().rstrip("?.! ")
     return (
         f'The provided selection does not contain information about "{topic}". '

@@ -1,4 +1,4 @@
-"""AdminService (seed 003 "Admin Controls") over gRPC: prompt templates, ranking weights, the tag-owner directory
+"""AdminService (R-003-21, admin controls) over gRPC: prompt templates, ranking weights, the tag-owner directory
 and the dry run.
 
 Transport only: resource names, field masks and pages are read here (Google AIP style); what they ask is done
@@ -24,7 +24,13 @@ from ragsvc.answering.service import AnsweringService
 from ragsvc.errors import FieldViolation, InvalidRequest
 from ragsvc.management.owners import OwnerControl
 from ragsvc.management.ranking import RankingControl
-from ragsvc.management.templates import TEMPLATE_FIELDS, TemplateCatalog, TemplateChange, TemplateEntry
+from ragsvc.management.templates import (
+    TEMPLATE_FIELDS,
+    UPDATABLE_FIELDS,
+    TemplateCatalog,
+    TemplateChange,
+    TemplateEntry,
+)
 from ragsvc.model_table import ModelLimits
 from ragsvc.retrieval.quality import RankingWeights
 from ragsvc.server.boundary import call_context, unary_boundary
@@ -68,11 +74,21 @@ def _template_to_proto(entry: TemplateEntry) -> admin_pb.PromptTemplate:
         instructions=template.length_rule,
         user_prompt=template.user,
         built_in=entry.built_in,
+        language=template.language,
+        response_style=convert.RESPONSE_STYLES_TO_PROTO[template.response_style],
     )
     if stored is not None:
         message.create_time.CopyFrom(convert.timestamp_of(stored.created_at))
         message.update_time.CopyFrom(convert.timestamp_of(stored.updated_at))
     return message
+
+
+def _response_style(value: int) -> domain.ResponseStyle | None:
+    """A template's response style from the wire; INVALID_ARGUMENT for a number this server does not know."""
+    for number, style in convert.RESPONSE_STYLES.items():
+        if number == value:
+            return style
+    raise InvalidRequest([FieldViolation("prompt_template.response_style", f"unsupported value {value}")])
 
 
 def _weights_to_proto(weights: RankingWeights) -> admin_pb.RankingWeights:
@@ -84,9 +100,12 @@ def _weights_to_proto(weights: RankingWeights) -> admin_pb.RankingWeights:
     )
 
 
-def _mask_paths(mask: field_mask_pb2.FieldMask, allowed: Sequence[str]) -> tuple[str, ...]:
-    """The fields an update changes: the mask's paths (all of `allowed` when empty); InvalidRequest on others."""
-    paths = tuple(mask.paths) or tuple(allowed)
+def _mask_paths(
+    mask: field_mask_pb2.FieldMask, allowed: Sequence[str], default: Sequence[str] | None = None
+) -> tuple[str, ...]:
+    """The fields an update changes: the mask's paths (`default`, else all of `allowed`, when empty); InvalidRequest
+    on others."""
+    paths = tuple(mask.paths) or tuple(allowed if default is None else default)
     if unknown := [path for path in paths if path not in allowed]:
         raise InvalidRequest(
             [FieldViolation("update_mask", f"unknown field {p!r} (updatable: {', '.join(allowed)})") for p in unknown]
@@ -124,7 +143,12 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
     ) -> admin_pb.CreatePromptTemplateResponse:
         given = request.prompt_template
         entry = await self._templates.create(
-            request.prompt_template_id, given.display_name, given.instructions, given.user_prompt
+            request.prompt_template_id,
+            given.display_name,
+            given.instructions,
+            given.user_prompt,
+            language=given.language,
+            response_style=_response_style(given.response_style),
         )
         return admin_pb.CreatePromptTemplateResponse(prompt_template=_template_to_proto(entry))
 
@@ -159,10 +183,15 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
     async def UpdatePromptTemplate(
         self, request: admin_pb.UpdatePromptTemplateRequest, context: Context
     ) -> admin_pb.UpdatePromptTemplateResponse:
-        paths = _mask_paths(request.update_mask, TEMPLATE_FIELDS)
+        paths = _mask_paths(request.update_mask, UPDATABLE_FIELDS, TEMPLATE_FIELDS)
         given = request.prompt_template
         template_id = template_id_of(given.name, "prompt_template.name")
-        change = TemplateChange(**{path: getattr(given, path) for path in paths})
+        texts = {path: getattr(given, path) for path in paths if path in TEMPLATE_FIELDS or path == "language"}
+        change = TemplateChange(**texts)
+        if "response_style" in paths:
+            change = dataclasses.replace(
+                change, response_style=_response_style(given.response_style), sets_response_style=True
+            )
         entry, dropped = await self._templates.update(template_id, change)
         return admin_pb.UpdatePromptTemplateResponse(
             prompt_template=_template_to_proto(entry), cached_answers_dropped=dropped

@@ -21,7 +21,7 @@ from grpc_reflection.v1alpha import reflection
 
 from ragsvc.config import Settings
 from ragsvc.ingest.uploads import UploadStaging
-from ragsvc.retrieval.base import Embedder
+from ragsvc.retrieval.base import Embedder, VectorEngine
 from ragsvc.server.admin import AdminServicer
 from ragsvc.server.components import Components, index_demo_corpus, open_components
 from ragsvc.server.hardening import Hardening, log_requests_as_json_lines
@@ -53,7 +53,9 @@ def build_servicers(components: Components) -> tuple[RagServicer, IndexServicer,
         components.indexer,
         components.engine,
         uploads,
+        components.schema,
         default_tenant=settings.server.default_tenant,
+        chunk_limit=settings.ingest.call_chunk_limit,
         cache=components.cache,
     )
     admin = AdminServicer(
@@ -111,14 +113,19 @@ class RagServer:
 
     @classmethod
     async def start(
-        cls, settings: Settings, *, embedder: Embedder | None = None, slot: WorkerSlot | None = None
+        cls,
+        settings: Settings,
+        *,
+        embedder: Embedder | None = None,
+        engine: VectorEngine | None = None,
+        slot: WorkerSlot | None = None,
     ) -> RagServer:
-        """Serve `settings`; `embedder` replaces the one RAG_EMBEDDER names (see `open_components`). `slot` makes
-        this server one of several worker processes on one address (`workers`)."""
+        """Serve `settings`; `embedder` and `engine` replace the ones the settings name (see `open_components`).
+        `slot` makes this server one of several worker processes on one address (`workers`)."""
         async with contextlib.AsyncExitStack() as stack:
             engine_dir = slot.snapshot if slot is not None else None
             components = await stack.enter_async_context(
-                open_components(settings, embedder=embedder, engine_dir=engine_dir)
+                open_components(settings, embedder=embedder, engine=engine, engine_dir=engine_dir)
             )
             hardening = Hardening.build(settings, rate_limit=components.rate_limit)
             stack.push_async_callback(hardening.aclose)

@@ -3,7 +3,7 @@
 
 Without a token, or with one no key matches: UNAUTHENTICATED. The principal then bounds the call: a request
 naming another tenant, a tag the key does not hold, an IndexService call by a key without `index`, or an
-AdminService call by a key without `admin`: PERMISSION_DENIED.
+AdminService call by a key without `admin`: PERMISSION_DENIED (a malformed tenant id: INVALID_ARGUMENT).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Mapping
 
 from ragsvc.access import KeyStore
 from ragsvc.errors import PermissionDenied, Unauthenticated
+from ragsvc.sanitize import validate_tenant_id
 from ragsvc.server.interceptors import CallInput, Interceptor
 
 
@@ -48,5 +49,7 @@ class AuthInterceptor(Interceptor):
             tags.extend(document.tags)
         if getattr(request, "document", None) is not None:  # an upload's first message
             tags.extend(request.document.tags)
-        principal.check(getattr(request, "tenant_id", ""), tags)
+        tenant_id = getattr(request, "tenant_id", "")
+        validate_tenant_id(tenant_id)  # a malformed tenant is INVALID_ARGUMENT, as without keys, not another's
+        principal.check(tenant_id, tags)
         yield

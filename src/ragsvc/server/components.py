@@ -27,6 +27,7 @@ from ragsvc.answering.cache import AnswerStore, MemoryAnswerCache, keeps_every_a
 from ragsvc.answering.conversation import Condenser, Conversation
 from ragsvc.answering.gate import Gate
 from ragsvc.answering.generate import GenerateStage
+from ragsvc.answering.language import LanguageGate
 from ragsvc.answering.pack import Packer
 from ragsvc.answering.pipeline import Pipeline
 from ragsvc.answering.read import ReadStage
@@ -43,6 +44,7 @@ from ragsvc.generation.ollama import OllamaGenerator
 from ragsvc.generation.openai_compat import OpenAICompatGenerator
 from ragsvc.ingest.indexer import Indexer
 from ragsvc.ingest.loaders import source_documents_from_paths
+from ragsvc.language import LanguageDetector
 from ragsvc.management import ranking, templates
 from ragsvc.management.owners import OwnerControl
 from ragsvc.management.ranking import RankingControl
@@ -58,11 +60,14 @@ from ragsvc.retrieval.http_embedders import OllamaEmbedder, OpenAIEmbedder
 from ragsvc.retrieval.hybrid import HybridRetriever
 from ragsvc.retrieval.layout import AccessPolicy
 from ragsvc.retrieval.qdrant_server import QdrantServerEngine
+from ragsvc.retrieval.schema import MetadataSchema
 from ragsvc.server.health import Probe
 from ragsvc.server.limits import RateLimit, TokenBuckets
 from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.backend import Backend
 from ragsvc.storage.database import open_database
+from ragsvc.storage.index_versions import IndexVersions
+from ragsvc.storage.metadata_keys import MetadataKeyStore
 from ragsvc.storage.owners import OwnerDirectory
 from ragsvc.storage.retention import RetentionJob
 from ragsvc.storage.sessions import SessionStore
@@ -102,6 +107,7 @@ class Components:
     rate_limit: RateLimit | None  # the limit of all replicas together, on Redis (None: the server's own)
     conversation: Conversation  # the stored sessions, as their callers may read and delete them
     owners: OwnerControl  # the tag-owner directory
+    schema: MetadataSchema  # each tenant's metadata keys and their types
 
     def probes(self) -> Mapping[str, Probe]:
         """The health probe of each dependency, by its health name (`redis` only when Redis is configured)."""
@@ -118,19 +124,25 @@ class Components:
 
 @contextlib.asynccontextmanager
 async def open_components(
-    settings: Settings, *, embedder: Embedder | None = None, engine_dir: Path | None = None
+    settings: Settings,
+    *,
+    embedder: Embedder | None = None,
+    engine: VectorEngine | None = None,
+    engine_dir: Path | None = None,
 ) -> AsyncIterator[Components]:
     """Open every component; `embedder`, when given, replaces the one RAG_EMBEDDER names (a program embedding
-    ragsvc with its own model) and stays the caller's to close. `engine_dir` holds the embedded engine's shards
-    instead of RAG_DATA_DIR (a worker's read-only copy: `server.workers`)."""
+    ragsvc with its own model) and stays the caller's to close; so does `engine`, for the vector engine (a
+    program with a Qdrant client of its own, such as qdrant-client's local mode). `engine_dir` holds the embedded
+    engine's shards instead of RAG_DATA_DIR (a worker's read-only copy: `server.workers`)."""
     async with contextlib.AsyncExitStack() as stack:
         models = ModelCatalog(settings.generation.model_limits, settings.budget)
         injected = embedder is not None
         if embedder is None:
             embedder = await open_embedder(settings)
             stack.push_async_callback(embedder.aclose)
-        engine = await open_engine(settings, embedder, injected=injected, directory=engine_dir)
-        stack.push_async_callback(engine.close)
+        if engine is None:
+            engine = await open_engine(settings, embedder, injected=injected, directory=engine_dir)
+            stack.push_async_callback(engine.close)
         reader = build_reader(settings.trust)
         generator = build_generator(settings, models, reader)
         stack.push_async_callback(generator.aclose)
@@ -170,23 +182,32 @@ async def open_components(
 
         conversation = Conversation(sessions, retrieval_access(settings))
         pipeline = build_pipeline(settings, retriever, generator, reader, models, registry, owners, conversation)
+        schema = MetadataSchema(MetadataKeyStore(database), engine)
+        index_versions = IndexVersions(database)
         answering = AnsweringService(
             pipeline,
             Admission(settings.hardening, models, default_tenant=settings.server.default_tenant),
+            schema,
             cache=cache,
             replays=replays,
             answers=answers,
+            languages=language_gate(settings, registry, owners),
+            index_versions=index_versions,
         )
         indexer = Indexer(
             embedder,
             engine,
+            schema,
+            sources=settings.ingest.source_trust,
             chunk_tokens=settings.ingest.chunk_tokens,
             overlap_tokens=settings.ingest.chunk_overlap_tokens,
+            versions=index_versions,
+            limits=settings.ingest.limits,
         )
         yield Components(
             settings, embedder, engine, retriever, generator, database, answers, indexer, answering,
             catalog, weights, cache, retention, shared, global_rate_limit(settings, shared), conversation,
-            OwnerControl(owners),
+            OwnerControl(owners), schema,
         )  # fmt: skip
 
 
@@ -235,6 +256,15 @@ async def open_management(
         changes.on_change(ranking.CHANGES_TOPIC, weights.reload)
         changes.start()
     return catalog, weights
+
+
+def language_gate(settings: Settings, registry: TemplateRegistry, owners: OwnerDirectory) -> LanguageGate | None:
+    """The question's language and its template (RAG_LANGUAGE_DETECTION; the detector loads in ~50 ms)."""
+    generation = settings.generation
+    if not generation.language_detection:
+        return None
+    detector = LanguageDetector.load(min_confidence=generation.language_min_confidence)
+    return LanguageGate(detector, registry, owners, default_template=generation.default_template)
 
 
 def answer_stores(settings: Settings, shared: SharedState | None) -> tuple[AnswerStore | None, AnswerStore | None]:

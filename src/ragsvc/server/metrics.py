@@ -1,4 +1,4 @@
-"""Prometheus metrics (seed 003's list), recorded once each call's status is sent and served over HTTP
+"""Prometheus metrics (R-003-25's list), recorded once each call's status is sent and served over HTTP
 (RAG_METRICS_PORT).
 
 | metric | labels | what |
@@ -10,6 +10,7 @@
 | rag_search_latency_seconds | tenant | retrieval stage time (histogram) |
 | rag_model_calls_total | provider, model | generations run (cache hits and gate refusals call no model) |
 | rag_model_tokens_used_total | provider, kind | prompt and completion tokens |
+| rag_model_cost_estimate_total | provider | estimated US dollars of model calls (RAG_MODEL_PRICES; local models: 0) |
 | rag_citations_per_response | template | citations per answer (histogram) |
 | rag_confidence_score | template | overall confidence 0-100 (histogram) |
 | rag_hallucinations_detected_total | tenant | answers with invalid citation markers |
@@ -24,7 +25,6 @@
 Each server has its own registry, so several servers in one process (tests) do not collide. The tenant label is
 the tenant a call was admitted for (a refused call counts under "-"), so a refused caller cannot mint labels;
 with authentication on, tenants are bounded by the keys.
-Not exported: seed 003's rag_model_cost_estimate (no price is known for a self-hosted model).
 """
 
 from __future__ import annotations
@@ -73,6 +73,10 @@ class Metrics:
         )
         self.model_tokens = Counter(
             "rag_model_tokens_used", "Tokens used by generations", ["provider", "kind"], registry=registry
+        )
+        self.model_cost = Counter(
+            "rag_model_cost_estimate", "Estimated US dollars of the model calls made (RAG_MODEL_PRICES)", ["provider"],
+            registry=registry,
         )
         self.citations = Histogram(
             "rag_citations_per_response", "Citations per answer", ["template"], buckets=_COUNTS, registry=registry
@@ -133,7 +137,8 @@ class Metrics:
         if answer.flags.hallucination_detected:
             self.hallucinations.labels(tenant).inc()
         if state.report.cache_hit:
-            return  # no stage ran
+            return  # no stage ran, no model was called
+        self.model_cost.labels(self.provider).inc(answer.cost_estimate_usd)
         if answer.flags.repetition_stopped:
             self.repetition_stops.labels(self.provider, answer.model or "-").inc()
         timings = answer.timings

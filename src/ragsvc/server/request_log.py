@@ -1,4 +1,4 @@
-"""The request id of every call, and one structured JSON log line per call (seed 003's fields).
+"""The request id of every call, and one structured JSON log line per call (R-003-24's fields).
 
 The request id is the caller's ``x-request-id`` (printable ASCII, at most 128 characters) or a new one; it is
 returned as ``x-request-id`` initial metadata (refused calls included) and in the Answer.

@@ -1,7 +1,9 @@
 """RagService and IndexService: convert proto -> domain, call the domain, convert back. Transport only.
 
 A session's turns are read and deleted by `answering.conversation.Conversation`, bound to the caller as the Asks
-that stored them were."""
+that stored them were. IndexService calls are bounded by the tags of the caller's key (`_reader`): the engine
+lists, reads, counts and deletes only the documents those tags show (`AccessPolicy.shows`), and an unfinished
+upload of a document they do not show is, to that key, no upload at all."""
 
 from __future__ import annotations
 
@@ -17,9 +19,11 @@ from ragsvc.answering.conversation import Conversation
 from ragsvc.answering.service import AnsweringService
 from ragsvc.errors import FieldViolation, InvalidRequest, NotFound, RagError
 from ragsvc.ingest.indexer import Indexer
-from ragsvc.ingest.uploads import UploadStaging
+from ragsvc.ingest.limits import ChunkLimit
+from ragsvc.ingest.uploads import Upload, UploadStaging
 from ragsvc.retrieval.base import VectorEngine
-from ragsvc.sanitize import validate_document_id, validate_documents, validate_session_id
+from ragsvc.retrieval.schema import MetadataSchema
+from ragsvc.sanitize import validate_document_id, validate_documents, validate_session_id, validate_tenant_id
 from ragsvc.server.boundary import call_context, call_state, stream_boundary, unary_boundary
 from ragsvc.server.interceptors import Context
 from ragsvc.server.pages import BAD_PAGE_TOKEN, page_after, page_size_of, page_token
@@ -61,6 +65,7 @@ class RagServicer(rag_grpc.RagServiceServicer):
     def _session(self, tenant_id: str, session_id: str, call: CallContext) -> SessionKey:
         """The session a request names: in the key's tenant (the interceptor refused another), else the one it
         names or the server's default."""
+        validate_tenant_id(tenant_id)
         validate_session_id(session_id)
         tenant = call.principal.tenant_id if call.principal is not None else tenant_id.strip()
         return SessionKey(tenant or self._default_tenant, session_id)
@@ -95,31 +100,49 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         indexer: Indexer,
         engine: VectorEngine,
         uploads: UploadStaging,
+        schema: MetadataSchema,
         *,
         default_tenant: str,
+        chunk_limit: ChunkLimit,
         cache: AnswerStore | None = None,
     ) -> None:
         self._indexer = indexer
         self._engine = engine
         self._uploads = uploads
+        self._schema = schema
         self._default_tenant = default_tenant
+        self._chunk_limit = chunk_limit  # of one document ingested within a call
         self._cache = cache  # answers of a tenant are dropped when its documents change
 
     def _tenant(self, requested: str, context: Context) -> str:
-        """The request's tenant; when it names none, the caller's key's, else the server's default."""
+        """The request's tenant; when it names none, the caller's key's, else the server's default. Raises
+        InvalidRequest for a malformed one."""
+        validate_tenant_id(requested)
         if requested.strip():
             return requested.strip()
         principal = call_state(context).principal
         return principal.tenant_id if principal is not None else self._default_tenant
 
+    @staticmethod
+    def _reader(context: Context) -> frozenset[str] | None:
+        """The tags of the key calling (None: a key of any tag, or no authentication): the documents it may touch."""
+        principal = call_state(context).principal
+        return principal.tags if principal is not None else None
+
+    def _shows(self, upload_tags: tuple[str, ...] | None, reader: frozenset[str] | None) -> bool:
+        """Whether a key holding `reader` sees an upload of a document tagged `upload_tags` (None: not recorded)."""
+        return reader is None or (upload_tags is not None and self._engine.access.shows(upload_tags, reader))
+
     async def _invalidate(self, tenant: str) -> None:
         if self._cache is not None:
             await self._cache.invalidate_tenant(tenant)
 
-    async def _ingest(self, documents: list[domain.SourceDocument]) -> list[domain.IngestResult]:
-        validate_documents(documents)
+    async def _ingest(
+        self, documents: list[domain.SourceDocument], reader: frozenset[str] | None
+    ) -> list[domain.IngestResult]:
+        validate_documents(documents, self._indexer.sources)
         try:
-            return await self._indexer.ingest_many(documents)
+            return await self._indexer.ingest_many(documents, tags=reader, chunk_limit=self._chunk_limit)
         finally:
             for tenant in {document.tenant_id for document in documents}:
                 await self._invalidate(tenant)
@@ -128,8 +151,11 @@ class IndexServicer(index_grpc.IndexServiceServicer):
     async def IngestDocuments(
         self, request: index_pb.IngestDocumentsRequest, context: Context
     ) -> index_pb.IngestDocumentsResponse:
-        results = await self._ingest(convert.documents_from_proto(request, self._tenant(request.tenant_id, context)))
-        return index_pb.IngestDocumentsResponse(results=[convert.ingest_result_to_proto(r) for r in results])
+        documents = convert.documents_from_proto(request, self._tenant(request.tenant_id, context))
+        results = await self._ingest(documents, self._reader(context))
+        return index_pb.IngestDocumentsResponse(
+            results=[convert.ingest_result_to_proto(r, f"documents[{i}]") for i, r in enumerate(results)]
+        )
 
     @unary_boundary
     async def DeleteDocument(
@@ -138,7 +164,7 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         validate_document_id(request.document_id)
         tenant = self._tenant(request.tenant_id, context)
         try:
-            deleted = await self._indexer.delete(tenant, request.document_id)
+            deleted = await self._indexer.delete(tenant, request.document_id, tags=self._reader(context))
         finally:
             await self._invalidate(tenant)
         if not deleted:
@@ -152,7 +178,7 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         tenant = self._tenant(request.tenant_id, context)
         size = page_size_of(request.page_size)
         after = page_after(request.page_token, tenant)
-        page = await self._engine.list_documents(tenant, after=after, limit=size)
+        page = await self._engine.list_documents(tenant, after=after, limit=size, tags=self._reader(context))
         token = "" if page.next_after is None else page_token(tenant, page.next_after)
         return index_pb.ListDocumentsResponse(
             documents=[convert.stored_document_to_proto(d) for d in page.documents], next_page_token=token
@@ -162,7 +188,7 @@ class IndexServicer(index_grpc.IndexServiceServicer):
     async def GetDocument(self, request: index_pb.GetDocumentRequest, context: Context) -> index_pb.GetDocumentResponse:
         validate_document_id(request.document_id)
         tenant = self._tenant(request.tenant_id, context)
-        document = await self._engine.get_document(tenant, request.document_id)
+        document = await self._engine.get_document(tenant, request.document_id, tags=self._reader(context))
         if document is None:
             raise NotFound(f"no document {request.document_id!r} in tenant {tenant!r}")
         return index_pb.GetDocumentResponse(document=convert.stored_document_to_proto(document))
@@ -171,7 +197,9 @@ class IndexServicer(index_grpc.IndexServiceServicer):
     async def GetIndexStats(
         self, request: index_pb.GetIndexStatsRequest, context: Context
     ) -> index_pb.GetIndexStatsResponse:
-        return convert.index_stats_to_proto(await self._engine.stats(self._tenant(request.tenant_id, context)))
+        tenant = self._tenant(request.tenant_id, context)
+        stats = await self._engine.stats(tenant, tags=self._reader(context))
+        return convert.index_stats_to_proto(stats, await self._schema.declared(tenant))
 
     @unary_boundary
     async def GetUploadStatus(
@@ -179,7 +207,8 @@ class IndexServicer(index_grpc.IndexServiceServicer):
     ) -> index_pb.GetUploadStatusResponse:
         validate_document_id(request.document_id)
         tenant = self._tenant(request.tenant_id, context)
-        return index_pb.GetUploadStatusResponse(committed_size=self._uploads.committed(tenant, request.document_id))
+        size, tags = self._uploads.committed(tenant, request.document_id)
+        return index_pb.GetUploadStatusResponse(committed_size=size if self._shows(tags, self._reader(context)) else 0)
 
     @unary_boundary
     async def UploadDocument(
@@ -201,11 +230,12 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         if first.document.content:
             raise InvalidRequest([FieldViolation("document.content", "must be empty: send the content in data")])
         tenant = self._tenant(first.tenant_id, context)
-        [document] = convert.documents_from_proto(
-            index_pb.IngestDocumentsRequest(tenant_id=tenant, documents=[first.document]), tenant
-        )
+        reader = self._reader(context)
         try:
-            validate_documents([document])
+            [document] = convert.documents_from_proto(
+                index_pb.IngestDocumentsRequest(tenant_id=tenant, documents=[first.document]), tenant
+            )
+            validate_documents([document], self._indexer.sources)
         except InvalidRequest as exc:  # named as this request names them
             raise InvalidRequest(
                 [FieldViolation(v.field.replace("documents[0]", "document"), v.description) for v in exc.violations]
@@ -213,9 +243,11 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         async with self._uploads.writing(tenant, document.document_id) as upload:
             message: index_pb.UploadDocumentRequest | None = first
             while message is not None:
-                _check_piece(message, first, tenant, upload.size)
+                _check_piece(message, first, tenant, upload.size if self._shows(upload.tags, reader) else 0)
                 if message is first and message.write_offset == 0:
-                    upload.discard()  # a new upload, or one started over
+                    upload.begin(document.tags)  # a new upload, or one started over
+                elif message is first:
+                    _check_resumed(upload, document)
                 await upload.append(message.data)
                 if message.finish_write:
                     content = await upload.content()
@@ -223,10 +255,10 @@ class IndexServicer(index_grpc.IndexServiceServicer):
                         upload.discard()
                         violation = "does not match the content received; the upload was dropped: start it over"
                         raise InvalidRequest([FieldViolation("content_sha256", violation)])
-                    [result] = await self._ingest([dataclasses.replace(document, content=content)])
+                    [result] = await self._ingest([dataclasses.replace(document, content=content)], reader)
                     upload.discard()
                     return index_pb.UploadDocumentResponse(
-                        committed_size=len(content), result=convert.ingest_result_to_proto(result)
+                        committed_size=len(content), result=convert.ingest_result_to_proto(result, "document")
                     )
                 message = await anext(requests, None)
             return index_pb.UploadDocumentResponse(committed_size=upload.size)
@@ -242,6 +274,14 @@ async def _drained(requests: AsyncIterator[index_pb.UploadDocumentRequest], max_
         read += len(message.data)
         if read > max_bytes:
             return
+
+
+def _check_resumed(upload: Upload, document: domain.SourceDocument) -> None:
+    """Raise InvalidRequest when a resumed upload's document has other tags than the document it was begun with:
+    content sent under some tags is never ingested under others (start over instead)."""
+    if upload.tags is not None and sorted(upload.tags) != sorted(document.tags):
+        why = "differ from those the upload was begun with; start it over from write_offset 0"
+        raise InvalidRequest([FieldViolation("document.tags", why)])
 
 
 def _check_piece(

@@ -153,6 +153,7 @@ class AnswerLog:
             search_query=answer.search.text if answer.search is not None else "",
             query_rewrite=answer.search.rewrite.value if answer.search is not None else "",
             draft=answer.draft,
+            index_version=answer.index_version,
         )
 
     def record_failure(self, question: Question, error: BaseException, *, cancelled: bool = False) -> None:
@@ -197,6 +198,7 @@ class AnswerLog:
             "query": question.query,
             "outcome": outcome.value,
             **_UNSET,
+            "language": question.language,  # detected at admission (R-003-04): failures have it too
             **fields,
         }
         for column in ("confidence", "citations", "flags", "timings"):
@@ -222,6 +224,8 @@ _UNSET: dict[str, Any] = {
     "search_query": "",
     "query_rewrite": "",
     "draft": "",
+    "index_version": "",
+    "language": "",
 }
 _COLUMNS = ("created_at", "request_id", "tenant_id", "session_id", "query", "outcome", *_UNSET)
 _INSERT = f"INSERT INTO answers ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"  # noqa: S608

@@ -98,6 +98,29 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE answers ADD COLUMN query_rewrite TEXT NOT NULL DEFAULT '';
     ALTER TABLE answers ADD COLUMN draft TEXT NOT NULL DEFAULT '';
     """,
+    # The metadata keys each tenant's documents declared, with the type the first of them gave (filters check
+    # their keys against it: ragsvc.retrieval.schema).
+    """
+    CREATE TABLE metadata_keys (
+        tenant_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        type TEXT NOT NULL,
+        created_at {timestamp} NOT NULL,
+        PRIMARY KEY (tenant_id, name)
+    );
+    """,
+    # Provenance (R-003-13, R-003-04): each tenant's index version, and the version and language of each answer.
+    """
+    CREATE TABLE index_versions (
+        tenant_id TEXT PRIMARY KEY,
+        version BIGINT NOT NULL,
+        updated_at {timestamp} NOT NULL
+    );
+    ALTER TABLE answers ADD COLUMN index_version TEXT NOT NULL DEFAULT '';
+    ALTER TABLE answers ADD COLUMN language TEXT NOT NULL DEFAULT '';
+    ALTER TABLE prompt_templates ADD COLUMN language TEXT NOT NULL DEFAULT 'en';
+    ALTER TABLE prompt_templates ADD COLUMN response_style TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 # The columns declared {timestamp} above: SQLite keeps them as ISO 8601 text, which the SQLite backend turns

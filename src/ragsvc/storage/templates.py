@@ -1,4 +1,4 @@
-"""Custom prompt templates (AdminService, seed 003), kept in the service's database so they survive restarts.
+"""Custom prompt templates (AdminService, R-003-21), kept in the service's database so they survive restarts.
 
 The built-in templates are code (`ragsvc.prompts`), never rows: this table holds only the custom ones. The
 admin servicer writes here first and then updates the in-memory `TemplateRegistry` the pipeline reads.
@@ -9,10 +9,11 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from ragsvc.domain import ResponseStyle
 from ragsvc.prompts import PromptTemplate
 from ragsvc.storage.backend import Backend, Row, utc_now
 
-_COLUMNS = "id, display_name, instructions, user_prompt, created_at, updated_at"
+_COLUMNS = "id, display_name, instructions, user_prompt, language, response_style, created_at, updated_at"
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,9 +27,18 @@ class StoredTemplate:
 
 def _stored(row: Row) -> StoredTemplate:
     template = PromptTemplate(
-        version=row["id"], length_rule=row["instructions"], user=row["user_prompt"], display_name=row["display_name"]
+        version=row["id"],
+        length_rule=row["instructions"],
+        user=row["user_prompt"],
+        display_name=row["display_name"],
+        language=row["language"],
+        response_style=ResponseStyle(row["response_style"]) if row["response_style"] else None,
     )
     return StoredTemplate(template, row["created_at"], row["updated_at"])
+
+
+def _style(template: PromptTemplate) -> str:
+    return template.response_style.value if template.response_style is not None else ""
 
 
 class TemplateStore:
@@ -48,18 +58,20 @@ class TemplateStore:
         """Store a new template; None when one with its id exists."""
         now = utc_now()
         changed = await self._db.execute(
-            "INSERT INTO prompt_templates (id, display_name, instructions, user_prompt, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-            (template.version, template.display_name, template.length_rule, template.user, now, now),
+            "INSERT INTO prompt_templates (id, display_name, instructions, user_prompt, language, response_style, "
+            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            (template.version, template.display_name, template.length_rule, template.user, template.language,
+             _style(template), now, now),
         )
         return StoredTemplate(template, now, now) if changed else None
 
     async def update(self, template: PromptTemplate) -> StoredTemplate | None:
         """Replace the text of an existing template; None when there is none with its id."""
         changed = await self._db.execute(
-            "UPDATE prompt_templates SET display_name = ?, instructions = ?, user_prompt = ?, updated_at = ? "
-            "WHERE id = ?",
-            (template.display_name, template.length_rule, template.user, utc_now(), template.version),
+            "UPDATE prompt_templates SET display_name = ?, instructions = ?, user_prompt = ?, language = ?, "
+            "response_style = ?, updated_at = ? WHERE id = ?",
+            (template.display_name, template.length_rule, template.user, template.language, _style(template),
+             utc_now(), template.version),
         )
         return await self.get(template.version) if changed else None
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from google.protobuf import duration_pb2, timestamp_pb2
+from google.rpc import code_pb2
 
 from ragsvc import domain
 from ragsvc.errors import FieldViolation, InvalidRequest
+from ragsvc.metadata import MetadataType, MetadataValue
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import rag_service_pb2 as pb
 
@@ -25,7 +27,14 @@ _ROLES = {pb.ROLE_USER: domain.Role.USER, pb.ROLE_ASSISTANT: domain.Role.ASSISTA
 _ROLES_TO_PROTO = {role: number for number, role in _ROLES.items()}
 _STYLES = {pb.CITATION_STYLE_UNSPECIFIED: domain.CitationStyle.MARKER,
            pb.CITATION_STYLE_MARKER: domain.CitationStyle.MARKER,
-           pb.CITATION_STYLE_SOURCE_ID: domain.CitationStyle.SOURCE_ID}
+           pb.CITATION_STYLE_SOURCE_ID: domain.CitationStyle.SOURCE_ID,
+           pb.CITATION_STYLE_END_LIST: domain.CitationStyle.END_LIST}
+_SEARCH_MODES = {pb.SEARCH_MODE_UNSPECIFIED: domain.SearchMode.HYBRID, pb.SEARCH_MODE_HYBRID: domain.SearchMode.HYBRID,
+                 pb.SEARCH_MODE_DENSE: domain.SearchMode.DENSE, pb.SEARCH_MODE_SPARSE: domain.SearchMode.SPARSE}
+RESPONSE_STYLES = {pb.RESPONSE_STYLE_UNSPECIFIED: None, pb.RESPONSE_STYLE_CONCISE: domain.ResponseStyle.CONCISE,
+                   pb.RESPONSE_STYLE_DETAILED: domain.ResponseStyle.DETAILED,
+                   pb.RESPONSE_STYLE_BULLETS: domain.ResponseStyle.BULLETS}
+RESPONSE_STYLES_TO_PROTO = {style: number for number, style in RESPONSE_STYLES.items()}
 _STRICTNESS = {pb.STRICTNESS_UNSPECIFIED: domain.Strictness.NORMAL, pb.STRICTNESS_LENIENT: domain.Strictness.LENIENT,
                pb.STRICTNESS_NORMAL: domain.Strictness.NORMAL, pb.STRICTNESS_STRICT: domain.Strictness.STRICT}
 _QUERY_CLASSES = {
@@ -59,6 +68,7 @@ _REFUSALS = {
     domain.RefusalReason.INVALID_CITATIONS: pb.REFUSAL_REASON_INVALID_CITATIONS,
     domain.RefusalReason.NOT_IN_SELECTION: pb.REFUSAL_REASON_NOT_IN_SELECTION,
     domain.RefusalReason.INSUFFICIENT_EVIDENCE: pb.REFUSAL_REASON_INSUFFICIENT_EVIDENCE,
+    domain.RefusalReason.UNSUPPORTED_LANGUAGE: pb.REFUSAL_REASON_UNSUPPORTED_LANGUAGE,
 }
 
 
@@ -92,7 +102,10 @@ def question_from_proto(request: pb.AskRequest | pb.AskStreamRequest, request_id
             source_urls=tuple(retrieval.filter.source_urls),
             page_titles=tuple(retrieval.filter.page_titles),
             section_headings=tuple(retrieval.filter.section_headings),
+            expression=retrieval.filter.expression,
         ),
+        search_mode=_enum(_SEARCH_MODES, retrieval.search_mode, "retrieval.search_mode", violations),
+        response_style=_enum(RESPONSE_STYLES, generation.response_style, "generation.response_style", violations),
         model=generation.model,
         template_id=generation.template_id,
         citation_style=_enum(_STYLES, generation.citation_style, "generation.citation_style", violations),
@@ -118,10 +131,14 @@ def _duration(ms: float) -> duration_pb2.Duration:
 
 
 def citation_to_proto(citation: domain.Citation) -> pb.Citation:
-    return _chunk_to_proto(citation.chunk, citation.relevance_score, marker=citation.marker)
+    return _chunk_to_proto(citation.chunk, citation.relevance_score, marker=citation.marker, rank=citation.rank_score)
 
 
-def _chunk_to_proto(chunk: domain.Chunk, score: float, *, marker: int = 0) -> pb.Citation:
+def _scored_to_proto(scored: domain.ScoredChunk, *, marker: int = 0) -> pb.Citation:
+    return _chunk_to_proto(scored.chunk, scored.score, marker=marker, rank=scored.rank_score)
+
+
+def _chunk_to_proto(chunk: domain.Chunk, score: float, *, marker: int = 0, rank: float | None = None) -> pb.Citation:
     snippet = domain.Citation(marker=marker, chunk=chunk, relevance_score=score).snippet
     return pb.Citation(
         marker=marker,
@@ -140,6 +157,8 @@ def _chunk_to_proto(chunk: domain.Chunk, score: float, *, marker: int = 0) -> pb
         line_start=chunk.line_start,
         line_end=chunk.line_end,
         page_title=chunk.page_title,
+        rank_score=rank,
+        page_numbers=chunk.page_numbers,
     )
 
 
@@ -154,7 +173,7 @@ def answer_to_proto(answer: domain.Answer) -> pb.Answer:
         action=_ACTIONS[answer.action],
         grounded=answer.grounded,
         refusal_reason=_REFUSALS[answer.refusal],
-        candidates=[_chunk_to_proto(s.chunk, s.score) for s in answer.candidates],
+        candidates=[_scored_to_proto(s) for s in answer.candidates],
         model=answer.model,
         usage=_usage(answer.usage),
         timings=pb.Timings(
@@ -184,7 +203,11 @@ def answer_to_proto(answer: domain.Answer) -> pb.Answer:
         request_id=answer.request_id,
         query_class=_QUERY_CLASSES[answer.query_class],
         cost_estimate_usd=answer.cost_estimate_usd,
+        index_version=answer.index_version,
+        language=answer.language,
     )
+    if answer.created_at is not None:
+        message.create_time.CopyFrom(timestamp_of(answer.created_at))
     if answer.route is not None:
         route = answer.route
         message.route.CopyFrom(
@@ -201,9 +224,7 @@ def answer_to_proto(answer: domain.Answer) -> pb.Answer:
         message.explanation.CopyFrom(
             pb.Explanation(
                 prompt=[pb.ChatMessage(role=_ROLES_TO_PROTO[m.role], content=m.content) for m in explanation.prompt],
-                packed_chunks=[
-                    _chunk_to_proto(s.chunk, s.score, marker=n) for n, s in enumerate(explanation.packed, start=1)
-                ],
+                packed_chunks=[_scored_to_proto(s, marker=n) for n, s in enumerate(explanation.packed, start=1)],
                 prompt_tokens=explanation.prompt_tokens,
                 search_query=answer.search.text if answer.search is not None else "",
                 query_rewrite=_REWRITES[answer.search.rewrite] if answer.search is not None else pb.QUERY_REWRITE_UNSPECIFIED,
@@ -236,8 +257,10 @@ def event_to_proto(event: domain.Event) -> pb.AskStreamResponse:
 
 
 def documents_from_proto(request: index_pb.IngestDocumentsRequest, default_tenant: str) -> list[domain.SourceDocument]:
+    """The documents of an ingest; InvalidRequest naming each metadata value that sets no kind."""
     tenant = request.tenant_id.strip() or default_tenant
-    return [
+    violations: list[FieldViolation] = []
+    documents = [
         domain.SourceDocument(
             document_id=d.document_id,
             name=d.name or d.document_id,
@@ -247,12 +270,45 @@ def documents_from_proto(request: index_pb.IngestDocumentsRequest, default_tenan
             tags=tuple(d.tags),
             source_url=d.source_url,
             title=d.title,
-            trust=d.trust if d.HasField("trust") else 1.0,
+            trust=d.trust if d.HasField("trust") else None,
             published_at=d.published_date,
             confidential=d.confidential,
+            metadata=_metadata_from_proto(d.metadata, f"documents[{i}]", violations),
         )
-        for d in request.documents
+        for i, d in enumerate(request.documents)
     ]
+    if violations:
+        raise InvalidRequest(violations)
+    return documents
+
+
+def _metadata_from_proto(
+    values: Mapping[str, index_pb.MetadataValue], at: str, violations: list[FieldViolation]
+) -> dict[str, MetadataValue]:
+    metadata: dict[str, MetadataValue] = {}
+    for key, value in sorted(values.items()):
+        kind = value.WhichOneof("kind")
+        if kind is None:
+            violations.append(FieldViolation(f'{at}.metadata["{key}"]', "sets no value"))
+        elif kind == "timestamp_value":
+            metadata[key] = value.timestamp_value.ToDatetime(tzinfo=UTC)
+        else:
+            metadata[key] = getattr(value, kind)
+    return metadata
+
+
+def metadata_to_proto(metadata: Mapping[str, MetadataValue]) -> dict[str, index_pb.MetadataValue]:
+    values = {}
+    for key, value in metadata.items():
+        if isinstance(value, bool):
+            values[key] = index_pb.MetadataValue(bool_value=value)
+        elif isinstance(value, int | float):
+            values[key] = index_pb.MetadataValue(number_value=float(value))
+        elif isinstance(value, datetime):
+            values[key] = index_pb.MetadataValue(timestamp_value=timestamp_of(value))
+        else:
+            values[key] = index_pb.MetadataValue(string_value=value)
+    return values
 
 
 def document_to_proto(document: domain.SourceDocument) -> index_pb.Document:
@@ -268,18 +324,36 @@ def document_to_proto(document: domain.SourceDocument) -> index_pb.Document:
         trust=document.trust,
         published_date=document.published_at,
         confidential=document.confidential,
+        metadata=metadata_to_proto(document.metadata),
     )
 
 
-def ingest_result_to_proto(result: domain.IngestResult) -> index_pb.DocumentResult:
-    return index_pb.DocumentResult(
+def ingest_result_to_proto(result: domain.IngestResult, field_prefix: str) -> index_pb.DocumentResult:
+    """A document's result; its failure's fields named from the request's root (`field_prefix`: "documents[2]"
+    or "document")."""
+    message = index_pb.DocumentResult(
         document_id=result.document_id,
         chunks_created=result.chunks_created,
         chunks_indexed=result.chunks_indexed,
         elapsed=_duration(result.elapsed_ms),
         error=result.error,
         unchanged=result.unchanged,
+        encoding=result.encoding,
     )
+    if (failure := result.failure) is not None:
+        message.failure.CopyFrom(
+            index_pb.DocumentFailure(
+                code=code_pb2.INVALID_ARGUMENT,
+                message=failure.message,
+                reason=failure.reason,
+                metadata=failure.metadata,
+                field_violations=[
+                    index_pb.DocumentFailure.FieldViolation(field=f"{field_prefix}.{v.field}", description=v.description)
+                    for v in failure.violations
+                ],
+            )
+        )
+    return message
 
 
 def stored_document_to_proto(document: domain.StoredDocument) -> index_pb.IndexedDocument:
@@ -291,21 +365,30 @@ def stored_document_to_proto(document: domain.StoredDocument) -> index_pb.Indexe
         source_url=document.source_url,
         confidential=document.confidential,
         chunk_count=document.chunks,
+        metadata=metadata_to_proto(document.metadata),
+        trust=document.trust,
     )
     source = document.source
     if source is not None:
         message.media_type = source.media_type
         message.size_bytes = source.content_bytes
         message.content_sha256 = source.content_sha256
+        message.encoding = source.encoding
         ingested = timestamp_pb2.Timestamp()
         ingested.FromNanoseconds(round(source.ingested_at * 1e9))
         message.ingest_time.CopyFrom(ingested)
     return message
 
 
-def index_stats_to_proto(stats: domain.IndexStats) -> index_pb.GetIndexStatsResponse:
+def index_stats_to_proto(
+    stats: domain.IndexStats, keys: Mapping[str, MetadataType]
+) -> index_pb.GetIndexStatsResponse:
     return index_pb.GetIndexStatsResponse(
-        document_count=stats.documents, chunk_count=stats.chunks, content_bytes=stats.content_bytes, engine=stats.engine
+        document_count=stats.documents,
+        chunk_count=stats.chunks,
+        content_bytes=stats.content_bytes,
+        engine=stats.engine,
+        metadata_keys=[index_pb.MetadataKey(name=name, type=kind.value) for name, kind in sorted(keys.items())],
     )
 
 

@@ -19,8 +19,14 @@ const _ = grpc.SupportPackageIsVersion7
 type IndexServiceClient interface {
 	// IngestDocuments loads, chunks, embeds and indexes documents. Re-ingesting a document
 	// replaces its chunks. Each document succeeds or fails on its own: a document that cannot be
-	// read is reported in its result, the others are still indexed. An unavailable embedder or
-	// engine fails the call with UNAVAILABLE.
+	// read (content that is not in its media type, not text, or has no text), whose metadata gives a
+	// key another type than the tenant declared, or that goes past one of the server's limits
+	// (reading time, HTML nesting depth and attributes, line length, decompressed size, chunks) is
+	// reported in its result (`error`, and `failure` with the INVALID_ARGUMENT details a call would
+	// carry, naming the limit's setting), with nothing of it written; the others are still indexed.
+	// A document making more chunks than RAG_INGEST_MAX_CALL_CHUNKS is refused before any is
+	// embedded, so that the call never runs past its deadline: ingest it as a long-running
+	// operation. An unavailable embedder or engine fails the call with UNAVAILABLE.
 	IngestDocuments(ctx context.Context, in *IngestDocumentsRequest, opts ...grpc.CallOption) (*IngestDocumentsResponse, error)
 	// DeleteDocument removes every chunk of a document.
 	DeleteDocument(ctx context.Context, in *DeleteDocumentRequest, opts ...grpc.CallOption) (*DeleteDocumentResponse, error)
@@ -34,9 +40,10 @@ type IndexServiceClient interface {
 	// UploadDocument ingests one document sent in pieces, for documents larger than one message may be
 	// (RAG_MAX_RECEIVE_MESSAGE_BYTES). The first message carries the document's metadata; each message
 	// carries the next piece of its content at `write_offset`; the message with `finish_write` ends the
-	// content, which is then ingested as IngestDocuments would (a document that cannot be read is reported
-	// in `result.error`). The server keeps what it received of an upload that did not finish, by tenant and
-	// document id: a later stream resumes it from GetUploadStatus's `committed_size`. A document over
+	// content, which is then ingested as IngestDocuments would (a document that cannot be read, or that
+	// goes past a limit, RAG_INGEST_MAX_CALL_CHUNKS included, is reported in `result.error` and
+	// `result.failure`). The server keeps what it received of an upload that did not finish, by tenant
+	// and document id: a later stream resumes it from GetUploadStatus's `committed_size`. A document over
 	// RAG_MAX_DOCUMENT_BYTES, a write_offset other than the size received, or a content_sha256 that does
 	// not match is INVALID_ARGUMENT; a second upload of a document while one streams is ALREADY_EXISTS.
 	UploadDocument(ctx context.Context, opts ...grpc.CallOption) (IndexService_UploadDocumentClient, error)
@@ -146,8 +153,14 @@ func (c *indexServiceClient) GetUploadStatus(ctx context.Context, in *GetUploadS
 type IndexServiceServer interface {
 	// IngestDocuments loads, chunks, embeds and indexes documents. Re-ingesting a document
 	// replaces its chunks. Each document succeeds or fails on its own: a document that cannot be
-	// read is reported in its result, the others are still indexed. An unavailable embedder or
-	// engine fails the call with UNAVAILABLE.
+	// read (content that is not in its media type, not text, or has no text), whose metadata gives a
+	// key another type than the tenant declared, or that goes past one of the server's limits
+	// (reading time, HTML nesting depth and attributes, line length, decompressed size, chunks) is
+	// reported in its result (`error`, and `failure` with the INVALID_ARGUMENT details a call would
+	// carry, naming the limit's setting), with nothing of it written; the others are still indexed.
+	// A document making more chunks than RAG_INGEST_MAX_CALL_CHUNKS is refused before any is
+	// embedded, so that the call never runs past its deadline: ingest it as a long-running
+	// operation. An unavailable embedder or engine fails the call with UNAVAILABLE.
 	IngestDocuments(context.Context, *IngestDocumentsRequest) (*IngestDocumentsResponse, error)
 	// DeleteDocument removes every chunk of a document.
 	DeleteDocument(context.Context, *DeleteDocumentRequest) (*DeleteDocumentResponse, error)
@@ -161,9 +174,10 @@ type IndexServiceServer interface {
 	// UploadDocument ingests one document sent in pieces, for documents larger than one message may be
 	// (RAG_MAX_RECEIVE_MESSAGE_BYTES). The first message carries the document's metadata; each message
 	// carries the next piece of its content at `write_offset`; the message with `finish_write` ends the
-	// content, which is then ingested as IngestDocuments would (a document that cannot be read is reported
-	// in `result.error`). The server keeps what it received of an upload that did not finish, by tenant and
-	// document id: a later stream resumes it from GetUploadStatus's `committed_size`. A document over
+	// content, which is then ingested as IngestDocuments would (a document that cannot be read, or that
+	// goes past a limit, RAG_INGEST_MAX_CALL_CHUNKS included, is reported in `result.error` and
+	// `result.failure`). The server keeps what it received of an upload that did not finish, by tenant
+	// and document id: a later stream resumes it from GetUploadStatus's `committed_size`. A document over
 	// RAG_MAX_DOCUMENT_BYTES, a write_offset other than the size received, or a content_sha256 that does
 	// not match is INVALID_ARGUMENT; a second upload of a document while one streams is ALREADY_EXISTS.
 	UploadDocument(IndexService_UploadDocumentServer) error

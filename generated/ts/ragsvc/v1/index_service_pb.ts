@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ragsvc/v1/index_service.proto.
  */
 export const file_ragsvc_v1_index_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1yYWdzdmMvdjEvaW5kZXhfc2VydmljZS5wcm90bxIJcmFnc3ZjLnYxIlMKFkluZ2VzdERvY3VtZW50c1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEiYKCWRvY3VtZW50cxgCIAMoCzITLnJhZ3N2Yy52MS5Eb2N1bWVudCLPAQoIRG9jdW1lbnQSEwoLZG9jdW1lbnRfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdjb250ZW50GAMgASgMEhIKCm1lZGlhX3R5cGUYBCABKAkSDAoEdGFncxgFIAMoCRISCgpzb3VyY2VfdXJsGAYgASgJEg0KBXRpdGxlGAcgASgJEhIKBXRydXN0GAggASgCSACIAQESFgoOcHVibGlzaGVkX2RhdGUYCSABKAkSFAoMY29uZmlkZW50aWFsGAogASgIQggKBl90cnVzdCJFChdJbmdlc3REb2N1bWVudHNSZXNwb25zZRIqCgdyZXN1bHRzGAEgAygLMhkucmFnc3ZjLnYxLkRvY3VtZW50UmVzdWx0IqMBCg5Eb2N1bWVudFJlc3VsdBITCgtkb2N1bWVudF9pZBgBIAEoCRIWCg5jaHVua3NfY3JlYXRlZBgCIAEoBRIWCg5jaHVua3NfaW5kZXhlZBgDIAEoBRIqCgdlbGFwc2VkGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBWVycm9yGAUgASgJEhEKCXVuY2hhbmdlZBgGIAEoCCI/ChVEZWxldGVEb2N1bWVudFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhMKC2RvY3VtZW50X2lkGAIgASgJIjAKFkRlbGV0ZURvY3VtZW50UmVzcG9uc2USFgoOY2h1bmtzX2RlbGV0ZWQYASABKAUiUAoUTGlzdERvY3VtZW50c1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl8KFUxpc3REb2N1bWVudHNSZXNwb25zZRItCglkb2N1bWVudHMYASADKAsyGi5yYWdzdmMudjEuSW5kZXhlZERvY3VtZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKBAgoPSW5kZXhlZERvY3VtZW50EhMKC2RvY3VtZW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSDQoFdGl0bGUYAyABKAkSEgoKbWVkaWFfdHlwZRgEIAEoCRIMCgR0YWdzGAUgAygJEhIKCnNvdXJjZV91cmwYBiABKAkSFAoMY29uZmlkZW50aWFsGAcgASgIEhMKC2NodW5rX2NvdW50GAggASgFEhIKCnNpemVfYnl0ZXMYCSABKAMSFgoOY29udGVudF9zaGEyNTYYCiABKAkSLwoLaW5nZXN0X3RpbWUYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjwKEkdldERvY3VtZW50UmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEwoLZG9jdW1lbnRfaWQYAiABKAkiQwoTR2V0RG9jdW1lbnRSZXNwb25zZRIsCghkb2N1bWVudBgBIAEoCzIaLnJhZ3N2Yy52MS5JbmRleGVkRG9jdW1lbnQiKQoUR2V0SW5kZXhTdGF0c1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJImsKFUdldEluZGV4U3RhdHNSZXNwb25zZRIWCg5kb2N1bWVudF9jb3VudBgBIAEoBRITCgtjaHVua19jb3VudBgCIAEoAxIVCg1jb250ZW50X2J5dGVzGAMgASgDEg4KBmVuZ2luZRgEIAEoCSKjAQoVVXBsb2FkRG9jdW1lbnRSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIlCghkb2N1bWVudBgCIAEoCzITLnJhZ3N2Yy52MS5Eb2N1bWVudBIUCgx3cml0ZV9vZmZzZXQYAyABKAMSDAoEZGF0YRgEIAEoDBIUCgxmaW5pc2hfd3JpdGUYBSABKAgSFgoOY29udGVudF9zaGEyNTYYBiABKAkiWwoWVXBsb2FkRG9jdW1lbnRSZXNwb25zZRIWCg5jb21taXR0ZWRfc2l6ZRgBIAEoAxIpCgZyZXN1bHQYAiABKAsyGS5yYWdzdmMudjEuRG9jdW1lbnRSZXN1bHQiQAoWR2V0VXBsb2FkU3RhdHVzUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEwoLZG9jdW1lbnRfaWQYAiABKAkiMQoXR2V0VXBsb2FkU3RhdHVzUmVzcG9uc2USFgoOY29tbWl0dGVkX3NpemUYASABKAMy6AQKDEluZGV4U2VydmljZRJYCg9Jbmdlc3REb2N1bWVudHMSIS5yYWdzdmMudjEuSW5nZXN0RG9jdW1lbnRzUmVxdWVzdBoiLnJhZ3N2Yy52MS5Jbmdlc3REb2N1bWVudHNSZXNwb25zZRJVCg5EZWxldGVEb2N1bWVudBIgLnJhZ3N2Yy52MS5EZWxldGVEb2N1bWVudFJlcXVlc3QaIS5yYWdzdmMudjEuRGVsZXRlRG9jdW1lbnRSZXNwb25zZRJSCg1MaXN0RG9jdW1lbnRzEh8ucmFnc3ZjLnYxLkxpc3REb2N1bWVudHNSZXF1ZXN0GiAucmFnc3ZjLnYxLkxpc3REb2N1bWVudHNSZXNwb25zZRJMCgtHZXREb2N1bWVudBIdLnJhZ3N2Yy52MS5HZXREb2N1bWVudFJlcXVlc3QaHi5yYWdzdmMudjEuR2V0RG9jdW1lbnRSZXNwb25zZRJSCg1HZXRJbmRleFN0YXRzEh8ucmFnc3ZjLnYxLkdldEluZGV4U3RhdHNSZXF1ZXN0GiAucmFnc3ZjLnYxLkdldEluZGV4U3RhdHNSZXNwb25zZRJXCg5VcGxvYWREb2N1bWVudBIgLnJhZ3N2Yy52MS5VcGxvYWREb2N1bWVudFJlcXVlc3QaIS5yYWdzdmMudjEuVXBsb2FkRG9jdW1lbnRSZXNwb25zZSgBElgKD0dldFVwbG9hZFN0YXR1cxIhLnJhZ3N2Yy52MS5HZXRVcGxvYWRTdGF0dXNSZXF1ZXN0GiIucmFnc3ZjLnYxLkdldFVwbG9hZFN0YXR1c1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Ch1yYWdzdmMvdjEvaW5kZXhfc2VydmljZS5wcm90bxIJcmFnc3ZjLnYxIlMKFkluZ2VzdERvY3VtZW50c1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEiYKCWRvY3VtZW50cxgCIAMoCzITLnJhZ3N2Yy52MS5Eb2N1bWVudCLPAgoIRG9jdW1lbnQSEwoLZG9jdW1lbnRfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdjb250ZW50GAMgASgMEhIKCm1lZGlhX3R5cGUYBCABKAkSDAoEdGFncxgFIAMoCRISCgpzb3VyY2VfdXJsGAYgASgJEg0KBXRpdGxlGAcgASgJEhIKBXRydXN0GAggASgCSACIAQESFgoOcHVibGlzaGVkX2RhdGUYCSABKAkSFAoMY29uZmlkZW50aWFsGAogASgIEjMKCG1ldGFkYXRhGAsgAygLMiEucmFnc3ZjLnYxLkRvY3VtZW50Lk1ldGFkYXRhRW50cnkaSQoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5yYWdzdmMudjEuTWV0YWRhdGFWYWx1ZToCOAFCCAoGX3RydXN0IpQBCg1NZXRhZGF0YVZhbHVlEhYKDHN0cmluZ192YWx1ZRgBIAEoCUgAEhYKDG51bWJlcl92YWx1ZRgCIAEoAUgAEhQKCmJvb2xfdmFsdWUYAyABKAhIABI1Cg90aW1lc3RhbXBfdmFsdWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSABCBgoEa2luZCJFChdJbmdlc3REb2N1bWVudHNSZXNwb25zZRIqCgdyZXN1bHRzGAEgAygLMhkucmFnc3ZjLnYxLkRvY3VtZW50UmVzdWx0IuIBCg5Eb2N1bWVudFJlc3VsdBITCgtkb2N1bWVudF9pZBgBIAEoCRIWCg5jaHVua3NfY3JlYXRlZBgCIAEoBRIWCg5jaHVua3NfaW5kZXhlZBgDIAEoBRIqCgdlbGFwc2VkGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBWVycm9yGAUgASgJEhEKCXVuY2hhbmdlZBgGIAEoCBIrCgdmYWlsdXJlGAcgASgLMhoucmFnc3ZjLnYxLkRvY3VtZW50RmFpbHVyZRIQCghlbmNvZGluZxgIIAEoCSKoAgoPRG9jdW1lbnRGYWlsdXJlEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCRIOCgZyZWFzb24YAyABKAkSOgoIbWV0YWRhdGEYBCADKAsyKC5yYWdzdmMudjEuRG9jdW1lbnRGYWlsdXJlLk1ldGFkYXRhRW50cnkSQwoQZmllbGRfdmlvbGF0aW9ucxgFIAMoCzIpLnJhZ3N2Yy52MS5Eb2N1bWVudEZhaWx1cmUuRmllbGRWaW9sYXRpb24aLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjQKDkZpZWxkVmlvbGF0aW9uEg0KBWZpZWxkGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJIj8KFURlbGV0ZURvY3VtZW50UmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEwoLZG9jdW1lbnRfaWQYAiABKAkiMAoWRGVsZXRlRG9jdW1lbnRSZXNwb25zZRIWCg5jaHVua3NfZGVsZXRlZBgBIAEoBSJQChRMaXN0RG9jdW1lbnRzUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiXwoVTGlzdERvY3VtZW50c1Jlc3BvbnNlEi0KCWRvY3VtZW50cxgBIAMoCzIaLnJhZ3N2Yy52MS5JbmRleGVkRG9jdW1lbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIqkDCg9JbmRleGVkRG9jdW1lbnQSEwoLZG9jdW1lbnRfaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgV0aXRsZRgDIAEoCRISCgptZWRpYV90eXBlGAQgASgJEgwKBHRhZ3MYBSADKAkSEgoKc291cmNlX3VybBgGIAEoCRIUCgxjb25maWRlbnRpYWwYByABKAgSEwoLY2h1bmtfY291bnQYCCABKAUSEgoKc2l6ZV9ieXRlcxgJIAEoAxIWCg5jb250ZW50X3NoYTI1NhgKIAEoCRIvCgtpbmdlc3RfdGltZRgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASOgoIbWV0YWRhdGEYDCADKAsyKC5yYWdzdmMudjEuSW5kZXhlZERvY3VtZW50Lk1ldGFkYXRhRW50cnkSDQoFdHJ1c3QYDSABKAISEAoIZW5jb2RpbmcYDiABKAkaSQoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5yYWdzdmMudjEuTWV0YWRhdGFWYWx1ZToCOAEiPAoSR2V0RG9jdW1lbnRSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRITCgtkb2N1bWVudF9pZBgCIAEoCSJDChNHZXREb2N1bWVudFJlc3BvbnNlEiwKCGRvY3VtZW50GAEgASgLMhoucmFnc3ZjLnYxLkluZGV4ZWREb2N1bWVudCIpChRHZXRJbmRleFN0YXRzUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkimgEKFUdldEluZGV4U3RhdHNSZXNwb25zZRIWCg5kb2N1bWVudF9jb3VudBgBIAEoBRITCgtjaHVua19jb3VudBgCIAEoAxIVCg1jb250ZW50X2J5dGVzGAMgASgDEg4KBmVuZ2luZRgEIAEoCRItCg1tZXRhZGF0YV9rZXlzGAUgAygLMhYucmFnc3ZjLnYxLk1ldGFkYXRhS2V5IikKC01ldGFkYXRhS2V5EgwKBG5hbWUYASABKAkSDAoEdHlwZRgCIAEoCSKjAQoVVXBsb2FkRG9jdW1lbnRSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIlCghkb2N1bWVudBgCIAEoCzITLnJhZ3N2Yy52MS5Eb2N1bWVudBIUCgx3cml0ZV9vZmZzZXQYAyABKAMSDAoEZGF0YRgEIAEoDBIUCgxmaW5pc2hfd3JpdGUYBSABKAgSFgoOY29udGVudF9zaGEyNTYYBiABKAkiWwoWVXBsb2FkRG9jdW1lbnRSZXNwb25zZRIWCg5jb21taXR0ZWRfc2l6ZRgBIAEoAxIpCgZyZXN1bHQYAiABKAsyGS5yYWdzdmMudjEuRG9jdW1lbnRSZXN1bHQiQAoWR2V0VXBsb2FkU3RhdHVzUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEwoLZG9jdW1lbnRfaWQYAiABKAkiMQoXR2V0VXBsb2FkU3RhdHVzUmVzcG9uc2USFgoOY29tbWl0dGVkX3NpemUYASABKAMy6AQKDEluZGV4U2VydmljZRJYCg9Jbmdlc3REb2N1bWVudHMSIS5yYWdzdmMudjEuSW5nZXN0RG9jdW1lbnRzUmVxdWVzdBoiLnJhZ3N2Yy52MS5Jbmdlc3REb2N1bWVudHNSZXNwb25zZRJVCg5EZWxldGVEb2N1bWVudBIgLnJhZ3N2Yy52MS5EZWxldGVEb2N1bWVudFJlcXVlc3QaIS5yYWdzdmMudjEuRGVsZXRlRG9jdW1lbnRSZXNwb25zZRJSCg1MaXN0RG9jdW1lbnRzEh8ucmFnc3ZjLnYxLkxpc3REb2N1bWVudHNSZXF1ZXN0GiAucmFnc3ZjLnYxLkxpc3REb2N1bWVudHNSZXNwb25zZRJMCgtHZXREb2N1bWVudBIdLnJhZ3N2Yy52MS5HZXREb2N1bWVudFJlcXVlc3QaHi5yYWdzdmMudjEuR2V0RG9jdW1lbnRSZXNwb25zZRJSCg1HZXRJbmRleFN0YXRzEh8ucmFnc3ZjLnYxLkdldEluZGV4U3RhdHNSZXF1ZXN0GiAucmFnc3ZjLnYxLkdldEluZGV4U3RhdHNSZXNwb25zZRJXCg5VcGxvYWREb2N1bWVudBIgLnJhZ3N2Yy52MS5VcGxvYWREb2N1bWVudFJlcXVlc3QaIS5yYWdzdmMudjEuVXBsb2FkRG9jdW1lbnRSZXNwb25zZSgBElgKD0dldFVwbG9hZFN0YXR1cxIhLnJhZ3N2Yy52MS5HZXRVcGxvYWRTdGF0dXNSZXF1ZXN0GiIucmFnc3ZjLnYxLkdldFVwbG9hZFN0YXR1c1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * IngestDocumentsRequest is a batch of documents for one tenant.
@@ -21,7 +21,9 @@ export const file_ragsvc_v1_index_service: GenFile = /*@__PURE__*/
  */
 export type IngestDocumentsRequest = Message<"ragsvc.v1.IngestDocumentsRequest"> & {
   /**
-   * The tenant that owns the documents. Empty means the server's default tenant.
+   * The tenant that owns the documents. Empty means the server's default tenant. A tenant id, as
+   * in every request: [A-Za-z0-9][A-Za-z0-9._-]{0,127} (spaces around it are ignored); any other
+   * value is INVALID_ARGUMENT naming the field.
    *
    * @generated from field: string tenant_id = 1;
    */
@@ -70,7 +72,14 @@ export type Document = Message<"ragsvc.v1.Document"> & {
   content: Uint8Array;
 
   /**
-   * "text/plain", "text/markdown" or "application/pdf".
+   * The format of `content`, one of: "text/plain", "text/markdown", "text/html", "text/x-rst"
+   * (reStructuredText: a section per title), "text/csv" and "text/tab-separated-values" (a chunk
+   * is a group of whole rows, each value named by its column's header), "application/pdf" (a
+   * section per page), "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+   * (.docx: headings make sections, tables a line per row). Empty means "text/plain". A text
+   * format may name its encoding ("text/plain; charset=windows-1251"); without one, a byte-order
+   * mark, an HTML page's <meta charset>, UTF-8, then a detected encoding are used (the one used
+   * is reported as `encoding`). Content that is not text is refused naming what it looks like.
    *
    * @generated from field: string media_type = 4;
    */
@@ -98,14 +107,16 @@ export type Document = Message<"ragsvc.v1.Document"> & {
   title: string;
 
   /**
-   * How much the source is trusted, 0 to 1, used in ranking. Unset means 1.
+   * How much the source is trusted, 0 to 1, used in ranking. Unset means the trust weight of the
+   * document's source type (metadata "source_type"; see RAG_SOURCE_TRUST).
    *
    * @generated from field: optional float trust = 8;
    */
   trust?: number | undefined;
 
   /**
-   * Publication date, ISO 8601 (YYYY-MM-DD), used for recency ranking.
+   * Publication date, ISO 8601 (YYYY-MM-DD, or a date-time), used for recency ranking. It is also the
+   * document's "published_at" metadata (which may be given there instead).
    *
    * @generated from field: string published_date = 9;
    */
@@ -118,6 +129,18 @@ export type Document = Message<"ragsvc.v1.Document"> & {
    * @generated from field: bool confidential = 10;
    */
   confidential: boolean;
+
+  /**
+   * Typed metadata that questions filter on (RetrievalOptions.filter.expression): at most 32 keys, each a
+   * letter or _ then letters, digits or _ (at most 64 characters; not AND, OR, NOT, IN, true or false).
+   * The first document of a tenant to carry a key fixes its type; a document giving the key another
+   * type is refused in its result. Two keys are the document's own: "source_type" (a string naming a
+   * type of the server's RAG_SOURCE_TRUST table, which sets its trust; RAG_DEFAULT_SOURCE_TYPE when
+   * unset) and "published_at" (a timestamp, the same as published_date).
+   *
+   * @generated from field: map<string, ragsvc.v1.MetadataValue> metadata = 11;
+   */
+  metadata: { [key: string]: MetadataValue };
 };
 
 /**
@@ -126,6 +149,59 @@ export type Document = Message<"ragsvc.v1.Document"> & {
  */
 export const DocumentSchema: GenMessage<Document> = /*@__PURE__*/
   messageDesc(file_ragsvc_v1_index_service, 1);
+
+/**
+ * MetadataValue is one typed metadata value.
+ *
+ * @generated from message ragsvc.v1.MetadataValue
+ */
+export type MetadataValue = Message<"ragsvc.v1.MetadataValue"> & {
+  /**
+   * The value; exactly one is set.
+   *
+   * @generated from oneof ragsvc.v1.MetadataValue.kind
+   */
+  kind: {
+    /**
+     * A string, at most 512 characters. Filters compare it whole (=, != and IN).
+     *
+     * @generated from field: string string_value = 1;
+     */
+    value: string;
+    case: "stringValue";
+  } | {
+    /**
+     * A finite number. Filters compare it and take ranges.
+     *
+     * @generated from field: double number_value = 2;
+     */
+    value: number;
+    case: "numberValue";
+  } | {
+    /**
+     * A boolean.
+     *
+     * @generated from field: bool bool_value = 3;
+     */
+    value: boolean;
+    case: "boolValue";
+  } | {
+    /**
+     * An instant. Filters compare it and take ranges.
+     *
+     * @generated from field: google.protobuf.Timestamp timestamp_value = 4;
+     */
+    value: Timestamp;
+    case: "timestampValue";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message ragsvc.v1.MetadataValue.
+ * Use `create(MetadataValueSchema)` to create a new message.
+ */
+export const MetadataValueSchema: GenMessage<MetadataValue> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_index_service, 2);
 
 /**
  * IngestDocumentsResponse reports each document, in request order.
@@ -146,7 +222,7 @@ export type IngestDocumentsResponse = Message<"ragsvc.v1.IngestDocumentsResponse
  * Use `create(IngestDocumentsResponseSchema)` to create a new message.
  */
 export const IngestDocumentsResponseSchema: GenMessage<IngestDocumentsResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 2);
+  messageDesc(file_ragsvc_v1_index_service, 3);
 
 /**
  * DocumentResult is what happened to one document.
@@ -196,6 +272,21 @@ export type DocumentResult = Message<"ragsvc.v1.DocumentResult"> & {
    * @generated from field: bool unchanged = 6;
    */
   unchanged: boolean;
+
+  /**
+   * Why the document was not indexed, typed as a call's error would be; unset on success.
+   *
+   * @generated from field: ragsvc.v1.DocumentFailure failure = 7;
+   */
+  failure?: DocumentFailure | undefined;
+
+  /**
+   * The character encoding its text was read in, by IANA name ("UTF-8", "UTF-16LE",
+   * "windows-1252" ...); empty for PDF and .docx, and for a document that could not be read.
+   *
+   * @generated from field: string encoding = 8;
+   */
+  encoding: string;
 };
 
 /**
@@ -203,7 +294,89 @@ export type DocumentResult = Message<"ragsvc.v1.DocumentResult"> & {
  * Use `create(DocumentResultSchema)` to create a new message.
  */
 export const DocumentResultSchema: GenMessage<DocumentResult> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 3);
+  messageDesc(file_ragsvc_v1_index_service, 4);
+
+/**
+ * DocumentFailure is why one document was not indexed, in the terms of a call's error: the status
+ * code, the google.rpc.ErrorInfo reason and metadata, and the google.rpc.BadRequest violations.
+ *
+ * @generated from message ragsvc.v1.DocumentFailure
+ */
+export type DocumentFailure = Message<"ragsvc.v1.DocumentFailure"> & {
+  /**
+   * The status code it stands for (google.rpc.Code): 3, INVALID_ARGUMENT, for every failure of
+   * a document's own.
+   *
+   * @generated from field: int32 code = 1;
+   */
+  code: number;
+
+  /**
+   * The message, as DocumentResult.error.
+   *
+   * @generated from field: string message = 2;
+   */
+  message: string;
+
+  /**
+   * VALIDATION_ERROR for a document that cannot be read (content not in its media type, not
+   * text, or without text); DOCUMENT_LIMIT_EXCEEDED for one past a limit of the server's.
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * For DOCUMENT_LIMIT_EXCEEDED: "limit", the setting (environment variable) whose limit it went
+   * past, e.g. "RAG_INGEST_MAX_HTML_DEPTH", and "maximum", its value.
+   *
+   * @generated from field: map<string, string> metadata = 4;
+   */
+  metadata: { [key: string]: string };
+
+  /**
+   * The fields at fault, named from the request's root ("documents[2].content", or
+   * "document.content" in UploadDocument), each with why.
+   *
+   * @generated from field: repeated ragsvc.v1.DocumentFailure.FieldViolation field_violations = 5;
+   */
+  fieldViolations: DocumentFailure_FieldViolation[];
+};
+
+/**
+ * Describes the message ragsvc.v1.DocumentFailure.
+ * Use `create(DocumentFailureSchema)` to create a new message.
+ */
+export const DocumentFailureSchema: GenMessage<DocumentFailure> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_index_service, 5);
+
+/**
+ * FieldViolation is one bad field of the request, as in google.rpc.BadRequest.
+ *
+ * @generated from message ragsvc.v1.DocumentFailure.FieldViolation
+ */
+export type DocumentFailure_FieldViolation = Message<"ragsvc.v1.DocumentFailure.FieldViolation"> & {
+  /**
+   * The field's path, e.g. "documents[2].content".
+   *
+   * @generated from field: string field = 1;
+   */
+  field: string;
+
+  /**
+   * Why it is bad.
+   *
+   * @generated from field: string description = 2;
+   */
+  description: string;
+};
+
+/**
+ * Describes the message ragsvc.v1.DocumentFailure.FieldViolation.
+ * Use `create(DocumentFailure_FieldViolationSchema)` to create a new message.
+ */
+export const DocumentFailure_FieldViolationSchema: GenMessage<DocumentFailure_FieldViolation> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_index_service, 5, 0);
 
 /**
  * DeleteDocumentRequest names the document to delete.
@@ -212,7 +385,8 @@ export const DocumentResultSchema: GenMessage<DocumentResult> = /*@__PURE__*/
  */
 export type DeleteDocumentRequest = Message<"ragsvc.v1.DeleteDocumentRequest"> & {
   /**
-   * The tenant that owns the document. Empty means the server's default tenant.
+   * The tenant that owns the document. Empty means the server's default tenant. A tenant id:
+   * [A-Za-z0-9][A-Za-z0-9._-]{0,127}, else INVALID_ARGUMENT.
    *
    * @generated from field: string tenant_id = 1;
    */
@@ -231,7 +405,7 @@ export type DeleteDocumentRequest = Message<"ragsvc.v1.DeleteDocumentRequest"> &
  * Use `create(DeleteDocumentRequestSchema)` to create a new message.
  */
 export const DeleteDocumentRequestSchema: GenMessage<DeleteDocumentRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 4);
+  messageDesc(file_ragsvc_v1_index_service, 6);
 
 /**
  * DeleteDocumentResponse reports what was removed.
@@ -240,7 +414,8 @@ export const DeleteDocumentRequestSchema: GenMessage<DeleteDocumentRequest> = /*
  */
 export type DeleteDocumentResponse = Message<"ragsvc.v1.DeleteDocumentResponse"> & {
   /**
-   * How many chunks were removed; NOT_FOUND is returned instead when there were none.
+   * How many chunks were removed; NOT_FOUND is returned instead when there were none (or the key's tags do
+   * not show the document).
    *
    * @generated from field: int32 chunks_deleted = 1;
    */
@@ -252,7 +427,7 @@ export type DeleteDocumentResponse = Message<"ragsvc.v1.DeleteDocumentResponse">
  * Use `create(DeleteDocumentResponseSchema)` to create a new message.
  */
 export const DeleteDocumentResponseSchema: GenMessage<DeleteDocumentResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 5);
+  messageDesc(file_ragsvc_v1_index_service, 7);
 
 /**
  * ListDocumentsRequest asks for a page of a tenant's documents.
@@ -261,7 +436,8 @@ export const DeleteDocumentResponseSchema: GenMessage<DeleteDocumentResponse> = 
  */
 export type ListDocumentsRequest = Message<"ragsvc.v1.ListDocumentsRequest"> & {
   /**
-   * The tenant. Empty means the caller's key's tenant, else the server's default tenant.
+   * The tenant. Empty means the caller's key's tenant, else the server's default tenant. A tenant
+   * id: [A-Za-z0-9][A-Za-z0-9._-]{0,127}, else INVALID_ARGUMENT.
    *
    * @generated from field: string tenant_id = 1;
    */
@@ -287,7 +463,7 @@ export type ListDocumentsRequest = Message<"ragsvc.v1.ListDocumentsRequest"> & {
  * Use `create(ListDocumentsRequestSchema)` to create a new message.
  */
 export const ListDocumentsRequestSchema: GenMessage<ListDocumentsRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 6);
+  messageDesc(file_ragsvc_v1_index_service, 8);
 
 /**
  * ListDocumentsResponse is one page of documents, in document id order.
@@ -315,7 +491,7 @@ export type ListDocumentsResponse = Message<"ragsvc.v1.ListDocumentsResponse"> &
  * Use `create(ListDocumentsResponseSchema)` to create a new message.
  */
 export const ListDocumentsResponseSchema: GenMessage<ListDocumentsResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 7);
+  messageDesc(file_ragsvc_v1_index_service, 9);
 
 /**
  * IndexedDocument is a document as the index holds it.
@@ -399,6 +575,29 @@ export type IndexedDocument = Message<"ragsvc.v1.IndexedDocument"> & {
    * @generated from field: google.protobuf.Timestamp ingest_time = 11;
    */
   ingestTime?: Timestamp | undefined;
+
+  /**
+   * Its metadata, "source_type" and (when it has a publication date) "published_at" included; empty for
+   * documents indexed before metadata was recorded.
+   *
+   * @generated from field: map<string, ragsvc.v1.MetadataValue> metadata = 12;
+   */
+  metadata: { [key: string]: MetadataValue };
+
+  /**
+   * The trust weight it is ranked with, 0 to 1.
+   *
+   * @generated from field: float trust = 13;
+   */
+  trust: number;
+
+  /**
+   * The character encoding its text was read in, by IANA name ("UTF-8", "windows-1252" ...);
+   * empty for PDF and .docx, and for documents indexed before this was recorded.
+   *
+   * @generated from field: string encoding = 14;
+   */
+  encoding: string;
 };
 
 /**
@@ -406,7 +605,7 @@ export type IndexedDocument = Message<"ragsvc.v1.IndexedDocument"> & {
  * Use `create(IndexedDocumentSchema)` to create a new message.
  */
 export const IndexedDocumentSchema: GenMessage<IndexedDocument> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 8);
+  messageDesc(file_ragsvc_v1_index_service, 10);
 
 /**
  * GetDocumentRequest names a document.
@@ -415,7 +614,8 @@ export const IndexedDocumentSchema: GenMessage<IndexedDocument> = /*@__PURE__*/
  */
 export type GetDocumentRequest = Message<"ragsvc.v1.GetDocumentRequest"> & {
   /**
-   * The tenant that owns the document. Empty means the caller's key's tenant, else the server's default.
+   * The tenant that owns the document. Empty means the caller's key's tenant, else the server's
+   * default. A tenant id: [A-Za-z0-9][A-Za-z0-9._-]{0,127}, else INVALID_ARGUMENT.
    *
    * @generated from field: string tenant_id = 1;
    */
@@ -434,7 +634,7 @@ export type GetDocumentRequest = Message<"ragsvc.v1.GetDocumentRequest"> & {
  * Use `create(GetDocumentRequestSchema)` to create a new message.
  */
 export const GetDocumentRequestSchema: GenMessage<GetDocumentRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 9);
+  messageDesc(file_ragsvc_v1_index_service, 11);
 
 /**
  * GetDocumentResponse is the document.
@@ -455,7 +655,7 @@ export type GetDocumentResponse = Message<"ragsvc.v1.GetDocumentResponse"> & {
  * Use `create(GetDocumentResponseSchema)` to create a new message.
  */
 export const GetDocumentResponseSchema: GenMessage<GetDocumentResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 10);
+  messageDesc(file_ragsvc_v1_index_service, 12);
 
 /**
  * GetIndexStatsRequest names the tenant to count.
@@ -464,7 +664,8 @@ export const GetDocumentResponseSchema: GenMessage<GetDocumentResponse> = /*@__P
  */
 export type GetIndexStatsRequest = Message<"ragsvc.v1.GetIndexStatsRequest"> & {
   /**
-   * The tenant. Empty means the caller's key's tenant, else the server's default tenant.
+   * The tenant. Empty means the caller's key's tenant, else the server's default tenant. A tenant
+   * id: [A-Za-z0-9][A-Za-z0-9._-]{0,127}, else INVALID_ARGUMENT.
    *
    * @generated from field: string tenant_id = 1;
    */
@@ -476,7 +677,7 @@ export type GetIndexStatsRequest = Message<"ragsvc.v1.GetIndexStatsRequest"> & {
  * Use `create(GetIndexStatsRequestSchema)` to create a new message.
  */
 export const GetIndexStatsRequestSchema: GenMessage<GetIndexStatsRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 11);
+  messageDesc(file_ragsvc_v1_index_service, 13);
 
 /**
  * GetIndexStatsResponse is a tenant's share of the index.
@@ -512,6 +713,14 @@ export type GetIndexStatsResponse = Message<"ragsvc.v1.GetIndexStatsResponse"> &
    * @generated from field: string engine = 4;
    */
   engine: string;
+
+  /**
+   * The metadata keys the tenant declared, by name: what filter expressions may name. The tenant's keys,
+   * whichever documents the caller's tags show.
+   *
+   * @generated from field: repeated ragsvc.v1.MetadataKey metadata_keys = 5;
+   */
+  metadataKeys: MetadataKey[];
 };
 
 /**
@@ -519,7 +728,35 @@ export type GetIndexStatsResponse = Message<"ragsvc.v1.GetIndexStatsResponse"> &
  * Use `create(GetIndexStatsResponseSchema)` to create a new message.
  */
 export const GetIndexStatsResponseSchema: GenMessage<GetIndexStatsResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 12);
+  messageDesc(file_ragsvc_v1_index_service, 14);
+
+/**
+ * MetadataKey is a metadata key a tenant declared, and its type.
+ *
+ * @generated from message ragsvc.v1.MetadataKey
+ */
+export type MetadataKey = Message<"ragsvc.v1.MetadataKey"> & {
+  /**
+   * The key.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Its type: "string", "number", "bool" or "timestamp".
+   *
+   * @generated from field: string type = 2;
+   */
+  type: string;
+};
+
+/**
+ * Describes the message ragsvc.v1.MetadataKey.
+ * Use `create(MetadataKeySchema)` to create a new message.
+ */
+export const MetadataKeySchema: GenMessage<MetadataKey> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_index_service, 15);
 
 /**
  * UploadDocumentRequest is one message of an upload: the first carries the document, every one a piece.
@@ -529,7 +766,8 @@ export const GetIndexStatsResponseSchema: GenMessage<GetIndexStatsResponse> = /*
 export type UploadDocumentRequest = Message<"ragsvc.v1.UploadDocumentRequest"> & {
   /**
    * The tenant that owns the document, in the first message (later ones leave it empty or repeat it).
-   * Empty means the caller's key's tenant, else the server's default tenant.
+   * Empty means the caller's key's tenant, else the server's default tenant. A tenant id:
+   * [A-Za-z0-9][A-Za-z0-9._-]{0,127}, else INVALID_ARGUMENT.
    *
    * @generated from field: string tenant_id = 1;
    */
@@ -578,7 +816,7 @@ export type UploadDocumentRequest = Message<"ragsvc.v1.UploadDocumentRequest"> &
  * Use `create(UploadDocumentRequestSchema)` to create a new message.
  */
 export const UploadDocumentRequestSchema: GenMessage<UploadDocumentRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 13);
+  messageDesc(file_ragsvc_v1_index_service, 16);
 
 /**
  * UploadDocumentResponse reports an upload when its stream ends.
@@ -606,7 +844,7 @@ export type UploadDocumentResponse = Message<"ragsvc.v1.UploadDocumentResponse">
  * Use `create(UploadDocumentResponseSchema)` to create a new message.
  */
 export const UploadDocumentResponseSchema: GenMessage<UploadDocumentResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 14);
+  messageDesc(file_ragsvc_v1_index_service, 17);
 
 /**
  * GetUploadStatusRequest names an upload by its document.
@@ -615,7 +853,8 @@ export const UploadDocumentResponseSchema: GenMessage<UploadDocumentResponse> = 
  */
 export type GetUploadStatusRequest = Message<"ragsvc.v1.GetUploadStatusRequest"> & {
   /**
-   * The tenant that owns the document. Empty means the caller's key's tenant, else the server's default.
+   * The tenant that owns the document. Empty means the caller's key's tenant, else the server's
+   * default. A tenant id: [A-Za-z0-9][A-Za-z0-9._-]{0,127}, else INVALID_ARGUMENT.
    *
    * @generated from field: string tenant_id = 1;
    */
@@ -634,7 +873,7 @@ export type GetUploadStatusRequest = Message<"ragsvc.v1.GetUploadStatusRequest">
  * Use `create(GetUploadStatusRequestSchema)` to create a new message.
  */
 export const GetUploadStatusRequestSchema: GenMessage<GetUploadStatusRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 15);
+  messageDesc(file_ragsvc_v1_index_service, 18);
 
 /**
  * GetUploadStatusResponse tells how far an upload got.
@@ -643,7 +882,9 @@ export const GetUploadStatusRequestSchema: GenMessage<GetUploadStatusRequest> = 
  */
 export type GetUploadStatusResponse = Message<"ragsvc.v1.GetUploadStatusResponse"> & {
   /**
-   * The bytes of content the server holds for an unfinished upload of the document; 0 when none.
+   * The bytes of content the server holds for an unfinished upload of the document; 0 when none, and when the
+   * key's tags do not show the document the upload is of (such an upload cannot be resumed by this key: it
+   * starts over from write_offset 0).
    *
    * @generated from field: int64 committed_size = 1;
    */
@@ -655,10 +896,16 @@ export type GetUploadStatusResponse = Message<"ragsvc.v1.GetUploadStatusResponse
  * Use `create(GetUploadStatusResponseSchema)` to create a new message.
  */
 export const GetUploadStatusResponseSchema: GenMessage<GetUploadStatusResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_index_service, 16);
+  messageDesc(file_ragsvc_v1_index_service, 19);
 
 /**
  * IndexService adds documents to the index, removes them, and tells what it holds.
+ *
+ * With authentication on, a key lists, reads, counts and deletes only the documents its tags show, by the rule of
+ * Ask: the documents sharing a tag with the key, and untagged ones when the server shows untagged documents
+ * (RAG_UNTAGGED_CHUNKS_VISIBLE); a key of any tag ("*") every document of its tenant. A document outside that
+ * set is NOT_FOUND, as one that does not exist (never PERMISSION_DENIED, which would tell that it exists); an
+ * ingest or upload that would replace it is refused in its DocumentResult.error, and the document stays.
  *
  * @generated from service ragsvc.v1.IndexService
  */
@@ -666,8 +913,14 @@ export const IndexService: GenService<{
   /**
    * IngestDocuments loads, chunks, embeds and indexes documents. Re-ingesting a document
    * replaces its chunks. Each document succeeds or fails on its own: a document that cannot be
-   * read is reported in its result, the others are still indexed. An unavailable embedder or
-   * engine fails the call with UNAVAILABLE.
+   * read (content that is not in its media type, not text, or has no text), whose metadata gives a
+   * key another type than the tenant declared, or that goes past one of the server's limits
+   * (reading time, HTML nesting depth and attributes, line length, decompressed size, chunks) is
+   * reported in its result (`error`, and `failure` with the INVALID_ARGUMENT details a call would
+   * carry, naming the limit's setting), with nothing of it written; the others are still indexed.
+   * A document making more chunks than RAG_INGEST_MAX_CALL_CHUNKS is refused before any is
+   * embedded, so that the call never runs past its deadline: ingest it as a long-running
+   * operation. An unavailable embedder or engine fails the call with UNAVAILABLE.
    *
    * @generated from rpc ragsvc.v1.IndexService.IngestDocuments
    */
@@ -721,9 +974,10 @@ export const IndexService: GenService<{
    * UploadDocument ingests one document sent in pieces, for documents larger than one message may be
    * (RAG_MAX_RECEIVE_MESSAGE_BYTES). The first message carries the document's metadata; each message
    * carries the next piece of its content at `write_offset`; the message with `finish_write` ends the
-   * content, which is then ingested as IngestDocuments would (a document that cannot be read is reported
-   * in `result.error`). The server keeps what it received of an upload that did not finish, by tenant and
-   * document id: a later stream resumes it from GetUploadStatus's `committed_size`. A document over
+   * content, which is then ingested as IngestDocuments would (a document that cannot be read, or that
+   * goes past a limit, RAG_INGEST_MAX_CALL_CHUNKS included, is reported in `result.error` and
+   * `result.failure`). The server keeps what it received of an upload that did not finish, by tenant
+   * and document id: a later stream resumes it from GetUploadStatus's `committed_size`. A document over
    * RAG_MAX_DOCUMENT_BYTES, a write_offset other than the size received, or a content_sha256 that does
    * not match is INVALID_ARGUMENT; a second upload of a document while one streams is ALREADY_EXISTS.
    *

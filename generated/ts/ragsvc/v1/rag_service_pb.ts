@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ragsvc/v1/rag_service.proto.
  */
 export const file_ragsvc_v1_rag_service: GenFile = /*@__PURE__*/
-  fileDesc("ChtyYWdzdmMvdjEvcmFnX3NlcnZpY2UucHJvdG8SCXJhZ3N2Yy52MSJ0ChFHZXRTZXNzaW9uUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIRCgl1c2VyX3RhZ3MYAyADKAkSEQoJcGFnZV9zaXplGAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkiUgoSR2V0U2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5yYWdzdmMudjEuU2Vzc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiuQEKB1Nlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSLwoLY3JlYXRlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgV0dXJucxgFIAMoCzIWLnJhZ3N2Yy52MS5TZXNzaW9uVHVybiKOAQoLU2Vzc2lvblR1cm4SEwoLdHVybl9udW1iZXIYASABKAUSDQoFcXVlcnkYAiABKAkSDgoGYW5zd2VyGAMgASgJEhoKEmNpdGVkX2RvY3VtZW50X2lkcxgEIAMoCRIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPQoURGVsZXRlU2Vzc2lvblJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkiLgoVRGVsZXRlU2Vzc2lvblJlc3BvbnNlEhUKDXR1cm5zX2RlbGV0ZWQYASABKAUiuAMKCkFza1JlcXVlc3QSDQoFcXVlcnkYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhEKCXVzZXJfdGFncxgDIAMoCRIsCgxjaGF0X2hpc3RvcnkYBCADKAsyFi5yYWdzdmMudjEuQ2hhdE1lc3NhZ2USEgoKc2Vzc2lvbl9pZBgFIAEoCRIdCgRtb2RlGAYgASgOMg8ucmFnc3ZjLnYxLk1vZGUSFQoNc2VsZWN0ZWRfdGV4dBgHIAEoCRIuCglyZXRyaWV2YWwYCCABKAsyGy5yYWdzdmMudjEuUmV0cmlldmFsT3B0aW9ucxIwCgpnZW5lcmF0aW9uGAkgASgLMhwucmFnc3ZjLnYxLkdlbmVyYXRpb25PcHRpb25zEg8KB2V4cGxhaW4YCiABKAgSDwoHZHJ5X3J1bhgLIAEoCBIXCg9pZGVtcG90ZW5jeV9rZXkYDCABKAkSHAoPZm9sbG93X3VwX2NvdW50GA0gASgFSACIAQESLgoNc3RyZWFtX3BvbGljeRgOIAEoDjIXLnJhZ3N2Yy52MS5TdHJlYW1Qb2xpY3lCEgoQX2ZvbGxvd191cF9jb3VudCIwCgtBc2tSZXNwb25zZRIhCgZhbnN3ZXIYASABKAsyES5yYWdzdmMudjEuQW5zd2VyIr4DChBBc2tTdHJlYW1SZXF1ZXN0Eg0KBXF1ZXJ5GAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIRCgl1c2VyX3RhZ3MYAyADKAkSLAoMY2hhdF9oaXN0b3J5GAQgAygLMhYucmFnc3ZjLnYxLkNoYXRNZXNzYWdlEhIKCnNlc3Npb25faWQYBSABKAkSHQoEbW9kZRgGIAEoDjIPLnJhZ3N2Yy52MS5Nb2RlEhUKDXNlbGVjdGVkX3RleHQYByABKAkSLgoJcmV0cmlldmFsGAggASgLMhsucmFnc3ZjLnYxLlJldHJpZXZhbE9wdGlvbnMSMAoKZ2VuZXJhdGlvbhgJIAEoCzIcLnJhZ3N2Yy52MS5HZW5lcmF0aW9uT3B0aW9ucxIPCgdleHBsYWluGAogASgIEg8KB2RyeV9ydW4YCyABKAgSFwoPaWRlbXBvdGVuY3lfa2V5GAwgASgJEhwKD2ZvbGxvd191cF9jb3VudBgNIAEoBUgAiAEBEi4KDXN0cmVhbV9wb2xpY3kYDiABKA4yFy5yYWdzdmMudjEuU3RyZWFtUG9saWN5QhIKEF9mb2xsb3dfdXBfY291bnQigAEKEUFza1N0cmVhbVJlc3BvbnNlEhQKCnRleHRfZGVsdGEYASABKAlIABInCghjaXRhdGlvbhgCIAEoCzITLnJhZ3N2Yy52MS5DaXRhdGlvbkgAEiMKBmFuc3dlchgDIAEoCzIRLnJhZ3N2Yy52MS5BbnN3ZXJIAEIHCgVldmVudCI9CgtDaGF0TWVzc2FnZRIdCgRyb2xlGAEgASgOMg8ucmFnc3ZjLnYxLlJvbGUSDwoHY29udGVudBgCIAEoCSKNAQoQUmV0cmlldmFsT3B0aW9ucxISCgV0b3BfaxgBIAEoBUgAiAEBEhwKD3Njb3JlX3RocmVzaG9sZBgCIAEoAkgBiAEBEikKBmZpbHRlchgDIAEoCzIZLnJhZ3N2Yy52MS5NZXRhZGF0YUZpbHRlckIICgZfdG9wX2tCEgoQX3Njb3JlX3RocmVzaG9sZCJUCg5NZXRhZGF0YUZpbHRlchITCgtzb3VyY2VfdXJscxgBIAMoCRITCgtwYWdlX3RpdGxlcxgCIAMoCRIYChBzZWN0aW9uX2hlYWRpbmdzGAMgAygJItoBChFHZW5lcmF0aW9uT3B0aW9ucxINCgVtb2RlbBgBIAEoCRITCgt0ZW1wbGF0ZV9pZBgCIAEoCRIwCg5jaXRhdGlvbl9zdHlsZRgDIAEoDjIYLnJhZ3N2Yy52MS5DaXRhdGlvblN0eWxlEikKCnN0cmljdG5lc3MYBCABKA4yFS5yYWdzdmMudjEuU3RyaWN0bmVzcxIYCgt0ZW1wZXJhdHVyZRgFIAEoAkgAiAEBEhEKBHNlZWQYBiABKANIAYgBAUIOCgxfdGVtcGVyYXR1cmVCBwoFX3NlZWQinAUKBkFuc3dlchIMCgR0ZXh0GAEgASgJEiYKCWNpdGF0aW9ucxgCIAMoCzITLnJhZ3N2Yy52MS5DaXRhdGlvbhIpCgpjb25maWRlbmNlGAMgASgLMhUucmFnc3ZjLnYxLkNvbmZpZGVuY2USIQoGYWN0aW9uGAQgASgOMhEucmFnc3ZjLnYxLkFjdGlvbhIlCgVyb3V0ZRgFIAEoCzIWLnJhZ3N2Yy52MS5Sb3V0ZVRhcmdldBIQCghncm91bmRlZBgGIAEoCBIwCg5yZWZ1c2FsX3JlYXNvbhgHIAEoDjIYLnJhZ3N2Yy52MS5SZWZ1c2FsUmVhc29uEicKCmNhbmRpZGF0ZXMYCCADKAsyEy5yYWdzdmMudjEuQ2l0YXRpb24SDQoFbW9kZWwYCSABKAkSHwoFdXNhZ2UYCiABKAsyEC5yYWdzdmMudjEuVXNhZ2USIwoHdGltaW5ncxgLIAEoCzISLnJhZ3N2Yy52MS5UaW1pbmdzEhsKE2NvbnRleHRfY2h1bmtzX3VzZWQYDCABKAUSGwoTY29udGV4dF90b2tlbnNfdXNlZBgNIAEoBRIfChdwcm9tcHRfdGVtcGxhdGVfdmVyc2lvbhgOIAEoCRIbChNmb2xsb3dfdXBfcXVlc3Rpb25zGA8gAygJEiUKBWZsYWdzGBAgASgLMhYucmFnc3ZjLnYxLkFuc3dlckZsYWdzEhIKCnJlcXVlc3RfaWQYESABKAkSKwoLZXhwbGFuYXRpb24YEiABKAsyFi5yYWdzdmMudjEuRXhwbGFuYXRpb24SKgoLcXVlcnlfY2xhc3MYEyABKA4yFS5yYWdzdmMudjEuUXVlcnlDbGFzcxIZChFjb3N0X2VzdGltYXRlX3VzZBgUIAEoASKyAwoIQ2l0YXRpb24SDgoGbWFya2VyGAEgASgFEhEKCXNvdXJjZV9pZBgCIAEoCRITCgtkb2N1bWVudF9pZBgDIAEoCRIVCg1kb2N1bWVudF9uYW1lGAQgASgJEhMKC2NodW5rX2luZGV4GAUgASgFEhgKC3BhZ2VfbnVtYmVyGAYgASgFSACIAQESFAoHc2VjdGlvbhgHIAEoCUgBiAEBEhIKCnNvdXJjZV91cmwYCCABKAkSFwoPcmVsZXZhbmNlX3Njb3JlGAkgASgCEg8KB3NuaXBwZXQYCiABKAkSDAoEdGV4dBgLIAEoCRIXCgpjaGFyX3N0YXJ0GAwgASgFSAKIAQESFQoIY2hhcl9lbmQYDSABKAVIA4gBARIXCgpsaW5lX3N0YXJ0GA4gASgFSASIAQESFQoIbGluZV9lbmQYDyABKAVIBYgBARISCgpwYWdlX3RpdGxlGBAgASgJQg4KDF9wYWdlX251bWJlckIKCghfc2VjdGlvbkINCgtfY2hhcl9zdGFydEILCglfY2hhcl9lbmRCDQoLX2xpbmVfc3RhcnRCCwoJX2xpbmVfZW5kIk8KCkNvbmZpZGVuY2USDwoHb3ZlcmFsbBgBIAEoAhIRCglyZXRyaWV2YWwYAiABKAISEAoIY292ZXJhZ2UYAyABKAISCwoDbGxtGAQgASgCImgKC1JvdXRlVGFyZ2V0EgsKA3RhZxgBIAEoCRIVCg1vd25lcl91c2VyX2lkGAIgASgJEhMKC293bmVyX2VtYWlsGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIQCghmYWxsYmFjaxgFIAEoCCI5CgVVc2FnZRIVCg1wcm9tcHRfdG9rZW5zGAEgASgFEhkKEWNvbXBsZXRpb25fdG9rZW5zGAIgASgFIvoCCgdUaW1pbmdzEiwKCXJldHJpZXZhbBgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIpCgZidWRnZXQYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLQoKZ2VuZXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI2ChN0aW1lX3RvX2ZpcnN0X3Rva2VuGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEigKBXRvdGFsGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEiwKCWVtYmVkZGluZxgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgp2YWxpZGF0aW9uGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEigKBXN0b3JlGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uItQBCgtBbnN3ZXJGbGFncxIeChZoYWxsdWNpbmF0aW9uX2RldGVjdGVkGAEgASgIEhoKEm1pdGlnYXRpb25fYXBwbGllZBgCIAEoCBIRCgljYWNoZV9oaXQYAyABKAgSEAoIZGVncmFkZWQYBCABKAgSGwoTaW5qZWN0aW9uX3N1c3BlY3RlZBgFIAEoCBIaChJyZWRhY3Rpb25zX2FwcGxpZWQYBiABKAgSDwoHcGFydGlhbBgHIAEoCBIaChJyZXBldGl0aW9uX3N0b3BwZWQYCCABKAgi+QEKC0V4cGxhbmF0aW9uEiYKBnByb21wdBgBIAMoCzIWLnJhZ3N2Yy52MS5DaGF0TWVzc2FnZRIqCg1wYWNrZWRfY2h1bmtzGAIgAygLMhMucmFnc3ZjLnYxLkNpdGF0aW9uEhUKDXByb21wdF90b2tlbnMYAyABKAUSFAoMc2VhcmNoX3F1ZXJ5GAQgASgJEi4KDXF1ZXJ5X3Jld3JpdGUYBSABKA4yFy5yYWdzdmMudjEuUXVlcnlSZXdyaXRlEg0KBWRyYWZ0GAYgASgJEioKC21vZGVsX3VzYWdlGAcgAygLMhUucmFnc3ZjLnYxLk1vZGVsVXNhZ2UilAEKCk1vZGVsVXNhZ2USLAoHcHVycG9zZRgBIAEoDjIbLnJhZ3N2Yy52MS5Nb2RlbENhbGxQdXJwb3NlEg0KBW1vZGVsGAIgASgJEg0KBWNhbGxzGAMgASgFEh8KBXVzYWdlGAQgASgLMhAucmFnc3ZjLnYxLlVzYWdlEhkKEWNvc3RfZXN0aW1hdGVfdXNkGAUgASgBKmEKDFN0cmVhbVBvbGljeRIdChlTVFJFQU1fUE9MSUNZX1VOU1BFQ0lGSUVEEAASGwoXU1RSRUFNX1BPTElDWV9WQUxJREFURUQQARIVChFTVFJFQU1fUE9MSUNZX1JBVxACKkYKBE1vZGUSFAoQTU9ERV9VTlNQRUNJRklFRBAAEhAKDE1PREVfR0VORVJBTBABEhYKEk1PREVfU0VMRUNURURfVEVYVBACKlAKBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg0KCVJPTEVfVVNFUhABEhIKDlJPTEVfQVNTSVNUQU5UEAISDwoLUk9MRV9TWVNURU0QAypoCg1DaXRhdGlvblN0eWxlEh4KGkNJVEFUSU9OX1NUWUxFX1VOU1BFQ0lGSUVEEAASGQoVQ0lUQVRJT05fU1RZTEVfTUFSS0VSEAESHAoYQ0lUQVRJT05fU1RZTEVfU09VUkNFX0lEEAIqbgoKU3RyaWN0bmVzcxIaChZTVFJJQ1RORVNTX1VOU1BFQ0lGSUVEEAASFgoSU1RSSUNUTkVTU19MRU5JRU5UEAESFQoRU1RSSUNUTkVTU19OT1JNQUwQAhIVChFTVFJJQ1RORVNTX1NUUklDVBADKpcBCgpRdWVyeUNsYXNzEhsKF1FVRVJZX0NMQVNTX1VOU1BFQ0lGSUVEEAASFwoTUVVFUllfQ0xBU1NfRkFDVFVBTBABEhoKFlFVRVJZX0NMQVNTX1BST0NFRFVSQUwQAhIdChlRVUVSWV9DTEFTU19DTEFSSUZJQ0FUSU9OEAMSGAoUUVVFUllfQ0xBU1NfR1JFRVRJTkcQBCpDCgZBY3Rpb24SFgoSQUNUSU9OX1VOU1BFQ0lGSUVEEAASDwoLQUNUSU9OX0NJVEUQARIQCgxBQ1RJT05fUk9VVEUQAiqhAgoNUmVmdXNhbFJlYXNvbhIeChpSRUZVU0FMX1JFQVNPTl9VTlNQRUNJRklFRBAAEhcKE1JFRlVTQUxfUkVBU09OX05PTkUQARIcChhSRUZVU0FMX1JFQVNPTl9OT19DSFVOS1MQAhIdChlSRUZVU0FMX1JFQVNPTl9TQ09SRV9HQVRFEAMSJQohUkVGVVNBTF9SRUFTT05fVU5TVVBQT1JURURfQU5TV0VSEAQSJAogUkVGVVNBTF9SRUFTT05fSU5WQUxJRF9DSVRBVElPTlMQBRIjCh9SRUZVU0FMX1JFQVNPTl9OT1RfSU5fU0VMRUNUSU9OEAYSKAokUkVGVVNBTF9SRUFTT05fSU5TVUZGSUNJRU5UX0VWSURFTkNFEAcqlQEKDFF1ZXJ5UmV3cml0ZRIdChlRVUVSWV9SRVdSSVRFX1VOU1BFQ0lGSUVEEAASFgoSUVVFUllfUkVXUklURV9OT05FEAESFgoSUVVFUllfUkVXUklURV9SVUxFEAISFQoRUVVFUllfUkVXUklURV9MTE0QAxIfChtRVUVSWV9SRVdSSVRFX1JVTEVfRkFMTEJBQ0sQBCr7AQoQTW9kZWxDYWxsUHVycG9zZRIiCh5NT0RFTF9DQUxMX1BVUlBPU0VfVU5TUEVDSUZJRUQQABIdChlNT0RFTF9DQUxMX1BVUlBPU0VfQU5TV0VSEAESHwobTU9ERUxfQ0FMTF9QVVJQT1NFX0NPTkRFTlNFEAISHwobTU9ERUxfQ0FMTF9QVVJQT1NFX0NMQVNTSUZZEAMSHAoYTU9ERUxfQ0FMTF9QVVJQT1NFX1JFUlVOEAQSIQodTU9ERUxfQ0FMTF9QVVJQT1NFX1NFTEZfU0NPUkUQBRIhCh1NT0RFTF9DQUxMX1BVUlBPU0VfRk9MTE9XX1VQUxAGMqsCCgpSYWdTZXJ2aWNlEjQKA0FzaxIVLnJhZ3N2Yy52MS5Bc2tSZXF1ZXN0GhYucmFnc3ZjLnYxLkFza1Jlc3BvbnNlEkgKCUFza1N0cmVhbRIbLnJhZ3N2Yy52MS5Bc2tTdHJlYW1SZXF1ZXN0GhwucmFnc3ZjLnYxLkFza1N0cmVhbVJlc3BvbnNlMAESSQoKR2V0U2Vzc2lvbhIcLnJhZ3N2Yy52MS5HZXRTZXNzaW9uUmVxdWVzdBodLnJhZ3N2Yy52MS5HZXRTZXNzaW9uUmVzcG9uc2USUgoNRGVsZXRlU2Vzc2lvbhIfLnJhZ3N2Yy52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBogLnJhZ3N2Yy52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("ChtyYWdzdmMvdjEvcmFnX3NlcnZpY2UucHJvdG8SCXJhZ3N2Yy52MSJ0ChFHZXRTZXNzaW9uUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIRCgl1c2VyX3RhZ3MYAyADKAkSEQoJcGFnZV9zaXplGAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkiUgoSR2V0U2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5yYWdzdmMudjEuU2Vzc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiuQEKB1Nlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSLwoLY3JlYXRlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgV0dXJucxgFIAMoCzIWLnJhZ3N2Yy52MS5TZXNzaW9uVHVybiKOAQoLU2Vzc2lvblR1cm4SEwoLdHVybl9udW1iZXIYASABKAUSDQoFcXVlcnkYAiABKAkSDgoGYW5zd2VyGAMgASgJEhoKEmNpdGVkX2RvY3VtZW50X2lkcxgEIAMoCRIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPQoURGVsZXRlU2Vzc2lvblJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkiLgoVRGVsZXRlU2Vzc2lvblJlc3BvbnNlEhUKDXR1cm5zX2RlbGV0ZWQYASABKAUiuAMKCkFza1JlcXVlc3QSDQoFcXVlcnkYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhEKCXVzZXJfdGFncxgDIAMoCRIsCgxjaGF0X2hpc3RvcnkYBCADKAsyFi5yYWdzdmMudjEuQ2hhdE1lc3NhZ2USEgoKc2Vzc2lvbl9pZBgFIAEoCRIdCgRtb2RlGAYgASgOMg8ucmFnc3ZjLnYxLk1vZGUSFQoNc2VsZWN0ZWRfdGV4dBgHIAEoCRIuCglyZXRyaWV2YWwYCCABKAsyGy5yYWdzdmMudjEuUmV0cmlldmFsT3B0aW9ucxIwCgpnZW5lcmF0aW9uGAkgASgLMhwucmFnc3ZjLnYxLkdlbmVyYXRpb25PcHRpb25zEg8KB2V4cGxhaW4YCiABKAgSDwoHZHJ5X3J1bhgLIAEoCBIXCg9pZGVtcG90ZW5jeV9rZXkYDCABKAkSHAoPZm9sbG93X3VwX2NvdW50GA0gASgFSACIAQESLgoNc3RyZWFtX3BvbGljeRgOIAEoDjIXLnJhZ3N2Yy52MS5TdHJlYW1Qb2xpY3lCEgoQX2ZvbGxvd191cF9jb3VudCIwCgtBc2tSZXNwb25zZRIhCgZhbnN3ZXIYASABKAsyES5yYWdzdmMudjEuQW5zd2VyIr4DChBBc2tTdHJlYW1SZXF1ZXN0Eg0KBXF1ZXJ5GAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIRCgl1c2VyX3RhZ3MYAyADKAkSLAoMY2hhdF9oaXN0b3J5GAQgAygLMhYucmFnc3ZjLnYxLkNoYXRNZXNzYWdlEhIKCnNlc3Npb25faWQYBSABKAkSHQoEbW9kZRgGIAEoDjIPLnJhZ3N2Yy52MS5Nb2RlEhUKDXNlbGVjdGVkX3RleHQYByABKAkSLgoJcmV0cmlldmFsGAggASgLMhsucmFnc3ZjLnYxLlJldHJpZXZhbE9wdGlvbnMSMAoKZ2VuZXJhdGlvbhgJIAEoCzIcLnJhZ3N2Yy52MS5HZW5lcmF0aW9uT3B0aW9ucxIPCgdleHBsYWluGAogASgIEg8KB2RyeV9ydW4YCyABKAgSFwoPaWRlbXBvdGVuY3lfa2V5GAwgASgJEhwKD2ZvbGxvd191cF9jb3VudBgNIAEoBUgAiAEBEi4KDXN0cmVhbV9wb2xpY3kYDiABKA4yFy5yYWdzdmMudjEuU3RyZWFtUG9saWN5QhIKEF9mb2xsb3dfdXBfY291bnQigAEKEUFza1N0cmVhbVJlc3BvbnNlEhQKCnRleHRfZGVsdGEYASABKAlIABInCghjaXRhdGlvbhgCIAEoCzITLnJhZ3N2Yy52MS5DaXRhdGlvbkgAEiMKBmFuc3dlchgDIAEoCzIRLnJhZ3N2Yy52MS5BbnN3ZXJIAEIHCgVldmVudCI9CgtDaGF0TWVzc2FnZRIdCgRyb2xlGAEgASgOMg8ucmFnc3ZjLnYxLlJvbGUSDwoHY29udGVudBgCIAEoCSK5AQoQUmV0cmlldmFsT3B0aW9ucxISCgV0b3BfaxgBIAEoBUgAiAEBEhwKD3Njb3JlX3RocmVzaG9sZBgCIAEoAkgBiAEBEikKBmZpbHRlchgDIAEoCzIZLnJhZ3N2Yy52MS5NZXRhZGF0YUZpbHRlchIqCgtzZWFyY2hfbW9kZRgEIAEoDjIVLnJhZ3N2Yy52MS5TZWFyY2hNb2RlQggKBl90b3Bfa0ISChBfc2NvcmVfdGhyZXNob2xkImgKDk1ldGFkYXRhRmlsdGVyEhMKC3NvdXJjZV91cmxzGAEgAygJEhMKC3BhZ2VfdGl0bGVzGAIgAygJEhgKEHNlY3Rpb25faGVhZGluZ3MYAyADKAkSEgoKZXhwcmVzc2lvbhgEIAEoCSKMAgoRR2VuZXJhdGlvbk9wdGlvbnMSDQoFbW9kZWwYASABKAkSEwoLdGVtcGxhdGVfaWQYAiABKAkSMAoOY2l0YXRpb25fc3R5bGUYAyABKA4yGC5yYWdzdmMudjEuQ2l0YXRpb25TdHlsZRIpCgpzdHJpY3RuZXNzGAQgASgOMhUucmFnc3ZjLnYxLlN0cmljdG5lc3MSGAoLdGVtcGVyYXR1cmUYBSABKAJIAIgBARIRCgRzZWVkGAYgASgDSAGIAQESMAoOcmVzcG9uc2Vfc3R5bGUYCCABKA4yGC5yYWdzdmMudjEuUmVzcG9uc2VTdHlsZUIOCgxfdGVtcGVyYXR1cmVCBwoFX3NlZWQi9gUKBkFuc3dlchIMCgR0ZXh0GAEgASgJEiYKCWNpdGF0aW9ucxgCIAMoCzITLnJhZ3N2Yy52MS5DaXRhdGlvbhIpCgpjb25maWRlbmNlGAMgASgLMhUucmFnc3ZjLnYxLkNvbmZpZGVuY2USIQoGYWN0aW9uGAQgASgOMhEucmFnc3ZjLnYxLkFjdGlvbhIlCgVyb3V0ZRgFIAEoCzIWLnJhZ3N2Yy52MS5Sb3V0ZVRhcmdldBIQCghncm91bmRlZBgGIAEoCBIwCg5yZWZ1c2FsX3JlYXNvbhgHIAEoDjIYLnJhZ3N2Yy52MS5SZWZ1c2FsUmVhc29uEicKCmNhbmRpZGF0ZXMYCCADKAsyEy5yYWdzdmMudjEuQ2l0YXRpb24SDQoFbW9kZWwYCSABKAkSHwoFdXNhZ2UYCiABKAsyEC5yYWdzdmMudjEuVXNhZ2USIwoHdGltaW5ncxgLIAEoCzISLnJhZ3N2Yy52MS5UaW1pbmdzEhsKE2NvbnRleHRfY2h1bmtzX3VzZWQYDCABKAUSGwoTY29udGV4dF90b2tlbnNfdXNlZBgNIAEoBRIfChdwcm9tcHRfdGVtcGxhdGVfdmVyc2lvbhgOIAEoCRIbChNmb2xsb3dfdXBfcXVlc3Rpb25zGA8gAygJEiUKBWZsYWdzGBAgASgLMhYucmFnc3ZjLnYxLkFuc3dlckZsYWdzEhIKCnJlcXVlc3RfaWQYESABKAkSKwoLZXhwbGFuYXRpb24YEiABKAsyFi5yYWdzdmMudjEuRXhwbGFuYXRpb24SKgoLcXVlcnlfY2xhc3MYEyABKA4yFS5yYWdzdmMudjEuUXVlcnlDbGFzcxIZChFjb3N0X2VzdGltYXRlX3VzZBgUIAEoARIVCg1pbmRleF92ZXJzaW9uGBUgASgJEi8KC2NyZWF0ZV90aW1lGBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghsYW5ndWFnZRgXIAEoCSLwAwoIQ2l0YXRpb24SDgoGbWFya2VyGAEgASgFEhEKCXNvdXJjZV9pZBgCIAEoCRITCgtkb2N1bWVudF9pZBgDIAEoCRIVCg1kb2N1bWVudF9uYW1lGAQgASgJEhMKC2NodW5rX2luZGV4GAUgASgFEhgKC3BhZ2VfbnVtYmVyGAYgASgFSACIAQESFAoHc2VjdGlvbhgHIAEoCUgBiAEBEhIKCnNvdXJjZV91cmwYCCABKAkSFwoPcmVsZXZhbmNlX3Njb3JlGAkgASgCEg8KB3NuaXBwZXQYCiABKAkSDAoEdGV4dBgLIAEoCRIXCgpjaGFyX3N0YXJ0GAwgASgFSAKIAQESFQoIY2hhcl9lbmQYDSABKAVIA4gBARIXCgpsaW5lX3N0YXJ0GA4gASgFSASIAQESFQoIbGluZV9lbmQYDyABKAVIBYgBARISCgpwYWdlX3RpdGxlGBAgASgJEhcKCnJhbmtfc2NvcmUYESABKAJIBogBARIUCgxwYWdlX251bWJlcnMYEiADKAVCDgoMX3BhZ2VfbnVtYmVyQgoKCF9zZWN0aW9uQg0KC19jaGFyX3N0YXJ0QgsKCV9jaGFyX2VuZEINCgtfbGluZV9zdGFydEILCglfbGluZV9lbmRCDQoLX3Jhbmtfc2NvcmUiTwoKQ29uZmlkZW5jZRIPCgdvdmVyYWxsGAEgASgCEhEKCXJldHJpZXZhbBgCIAEoAhIQCghjb3ZlcmFnZRgDIAEoAhILCgNsbG0YBCABKAIiaAoLUm91dGVUYXJnZXQSCwoDdGFnGAEgASgJEhUKDW93bmVyX3VzZXJfaWQYAiABKAkSEwoLb3duZXJfZW1haWwYAyABKAkSDgoGcmVhc29uGAQgASgJEhAKCGZhbGxiYWNrGAUgASgIIjkKBVVzYWdlEhUKDXByb21wdF90b2tlbnMYASABKAUSGQoRY29tcGxldGlvbl90b2tlbnMYAiABKAUi+gIKB1RpbWluZ3MSLAoJcmV0cmlldmFsGAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEikKBmJ1ZGdldBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgpnZW5lcmF0aW9uGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjYKE3RpbWVfdG9fZmlyc3RfdG9rZW4YBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKAoFdG90YWwYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLAoJZW1iZWRkaW5nGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi0KCnZhbGlkYXRpb24YByABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKAoFc3RvcmUYCCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i1AEKC0Fuc3dlckZsYWdzEh4KFmhhbGx1Y2luYXRpb25fZGV0ZWN0ZWQYASABKAgSGgoSbWl0aWdhdGlvbl9hcHBsaWVkGAIgASgIEhEKCWNhY2hlX2hpdBgDIAEoCBIQCghkZWdyYWRlZBgEIAEoCBIbChNpbmplY3Rpb25fc3VzcGVjdGVkGAUgASgIEhoKEnJlZGFjdGlvbnNfYXBwbGllZBgGIAEoCBIPCgdwYXJ0aWFsGAcgASgIEhoKEnJlcGV0aXRpb25fc3RvcHBlZBgIIAEoCCL5AQoLRXhwbGFuYXRpb24SJgoGcHJvbXB0GAEgAygLMhYucmFnc3ZjLnYxLkNoYXRNZXNzYWdlEioKDXBhY2tlZF9jaHVua3MYAiADKAsyEy5yYWdzdmMudjEuQ2l0YXRpb24SFQoNcHJvbXB0X3Rva2VucxgDIAEoBRIUCgxzZWFyY2hfcXVlcnkYBCABKAkSLgoNcXVlcnlfcmV3cml0ZRgFIAEoDjIXLnJhZ3N2Yy52MS5RdWVyeVJld3JpdGUSDQoFZHJhZnQYBiABKAkSKgoLbW9kZWxfdXNhZ2UYByADKAsyFS5yYWdzdmMudjEuTW9kZWxVc2FnZSKUAQoKTW9kZWxVc2FnZRIsCgdwdXJwb3NlGAEgASgOMhsucmFnc3ZjLnYxLk1vZGVsQ2FsbFB1cnBvc2USDQoFbW9kZWwYAiABKAkSDQoFY2FsbHMYAyABKAUSHwoFdXNhZ2UYBCABKAsyEC5yYWdzdmMudjEuVXNhZ2USGQoRY29zdF9lc3RpbWF0ZV91c2QYBSABKAEqYQoMU3RyZWFtUG9saWN5Eh0KGVNUUkVBTV9QT0xJQ1lfVU5TUEVDSUZJRUQQABIbChdTVFJFQU1fUE9MSUNZX1ZBTElEQVRFRBABEhUKEVNUUkVBTV9QT0xJQ1lfUkFXEAIqRgoETW9kZRIUChBNT0RFX1VOU1BFQ0lGSUVEEAASEAoMTU9ERV9HRU5FUkFMEAESFgoSTU9ERV9TRUxFQ1RFRF9URVhUEAIqUAoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDQoJUk9MRV9VU0VSEAESEgoOUk9MRV9BU1NJU1RBTlQQAhIPCgtST0xFX1NZU1RFTRADKnAKClNlYXJjaE1vZGUSGwoXU0VBUkNIX01PREVfVU5TUEVDSUZJRUQQABIWChJTRUFSQ0hfTU9ERV9IWUJSSUQQARIVChFTRUFSQ0hfTU9ERV9ERU5TRRACEhYKElNFQVJDSF9NT0RFX1NQQVJTRRADKoQBCg1SZXNwb25zZVN0eWxlEh4KGlJFU1BPTlNFX1NUWUxFX1VOU1BFQ0lGSUVEEAASGgoWUkVTUE9OU0VfU1RZTEVfQ09OQ0lTRRABEhsKF1JFU1BPTlNFX1NUWUxFX0RFVEFJTEVEEAISGgoWUkVTUE9OU0VfU1RZTEVfQlVMTEVUUxADKoUBCg1DaXRhdGlvblN0eWxlEh4KGkNJVEFUSU9OX1NUWUxFX1VOU1BFQ0lGSUVEEAASGQoVQ0lUQVRJT05fU1RZTEVfTUFSS0VSEAESHAoYQ0lUQVRJT05fU1RZTEVfU09VUkNFX0lEEAISGwoXQ0lUQVRJT05fU1RZTEVfRU5EX0xJU1QQAypuCgpTdHJpY3RuZXNzEhoKFlNUUklDVE5FU1NfVU5TUEVDSUZJRUQQABIWChJTVFJJQ1RORVNTX0xFTklFTlQQARIVChFTVFJJQ1RORVNTX05PUk1BTBACEhUKEVNUUklDVE5FU1NfU1RSSUNUEAMqlwEKClF1ZXJ5Q2xhc3MSGwoXUVVFUllfQ0xBU1NfVU5TUEVDSUZJRUQQABIXChNRVUVSWV9DTEFTU19GQUNUVUFMEAESGgoWUVVFUllfQ0xBU1NfUFJPQ0VEVVJBTBACEh0KGVFVRVJZX0NMQVNTX0NMQVJJRklDQVRJT04QAxIYChRRVUVSWV9DTEFTU19HUkVFVElORxAEKkMKBkFjdGlvbhIWChJBQ1RJT05fVU5TUEVDSUZJRUQQABIPCgtBQ1RJT05fQ0lURRABEhAKDEFDVElPTl9ST1VURRACKsoCCg1SZWZ1c2FsUmVhc29uEh4KGlJFRlVTQUxfUkVBU09OX1VOU1BFQ0lGSUVEEAASFwoTUkVGVVNBTF9SRUFTT05fTk9ORRABEhwKGFJFRlVTQUxfUkVBU09OX05PX0NIVU5LUxACEh0KGVJFRlVTQUxfUkVBU09OX1NDT1JFX0dBVEUQAxIlCiFSRUZVU0FMX1JFQVNPTl9VTlNVUFBPUlRFRF9BTlNXRVIQBBIkCiBSRUZVU0FMX1JFQVNPTl9JTlZBTElEX0NJVEFUSU9OUxAFEiMKH1JFRlVTQUxfUkVBU09OX05PVF9JTl9TRUxFQ1RJT04QBhIoCiRSRUZVU0FMX1JFQVNPTl9JTlNVRkZJQ0lFTlRfRVZJREVOQ0UQBxInCiNSRUZVU0FMX1JFQVNPTl9VTlNVUFBPUlRFRF9MQU5HVUFHRRAIKpUBCgxRdWVyeVJld3JpdGUSHQoZUVVFUllfUkVXUklURV9VTlNQRUNJRklFRBAAEhYKElFVRVJZX1JFV1JJVEVfTk9ORRABEhYKElFVRVJZX1JFV1JJVEVfUlVMRRACEhUKEVFVRVJZX1JFV1JJVEVfTExNEAMSHwobUVVFUllfUkVXUklURV9SVUxFX0ZBTExCQUNLEAQq+wEKEE1vZGVsQ2FsbFB1cnBvc2USIgoeTU9ERUxfQ0FMTF9QVVJQT1NFX1VOU1BFQ0lGSUVEEAASHQoZTU9ERUxfQ0FMTF9QVVJQT1NFX0FOU1dFUhABEh8KG01PREVMX0NBTExfUFVSUE9TRV9DT05ERU5TRRACEh8KG01PREVMX0NBTExfUFVSUE9TRV9DTEFTU0lGWRADEhwKGE1PREVMX0NBTExfUFVSUE9TRV9SRVJVThAEEiEKHU1PREVMX0NBTExfUFVSUE9TRV9TRUxGX1NDT1JFEAUSIQodTU9ERUxfQ0FMTF9QVVJQT1NFX0ZPTExPV19VUFMQBjKrAgoKUmFnU2VydmljZRI0CgNBc2sSFS5yYWdzdmMudjEuQXNrUmVxdWVzdBoWLnJhZ3N2Yy52MS5Bc2tSZXNwb25zZRJICglBc2tTdHJlYW0SGy5yYWdzdmMudjEuQXNrU3RyZWFtUmVxdWVzdBocLnJhZ3N2Yy52MS5Bc2tTdHJlYW1SZXNwb25zZTABEkkKCkdldFNlc3Npb24SHC5yYWdzdmMudjEuR2V0U2Vzc2lvblJlcXVlc3QaHS5yYWdzdmMudjEuR2V0U2Vzc2lvblJlc3BvbnNlElIKDURlbGV0ZVNlc3Npb24SHy5yYWdzdmMudjEuRGVsZXRlU2Vzc2lvblJlcXVlc3QaIC5yYWdzdmMudjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * GetSessionRequest names a session and the page of its turns to return.
@@ -22,6 +22,8 @@ export const file_ragsvc_v1_rag_service: GenFile = /*@__PURE__*/
 export type GetSessionRequest = Message<"ragsvc.v1.GetSessionRequest"> & {
   /**
    * The tenant; empty means the key's tenant (with authentication) or the server's default.
+   * A tenant id, as in every request: [A-Za-z0-9][A-Za-z0-9._-]{0,127} (spaces around it are
+   * ignored); any other value is INVALID_ARGUMENT naming the field.
    *
    * @generated from field: string tenant_id = 1;
    */
@@ -197,6 +199,7 @@ export const SessionTurnSchema: GenMessage<SessionTurn> = /*@__PURE__*/
 export type DeleteSessionRequest = Message<"ragsvc.v1.DeleteSessionRequest"> & {
   /**
    * The tenant; empty means the key's tenant (with authentication) or the server's default.
+   * A tenant id: [A-Za-z0-9][A-Za-z0-9._-]{0,127}, else INVALID_ARGUMENT.
    *
    * @generated from field: string tenant_id = 1;
    */
@@ -253,7 +256,9 @@ export type AskRequest = Message<"ragsvc.v1.AskRequest"> & {
 
   /**
    * The tenant whose documents are searched. Empty means the server's default tenant. When
-   * authentication is on, it must be a tenant the caller's credentials allow.
+   * authentication is on, it must be a tenant the caller's credentials allow. A tenant id, as in
+   * every request: [A-Za-z0-9][A-Za-z0-9._-]{0,127} (spaces around it are ignored); any other
+   * value is INVALID_ARGUMENT naming the field.
    *
    * @generated from field: string tenant_id = 2;
    */
@@ -601,6 +606,13 @@ export type RetrievalOptions = Message<"ragsvc.v1.RetrievalOptions"> & {
    * @generated from field: ragsvc.v1.MetadataFilter filter = 3;
    */
   filter?: MetadataFilter | undefined;
+
+  /**
+   * Which of the index's vectors the search ranks by. Unspecified means SEARCH_MODE_HYBRID.
+   *
+   * @generated from field: ragsvc.v1.SearchMode search_mode = 4;
+   */
+  searchMode: SearchMode;
 };
 
 /**
@@ -612,7 +624,7 @@ export const RetrievalOptionsSchema: GenMessage<RetrievalOptions> = /*@__PURE__*
 
 /**
  * MetadataFilter restricts the search to chunks whose metadata matches. Each list means "any
- * of these values"; an empty list does not constrain. Lists combine with AND.
+ * of these values"; an empty list does not constrain. Lists and the expression combine with AND.
  *
  * @generated from message ragsvc.v1.MetadataFilter
  */
@@ -637,6 +649,20 @@ export type MetadataFilter = Message<"ragsvc.v1.MetadataFilter"> & {
    * @generated from field: repeated string section_headings = 3;
    */
   sectionHeadings: string[];
+
+  /**
+   * A filter over the documents' typed metadata (IndexService Document.metadata), applied inside the
+   * search, e.g. `published_at >= 2024-01-01 AND jurisdiction IN (India, "Sri Lanka") AND NOT binding =
+   * false`. Conditions `key op value` (op: = != < <= > >=) and `key IN (v1, v2, ...)`, combined with AND,
+   * OR, NOT and parentheses (AND binds tighter than OR). A value is read by its key's type: ranges apply
+   * to numbers and timestamps; a date is its whole day. NOT and != also match documents without the key.
+   * At most 2000 characters. INVALID_ARGUMENT (field `retrieval.filter.expression`) for an expression
+   * that does not parse, names a key the tenant never declared, or gives a key what its type cannot be.
+   * The full syntax is in docs/filters.md. Empty means no expression.
+   *
+   * @generated from field: string expression = 4;
+   */
+  expression: string;
 };
 
 /**
@@ -693,6 +719,14 @@ export type GenerationOptions = Message<"ragsvc.v1.GenerationOptions"> & {
    * @generated from field: optional int64 seed = 6;
    */
   seed?: bigint | undefined;
+
+  /**
+   * How the answer is written: its length and shape. Unspecified means the template's style (see
+   * AdminService's PromptTemplate.response_style), and for a template without one its own instructions.
+   *
+   * @generated from field: ragsvc.v1.ResponseStyle response_style = 8;
+   */
+  responseStyle: ResponseStyle;
 };
 
 /**
@@ -856,6 +890,34 @@ export type Answer = Message<"ragsvc.v1.Answer"> & {
    * @generated from field: double cost_estimate_usd = 20;
    */
   costEstimateUsd: number;
+
+  /**
+   * The version of the tenant's index the evidence was searched in: it changes on every ingest or
+   * delete that changes the tenant's documents (an opaque string; compare it for equality only). An
+   * answer from the cache carries the version it was written from, which is the current one: a change
+   * of the index drops the tenant's cached answers. Empty in MODE_SELECTED_TEXT (no index is searched)
+   * and for a refusal decided before the search (REFUSAL_REASON_UNSUPPORTED_LANGUAGE).
+   *
+   * @generated from field: string index_version = 21;
+   */
+  indexVersion: string;
+
+  /**
+   * When the answer was written (for an answer from the cache, when it was first written).
+   *
+   * @generated from field: google.protobuf.Timestamp create_time = 22;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * The question's language, as an ISO 639-1 code ("en", "ko"), detected offline from its text;
+   * empty when the question was too short or too mixed to tell (it is then answered with the requested
+   * template, as if it were in that template's language). A question in a language no template answers
+   * in is refused with REFUSAL_REASON_UNSUPPORTED_LANGUAGE.
+   *
+   * @generated from field: string language = 23;
+   */
+  language: string;
 };
 
 /**
@@ -949,14 +1011,18 @@ export type Citation = Message<"ragsvc.v1.Citation"> & {
   text: string;
 
   /**
-   * Selected-text mode: offset of the passage's first character in the selection.
+   * Offset of the passage's first character: in the selection (selected-text mode), else in the
+   * document's text as the server extracted it (its sections' texts in order, separated by a blank
+   * line; for a plain-text document, its text as decoded). Unset for chunks indexed before offsets
+   * were recorded (re-ingest the document to record them). A label or code fence the chunk carries
+   * from before its start (see `text`) is not part of the span.
    *
    * @generated from field: optional int32 char_start = 12;
    */
   charStart?: number | undefined;
 
   /**
-   * Selected-text mode: offset just past the passage's last character.
+   * Offset just past the passage's last character, in the same text as `char_start`.
    *
    * @generated from field: optional int32 char_end = 13;
    */
@@ -982,6 +1048,23 @@ export type Citation = Message<"ragsvc.v1.Citation"> & {
    * @generated from field: string page_title = 16;
    */
   pageTitle: string;
+
+  /**
+   * The chunk's rank among the evidence: similarity, recency and source trust weighted (see
+   * AdminService's RankingWeights), plus the boost for chunks whose labels hold the question's terms.
+   * Evidence is ordered by it. Unset in selected-text mode, where passages are ordered by similarity.
+   *
+   * @generated from field: optional float rank_score = 17;
+   */
+  rankScore?: number | undefined;
+
+  /**
+   * The pages the chunk spans, for paged documents (a chunk never crosses a page, so at most one);
+   * empty otherwise. `page_number` is the first of them.
+   *
+   * @generated from field: repeated int32 page_numbers = 18;
+   */
+  pageNumbers: number[];
 };
 
 /**
@@ -1491,6 +1574,90 @@ export const RoleSchema: GenEnum<Role> = /*@__PURE__*/
   enumDesc(file_ragsvc_v1_rag_service, 2);
 
 /**
+ * SearchMode is how the index is searched: by meaning, by words, or both fused. Whatever the mode, the
+ * access and metadata filters apply inside the search, and a citation's relevance_score is the cosine
+ * similarity of its chunk's dense vector to the question's.
+ *
+ * @generated from enum ragsvc.v1.SearchMode
+ */
+export enum SearchMode {
+  /**
+   * Treated as SEARCH_MODE_HYBRID.
+   *
+   * @generated from enum value: SEARCH_MODE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Dense (embedding) and sparse (BM25) results fused with reciprocal rank fusion (k = 60).
+   *
+   * @generated from enum value: SEARCH_MODE_HYBRID = 1;
+   */
+  HYBRID = 1,
+
+  /**
+   * The dense embedding vectors only: passages close in meaning.
+   *
+   * @generated from enum value: SEARCH_MODE_DENSE = 2;
+   */
+  DENSE = 2,
+
+  /**
+   * The sparse BM25 vectors only: passages sharing the question's words.
+   *
+   * @generated from enum value: SEARCH_MODE_SPARSE = 3;
+   */
+  SPARSE = 3,
+}
+
+/**
+ * Describes the enum ragsvc.v1.SearchMode.
+ */
+export const SearchModeSchema: GenEnum<SearchMode> = /*@__PURE__*/
+  enumDesc(file_ragsvc_v1_rag_service, 3);
+
+/**
+ * ResponseStyle is the length and shape of an answer, a line of the system prompt.
+ *
+ * @generated from enum ragsvc.v1.ResponseStyle
+ */
+export enum ResponseStyle {
+  /**
+   * The template's style.
+   *
+   * @generated from enum value: RESPONSE_STYLE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * At most three short sentences, without any preamble.
+   *
+   * @generated from enum value: RESPONSE_STYLE_CONCISE = 1;
+   */
+  CONCISE = 1,
+
+  /**
+   * Every relevant point the passages make, in paragraphs or a list.
+   *
+   * @generated from enum value: RESPONSE_STYLE_DETAILED = 2;
+   */
+  DETAILED = 2,
+
+  /**
+   * A list of short bullet points, each with its citation.
+   *
+   * @generated from enum value: RESPONSE_STYLE_BULLETS = 3;
+   */
+  BULLETS = 3,
+}
+
+/**
+ * Describes the enum ragsvc.v1.ResponseStyle.
+ */
+export const ResponseStyleSchema: GenEnum<ResponseStyle> = /*@__PURE__*/
+  enumDesc(file_ragsvc_v1_rag_service, 4);
+
+/**
  * CitationStyle is how markers look in the answer text.
  *
  * @generated from enum ragsvc.v1.CitationStyle
@@ -1516,13 +1683,22 @@ export enum CitationStyle {
    * @generated from enum value: CITATION_STYLE_SOURCE_ID = 2;
    */
   SOURCE_ID = 2,
+
+  /**
+   * Numbered markers in the text, as CITATION_STYLE_MARKER, and a list of the cited sources at its end,
+   * one line per marker: "Sources:" then "[#n] document name, section, page" (written by the server
+   * from `citations`, not by the model; a refused answer has none).
+   *
+   * @generated from enum value: CITATION_STYLE_END_LIST = 3;
+   */
+  END_LIST = 3,
 }
 
 /**
  * Describes the enum ragsvc.v1.CitationStyle.
  */
 export const CitationStyleSchema: GenEnum<CitationStyle> = /*@__PURE__*/
-  enumDesc(file_ragsvc_v1_rag_service, 3);
+  enumDesc(file_ragsvc_v1_rag_service, 5);
 
 /**
  * Strictness is how strictly an answer must stay within the evidence.
@@ -1563,7 +1739,7 @@ export enum Strictness {
  * Describes the enum ragsvc.v1.Strictness.
  */
 export const StrictnessSchema: GenEnum<Strictness> = /*@__PURE__*/
-  enumDesc(file_ragsvc_v1_rag_service, 4);
+  enumDesc(file_ragsvc_v1_rag_service, 6);
 
 /**
  * QueryClass is what kind of question was asked (classified by the LLM when one is configured, by rules
@@ -1612,7 +1788,7 @@ export enum QueryClass {
  * Describes the enum ragsvc.v1.QueryClass.
  */
 export const QueryClassSchema: GenEnum<QueryClass> = /*@__PURE__*/
-  enumDesc(file_ragsvc_v1_rag_service, 5);
+  enumDesc(file_ragsvc_v1_rag_service, 7);
 
 /**
  * Action is what the caller should do with the answer.
@@ -1646,7 +1822,7 @@ export enum Action {
  * Describes the enum ragsvc.v1.Action.
  */
 export const ActionSchema: GenEnum<Action> = /*@__PURE__*/
-  enumDesc(file_ragsvc_v1_rag_service, 6);
+  enumDesc(file_ragsvc_v1_rag_service, 8);
 
 /**
  * RefusalReason is why an answer was refused.
@@ -1711,13 +1887,21 @@ export enum RefusalReason {
    * @generated from enum value: REFUSAL_REASON_INSUFFICIENT_EVIDENCE = 7;
    */
   INSUFFICIENT_EVIDENCE = 7,
+
+  /**
+   * The question is in a language no prompt template answers in (`Answer.language` names it; the text
+   * says so in English). Decided before retrieval: nothing was searched and no model was called.
+   *
+   * @generated from enum value: REFUSAL_REASON_UNSUPPORTED_LANGUAGE = 8;
+   */
+  UNSUPPORTED_LANGUAGE = 8,
 }
 
 /**
  * Describes the enum ragsvc.v1.RefusalReason.
  */
 export const RefusalReasonSchema: GenEnum<RefusalReason> = /*@__PURE__*/
-  enumDesc(file_ragsvc_v1_rag_service, 7);
+  enumDesc(file_ragsvc_v1_rag_service, 9);
 
 /**
  * QueryRewrite is how the question became the text searched for.
@@ -1767,7 +1951,7 @@ export enum QueryRewrite {
  * Describes the enum ragsvc.v1.QueryRewrite.
  */
 export const QueryRewriteSchema: GenEnum<QueryRewrite> = /*@__PURE__*/
-  enumDesc(file_ragsvc_v1_rag_service, 8);
+  enumDesc(file_ragsvc_v1_rag_service, 10);
 
 /**
  * ModelCallPurpose is why a model was called for an answer.
@@ -1829,7 +2013,7 @@ export enum ModelCallPurpose {
  * Describes the enum ragsvc.v1.ModelCallPurpose.
  */
 export const ModelCallPurposeSchema: GenEnum<ModelCallPurpose> = /*@__PURE__*/
-  enumDesc(file_ragsvc_v1_rag_service, 9);
+  enumDesc(file_ragsvc_v1_rag_service, 11);
 
 /**
  * RagService answers questions over the indexed documents with retrieval-augmented generation.
