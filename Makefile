@@ -25,7 +25,7 @@ DATA_DIR := .ragsvc-data
 PIP := PYTHONWARNINGS='ignore:Editable installation' $(BIN)/python -m pip
 
 .PHONY: help serve llm serve-llm test check generate docs lint-proto format-proto breaking release-contract \
-	go-tools ts-tools node-example go-example bench bench-peers profile eval train-reader clean clean-data
+	go-tools ts-tools node-example go-example bench bench-operations bench-peers profile eval train-reader clean clean-data
 
 help:  ## this list
 	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:.*## / {printf "  make %-17s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -58,15 +58,16 @@ generate: $(VENV)/.dev $(BUF) go-tools ts-tools  ## regenerate the Python, Go an
 	rm -f generated/ragsvc/v1/*_pb2*.py generated/ragsvc/v1/*_pb2*.pyi
 	$(BIN)/python -m grpc_tools.protoc -Iprotos --python_out=generated --pyi_out=generated \
 		--grpc_python_out=generated $(PROTOS)
-	rm -rf generated/go/ragsvc generated/ts/ragsvc
+	rm -rf generated/go/ragsvc generated/ts/ragsvc generated/ts/google
 	$(BUF) generate
 
-lint-proto: $(BUF)  ## buf lint and buf format --diff
+# protos/google is vendored from googleapis unchanged (protos/google/README.md): not ours to lint or format.
+lint-proto: $(BUF)  ## buf lint and buf format --diff (ragsvc's protos; not the vendored protos/google)
 	$(BUF) lint
-	$(BUF) format -d --exit-code
+	$(BUF) format -d --exit-code --exclude-path protos/google
 
 format-proto: $(BUF)  ## buf format the .proto files in place
-	$(BUF) format -w
+	$(BUF) format -w --exclude-path protos/google
 
 # No change to protos/ may break a client of the released contract (a deleted or renumbered field, a renamed
 # RPC ...). The released contract is a committed buf image, so this works in any clone, shallow ones too.
@@ -93,6 +94,11 @@ go-example: go-tools  ## build the Go client of docs/examples/go into .tools/go-
 # Ask latency, first-token overhead, ingest, the engines at 10k and 100k chunks, a soak (bench/, README "Speed").
 bench: $(VENV)/.dev  ## the speed benchmarks into bench/results/ (about 20 minutes on 2 cores)
 	$(BIN)/python -m bench.run
+
+# A 5 MB text file and a 2,000-page PDF through `ragsvc ingest` as long-running operations: chunks per second and the
+# server's peak RSS (bench/ingest_operations.py, docs/operations.md).
+bench-operations: $(VENV)/.dev  ## big documents ingested as operations, docs/operations.md (about 30 minutes on 2 cores)
+	$(BIN)/python -m bench.ingest_operations
 
 # ragsvc against LangChain, LlamaIndex, Haystack and a hand-written baseline (docs/benchmarks.md).
 # Each peer gets its own venv under .bench/venvs/, from bench/peers/requirements/.

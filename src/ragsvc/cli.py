@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from google.protobuf import json_format
+from google.longrunning import operations_pb2_grpc as lro_grpc
+from google.longrunning import operations_proto_pb2 as lro
+from google.protobuf import duration_pb2, json_format
 from grpc_health.v1 import health_pb2
 
 from ragsvc import chat, local_llm
@@ -34,15 +36,21 @@ from ragsvc.v1 import admin_service_pb2 as admin_pb
 from ragsvc.v1 import admin_service_pb2_grpc as admin_grpc
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc as index_grpc
+from ragsvc.v1 import operations_pb2 as ops_pb
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc as rag_grpc
 from ragsvc.wire import convert
-from ragsvc.wire.status import from_rpc_error
+from ragsvc.wire.status import from_rpc_error, from_rpc_status
 
 INGEST_BATCH = 8
 # A request of IngestDocuments stays under this, and a larger document is uploaded in pieces of this size (the
 # server accepts messages of up to RAG_MAX_RECEIVE_MESSAGE_BYTES, 16 MiB by default).
 MESSAGE_BYTES = 4 * 1024 * 1024
+# A batch (or one file) larger than this is "large": it is ingested as a long-running operation, followed by its
+# progress, instead of within one call. 1 MiB of text is ~1,200 chunks, ~1.5 to 2 minutes of embedding on two
+# cores (docs/operations.md): longer than a call should be held open, and than a user waits without a sign of life.
+OPERATION_BYTES = 1024 * 1024
+OPERATION_POLL_S = 1.0  # each WaitOperation of the progress bar waits at most this long
 UPLOAD_ATTEMPTS = 3
 UNAVAILABLE_HINT = "is `make serve` running?"
 
@@ -110,6 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--id", dest="document_id", help="the document id of a single file (default: its name)")
     ingest.add_argument("--max-message-bytes", type=int, default=MESSAGE_BYTES,
                         help="requests stay under this; larger documents are uploaded in pieces of this size")
+    ingest.add_argument("--operation-bytes", type=int, default=OPERATION_BYTES,
+                        help="a batch of files (or one file) larger than this is ingested as a long-running "
+                        "operation, whose progress the bar shows; it goes on on the server if this command stops")
 
     docs = commands.add_parser("docs", help="what the index holds: list, show or remove documents")
     docs_commands = docs.add_subparsers(dest="docs_command", required=True)
@@ -276,10 +287,11 @@ def _metadata_options(entries: Sequence[str]) -> dict[str, MetadataValue]:
 
 
 async def _ingest(args: argparse.Namespace, address: str) -> int:
-    """Sends the files in batches over IndexService.IngestDocuments (a document larger than a request may be over
-    UploadDocument, in pieces), with a progress bar (by bytes) on a terminal and one line per document; exit
-    status 1 when any file failed, after the others went in. Each file's metadata is --meta's, with its sidecar's
-    (`ragsvc.ingest.sidecar`) over it."""
+    """Sends the files in batches over IndexService.IngestDocuments, with a progress bar (by bytes) on a terminal and
+    one line per document; exit status 1 when any file failed, after the others went in. A batch larger than
+    --operation-bytes goes as a long-running operation (SubmitIngest; a document larger than a request may be, over
+    UploadDocument in pieces, then as an operation), the bar following its progress. Each file's metadata is
+    --meta's, with its sidecar's (`ragsvc.ingest.sidecar`) over it."""
     from tqdm import tqdm
 
     common = _metadata_options(args.meta)
@@ -320,19 +332,64 @@ async def _ingest(args: argparse.Namespace, address: str) -> int:
                     documents.append((found, dataclasses.replace(document, metadata=own, **metadata)))
                 if not documents:
                     continue
-                if len(documents) == 1 and documents[0][0].size > args.max_message_bytes:
-                    results = [await _upload(stub, documents[0][1], args)]
+                size = sum(found.size for found, _ in documents)
+                ids = [document.document_id for _, document in documents]
+                if len(documents) == 1 and size > args.max_message_bytes:
+                    operation = await _upload(stub, documents[0][1], args)
+                    results = await _followed(channel, operation, ids, bar, size, args)
                 else:
                     request = index_pb.IngestDocumentsRequest(
                         tenant_id=args.tenant, documents=[convert.document_to_proto(d) for _, d in documents]
                     )
-                    response = await stub.IngestDocuments(request, timeout=args.timeout, metadata=call_metadata())
-                    results = list(response.results)
+                    if size > args.operation_bytes:
+                        operation = await stub.SubmitIngest(request, timeout=args.timeout, metadata=call_metadata())
+                        results = await _followed(channel, operation, ids, bar, size, args)
+                    else:
+                        response = await stub.IngestDocuments(request, timeout=args.timeout, metadata=call_metadata())
+                        results = list(response.results)
+                        bar.update(size)
                 for (found, _), result in zip(documents, results, strict=True):
                     bar.write(report.result(found.path, result))
-                    bar.update(found.size)
                 bar.set_postfix(chunks=report.chunks, failed=len(report.failures))
     return report.finish()
+
+
+async def _followed(
+    channel: grpc.aio.Channel,
+    operation: lro.Operation,
+    document_ids: Sequence[str],
+    bar: Any,
+    size: int,
+    args: argparse.Namespace,
+) -> list[index_pb.DocumentResult]:
+    """The results of the operation ingesting the documents `document_ids`, once done; meanwhile the bar advances over the batch's
+    `size` bytes as the operation's metadata reports documents and chunks done. When the operation failed, each
+    document's result is its error."""
+    bar.write(f"{operation.name}: ingesting {size} bytes as a long-running operation (it goes on if this command "
+              "stops: follow it with google.longrunning.Operations/WaitOperation)")  # fmt: skip
+    operations = lro_grpc.OperationsStub(channel)
+    shown = 0
+    while True:
+        metadata = ops_pb.IngestOperationMetadata()
+        operation.metadata.Unpack(metadata)
+        done = metadata.documents_done / max(metadata.documents_total, 1)
+        if metadata.chunks_total:
+            done = max(done, metadata.chunks_done / metadata.chunks_total)
+        advance = size if operation.done else int(size * done)
+        bar.update(advance - shown)
+        shown = advance
+        bar.set_postfix(chunks=f"{metadata.chunks_done}/{metadata.chunks_total}", refresh=False)
+        if operation.done:
+            break
+        wait = lro.WaitOperationRequest(name=operation.name, timeout=duration_pb2.Duration(seconds=int(OPERATION_POLL_S)))
+        operation = await operations.WaitOperation(wait, timeout=args.timeout, metadata=call_metadata())
+    if operation.HasField("error"):
+        error = from_rpc_status(operation.error)
+        why = f"{operation.name} failed: {error.reason}: {error.message}"
+        return [index_pb.DocumentResult(document_id=document_id, error=why) for document_id in document_ids]
+    response = index_pb.IngestDocumentsResponse()
+    operation.response.Unpack(response)
+    return list(response.results)
 
 
 def _batches(files: Sequence[FoundFile], max_bytes: int) -> list[list[FoundFile]]:
@@ -350,9 +407,10 @@ def _batches(files: Sequence[FoundFile], max_bytes: int) -> list[list[FoundFile]
 
 async def _upload(
     stub: index_grpc.IndexServiceStub, document: SourceDocument, args: argparse.Namespace
-) -> index_pb.DocumentResult:
+) -> lro.Operation:
     """Streams the document over UploadDocument in pieces of --max-message-bytes, resuming what the server holds of
-    an earlier upload of it (a broken stream is resumed up to UPLOAD_ATTEMPTS times); its DocumentResult."""
+    an earlier upload of it (a broken stream is resumed up to UPLOAD_ATTEMPTS times); the operation that ingests
+    it."""
     content = document.content
     sha256 = hashlib.sha256(content).hexdigest()
     header = convert.document_to_proto(dataclasses.replace(document, content=b""))
@@ -370,6 +428,7 @@ async def _upload(
                 data=content[offset : offset + piece],
                 finish_write=last,
                 content_sha256=sha256 if last else "",
+                long_running=last,
             )
 
     for attempt in range(1, UPLOAD_ATTEMPTS + 1):
@@ -379,7 +438,7 @@ async def _upload(
             response: index_pb.UploadDocumentResponse = await stub.UploadDocument(
                 messages(start), timeout=args.timeout, metadata=call_metadata()
             )
-            return response.result
+            return response.operation
         except grpc.aio.AioRpcError as exc:
             stale = start > 0 and [v.field for v in getattr(from_rpc_error(exc), "violations", ())] == ["content_sha256"]
             if attempt == UPLOAD_ATTEMPTS or not (stale or exc.code() == grpc.StatusCode.UNAVAILABLE):

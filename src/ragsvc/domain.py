@@ -446,6 +446,18 @@ class IngestResult:
 
 
 @dataclass(frozen=True, slots=True)
+class IngestProgress:
+    """How far an ingest got: documents finished (indexed, unchanged or refused) out of all of them, and chunks
+    embedded out of those of the documents read and chunked so far; the document being embedded ("" when none)."""
+
+    documents_done: int = 0
+    documents_total: int = 0
+    chunks_done: int = 0
+    chunks_total: int = 0
+    current_document_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class DocumentSource:
     """What a document's chunks were made from, stored with each of them."""
 

@@ -12,6 +12,9 @@ RagError
 ├── ModelUnavailable .............. the model is allowed but not served by the LLM server (FAILED_PRECONDITION)
 ├── IdempotencyKeyReused .......... an idempotency key sent again with another request (FAILED_PRECONDITION)
 ├── ReadOnlyIndex ................. a write to the index of a read-only worker process (FAILED_PRECONDITION)
+├── OperationDone ................. a cancel of a long-running operation that has finished (FAILED_PRECONDITION)
+├── OperationCancelled ............ a long-running operation stopped because its caller cancelled it (CANCELLED)
+├── OperationAbandoned ............ the replica running an operation stopped or died before it finished (ABORTED)
 ├── StageTimeout .................. a stage ran past its budget or the caller's deadline (DEADLINE_EXCEEDED)
 │   └── LLMTimeout ................ the LLM did not answer in time
 └── RetryableError ................ a retry after `retry_after_s` may succeed (sent as RetryInfo)
@@ -132,6 +135,26 @@ class ReadOnlyIndex(RagError):
     """This server process serves a read-only copy of the embedded engine's index (RAG_WORKERS > 1)."""
 
     reason = "READ_ONLY_INDEX"
+
+
+class OperationDone(RagError):
+    """A long-running operation that has finished cannot be cancelled."""
+
+    reason = "OPERATION_DONE"
+
+
+class OperationCancelled(RagError):
+    """A long-running operation stopped at its caller's request: the error it ends with (google.longrunning's
+    CANCELLED)."""
+
+    reason = "CANCELLED"
+
+
+class OperationAbandoned(RagError):
+    """The replica running a long-running operation stopped, or died, before it finished: the error it ends with.
+    Submitting it again is safe (asks are answered anew, ingests are idempotent)."""
+
+    reason = "OPERATION_ABANDONED"
 
 
 class RetryableError(RagError):

@@ -176,3 +176,16 @@ def test_hostile_inputs_measures_every_input_and_the_asks_during_an_ingest(tmp_p
     latency = measured["latency_phase"]
     assert latency["ask_alone"]["n"] == 3 and latency["ask_alone"]["p50_ms"] > 0
     assert latency["ingest"]["chunks"] > 0 and not latency["ingest"]["failure"]
+
+
+def test_ingest_operations_measures_each_input_through_an_operation(tmp_path: Path) -> None:
+    options = ["--text-mb", "0.02", "--pdf-pages", "4", "--operation-bytes", "1000", "--work", str(tmp_path / "work")]
+    run("bench.ingest_operations", *options, results=tmp_path)
+    runs = {r["input"]: r for r in result(tmp_path, "ingest-operations")["runs"]}
+    assert runs.keys() == {"text", "pdf"} and runs["pdf"]["pages"] == 4
+    for measured in runs.values():
+        assert measured["state"] == "OPERATION_STATE_SUCCEEDED" and measured["operation"].startswith("operations/")
+        assert measured["cli_exit_status"] == 0 and not measured["error"]
+        assert measured["chunks"] > 0 and measured["chunks_progress_final"] == [measured["chunks"]] * 2
+        assert measured["chunks_per_second"] > 0 and measured["operation_seconds"] > 0
+        assert measured["server_peak_rss_mb"] >= measured["server_rss_serving_mb"] > 0

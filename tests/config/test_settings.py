@@ -124,6 +124,11 @@ def test_the_model_table_names_a_window_and_response_per_model() -> None:
         ({"max_html_depth": 0}, "RAG_INGEST_MAX_HTML_DEPTH"),
         ({"parse_seconds": 0}, "RAG_INGEST_PARSE_SECONDS"),
         ({"max_call_chunks": 0}, "RAG_INGEST_MAX_CALL_CHUNKS"),
+        ({"operation_retention_days": 0}, "RAG_OPERATION_RETENTION_DAYS"),
+        ({"operation_lease_s": 0.5}, "RAG_OPERATION_LEASE_SECONDS"),
+        ({"operation_max_running": 0}, "RAG_OPERATION_MAX_RUNNING"),
+        ({"operation_max_queued": -1}, "RAG_OPERATION_MAX_QUEUED"),
+        ({"operation_wait_max_s": 0}, "RAG_OPERATION_WAIT_MAX_SECONDS"),
     ],
 )
 def test_bad_settings_are_refused_when_built(overrides: dict, field: str) -> None:

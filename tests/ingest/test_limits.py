@@ -16,6 +16,7 @@ from ragsvc.errors import DocumentLimitExceeded
 from ragsvc.ingest.indexer import Indexer
 from ragsvc.ingest.limits import ChunkLimit, DocumentLimits
 from ragsvc.ingest.sections import Section
+from ragsvc.source_trust import SourceTrust
 from tests.ingest.pdfs import build_inflating_pdf, build_pdf
 from tests.ingest.reading import loaded, sections_of
 
@@ -120,7 +121,7 @@ def test_reading_past_the_parse_time_stops_at_the_next_step() -> None:
 
 
 def test_a_document_of_more_chunks_than_its_limit_is_refused_before_the_rest_is_cut() -> None:
-    indexer = Indexer(None, None, chunk_tokens=40, overlap_tokens=0)  # type: ignore[arg-type]  # chunks() only
+    indexer = Indexer(None, None, None, sources=SourceTrust.default(), chunk_tokens=40, overlap_tokens=0)  # type: ignore[arg-type]  # chunks() only
     words = " ".join(f"word{i}" for i in range(3000))
     document = SourceDocument("d", "d.txt", words.encode())
     chunks, encoding = indexer.chunks(document)
@@ -131,7 +132,8 @@ def test_a_document_of_more_chunks_than_its_limit_is_refused_before_the_rest_is_
     assert caught.value.message == (
         "content makes more than 100 chunks; the limit is RAG_INGEST_MAX_CALL_CHUNKS=100; ingest it another way"
     )
-    small = Indexer(None, None, chunk_tokens=40, overlap_tokens=0, limits=DocumentLimits(chunks=50))  # type: ignore[arg-type]
+    small = Indexer(None, None, None, sources=SourceTrust.default(), chunk_tokens=40, overlap_tokens=0,  # type: ignore[arg-type]
+                    limits=DocumentLimits(chunks=50))
     with pytest.raises(DocumentLimitExceeded, match="RAG_INGEST_MAX_CHUNKS=50"):
         small.chunks(document)
 

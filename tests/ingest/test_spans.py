@@ -21,7 +21,7 @@ LABELLED = (
 
 
 def spans_of(sections: list[Section], tokens: int = 60, overlap: int = 12) -> tuple[str, list[Section], list]:
-    chunks = chunk_sections(sections, chunk_tokens=tokens, overlap_tokens=overlap)
+    chunks = list(chunk_sections(sections, chunk_tokens=tokens, overlap_tokens=overlap))
     return document_text(sections), chunks, chunk_spans(sections, chunks)
 
 

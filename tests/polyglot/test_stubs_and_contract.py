@@ -21,7 +21,7 @@ BUF = TOOLS / "node_modules" / ".bin" / "buf"
 TS = TOOLS / "ts"
 TSC = TS / "node_modules" / ".bin" / "tsc"
 RELEASED_CONTRACT = ROOT / "tests" / "polyglot" / "released-contract.binpb"
-STUBS = {"go": ("ragsvc/v1", ".go"), "ts": ("ragsvc/v1", ".ts")}
+STUBS = {"go": ".go", "ts": ".ts"}  # every stub of the language: ragsvc/v1, and for TypeScript the google/ it imports
 
 
 def missing(*paths: Path) -> str | None:
@@ -46,10 +46,10 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("language", sorted(STUBS))
 def test_committed_stubs_are_up_to_date(fresh: Path, language: str) -> None:
-    package, suffix = STUBS[language]
-    committed_dir = ROOT / "generated" / language / package
-    made = {p.name: p.read_bytes() for p in (fresh / "generated" / language / package).iterdir()}
-    committed = {p.name: p.read_bytes() for p in committed_dir.iterdir() if p.suffix == suffix}
+    suffix = STUBS[language]
+    made_dir, committed_dir = fresh / "generated" / language, ROOT / "generated" / language
+    made = {str(p.relative_to(made_dir)): p.read_bytes() for p in made_dir.rglob(f"*{suffix}")}
+    committed = {str(p.relative_to(committed_dir)): p.read_bytes() for p in committed_dir.rglob(f"*{suffix}")}
     assert made.keys() == committed.keys(), "run `make generate`: generated files differ from protos/"
     stale = sorted(name for name in made if made[name] != committed[name])
     assert not stale, f"run `make generate`: stale {language} stubs {stale}"
@@ -60,7 +60,10 @@ def test_typescript_stubs_compile_and_speak_the_wire_format_of_the_python_ones(f
     (fresh / "package.json").write_text('{"type": "module"}\n')
     js = fresh / "js"
     sources = sorted(str(p) for p in (fresh / "generated" / "ts").rglob("*.ts"))
-    options = ["--strict", "--skipLibCheck", "--target", "es2022", "--module", "nodenext", "--outDir", str(js)]
+    # generated/ts holds ragsvc/v1 and the googleapis files it imports (google/...): the output mirrors it.
+    root = fresh / "generated" / "ts"
+    options = ["--strict", "--skipLibCheck", "--target", "es2022", "--module", "nodenext", "--rootDir", str(root)]
+    options += ["--outDir", str(js)]
     result = subprocess.run([str(TSC), *options, *sources], cwd=TS, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -73,8 +76,10 @@ def test_typescript_stubs_compile_and_speak_the_wire_format_of_the_python_ones(f
         timings=pb.Timings(total=duration_pb2.Duration(seconds=2, nanos=5)),
     )
     encoded = base64.b64encode(answer.SerializeToString()).decode()
-    shutil.copy(ROOT / "tests" / "polyglot" / "ts" / "roundtrip.mjs", js / "roundtrip.mjs")
-    node = subprocess.run(["node", str(js / "roundtrip.mjs"), encoded], capture_output=True, text=True, timeout=60, check=False)
+    stubs = js / "ragsvc" / "v1"
+    shutil.copy(ROOT / "tests" / "polyglot" / "ts" / "roundtrip.mjs", stubs / "roundtrip.mjs")
+    roundtrip = ["node", str(stubs / "roundtrip.mjs"), encoded]
+    node = subprocess.run(roundtrip, capture_output=True, text=True, timeout=60, check=False)
     assert node.returncode == 0, node.stderr
     request_b64, decoded = node.stdout.splitlines()
 

@@ -50,6 +50,7 @@ from ragsvc.server.app import build_servicers
 from ragsvc.server.components import Components, index_demo_corpus, open_components
 from ragsvc.v1 import admin_service_pb2 as admin_pb
 from ragsvc.v1 import index_service_pb2 as index_pb
+from ragsvc.v1 import operations_pb2 as ops_pb
 from ragsvc.v1 import rag_service_pb2 as pb
 from tests.support.openai_server import ScriptedOpenAIServer
 from tests.support.servers import server_settings
@@ -311,7 +312,7 @@ class InProcess:
 
 
 def in_process(loop: LoopThread, components: Components) -> InProcess:
-    rag, index, admin = build_servicers(components)
+    rag, index, admin, _ = build_servicers(components)  # Operations: tests/server/test_operations.py, over gRPC
     servicers = {RAG: rag, INDEX: index, ADMIN: admin}
     server = grpc_testing.server_from_dictionary(
         {descriptor: AioAdapter(servicer, loop.loop) for descriptor, servicer in servicers.items()},
@@ -413,6 +414,32 @@ def test_ask_on_a_closed_engine_is_unavailable_with_retry_info(broken: InProcess
     assert ended.code == grpc.StatusCode.UNAVAILABLE
     assert ended.reason == "RETRIEVAL_UNAVAILABLE"
     assert ended.retry_info is not None and ended.retry_info.retry_delay.ToNanoseconds() > 0
+
+
+# --- RagService.SubmitAsk, IndexService.SubmitIngest (followed to their end over gRPC in test_operations.py) ------
+
+
+def test_submit_ask_returns_an_operation_at_once_and_a_bad_question_fails_before_any(served: InProcess) -> None:
+    operation, ended = served.unary("SubmitAsk", pb.AskRequest(query="What happens on SIGTERM?"))
+    assert ended.code == grpc.StatusCode.OK
+    assert re.fullmatch(r"operations/[0-9a-f]{32}", operation.name)
+    metadata = ops_pb.AskOperationMetadata()
+    assert operation.metadata.Unpack(metadata) and metadata.tenant_id == "default"
+    assert metadata.state == ops_pb.OPERATION_STATE_QUEUED and metadata.times.HasField("create_time")
+    _, ended = served.unary("SubmitAsk", pb.AskRequest(query="  "))
+    assert ended.code == grpc.StatusCode.INVALID_ARGUMENT and "query" in ended.fields
+
+
+def test_submit_ingest_checks_the_documents_before_any_operation(served: InProcess) -> None:
+    bad = index_pb.IngestDocumentsRequest(tenant_id="grpc-testing-ops", documents=[handbook(document_id="bad id!")])
+    _, ended = served.unary("SubmitIngest", bad)
+    assert ended.code == grpc.StatusCode.INVALID_ARGUMENT and "documents[0].document_id" in ended.fields
+    good = index_pb.IngestDocumentsRequest(tenant_id="grpc-testing-ops", documents=[handbook()])
+    operation, ended = served.unary("SubmitIngest", good)
+    assert ended.code == grpc.StatusCode.OK
+    metadata = ops_pb.IngestOperationMetadata()
+    assert operation.metadata.Unpack(metadata)
+    assert (metadata.tenant_id, metadata.documents_total, metadata.documents_done) == ("grpc-testing-ops", 1, 0)
 
 
 # --- RagService.AskStream ------------------------------------------------------------------------------------
@@ -880,10 +907,10 @@ def test_tag_owner_refusals(served: InProcess) -> None:
 # --- coverage ------------------------------------------------------------------------------------------------
 
 COVERED = {
-    "ragsvc.v1.RagService": {"Ask", "AskStream", "GetSession", "DeleteSession"},
+    "ragsvc.v1.RagService": {"Ask", "AskStream", "GetSession", "DeleteSession", "SubmitAsk"},
     "ragsvc.v1.IndexService": {
         "IngestDocuments", "DeleteDocument", "ListDocuments", "GetDocument", "GetIndexStats", "UploadDocument",
-        "GetUploadStatus",
+        "GetUploadStatus", "SubmitIngest",
     },
     "ragsvc.v1.AdminService": {
         "CreatePromptTemplate", "GetPromptTemplate", "ListPromptTemplates", "UpdatePromptTemplate",

@@ -31,9 +31,8 @@ async def test_replicas_migrating_together_end_with_one_schema(postgres_url: str
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1"
         )
         assert [t["table_name"] for t in tables] == [
-            "answers", "index_versions", "metadata_keys", "prompt_templates", "schema_migrations", "session_messages",
-            "sessions",
-            "settings", "tags", "users",
+            "answers", "index_versions", "metadata_keys", "operations", "prompt_templates", "schema_migrations",
+            "session_messages", "sessions", "settings", "tags", "users",
         ]  # fmt: skip
     finally:
         for replica in replicas:

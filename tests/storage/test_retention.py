@@ -11,6 +11,7 @@ from ragsvc.access import Evidence
 from ragsvc.domain import ChatMessage, Role
 from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.backend import Backend, utc_now
+from ragsvc.storage.operations import OperationKind, OperationState, OperationStore
 from ragsvc.storage.retention import Purged, RetentionJob
 from ragsvc.storage.sessions import SessionKey, SessionStore
 from tests.storage.samples import answer, question
@@ -63,6 +64,27 @@ async def test_the_job_purges_at_start_and_every_interval(database: Backend) -> 
     assert await answers.recent("acme") == []
     await job.stop()
     assert job.runs == 3
+
+
+async def test_the_job_purges_finished_operations_after_their_retention(database: Backend) -> None:
+    operations = OperationStore(database)
+    now = [utc_now()]
+    ticks = Ticks()
+    job = RetentionJob(operations=operations, operation_retention_days=7, interval_s=600, clock=lambda: now[0],
+                       sleep=ticks.sleep)  # fmt: skip
+    for name in ("operations/done", "operations/running"):
+        await operations.create(name=name, kind=OperationKind.ASK, owner="peer:a", tenant_id="acme",
+                                request_sha256="", lease_owner="r", lease_s=30)  # fmt: skip
+    await operations.finish("operations/done", "r", OperationState.SUCCEEDED, response=b"")
+    job.start()
+    await ticks.first()
+    assert job.last == Purged()
+    now[0] += timedelta(days=8)
+    await ticks.tick()
+    assert job.last == Purged(operations=1)
+    assert await operations.get("operations/done") is None
+    assert await operations.get("operations/running") is not None, "an unfinished operation is never purged"
+    await job.stop()
 
 
 @pytest.mark.parametrize("days", [None, 0])

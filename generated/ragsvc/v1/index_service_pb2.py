@@ -22,11 +22,12 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.longrunning import operations_pb2 as google_dot_longrunning_dot_operations__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dragsvc/v1/index_service.proto\x12\tragsvc.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"S\n\x16IngestDocumentsRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12&\n\tdocuments\x18\x02 \x03(\x0b\x32\x13.ragsvc.v1.Document\"\xcf\x02\n\x08\x44ocument\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\x0c\x12\x12\n\nmedia_type\x18\x04 \x01(\t\x12\x0c\n\x04tags\x18\x05 \x03(\t\x12\x12\n\nsource_url\x18\x06 \x01(\t\x12\r\n\x05title\x18\x07 \x01(\t\x12\x12\n\x05trust\x18\x08 \x01(\x02H\x00\x88\x01\x01\x12\x16\n\x0epublished_date\x18\t \x01(\t\x12\x14\n\x0c\x63onfidential\x18\n \x01(\x08\x12\x33\n\x08metadata\x18\x0b \x03(\x0b\x32!.ragsvc.v1.Document.MetadataEntry\x1aI\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.ragsvc.v1.MetadataValue:\x02\x38\x01\x42\x08\n\x06_trust\"\x94\x01\n\rMetadataValue\x12\x16\n\x0cstring_value\x18\x01 \x01(\tH\x00\x12\x16\n\x0cnumber_value\x18\x02 \x01(\x01H\x00\x12\x14\n\nbool_value\x18\x03 \x01(\x08H\x00\x12\x35\n\x0ftimestamp_value\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x42\x06\n\x04kind\"E\n\x17IngestDocumentsResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.ragsvc.v1.DocumentResult\"\xe2\x01\n\x0e\x44ocumentResult\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63hunks_created\x18\x02 \x01(\x05\x12\x16\n\x0e\x63hunks_indexed\x18\x03 \x01(\x05\x12*\n\x07\x65lapsed\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05\x65rror\x18\x05 \x01(\t\x12\x11\n\tunchanged\x18\x06 \x01(\x08\x12+\n\x07\x66\x61ilure\x18\x07 \x01(\x0b\x32\x1a.ragsvc.v1.DocumentFailure\x12\x10\n\x08\x65ncoding\x18\x08 \x01(\t\"\xa8\x02\n\x0f\x44ocumentFailure\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12:\n\x08metadata\x18\x04 \x03(\x0b\x32(.ragsvc.v1.DocumentFailure.MetadataEntry\x12\x43\n\x10\x66ield_violations\x18\x05 \x03(\x0b\x32).ragsvc.v1.DocumentFailure.FieldViolation\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x34\n\x0e\x46ieldViolation\x12\r\n\x05\x66ield\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\"?\n\x15\x44\x65leteDocumentRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\"0\n\x16\x44\x65leteDocumentResponse\x12\x16\n\x0e\x63hunks_deleted\x18\x01 \x01(\x05\"P\n\x14ListDocumentsRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"_\n\x15ListDocumentsResponse\x12-\n\tdocuments\x18\x01 \x03(\x0b\x32\x1a.ragsvc.v1.IndexedDocument\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xa9\x03\n\x0fIndexedDocument\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x12\n\nmedia_type\x18\x04 \x01(\t\x12\x0c\n\x04tags\x18\x05 \x03(\t\x12\x12\n\nsource_url\x18\x06 \x01(\t\x12\x14\n\x0c\x63onfidential\x18\x07 \x01(\x08\x12\x13\n\x0b\x63hunk_count\x18\x08 \x01(\x05\x12\x12\n\nsize_bytes\x18\t \x01(\x03\x12\x16\n\x0e\x63ontent_sha256\x18\n \x01(\t\x12/\n\x0bingest_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12:\n\x08metadata\x18\x0c \x03(\x0b\x32(.ragsvc.v1.IndexedDocument.MetadataEntry\x12\r\n\x05trust\x18\r \x01(\x02\x12\x10\n\x08\x65ncoding\x18\x0e \x01(\t\x1aI\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.ragsvc.v1.MetadataValue:\x02\x38\x01\"<\n\x12GetDocumentRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\"C\n\x13GetDocumentResponse\x12,\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x1a.ragsvc.v1.IndexedDocument\")\n\x14GetIndexStatsRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\"\x9a\x01\n\x15GetIndexStatsResponse\x12\x16\n\x0e\x64ocument_count\x18\x01 \x01(\x05\x12\x13\n\x0b\x63hunk_count\x18\x02 \x01(\x03\x12\x15\n\rcontent_bytes\x18\x03 \x01(\x03\x12\x0e\n\x06\x65ngine\x18\x04 \x01(\t\x12-\n\rmetadata_keys\x18\x05 \x03(\x0b\x32\x16.ragsvc.v1.MetadataKey\")\n\x0bMetadataKey\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\"\xa3\x01\n\x15UploadDocumentRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12%\n\x08\x64ocument\x18\x02 \x01(\x0b\x32\x13.ragsvc.v1.Document\x12\x14\n\x0cwrite_offset\x18\x03 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x14\n\x0c\x66inish_write\x18\x05 \x01(\x08\x12\x16\n\x0e\x63ontent_sha256\x18\x06 \x01(\t\"[\n\x16UploadDocumentResponse\x12\x16\n\x0e\x63ommitted_size\x18\x01 \x01(\x03\x12)\n\x06result\x18\x02 \x01(\x0b\x32\x19.ragsvc.v1.DocumentResult\"@\n\x16GetUploadStatusRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\"1\n\x17GetUploadStatusResponse\x12\x16\n\x0e\x63ommitted_size\x18\x01 \x01(\x03\x32\xe8\x04\n\x0cIndexService\x12X\n\x0fIngestDocuments\x12!.ragsvc.v1.IngestDocumentsRequest\x1a\".ragsvc.v1.IngestDocumentsResponse\x12U\n\x0e\x44\x65leteDocument\x12 .ragsvc.v1.DeleteDocumentRequest\x1a!.ragsvc.v1.DeleteDocumentResponse\x12R\n\rListDocuments\x12\x1f.ragsvc.v1.ListDocumentsRequest\x1a .ragsvc.v1.ListDocumentsResponse\x12L\n\x0bGetDocument\x12\x1d.ragsvc.v1.GetDocumentRequest\x1a\x1e.ragsvc.v1.GetDocumentResponse\x12R\n\rGetIndexStats\x12\x1f.ragsvc.v1.GetIndexStatsRequest\x1a .ragsvc.v1.GetIndexStatsResponse\x12W\n\x0eUploadDocument\x12 .ragsvc.v1.UploadDocumentRequest\x1a!.ragsvc.v1.UploadDocumentResponse(\x01\x12X\n\x0fGetUploadStatus\x12!.ragsvc.v1.GetUploadStatusRequest\x1a\".ragsvc.v1.GetUploadStatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dragsvc/v1/index_service.proto\x12\tragsvc.v1\x1a#google/longrunning/operations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"S\n\x16IngestDocumentsRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12&\n\tdocuments\x18\x02 \x03(\x0b\x32\x13.ragsvc.v1.Document\"\xcf\x02\n\x08\x44ocument\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\x0c\x12\x12\n\nmedia_type\x18\x04 \x01(\t\x12\x0c\n\x04tags\x18\x05 \x03(\t\x12\x12\n\nsource_url\x18\x06 \x01(\t\x12\r\n\x05title\x18\x07 \x01(\t\x12\x12\n\x05trust\x18\x08 \x01(\x02H\x00\x88\x01\x01\x12\x16\n\x0epublished_date\x18\t \x01(\t\x12\x14\n\x0c\x63onfidential\x18\n \x01(\x08\x12\x33\n\x08metadata\x18\x0b \x03(\x0b\x32!.ragsvc.v1.Document.MetadataEntry\x1aI\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.ragsvc.v1.MetadataValue:\x02\x38\x01\x42\x08\n\x06_trust\"\x94\x01\n\rMetadataValue\x12\x16\n\x0cstring_value\x18\x01 \x01(\tH\x00\x12\x16\n\x0cnumber_value\x18\x02 \x01(\x01H\x00\x12\x14\n\nbool_value\x18\x03 \x01(\x08H\x00\x12\x35\n\x0ftimestamp_value\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x42\x06\n\x04kind\"E\n\x17IngestDocumentsResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.ragsvc.v1.DocumentResult\"\xe2\x01\n\x0e\x44ocumentResult\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63hunks_created\x18\x02 \x01(\x05\x12\x16\n\x0e\x63hunks_indexed\x18\x03 \x01(\x05\x12*\n\x07\x65lapsed\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05\x65rror\x18\x05 \x01(\t\x12\x11\n\tunchanged\x18\x06 \x01(\x08\x12+\n\x07\x66\x61ilure\x18\x07 \x01(\x0b\x32\x1a.ragsvc.v1.DocumentFailure\x12\x10\n\x08\x65ncoding\x18\x08 \x01(\t\"\xa8\x02\n\x0f\x44ocumentFailure\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12:\n\x08metadata\x18\x04 \x03(\x0b\x32(.ragsvc.v1.DocumentFailure.MetadataEntry\x12\x43\n\x10\x66ield_violations\x18\x05 \x03(\x0b\x32).ragsvc.v1.DocumentFailure.FieldViolation\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x34\n\x0e\x46ieldViolation\x12\r\n\x05\x66ield\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\"?\n\x15\x44\x65leteDocumentRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\"0\n\x16\x44\x65leteDocumentResponse\x12\x16\n\x0e\x63hunks_deleted\x18\x01 \x01(\x05\"P\n\x14ListDocumentsRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"_\n\x15ListDocumentsResponse\x12-\n\tdocuments\x18\x01 \x03(\x0b\x32\x1a.ragsvc.v1.IndexedDocument\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xa9\x03\n\x0fIndexedDocument\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x12\n\nmedia_type\x18\x04 \x01(\t\x12\x0c\n\x04tags\x18\x05 \x03(\t\x12\x12\n\nsource_url\x18\x06 \x01(\t\x12\x14\n\x0c\x63onfidential\x18\x07 \x01(\x08\x12\x13\n\x0b\x63hunk_count\x18\x08 \x01(\x05\x12\x12\n\nsize_bytes\x18\t \x01(\x03\x12\x16\n\x0e\x63ontent_sha256\x18\n \x01(\t\x12/\n\x0bingest_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12:\n\x08metadata\x18\x0c \x03(\x0b\x32(.ragsvc.v1.IndexedDocument.MetadataEntry\x12\r\n\x05trust\x18\r \x01(\x02\x12\x10\n\x08\x65ncoding\x18\x0e \x01(\t\x1aI\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.ragsvc.v1.MetadataValue:\x02\x38\x01\"<\n\x12GetDocumentRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\"C\n\x13GetDocumentResponse\x12,\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x1a.ragsvc.v1.IndexedDocument\")\n\x14GetIndexStatsRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\"\x9a\x01\n\x15GetIndexStatsResponse\x12\x16\n\x0e\x64ocument_count\x18\x01 \x01(\x05\x12\x13\n\x0b\x63hunk_count\x18\x02 \x01(\x03\x12\x15\n\rcontent_bytes\x18\x03 \x01(\x03\x12\x0e\n\x06\x65ngine\x18\x04 \x01(\t\x12-\n\rmetadata_keys\x18\x05 \x03(\x0b\x32\x16.ragsvc.v1.MetadataKey\")\n\x0bMetadataKey\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\"\xb9\x01\n\x15UploadDocumentRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12%\n\x08\x64ocument\x18\x02 \x01(\x0b\x32\x13.ragsvc.v1.Document\x12\x14\n\x0cwrite_offset\x18\x03 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x14\n\x0c\x66inish_write\x18\x05 \x01(\x08\x12\x16\n\x0e\x63ontent_sha256\x18\x06 \x01(\t\x12\x14\n\x0clong_running\x18\x07 \x01(\x08\"\x8d\x01\n\x16UploadDocumentResponse\x12\x16\n\x0e\x63ommitted_size\x18\x01 \x01(\x03\x12)\n\x06result\x18\x02 \x01(\x0b\x32\x19.ragsvc.v1.DocumentResult\x12\x30\n\toperation\x18\x03 \x01(\x0b\x32\x1d.google.longrunning.Operation\"@\n\x16GetUploadStatusRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\"1\n\x17GetUploadStatusResponse\x12\x16\n\x0e\x63ommitted_size\x18\x01 \x01(\x03\x32\xf2\x05\n\x0cIndexService\x12X\n\x0fIngestDocuments\x12!.ragsvc.v1.IngestDocumentsRequest\x1a\".ragsvc.v1.IngestDocumentsResponse\x12U\n\x0e\x44\x65leteDocument\x12 .ragsvc.v1.DeleteDocumentRequest\x1a!.ragsvc.v1.DeleteDocumentResponse\x12R\n\rListDocuments\x12\x1f.ragsvc.v1.ListDocumentsRequest\x1a .ragsvc.v1.ListDocumentsResponse\x12L\n\x0bGetDocument\x12\x1d.ragsvc.v1.GetDocumentRequest\x1a\x1e.ragsvc.v1.GetDocumentResponse\x12R\n\rGetIndexStats\x12\x1f.ragsvc.v1.GetIndexStatsRequest\x1a .ragsvc.v1.GetIndexStatsResponse\x12W\n\x0eUploadDocument\x12 .ragsvc.v1.UploadDocumentRequest\x1a!.ragsvc.v1.UploadDocumentResponse(\x01\x12X\n\x0fGetUploadStatus\x12!.ragsvc.v1.GetUploadStatusRequest\x1a\".ragsvc.v1.GetUploadStatusResponse\x12\x87\x01\n\x0cSubmitIngest\x12!.ragsvc.v1.IngestDocumentsRequest\x1a\x1d.google.longrunning.Operation\"5\xca\x41\x32\n\x17IngestDocumentsResponse\x12\x17IngestOperationMetadatab\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,54 +40,56 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DOCUMENTFAILURE_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_INDEXEDDOCUMENT_METADATAENTRY']._loaded_options = None
   _globals['_INDEXEDDOCUMENT_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_INGESTDOCUMENTSREQUEST']._serialized_start=109
-  _globals['_INGESTDOCUMENTSREQUEST']._serialized_end=192
-  _globals['_DOCUMENT']._serialized_start=195
-  _globals['_DOCUMENT']._serialized_end=530
-  _globals['_DOCUMENT_METADATAENTRY']._serialized_start=447
-  _globals['_DOCUMENT_METADATAENTRY']._serialized_end=520
-  _globals['_METADATAVALUE']._serialized_start=533
-  _globals['_METADATAVALUE']._serialized_end=681
-  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_start=683
-  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_end=752
-  _globals['_DOCUMENTRESULT']._serialized_start=755
-  _globals['_DOCUMENTRESULT']._serialized_end=981
-  _globals['_DOCUMENTFAILURE']._serialized_start=984
-  _globals['_DOCUMENTFAILURE']._serialized_end=1280
-  _globals['_DOCUMENTFAILURE_METADATAENTRY']._serialized_start=1179
-  _globals['_DOCUMENTFAILURE_METADATAENTRY']._serialized_end=1226
-  _globals['_DOCUMENTFAILURE_FIELDVIOLATION']._serialized_start=1228
-  _globals['_DOCUMENTFAILURE_FIELDVIOLATION']._serialized_end=1280
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=1282
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1345
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1347
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=1395
-  _globals['_LISTDOCUMENTSREQUEST']._serialized_start=1397
-  _globals['_LISTDOCUMENTSREQUEST']._serialized_end=1477
-  _globals['_LISTDOCUMENTSRESPONSE']._serialized_start=1479
-  _globals['_LISTDOCUMENTSRESPONSE']._serialized_end=1574
-  _globals['_INDEXEDDOCUMENT']._serialized_start=1577
-  _globals['_INDEXEDDOCUMENT']._serialized_end=2002
-  _globals['_INDEXEDDOCUMENT_METADATAENTRY']._serialized_start=447
-  _globals['_INDEXEDDOCUMENT_METADATAENTRY']._serialized_end=520
-  _globals['_GETDOCUMENTREQUEST']._serialized_start=2004
-  _globals['_GETDOCUMENTREQUEST']._serialized_end=2064
-  _globals['_GETDOCUMENTRESPONSE']._serialized_start=2066
-  _globals['_GETDOCUMENTRESPONSE']._serialized_end=2133
-  _globals['_GETINDEXSTATSREQUEST']._serialized_start=2135
-  _globals['_GETINDEXSTATSREQUEST']._serialized_end=2176
-  _globals['_GETINDEXSTATSRESPONSE']._serialized_start=2179
-  _globals['_GETINDEXSTATSRESPONSE']._serialized_end=2333
-  _globals['_METADATAKEY']._serialized_start=2335
-  _globals['_METADATAKEY']._serialized_end=2376
-  _globals['_UPLOADDOCUMENTREQUEST']._serialized_start=2379
-  _globals['_UPLOADDOCUMENTREQUEST']._serialized_end=2542
-  _globals['_UPLOADDOCUMENTRESPONSE']._serialized_start=2544
-  _globals['_UPLOADDOCUMENTRESPONSE']._serialized_end=2635
-  _globals['_GETUPLOADSTATUSREQUEST']._serialized_start=2637
-  _globals['_GETUPLOADSTATUSREQUEST']._serialized_end=2701
-  _globals['_GETUPLOADSTATUSRESPONSE']._serialized_start=2703
-  _globals['_GETUPLOADSTATUSRESPONSE']._serialized_end=2752
-  _globals['_INDEXSERVICE']._serialized_start=2755
-  _globals['_INDEXSERVICE']._serialized_end=3371
+  _globals['_INDEXSERVICE'].methods_by_name['SubmitIngest']._loaded_options = None
+  _globals['_INDEXSERVICE'].methods_by_name['SubmitIngest']._serialized_options = b'\312A2\n\027IngestDocumentsResponse\022\027IngestOperationMetadata'
+  _globals['_INGESTDOCUMENTSREQUEST']._serialized_start=146
+  _globals['_INGESTDOCUMENTSREQUEST']._serialized_end=229
+  _globals['_DOCUMENT']._serialized_start=232
+  _globals['_DOCUMENT']._serialized_end=567
+  _globals['_DOCUMENT_METADATAENTRY']._serialized_start=484
+  _globals['_DOCUMENT_METADATAENTRY']._serialized_end=557
+  _globals['_METADATAVALUE']._serialized_start=570
+  _globals['_METADATAVALUE']._serialized_end=718
+  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_start=720
+  _globals['_INGESTDOCUMENTSRESPONSE']._serialized_end=789
+  _globals['_DOCUMENTRESULT']._serialized_start=792
+  _globals['_DOCUMENTRESULT']._serialized_end=1018
+  _globals['_DOCUMENTFAILURE']._serialized_start=1021
+  _globals['_DOCUMENTFAILURE']._serialized_end=1317
+  _globals['_DOCUMENTFAILURE_METADATAENTRY']._serialized_start=1216
+  _globals['_DOCUMENTFAILURE_METADATAENTRY']._serialized_end=1263
+  _globals['_DOCUMENTFAILURE_FIELDVIOLATION']._serialized_start=1265
+  _globals['_DOCUMENTFAILURE_FIELDVIOLATION']._serialized_end=1317
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=1319
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1382
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1384
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=1432
+  _globals['_LISTDOCUMENTSREQUEST']._serialized_start=1434
+  _globals['_LISTDOCUMENTSREQUEST']._serialized_end=1514
+  _globals['_LISTDOCUMENTSRESPONSE']._serialized_start=1516
+  _globals['_LISTDOCUMENTSRESPONSE']._serialized_end=1611
+  _globals['_INDEXEDDOCUMENT']._serialized_start=1614
+  _globals['_INDEXEDDOCUMENT']._serialized_end=2039
+  _globals['_INDEXEDDOCUMENT_METADATAENTRY']._serialized_start=484
+  _globals['_INDEXEDDOCUMENT_METADATAENTRY']._serialized_end=557
+  _globals['_GETDOCUMENTREQUEST']._serialized_start=2041
+  _globals['_GETDOCUMENTREQUEST']._serialized_end=2101
+  _globals['_GETDOCUMENTRESPONSE']._serialized_start=2103
+  _globals['_GETDOCUMENTRESPONSE']._serialized_end=2170
+  _globals['_GETINDEXSTATSREQUEST']._serialized_start=2172
+  _globals['_GETINDEXSTATSREQUEST']._serialized_end=2213
+  _globals['_GETINDEXSTATSRESPONSE']._serialized_start=2216
+  _globals['_GETINDEXSTATSRESPONSE']._serialized_end=2370
+  _globals['_METADATAKEY']._serialized_start=2372
+  _globals['_METADATAKEY']._serialized_end=2413
+  _globals['_UPLOADDOCUMENTREQUEST']._serialized_start=2416
+  _globals['_UPLOADDOCUMENTREQUEST']._serialized_end=2601
+  _globals['_UPLOADDOCUMENTRESPONSE']._serialized_start=2604
+  _globals['_UPLOADDOCUMENTRESPONSE']._serialized_end=2745
+  _globals['_GETUPLOADSTATUSREQUEST']._serialized_start=2747
+  _globals['_GETUPLOADSTATUSREQUEST']._serialized_end=2811
+  _globals['_GETUPLOADSTATUSRESPONSE']._serialized_start=2813
+  _globals['_GETUPLOADSTATUSRESPONSE']._serialized_end=2862
+  _globals['_INDEXSERVICE']._serialized_start=2865
+  _globals['_INDEXSERVICE']._serialized_end=3619
 # @@protoc_insertion_point(module_scope)

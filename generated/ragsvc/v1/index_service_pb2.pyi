@@ -1,5 +1,6 @@
 import datetime
 
+from google.longrunning import operations_pb2 as _operations_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -231,28 +232,32 @@ class MetadataKey(_message.Message):
     def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ...) -> None: ...
 
 class UploadDocumentRequest(_message.Message):
-    __slots__ = ("tenant_id", "document", "write_offset", "data", "finish_write", "content_sha256")
+    __slots__ = ("tenant_id", "document", "write_offset", "data", "finish_write", "content_sha256", "long_running")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     DOCUMENT_FIELD_NUMBER: _ClassVar[int]
     WRITE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     FINISH_WRITE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_SHA256_FIELD_NUMBER: _ClassVar[int]
+    LONG_RUNNING_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     document: Document
     write_offset: int
     data: bytes
     finish_write: bool
     content_sha256: str
-    def __init__(self, tenant_id: _Optional[str] = ..., document: _Optional[_Union[Document, _Mapping]] = ..., write_offset: _Optional[int] = ..., data: _Optional[bytes] = ..., finish_write: _Optional[bool] = ..., content_sha256: _Optional[str] = ...) -> None: ...
+    long_running: bool
+    def __init__(self, tenant_id: _Optional[str] = ..., document: _Optional[_Union[Document, _Mapping]] = ..., write_offset: _Optional[int] = ..., data: _Optional[bytes] = ..., finish_write: _Optional[bool] = ..., content_sha256: _Optional[str] = ..., long_running: _Optional[bool] = ...) -> None: ...
 
 class UploadDocumentResponse(_message.Message):
-    __slots__ = ("committed_size", "result")
+    __slots__ = ("committed_size", "result", "operation")
     COMMITTED_SIZE_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
     committed_size: int
     result: DocumentResult
-    def __init__(self, committed_size: _Optional[int] = ..., result: _Optional[_Union[DocumentResult, _Mapping]] = ...) -> None: ...
+    operation: _operations_pb2.Operation
+    def __init__(self, committed_size: _Optional[int] = ..., result: _Optional[_Union[DocumentResult, _Mapping]] = ..., operation: _Optional[_Union[_operations_pb2.Operation, _Mapping]] = ...) -> None: ...
 
 class GetUploadStatusRequest(_message.Message):
     __slots__ = ("tenant_id", "document_id")

@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from google.longrunning import operations_pb2 as google_dot_longrunning_dot_operations__pb2
 from ragsvc.v1 import index_service_pb2 as ragsvc_dot_v1_dot_index__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -76,6 +77,11 @@ class IndexServiceStub:
                 request_serializer=ragsvc_dot_v1_dot_index__service__pb2.GetUploadStatusRequest.SerializeToString,
                 response_deserializer=ragsvc_dot_v1_dot_index__service__pb2.GetUploadStatusResponse.FromString,
                 _registered_method=True)
+        self.SubmitIngest = channel.unary_unary(
+                '/ragsvc.v1.IndexService/SubmitIngest',
+                request_serializer=ragsvc_dot_v1_dot_index__service__pb2.IngestDocumentsRequest.SerializeToString,
+                response_deserializer=google_dot_longrunning_dot_operations__pb2.Operation.FromString,
+                _registered_method=True)
 
 
 class IndexServiceServicer:
@@ -97,8 +103,10 @@ class IndexServiceServicer:
         reported in its result (`error`, and `failure` with the INVALID_ARGUMENT details a call would
         carry, naming the limit's setting), with nothing of it written; the others are still indexed.
         A document making more chunks than RAG_INGEST_MAX_CALL_CHUNKS is refused before any is
-        embedded, so that the call never runs past its deadline: ingest it as a long-running
-        operation. An unavailable embedder or engine fails the call with UNAVAILABLE.
+        embedded, so that the call never runs past its deadline: ingest it with SubmitIngest, the
+        same work as a long-running operation. An unavailable embedder or engine fails the call with
+        UNAVAILABLE. SubmitIngest takes the same request.
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -143,6 +151,8 @@ class IndexServiceServicer:
         and document id: a later stream resumes it from GetUploadStatus's `committed_size`. A document over
         RAG_MAX_DOCUMENT_BYTES, a write_offset other than the size received, or a content_sha256 that does
         not match is INVALID_ARGUMENT; a second upload of a document while one streams is ALREADY_EXISTS.
+        With `long_running` on the finishing message, the document is ingested as a long-running
+        operation (as SubmitIngest does), returned in the response at once.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -150,6 +160,27 @@ class IndexServiceServicer:
 
     def GetUploadStatus(self, request, context):
         """GetUploadStatus tells how much of an unfinished upload the server holds (0 when none).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubmitIngest(self, request, context):
+        """SubmitIngest ingests documents, as IngestDocuments does, as a long-running operation
+        (AIP-151): it returns at once with an Operation whose `metadata` is an IngestOperationMetadata
+        (documents and chunks done out of total, updated after each embedding batch) and whose
+        `response`, once `done`, is the IngestDocumentsResponse. The work goes on when the caller
+        disconnects. Cancelling it (google.longrunning.Operations.CancelOperation) stops it between two
+        embedding batches: the documents finished before stay indexed, and nothing of the document
+        being embedded is written (the chunks of a document are written at once, after all of them
+        were embedded). Running it again with the same documents replaces them, or skips those that
+        did not change: never a duplicate. Requests are checked (INVALID_ARGUMENT) before the
+        operation is created. For a document larger than one message, see UploadDocument's
+        `long_running`.
+        It takes IngestDocuments' request, and returns a google.longrunning.Operation (AIP-151's form):
+        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -192,6 +223,11 @@ def add_IndexServiceServicer_to_server(servicer, server):
                     servicer.GetUploadStatus,
                     request_deserializer=ragsvc_dot_v1_dot_index__service__pb2.GetUploadStatusRequest.FromString,
                     response_serializer=ragsvc_dot_v1_dot_index__service__pb2.GetUploadStatusResponse.SerializeToString,
+            ),
+            'SubmitIngest': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitIngest,
+                    request_deserializer=ragsvc_dot_v1_dot_index__service__pb2.IngestDocumentsRequest.FromString,
+                    response_serializer=google_dot_longrunning_dot_operations__pb2.Operation.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -390,6 +426,33 @@ class IndexService:
             '/ragsvc.v1.IndexService/GetUploadStatus',
             ragsvc_dot_v1_dot_index__service__pb2.GetUploadStatusRequest.SerializeToString,
             ragsvc_dot_v1_dot_index__service__pb2.GetUploadStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitIngest(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragsvc.v1.IndexService/SubmitIngest',
+            ragsvc_dot_v1_dot_index__service__pb2.IngestDocumentsRequest.SerializeToString,
+            google_dot_longrunning_dot_operations__pb2.Operation.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from google.longrunning import operations_pb2 as google_dot_longrunning_dot_operations__pb2
 from ragsvc.v1 import rag_service_pb2 as ragsvc_dot_v1_dot_rag__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -64,6 +65,11 @@ class RagServiceStub:
                 request_serializer=ragsvc_dot_v1_dot_rag__service__pb2.DeleteSessionRequest.SerializeToString,
                 response_deserializer=ragsvc_dot_v1_dot_rag__service__pb2.DeleteSessionResponse.FromString,
                 _registered_method=True)
+        self.SubmitAsk = channel.unary_unary(
+                '/ragsvc.v1.RagService/SubmitAsk',
+                request_serializer=ragsvc_dot_v1_dot_rag__service__pb2.AskRequest.SerializeToString,
+                response_deserializer=google_dot_longrunning_dot_operations__pb2.Operation.FromString,
+                _registered_method=True)
 
 
 class RagServiceServicer:
@@ -81,7 +87,9 @@ class RagServiceServicer:
 
     def Ask(self, request, context):
         """Ask answers a question in one response. It is AskStream collected: the same pipeline, the
-        same final answer.
+        same final answer. SubmitAsk is the same as a long-running operation.
+        SubmitAsk takes the same request.
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -121,6 +129,24 @@ class RagServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitAsk(self, request, context):
+        """SubmitAsk answers a question as a long-running operation (AIP-151): it returns at once with
+        an Operation whose `metadata` is an AskOperationMetadata, and whose `response`, once `done`,
+        is the AskResponse that Ask would have returned (the same pipeline, the same audit row), or
+        whose `error` is the status Ask would have failed with. The request is checked before the
+        operation is created: a bad one is INVALID_ARGUMENT here, as for Ask. More operations than
+        this replica queues (RAG_OPERATION_MAX_QUEUED) are RESOURCE_EXHAUSTED (OVERLOADED). Follow it
+        with google.longrunning.Operations (see operations.proto): GetOperation, WaitOperation,
+        CancelOperation, DeleteOperation, ListOperations.
+        It takes Ask's request, and returns a google.longrunning.Operation (AIP-151's form):
+        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RagServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -143,6 +169,11 @@ def add_RagServiceServicer_to_server(servicer, server):
                     servicer.DeleteSession,
                     request_deserializer=ragsvc_dot_v1_dot_rag__service__pb2.DeleteSessionRequest.FromString,
                     response_serializer=ragsvc_dot_v1_dot_rag__service__pb2.DeleteSessionResponse.SerializeToString,
+            ),
+            'SubmitAsk': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitAsk,
+                    request_deserializer=ragsvc_dot_v1_dot_rag__service__pb2.AskRequest.FromString,
+                    response_serializer=google_dot_longrunning_dot_operations__pb2.Operation.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -263,6 +294,33 @@ class RagService:
             '/ragsvc.v1.RagService/DeleteSession',
             ragsvc_dot_v1_dot_rag__service__pb2.DeleteSessionRequest.SerializeToString,
             ragsvc_dot_v1_dot_rag__service__pb2.DeleteSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitAsk(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragsvc.v1.RagService/SubmitAsk',
+            ragsvc_dot_v1_dot_rag__service__pb2.AskRequest.SerializeToString,
+            google_dot_longrunning_dot_operations__pb2.Operation.FromString,
             options,
             channel_credentials,
             insecure,

@@ -55,20 +55,27 @@ class AnsweringService:
         self._languages = languages  # None: every question is taken to be in its template's language
         self._index_versions = index_versions
 
-    async def answer(self, question: Question, call: CallContext) -> AsyncGenerator[Event, None]:
-        """The events answering `question`; closing the stream (a caller leaving) stops the work at once."""
-        supported = True
+    async def admit(self, question: Question, call: CallContext) -> tuple[Question, bool]:
+        """The question as it will be answered (see `Admission.admit`; its metadata filter resolved, its language
+        routed) and whether its language is supported, or the error refusing it, recorded in the audit log: what
+        `answer` does first, for a caller that must know before answering starts (SubmitAsk)."""
         try:
             admitted = self._admission.admit(question, call)
             filters = await self._schema.resolve(admitted.tenant_id, admitted.filters)
             admitted = dataclasses.replace(admitted, filters=filters)
+            supported = True
             if self._languages is not None:
                 admitted, supported = self._languages.route(admitted)
                 call.report.question = admitted
+            return admitted, supported
         except RagError as exc:
             if self._answers is not None:
                 self._answers.record_failure(self._admission.provisional(question, call), exc)
             raise
+
+    async def answer(self, question: Question, call: CallContext) -> AsyncGenerator[Event, None]:
+        """The events answering `question`; closing the stream (a caller leaving) stops the work at once."""
+        admitted, supported = await self.admit(question, call)
         events = self._answered(admitted, call) if supported else self._unsupported_language(admitted, call)
         if self._answers is not None:
             events = self._answers.recorded(admitted, events)

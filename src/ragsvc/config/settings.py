@@ -733,6 +733,41 @@ class RecordsSettings(Group):
         return self.database_url.get_secret_value() or self.database_path or data_dir / "ragsvc.sqlite3"
 
 
+class OperationSettings(Group):
+    title = "Long-running operations (SubmitAsk, SubmitIngest)"
+
+    operation_retention_days: float = env(
+        7.0, "RAG_OPERATION_RETENTION_DAYS", "finished operations are deleted this long after they finished", gt=0
+    )
+    operation_lease_s: float = env(
+        30.0,
+        "RAG_OPERATION_LEASE_SECONDS",
+        "a replica renews its lease on the operations it runs every third of this; an operation whose lease ran "
+        "out (its replica died) is failed with ABORTED by whichever replica sees it first",
+        ge=1,
+    )
+    operation_max_running: int = env(
+        2, "RAG_OPERATION_MAX_RUNNING", "operations of each kind (asks, ingests) one replica runs at once; more wait "
+        "QUEUED", ge=1,
+    )  # fmt: skip
+    operation_max_queued: int = env(
+        100,
+        "RAG_OPERATION_MAX_QUEUED",
+        "operations of each kind one replica holds waiting; one more is refused with RESOURCE_EXHAUSTED (OVERLOADED)",
+        ge=0,
+    )
+    operation_wait_max_s: float = env(
+        60.0, "RAG_OPERATION_WAIT_MAX_SECONDS", "longest WaitOperation, whatever timeout it asks for", gt=0
+    )
+    operation_poll_s: float = env(
+        0.5,
+        "RAG_OPERATION_POLL_SECONDS",
+        "how often a waiting WaitOperation reads an operation another replica runs, and a replica checks for "
+        "cancellations asked on another one",
+        gt=0,
+    )
+
+
 class SharedStateSettings(Group):
     title = "Shared state (Redis, for replicas)"
 
@@ -785,6 +820,7 @@ class Settings(BaseSettings):
     trust: TrustSettings = Field(default_factory=TrustSettings)
     records: RecordsSettings = Field(default_factory=RecordsSettings)
     shared: SharedStateSettings = Field(default_factory=SharedStateSettings)
+    operations: OperationSettings = Field(default_factory=OperationSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -23,6 +23,11 @@ Several documents are ingested as a pipeline (`ingest_many`): the next documents
 threads while the embedder works on the chunks before them, and the chunks of consecutive documents are embedded
 together, EMBED_BATCH at a time, so that short documents fill a batch. Each document's chunks are written as soon
 as they are all embedded. Embedding takes ~95% of the time (bench/ingest.py).
+
+A caller that wants to follow an ingest (a long-running operation) passes `progress`: it is awaited with the
+`IngestProgress` after each embedding batch and each document's result, and may raise to stop the ingest there.
+Since a document's chunks are written at once, after all of them were embedded, an ingest stopped that way leaves
+the documents finished before whole and writes nothing of the next one.
 """
 
 from __future__ import annotations
@@ -34,10 +39,10 @@ import json
 import logging
 import time
 from collections import deque
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
-from ragsvc.domain import Chunk, DocumentSource, IngestResult, SourceDocument
+from ragsvc.domain import Chunk, DocumentSource, IngestProgress, IngestResult, SourceDocument
 from ragsvc.errors import FieldViolation, InvalidRequest
 from ragsvc.ingest.chunker import chunk_sections, fenced_token_counts, least_chunks
 from ragsvc.ingest.decoding import unreadable
@@ -55,6 +60,8 @@ from ragsvc.storage.index_versions import IndexVersions
 EMBED_BATCH = 64  # texts per embedder call, across documents; a cancelled ingest stops between calls
 READ_AHEAD = 4  # documents taken up (read and chunked) ahead of the one whose chunks are next to embed
 _log = logging.getLogger(__name__)
+
+ProgressSink = Callable[[IngestProgress], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -106,17 +113,31 @@ class Indexer:
         *,
         tags: Collection[str] | None = None,
         chunk_limit: ChunkLimit | None = None,
+        progress: ProgressSink | None = None,
     ) -> list[IngestResult]:
         """Each document as `ingest` does it, in a pipeline (see the module's docstring); the results in the
         documents' order, each one's `elapsed_ms` from when it was taken up to its write. The documents must have
         distinct (tenant, id). `tags` are those of the key ingesting (None: any tag): a stored document they do not
-        show is not replaced. When EmbeddingFailed or RetrievalUnavailable propagates, the documents written
-        before stay written."""
+        show is not replaced. `progress` hears after each document taken up and each embedding batch. When
+        EmbeddingFailed or RetrievalUnavailable propagates, or `progress` raises, the documents written before
+        stay written."""
         if len({(d.tenant_id, d.document_id) for d in documents}) < len(documents):
             raise ValueError("ingest_many needs documents of distinct (tenant, id)")
         limit = self._chunk_limit(chunk_limit)
         results: dict[tuple[str, str], IngestResult] = {}
         pending: deque[_Pending] = deque()
+
+        async def report() -> None:
+            if progress is not None:
+                written = sum(result.chunks_indexed for result in results.values())
+                await progress(IngestProgress(
+                    documents_done=len(results),
+                    documents_total=len(documents),
+                    chunks_done=written + sum(len(p.vectors) for p in pending),
+                    chunks_total=written + sum(len(p.chunks) for p in pending),
+                    current_document_id=pending[0].document.document_id if pending else "",
+                ))  # fmt: skip
+
         ahead = deque(asyncio.ensure_future(self._take(d, tags, limit)) for d in documents[:READ_AHEAD])
         try:
             for position, document in enumerate(documents):
@@ -125,12 +146,15 @@ class Indexer:
                     ahead.append(asyncio.ensure_future(self._take(documents[position + READ_AHEAD], tags, limit)))
                 if isinstance(taken, IngestResult):
                     results[_key(document)] = taken
-                    continue
-                pending.append(taken)
+                else:
+                    pending.append(taken)
+                await report()
                 while sum(len(p.chunks) - len(p.vectors) for p in pending) >= EMBED_BATCH:
                     results |= await self._embed_next(pending)
+                    await report()
             while pending:
                 results |= await self._embed_next(pending)
+                await report()
         except BaseException:  # documents written before stay written: their tenants' indexes changed
             await self._bump({d.tenant_id for d in documents})
             raise

@@ -15,6 +15,8 @@ import logging
 import signal
 from collections.abc import Callable
 
+from google.longrunning import operations_pb2_grpc as lro_grpc
+from google.longrunning import operations_proto_pb2 as lro
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
@@ -26,6 +28,7 @@ from ragsvc.server.admin import AdminServicer
 from ragsvc.server.components import Components, index_demo_corpus, open_components
 from ragsvc.server.hardening import Hardening, log_requests_as_json_lines
 from ragsvc.server.health import HealthMonitor, requirements
+from ragsvc.server.operations import OperationsServicer
 from ragsvc.server.servicers import IndexServicer, RagServicer
 from ragsvc.server.worker_slot import WorkerSlot
 from ragsvc.v1 import (
@@ -40,20 +43,24 @@ from ragsvc.v1 import (
 RAG_SERVICE = rag_service_pb2.DESCRIPTOR.services_by_name["RagService"].full_name
 INDEX_SERVICE = index_service_pb2.DESCRIPTOR.services_by_name["IndexService"].full_name
 ADMIN_SERVICE = admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
+OPERATIONS_SERVICE = lro.DESCRIPTOR.services_by_name["Operations"].full_name
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 _log = logging.getLogger(__name__)
 
 
-def build_servicers(components: Components) -> tuple[RagServicer, IndexServicer, AdminServicer]:
+def build_servicers(components: Components) -> tuple[RagServicer, IndexServicer, AdminServicer, OperationsServicer]:
     """The servicers over `components`, as the server serves them (in-process tests drive the same ones)."""
     settings = components.settings
-    rag = RagServicer(components.answering, components.conversation, default_tenant=settings.server.default_tenant)
+    rag = RagServicer(
+        components.answering, components.conversation, components.operations, default_tenant=settings.server.default_tenant
+    )
     uploads = UploadStaging(settings.server.data_dir / "uploads", max_bytes=settings.ingest.max_document_bytes)
     index = IndexServicer(
         components.indexer,
         components.engine,
         uploads,
         components.schema,
+        components.operations,
         default_tenant=settings.server.default_tenant,
         chunk_limit=settings.ingest.call_chunk_limit,
         cache=components.cache,
@@ -66,7 +73,7 @@ def build_servicers(components: Components) -> tuple[RagServicer, IndexServicer,
         default_model=settings.generation.chat_model,
         model_limits=settings.generation.model_limits,
     )
-    return rag, index, admin
+    return rag, index, admin, OperationsServicer(components.operations)
 
 
 def health_monitor(components: Components, hardening: Hardening) -> HealthMonitor:
@@ -137,17 +144,22 @@ class RagServer:
             stopped = asyncio.Event()
 
             async def stop_server() -> None:
+                # The operations finish (or fail) while the calls drain, so a WaitOperation in flight sees the end;
+                # their task starts once server.stop has refused new calls (its first step, before it waits).
+                operations = asyncio.ensure_future(components.operations.stop())
                 await server.stop(settings.server.grace_period_s)
+                await operations
                 stopped.set()
 
             stack.push_async_callback(stop_server)
-            rag, index, admin = build_servicers(components)
+            rag, index, admin, operations = build_servicers(components)
             rag_service_pb2_grpc.add_RagServiceServicer_to_server(rag, server)
             index_service_pb2_grpc.add_IndexServiceServicer_to_server(index, server)
             admin_service_pb2_grpc.add_AdminServiceServicer_to_server(admin, server)
+            lro_grpc.add_OperationsServicer_to_server(operations, server)
             health = health_monitor(components, hardening)
             health_pb2_grpc.add_HealthServicer_to_server(health.servicer, server)
-            services = (RAG_SERVICE, INDEX_SERVICE, ADMIN_SERVICE, HEALTH_SERVICE, reflection.SERVICE_NAME)
+            services = (RAG_SERVICE, INDEX_SERVICE, ADMIN_SERVICE, OPERATIONS_SERVICE, HEALTH_SERVICE, reflection.SERVICE_NAME)
             reflection.enable_server_reflection(services, server)
             port = hardening.bind(server, settings.server.grpc_address)
             await health.start()  # before serving: no name says SERVING before the first probes ran

@@ -63,11 +63,13 @@ from ragsvc.retrieval.qdrant_server import QdrantServerEngine
 from ragsvc.retrieval.schema import MetadataSchema
 from ragsvc.server.health import Probe
 from ragsvc.server.limits import RateLimit, TokenBuckets
+from ragsvc.server.operation_runner import OperationRunner
 from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.backend import Backend
 from ragsvc.storage.database import open_database
 from ragsvc.storage.index_versions import IndexVersions
 from ragsvc.storage.metadata_keys import MetadataKeyStore
+from ragsvc.storage.operations import OperationStore
 from ragsvc.storage.owners import OwnerDirectory
 from ragsvc.storage.retention import RetentionJob
 from ragsvc.storage.sessions import SessionStore
@@ -108,6 +110,7 @@ class Components:
     conversation: Conversation  # the stored sessions, as their callers may read and delete them
     owners: OwnerControl  # the tag-owner directory
     schema: MetadataSchema  # each tenant's metadata keys and their types
+    operations: OperationRunner  # the long-running operations (SubmitAsk, SubmitIngest) this replica runs
 
     def probes(self) -> Mapping[str, Probe]:
         """The health probe of each dependency, by its health name (`redis` only when Redis is configured)."""
@@ -164,11 +167,14 @@ async def open_components(
         if records.owners is not None:
             await owners.load(records.owners)
         sessions = SessionStore(database, max_messages=records.session_history_messages)
+        operation_store = OperationStore(database)
         retention = RetentionJob(
             sessions=sessions,
             session_retention_days=records.session_retention_days,
             answers=answers,
             audit_retention_days=records.audit_retention_days,
+            operations=operation_store,
+            operation_retention_days=settings.operations.operation_retention_days,
             interval_s=records.retention_interval_s,
         )
         retention.start()  # purges now, then every interval
@@ -204,10 +210,14 @@ async def open_components(
             versions=index_versions,
             limits=settings.ingest.limits,
         )
+        # Stopped before everything its operations use is closed: they finish, or fail, first.
+        operations = OperationRunner(operation_store, settings.operations, grace_s=settings.server.grace_period_s)
+        await operations.start()
+        stack.push_async_callback(operations.stop)
         yield Components(
             settings, embedder, engine, retriever, generator, database, answers, indexer, answering,
             catalog, weights, cache, retention, shared, global_rate_limit(settings, shared), conversation,
-            OwnerControl(owners), schema,
+            OwnerControl(owners), schema, operations,
         )  # fmt: skip
 
 

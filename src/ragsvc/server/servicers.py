@@ -12,13 +12,15 @@ import dataclasses
 import hashlib
 from collections.abc import AsyncIterator
 
+from google.longrunning import operations_proto_pb2 as lro
+
 from ragsvc import domain
 from ragsvc.answering.cache import AnswerStore
-from ragsvc.answering.context import CallContext
+from ragsvc.answering.context import AnswerReport, CallContext
 from ragsvc.answering.conversation import Conversation
 from ragsvc.answering.service import AnsweringService
 from ragsvc.errors import FieldViolation, InvalidRequest, NotFound, RagError
-from ragsvc.ingest.indexer import Indexer
+from ragsvc.ingest.indexer import Indexer, ProgressSink
 from ragsvc.ingest.limits import ChunkLimit
 from ragsvc.ingest.uploads import Upload, UploadStaging
 from ragsvc.retrieval.base import VectorEngine
@@ -26,30 +28,64 @@ from ragsvc.retrieval.schema import MetadataSchema
 from ragsvc.sanitize import validate_document_id, validate_documents, validate_session_id, validate_tenant_id
 from ragsvc.server.boundary import call_context, call_state, stream_boundary, unary_boundary
 from ragsvc.server.interceptors import Context
+from ragsvc.server.operation_runner import OperationControl, OperationRunner
 from ragsvc.server.pages import BAD_PAGE_TOKEN, page_after, page_size_of, page_token
+from ragsvc.storage.operations import OperationKind
 from ragsvc.storage.sessions import SessionKey
 from ragsvc.v1 import index_service_pb2 as index_pb
 from ragsvc.v1 import index_service_pb2_grpc as index_grpc
 from ragsvc.v1 import rag_service_pb2 as pb
 from ragsvc.v1 import rag_service_pb2_grpc as rag_grpc
 from ragsvc.wire import convert
+from ragsvc.wire.operations import operation_to_proto, packed
 
 
 class RagServicer(rag_grpc.RagServiceServicer):
-    def __init__(self, answering: AnsweringService, conversation: Conversation, *, default_tenant: str) -> None:
+    def __init__(
+        self,
+        answering: AnsweringService,
+        conversation: Conversation,
+        operations: OperationRunner,
+        *,
+        default_tenant: str,
+    ) -> None:
         self._answering = answering
         self._conversation = conversation  # stored sessions, read back and deleted
+        self._operations = operations
         self._default_tenant = default_tenant
 
     @unary_boundary
     async def Ask(self, request: pb.AskRequest, context: Context) -> pb.AskResponse:
         call = call_context(context)
-        question = convert.question_from_proto(request, call.request_id)
+        return await self._ask(convert.question_from_proto(request, call.request_id), call)
+
+    async def _ask(self, question: domain.Question, call: CallContext) -> pb.AskResponse:
         async with contextlib.aclosing(self._answering.answer(question, call)) as events:
             async for event in events:
                 if isinstance(event, domain.Answer):
                     return pb.AskResponse(answer=convert.answer_to_proto(event))
         raise RuntimeError("the answering service ended without an answer")
+
+    @unary_boundary
+    async def SubmitAsk(self, request: pb.AskRequest, context: Context) -> lro.Operation:
+        call = call_context(context)
+        question = convert.question_from_proto(request, call.request_id)
+        admitted, _ = await self._answering.admit(question, call)  # a refused question fails this call, as Ask would
+        # The answer outlives this call: no deadline but the pipeline's own, and a report of its own.
+        background = CallContext(call.request_id, call.principal, None, AnswerReport(), call.peer)
+
+        async def work(_: OperationControl) -> bytes:
+            return packed(await self._ask(question, background))
+
+        record = await self._operations.submit(
+            OperationKind.ASK,
+            owner=call.caller,
+            tenant_id=admitted.tenant_id,
+            request_sha256=hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest(),
+            work=work,
+            interruptible=True,
+        )
+        return operation_to_proto(record)
 
     @stream_boundary
     async def AskStream(
@@ -101,6 +137,7 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         engine: VectorEngine,
         uploads: UploadStaging,
         schema: MetadataSchema,
+        operations: OperationRunner,
         *,
         default_tenant: str,
         chunk_limit: ChunkLimit,
@@ -110,6 +147,7 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         self._engine = engine
         self._uploads = uploads
         self._schema = schema
+        self._operations = operations
         self._default_tenant = default_tenant
         self._chunk_limit = chunk_limit  # of one document ingested within a call
         self._cache = cache  # answers of a tenant are dropped when its documents change
@@ -138,11 +176,19 @@ class IndexServicer(index_grpc.IndexServiceServicer):
             await self._cache.invalidate_tenant(tenant)
 
     async def _ingest(
-        self, documents: list[domain.SourceDocument], reader: frozenset[str] | None
+        self,
+        documents: list[domain.SourceDocument],
+        reader: frozenset[str] | None,
+        *,
+        within_call: bool = True,
+        progress: ProgressSink | None = None,
     ) -> list[domain.IngestResult]:
+        """Index `documents` for a key holding `reader`'s tags; `within_call`, the call's chunk limit applies
+        (IngestDocuments, UploadDocument), else (an operation) only the limits' own."""
         validate_documents(documents, self._indexer.sources)
         try:
-            return await self._indexer.ingest_many(documents, tags=reader, chunk_limit=self._chunk_limit)
+            limit = self._chunk_limit if within_call else None
+            return await self._indexer.ingest_many(documents, tags=reader, chunk_limit=limit, progress=progress)
         finally:
             for tenant in {document.tenant_id for document in documents}:
                 await self._invalidate(tenant)
@@ -156,6 +202,36 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         return index_pb.IngestDocumentsResponse(
             results=[convert.ingest_result_to_proto(r, f"documents[{i}]") for i, r in enumerate(results)]
         )
+
+    @unary_boundary
+    async def SubmitIngest(self, request: index_pb.IngestDocumentsRequest, context: Context) -> lro.Operation:
+        tenant = self._tenant(request.tenant_id, context)
+        documents = convert.documents_from_proto(request, tenant)
+        validate_documents(documents, self._indexer.sources)  # a bad request fails this call, before any operation exists
+        digest = hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest()
+        return await self._submit_ingest(documents, digest, context)
+
+    async def _submit_ingest(
+        self, documents: list[domain.SourceDocument], request_sha256: str, context: Context
+    ) -> lro.Operation:
+        """Ingest `documents` (validated) as a long-running operation of the caller's, bounded by its key's tags."""
+        reader = self._reader(context)
+
+        async def work(control: OperationControl) -> bytes:
+            results = await self._ingest(documents, reader, within_call=False, progress=control.report)
+            response = [convert.ingest_result_to_proto(r, f"documents[{i}]") for i, r in enumerate(results)]
+            return packed(index_pb.IngestDocumentsResponse(results=response))
+
+        record = await self._operations.submit(
+            OperationKind.INGEST,
+            owner=call_context(context).caller,
+            tenant_id=documents[0].tenant_id,
+            request_sha256=request_sha256,
+            work=work,
+            interruptible=False,  # it stops between embedding batches (OperationControl.report), never mid-write
+            documents_total=len(documents),
+        )
+        return operation_to_proto(record)
 
     @unary_boundary
     async def DeleteDocument(
@@ -255,7 +331,12 @@ class IndexServicer(index_grpc.IndexServiceServicer):
                         upload.discard()
                         violation = "does not match the content received; the upload was dropped: start it over"
                         raise InvalidRequest([FieldViolation("content_sha256", violation)])
-                    [result] = await self._ingest([dataclasses.replace(document, content=content)], reader)
+                    whole = dataclasses.replace(document, content=content)
+                    if message.long_running:  # the operation holds the content: the upload is done with
+                        operation = await self._submit_ingest([whole], hashlib.sha256(content).hexdigest(), context)
+                        upload.discard()
+                        return index_pb.UploadDocumentResponse(committed_size=len(content), operation=operation)
+                    [result] = await self._ingest([whole], reader)
                     upload.discard()
                     return index_pb.UploadDocumentResponse(
                         committed_size=len(content), result=convert.ingest_result_to_proto(result, "document")

@@ -1,5 +1,5 @@
-"""Retention as a periodic job: session messages and audit rows older than their retention are deleted every
-`interval_s`, not only at start.
+"""Retention as a periodic job: session messages, audit rows and finished long-running operations older than
+their retention are deleted every `interval_s`, not only at start.
 
 A retention of None or 0 days keeps those records forever. A purge that fails (the database is down) is logged
 and tried again at the next interval; the job never stops on an error. Replicas sharing one database may all run
@@ -17,6 +17,7 @@ from datetime import datetime
 from ragsvc.errors import RagError
 from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.backend import utc_now
+from ragsvc.storage.operations import OperationStore
 from ragsvc.storage.sessions import SessionStore
 
 DEFAULT_INTERVAL_S = 3600.0
@@ -29,6 +30,7 @@ class Purged:
 
     session_messages: int = 0
     audit_rows: int = 0
+    operations: int = 0
 
 
 class RetentionJob:
@@ -42,6 +44,8 @@ class RetentionJob:
         session_retention_days: float | None = None,
         answers: AnswerLog | None = None,
         audit_retention_days: float | None = None,
+        operations: OperationStore | None = None,
+        operation_retention_days: float | None = None,
         interval_s: float = DEFAULT_INTERVAL_S,
         clock: Callable[[], datetime] = utc_now,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -52,6 +56,8 @@ class RetentionJob:
         self._session_days = session_retention_days or 0.0
         self._answers = answers if audit_retention_days else None
         self._audit_days = audit_retention_days or 0.0
+        self._operations = operations if operation_retention_days else None
+        self._operation_days = operation_retention_days or 0.0
         self.interval_s = interval_s
         self._clock = clock
         self._sleep = sleep
@@ -67,6 +73,8 @@ class RetentionJob:
             if self._sessions is not None else 0,
             audit_rows=await self._answers.purge(retention_days=self._audit_days, now=now)
             if self._answers is not None else 0,
+            operations=await self._operations.purge(retention_days=self._operation_days, now=now)
+            if self._operations is not None else 0,
         )  # fmt: skip
         self.last = purged
         return purged
@@ -90,7 +98,7 @@ class RetentionJob:
             except RagError as exc:
                 _log.warning("retention purge failed, retrying in %g s: %s", self.interval_s, exc)
             else:
-                if purged.session_messages or purged.audit_rows:
-                    _log.info("retention purge: %d session messages, %d audit rows", purged.session_messages,
-                              purged.audit_rows)  # fmt: skip
+                if purged.session_messages or purged.audit_rows or purged.operations:
+                    _log.info("retention purge: %d session messages, %d audit rows, %d operations",
+                              purged.session_messages, purged.audit_rows, purged.operations)  # fmt: skip
             await self._sleep(self.interval_s)

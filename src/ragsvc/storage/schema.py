@@ -1,7 +1,7 @@
 """The records schema: migrations applied in order at open, written once for both dialects.
 
-A migration names the two column kinds whose type differs by dialect as `{id}` (an auto-numbered primary key)
-and `{timestamp}`; ragsvc.storage.dialect renders them. Every other column type reads the same in SQLite and
+A migration names the column kinds whose type differs by dialect as `{id}` (an auto-numbered primary key),
+`{timestamp}` and `{blob}` (bytes); ragsvc.storage.dialect renders them. Every other column type reads the same in SQLite and
 PostgreSQL. Never edit a migration that has shipped: add one.
 """
 
@@ -121,8 +121,39 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE prompt_templates ADD COLUMN language TEXT NOT NULL DEFAULT 'en';
     ALTER TABLE prompt_templates ADD COLUMN response_style TEXT NOT NULL DEFAULT '';
     """,
+    # Long-running operations (google.longrunning, storage/operations.py): bound to their caller (owner), leased by
+    # the replica running them, their result (a packed google.protobuf.Any) or error (a google.rpc.Status) as bytes.
+    """
+    CREATE TABLE operations (
+        seq {id},
+        name TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        tenant_id TEXT NOT NULL,
+        request_sha256 TEXT NOT NULL,
+        state TEXT NOT NULL,
+        done INTEGER NOT NULL,
+        cancel_requested INTEGER NOT NULL,
+        documents_done INTEGER NOT NULL,
+        documents_total INTEGER NOT NULL,
+        chunks_done BIGINT NOT NULL,
+        chunks_total BIGINT NOT NULL,
+        current_document_id TEXT NOT NULL,
+        response {blob},
+        error {blob},
+        lease_owner TEXT NOT NULL,
+        lease_expires_at {timestamp} NOT NULL,
+        created_at {timestamp} NOT NULL,
+        started_at {timestamp},
+        updated_at {timestamp} NOT NULL,
+        finished_at {timestamp}
+    );
+    CREATE INDEX operations_by_owner ON operations (owner, seq);
+    CREATE INDEX operations_by_lease ON operations (done, lease_expires_at);
+    CREATE INDEX operations_by_age ON operations (done, finished_at);
+    """,
 )
 
 # The columns declared {timestamp} above: SQLite keeps them as ISO 8601 text, which the SQLite backend turns
 # back into datetimes on the way out (a test checks this set against PostgreSQL's catalogue).
-TIMESTAMP_COLUMNS = frozenset({"created_at", "updated_at"})
+TIMESTAMP_COLUMNS = frozenset({"created_at", "updated_at", "started_at", "finished_at", "lease_expires_at"})

@@ -1,7 +1,8 @@
 """The one mapping between ragsvc's exception tree and gRPC status codes with google.rpc details.
 
 `to_status` is used by the servicers' boundary; `from_rpc_error` by clients (the CLI), so a status decodes back
-into the same domain error on the other side.
+into the same domain error on the other side. A long-running operation's `error` is the same google.rpc.Status
+(`to_rpc_status`, `from_rpc_status`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ _CODES: tuple[tuple[type[errors.RagError], grpc.StatusCode], ...] = (
     (errors.BuiltInTemplate, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.IdempotencyKeyReused, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.ReadOnlyIndex, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.OperationDone, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.OperationCancelled, grpc.StatusCode.CANCELLED),
+    (errors.OperationAbandoned, grpc.StatusCode.ABORTED),
     (errors.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
     (errors.DependencyUnavailable, grpc.StatusCode.UNAVAILABLE),
     (errors.StageTimeout, grpc.StatusCode.DEADLINE_EXCEEDED),
@@ -65,6 +69,12 @@ def domain_error(exc: BaseException) -> errors.RagError:
 
 def to_status(exc: errors.RagError) -> grpc.Status:
     """The gRPC status for a domain error (see `domain_error` for any other exception)."""
+    return rpc_status.to_status(to_rpc_status(exc))
+
+
+def to_rpc_status(exc: errors.RagError) -> status_pb2.Status:
+    """The google.rpc.Status of a domain error, with its details: what `to_status` sends, and what a long-running
+    operation that failed stores as its `error`."""
     code = code_for(exc)
     details = [_pack(error_details_pb2.ErrorInfo(reason=exc.reason, domain=DOMAIN, metadata=exc.metadata))]
     if isinstance(exc, errors.InvalidRequest):
@@ -87,15 +97,18 @@ def to_status(exc: errors.RagError) -> grpc.Status:
             subject=exc.metadata.get("client", ""), description=exc.metadata.get("quota", exc.message)
         )
         details.append(_pack(error_details_pb2.QuotaFailure(violations=[violation])))
-    return rpc_status.to_status(
-        status_pb2.Status(code=getattr(code_pb2, code.name), message=exc.message, details=details)
-    )
+    return status_pb2.Status(code=getattr(code_pb2, code.name), message=exc.message, details=details)
 
 
 def from_rpc_error(error: grpc.RpcError) -> errors.RagError:
     """The domain error a ragsvc status stands for (RagError with reason INTERNAL when it is not one of ours)."""
     status = rpc_status.from_call(error)  # type: ignore[arg-type]  # every RpcError a stub raises is also a Call
-    message = status.message if status else str(error.details())
+    return from_rpc_status(status, str(error.details()))
+
+
+def from_rpc_status(status: status_pb2.Status | None, fallback_message: str = "") -> errors.RagError:
+    """The domain error a google.rpc.Status stands for: a failed call's, or a long-running operation's `error`."""
+    message = status.message if status else fallback_message
     info = error_details_pb2.ErrorInfo()
     violations: list[errors.FieldViolation] = []
     retry_after = 1.0

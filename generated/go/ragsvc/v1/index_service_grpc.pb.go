@@ -4,6 +4,7 @@ package ragsvcv1
 
 import (
 	context "context"
+	longrunning "google.golang.org/genproto/googleapis/longrunning"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
@@ -25,8 +26,10 @@ type IndexServiceClient interface {
 	// reported in its result (`error`, and `failure` with the INVALID_ARGUMENT details a call would
 	// carry, naming the limit's setting), with nothing of it written; the others are still indexed.
 	// A document making more chunks than RAG_INGEST_MAX_CALL_CHUNKS is refused before any is
-	// embedded, so that the call never runs past its deadline: ingest it as a long-running
-	// operation. An unavailable embedder or engine fails the call with UNAVAILABLE.
+	// embedded, so that the call never runs past its deadline: ingest it with SubmitIngest, the
+	// same work as a long-running operation. An unavailable embedder or engine fails the call with
+	// UNAVAILABLE. SubmitIngest takes the same request.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	IngestDocuments(ctx context.Context, in *IngestDocumentsRequest, opts ...grpc.CallOption) (*IngestDocumentsResponse, error)
 	// DeleteDocument removes every chunk of a document.
 	DeleteDocument(ctx context.Context, in *DeleteDocumentRequest, opts ...grpc.CallOption) (*DeleteDocumentResponse, error)
@@ -46,9 +49,27 @@ type IndexServiceClient interface {
 	// and document id: a later stream resumes it from GetUploadStatus's `committed_size`. A document over
 	// RAG_MAX_DOCUMENT_BYTES, a write_offset other than the size received, or a content_sha256 that does
 	// not match is INVALID_ARGUMENT; a second upload of a document while one streams is ALREADY_EXISTS.
+	// With `long_running` on the finishing message, the document is ingested as a long-running
+	// operation (as SubmitIngest does), returned in the response at once.
 	UploadDocument(ctx context.Context, opts ...grpc.CallOption) (IndexService_UploadDocumentClient, error)
 	// GetUploadStatus tells how much of an unfinished upload the server holds (0 when none).
 	GetUploadStatus(ctx context.Context, in *GetUploadStatusRequest, opts ...grpc.CallOption) (*GetUploadStatusResponse, error)
+	// SubmitIngest ingests documents, as IngestDocuments does, as a long-running operation
+	// (AIP-151): it returns at once with an Operation whose `metadata` is an IngestOperationMetadata
+	// (documents and chunks done out of total, updated after each embedding batch) and whose
+	// `response`, once `done`, is the IngestDocumentsResponse. The work goes on when the caller
+	// disconnects. Cancelling it (google.longrunning.Operations.CancelOperation) stops it between two
+	// embedding batches: the documents finished before stay indexed, and nothing of the document
+	// being embedded is written (the chunks of a document are written at once, after all of them
+	// were embedded). Running it again with the same documents replaces them, or skips those that
+	// did not change: never a duplicate. Requests are checked (INVALID_ARGUMENT) before the
+	// operation is created. For a document larger than one message, see UploadDocument's
+	// `long_running`.
+	// It takes IngestDocuments' request, and returns a google.longrunning.Operation (AIP-151's form):
+	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	SubmitIngest(ctx context.Context, in *IngestDocumentsRequest, opts ...grpc.CallOption) (*longrunning.Operation, error)
 }
 
 type indexServiceClient struct {
@@ -147,6 +168,15 @@ func (c *indexServiceClient) GetUploadStatus(ctx context.Context, in *GetUploadS
 	return out, nil
 }
 
+func (c *indexServiceClient) SubmitIngest(ctx context.Context, in *IngestDocumentsRequest, opts ...grpc.CallOption) (*longrunning.Operation, error) {
+	out := new(longrunning.Operation)
+	err := c.cc.Invoke(ctx, "/ragsvc.v1.IndexService/SubmitIngest", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IndexServiceServer is the server API for IndexService service.
 // All implementations must embed UnimplementedIndexServiceServer
 // for forward compatibility
@@ -159,8 +189,10 @@ type IndexServiceServer interface {
 	// reported in its result (`error`, and `failure` with the INVALID_ARGUMENT details a call would
 	// carry, naming the limit's setting), with nothing of it written; the others are still indexed.
 	// A document making more chunks than RAG_INGEST_MAX_CALL_CHUNKS is refused before any is
-	// embedded, so that the call never runs past its deadline: ingest it as a long-running
-	// operation. An unavailable embedder or engine fails the call with UNAVAILABLE.
+	// embedded, so that the call never runs past its deadline: ingest it with SubmitIngest, the
+	// same work as a long-running operation. An unavailable embedder or engine fails the call with
+	// UNAVAILABLE. SubmitIngest takes the same request.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	IngestDocuments(context.Context, *IngestDocumentsRequest) (*IngestDocumentsResponse, error)
 	// DeleteDocument removes every chunk of a document.
 	DeleteDocument(context.Context, *DeleteDocumentRequest) (*DeleteDocumentResponse, error)
@@ -180,9 +212,27 @@ type IndexServiceServer interface {
 	// and document id: a later stream resumes it from GetUploadStatus's `committed_size`. A document over
 	// RAG_MAX_DOCUMENT_BYTES, a write_offset other than the size received, or a content_sha256 that does
 	// not match is INVALID_ARGUMENT; a second upload of a document while one streams is ALREADY_EXISTS.
+	// With `long_running` on the finishing message, the document is ingested as a long-running
+	// operation (as SubmitIngest does), returned in the response at once.
 	UploadDocument(IndexService_UploadDocumentServer) error
 	// GetUploadStatus tells how much of an unfinished upload the server holds (0 when none).
 	GetUploadStatus(context.Context, *GetUploadStatusRequest) (*GetUploadStatusResponse, error)
+	// SubmitIngest ingests documents, as IngestDocuments does, as a long-running operation
+	// (AIP-151): it returns at once with an Operation whose `metadata` is an IngestOperationMetadata
+	// (documents and chunks done out of total, updated after each embedding batch) and whose
+	// `response`, once `done`, is the IngestDocumentsResponse. The work goes on when the caller
+	// disconnects. Cancelling it (google.longrunning.Operations.CancelOperation) stops it between two
+	// embedding batches: the documents finished before stay indexed, and nothing of the document
+	// being embedded is written (the chunks of a document are written at once, after all of them
+	// were embedded). Running it again with the same documents replaces them, or skips those that
+	// did not change: never a duplicate. Requests are checked (INVALID_ARGUMENT) before the
+	// operation is created. For a document larger than one message, see UploadDocument's
+	// `long_running`.
+	// It takes IngestDocuments' request, and returns a google.longrunning.Operation (AIP-151's form):
+	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	SubmitIngest(context.Context, *IngestDocumentsRequest) (*longrunning.Operation, error)
 	mustEmbedUnimplementedIndexServiceServer()
 }
 
@@ -210,6 +260,9 @@ func (UnimplementedIndexServiceServer) UploadDocument(IndexService_UploadDocumen
 }
 func (UnimplementedIndexServiceServer) GetUploadStatus(context.Context, *GetUploadStatusRequest) (*GetUploadStatusResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetUploadStatus not implemented")
+}
+func (UnimplementedIndexServiceServer) SubmitIngest(context.Context, *IngestDocumentsRequest) (*longrunning.Operation, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SubmitIngest not implemented")
 }
 func (UnimplementedIndexServiceServer) mustEmbedUnimplementedIndexServiceServer() {}
 
@@ -358,6 +411,24 @@ func _IndexService_GetUploadStatus_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IndexService_SubmitIngest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IngestDocumentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexServiceServer).SubmitIngest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ragsvc.v1.IndexService/SubmitIngest",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexServiceServer).SubmitIngest(ctx, req.(*IngestDocumentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _IndexService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "ragsvc.v1.IndexService",
 	HandlerType: (*IndexServiceServer)(nil),
@@ -385,6 +456,10 @@ var _IndexService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetUploadStatus",
 			Handler:    _IndexService_GetUploadStatus_Handler,
+		},
+		{
+			MethodName: "SubmitIngest",
+			Handler:    _IndexService_SubmitIngest_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -4,6 +4,7 @@ package ragsvcv1
 
 import (
 	context "context"
+	longrunning "google.golang.org/genproto/googleapis/longrunning"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
@@ -18,7 +19,9 @@ const _ = grpc.SupportPackageIsVersion7
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type RagServiceClient interface {
 	// Ask answers a question in one response. It is AskStream collected: the same pipeline, the
-	// same final answer.
+	// same final answer. SubmitAsk is the same as a long-running operation.
+	// SubmitAsk takes the same request.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	Ask(ctx context.Context, in *AskRequest, opts ...grpc.CallOption) (*AskResponse, error)
 	// AskStream answers a question as a stream: text deltas and the citations of their markers,
 	// then exactly one final answer. What the deltas carry depends on the request's
@@ -39,6 +42,19 @@ type RagServiceClient interface {
 	// tenant. Any other caller gets NOT_FOUND, as for a session that does not exist. The audit
 	// log of the answers is not changed: its rows are deleted by RAG_AUDIT_RETENTION_DAYS.
 	DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
+	// SubmitAsk answers a question as a long-running operation (AIP-151): it returns at once with
+	// an Operation whose `metadata` is an AskOperationMetadata, and whose `response`, once `done`,
+	// is the AskResponse that Ask would have returned (the same pipeline, the same audit row), or
+	// whose `error` is the status Ask would have failed with. The request is checked before the
+	// operation is created: a bad one is INVALID_ARGUMENT here, as for Ask. More operations than
+	// this replica queues (RAG_OPERATION_MAX_QUEUED) are RESOURCE_EXHAUSTED (OVERLOADED). Follow it
+	// with google.longrunning.Operations (see operations.proto): GetOperation, WaitOperation,
+	// CancelOperation, DeleteOperation, ListOperations.
+	// It takes Ask's request, and returns a google.longrunning.Operation (AIP-151's form):
+	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	SubmitAsk(ctx context.Context, in *AskRequest, opts ...grpc.CallOption) (*longrunning.Operation, error)
 }
 
 type ragServiceClient struct {
@@ -108,12 +124,23 @@ func (c *ragServiceClient) DeleteSession(ctx context.Context, in *DeleteSessionR
 	return out, nil
 }
 
+func (c *ragServiceClient) SubmitAsk(ctx context.Context, in *AskRequest, opts ...grpc.CallOption) (*longrunning.Operation, error) {
+	out := new(longrunning.Operation)
+	err := c.cc.Invoke(ctx, "/ragsvc.v1.RagService/SubmitAsk", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RagServiceServer is the server API for RagService service.
 // All implementations must embed UnimplementedRagServiceServer
 // for forward compatibility
 type RagServiceServer interface {
 	// Ask answers a question in one response. It is AskStream collected: the same pipeline, the
-	// same final answer.
+	// same final answer. SubmitAsk is the same as a long-running operation.
+	// SubmitAsk takes the same request.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	Ask(context.Context, *AskRequest) (*AskResponse, error)
 	// AskStream answers a question as a stream: text deltas and the citations of their markers,
 	// then exactly one final answer. What the deltas carry depends on the request's
@@ -134,6 +161,19 @@ type RagServiceServer interface {
 	// tenant. Any other caller gets NOT_FOUND, as for a session that does not exist. The audit
 	// log of the answers is not changed: its rows are deleted by RAG_AUDIT_RETENTION_DAYS.
 	DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error)
+	// SubmitAsk answers a question as a long-running operation (AIP-151): it returns at once with
+	// an Operation whose `metadata` is an AskOperationMetadata, and whose `response`, once `done`,
+	// is the AskResponse that Ask would have returned (the same pipeline, the same audit row), or
+	// whose `error` is the status Ask would have failed with. The request is checked before the
+	// operation is created: a bad one is INVALID_ARGUMENT here, as for Ask. More operations than
+	// this replica queues (RAG_OPERATION_MAX_QUEUED) are RESOURCE_EXHAUSTED (OVERLOADED). Follow it
+	// with google.longrunning.Operations (see operations.proto): GetOperation, WaitOperation,
+	// CancelOperation, DeleteOperation, ListOperations.
+	// It takes Ask's request, and returns a google.longrunning.Operation (AIP-151's form):
+	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	SubmitAsk(context.Context, *AskRequest) (*longrunning.Operation, error)
 	mustEmbedUnimplementedRagServiceServer()
 }
 
@@ -152,6 +192,9 @@ func (UnimplementedRagServiceServer) GetSession(context.Context, *GetSessionRequ
 }
 func (UnimplementedRagServiceServer) DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteSession not implemented")
+}
+func (UnimplementedRagServiceServer) SubmitAsk(context.Context, *AskRequest) (*longrunning.Operation, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SubmitAsk not implemented")
 }
 func (UnimplementedRagServiceServer) mustEmbedUnimplementedRagServiceServer() {}
 
@@ -241,6 +284,24 @@ func _RagService_DeleteSession_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RagService_SubmitAsk_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RagServiceServer).SubmitAsk(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ragsvc.v1.RagService/SubmitAsk",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RagServiceServer).SubmitAsk(ctx, req.(*AskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _RagService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "ragsvc.v1.RagService",
 	HandlerType: (*RagServiceServer)(nil),
@@ -256,6 +317,10 @@ var _RagService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteSession",
 			Handler:    _RagService_DeleteSession_Handler,
+		},
+		{
+			MethodName: "SubmitAsk",
+			Handler:    _RagService_SubmitAsk_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

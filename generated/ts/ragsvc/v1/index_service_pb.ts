@@ -4,6 +4,8 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Operation, OperationSchema } from "../../google/longrunning/operations_pb.js";
+import { file_google_longrunning_operations } from "../../google/longrunning/operations_pb.js";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -12,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ragsvc/v1/index_service.proto.
  */
 export const file_ragsvc_v1_index_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1yYWdzdmMvdjEvaW5kZXhfc2VydmljZS5wcm90bxIJcmFnc3ZjLnYxIlMKFkluZ2VzdERvY3VtZW50c1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEiYKCWRvY3VtZW50cxgCIAMoCzITLnJhZ3N2Yy52MS5Eb2N1bWVudCLPAgoIRG9jdW1lbnQSEwoLZG9jdW1lbnRfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdjb250ZW50GAMgASgMEhIKCm1lZGlhX3R5cGUYBCABKAkSDAoEdGFncxgFIAMoCRISCgpzb3VyY2VfdXJsGAYgASgJEg0KBXRpdGxlGAcgASgJEhIKBXRydXN0GAggASgCSACIAQESFgoOcHVibGlzaGVkX2RhdGUYCSABKAkSFAoMY29uZmlkZW50aWFsGAogASgIEjMKCG1ldGFkYXRhGAsgAygLMiEucmFnc3ZjLnYxLkRvY3VtZW50Lk1ldGFkYXRhRW50cnkaSQoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5yYWdzdmMudjEuTWV0YWRhdGFWYWx1ZToCOAFCCAoGX3RydXN0IpQBCg1NZXRhZGF0YVZhbHVlEhYKDHN0cmluZ192YWx1ZRgBIAEoCUgAEhYKDG51bWJlcl92YWx1ZRgCIAEoAUgAEhQKCmJvb2xfdmFsdWUYAyABKAhIABI1Cg90aW1lc3RhbXBfdmFsdWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSABCBgoEa2luZCJFChdJbmdlc3REb2N1bWVudHNSZXNwb25zZRIqCgdyZXN1bHRzGAEgAygLMhkucmFnc3ZjLnYxLkRvY3VtZW50UmVzdWx0IuIBCg5Eb2N1bWVudFJlc3VsdBITCgtkb2N1bWVudF9pZBgBIAEoCRIWCg5jaHVua3NfY3JlYXRlZBgCIAEoBRIWCg5jaHVua3NfaW5kZXhlZBgDIAEoBRIqCgdlbGFwc2VkGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBWVycm9yGAUgASgJEhEKCXVuY2hhbmdlZBgGIAEoCBIrCgdmYWlsdXJlGAcgASgLMhoucmFnc3ZjLnYxLkRvY3VtZW50RmFpbHVyZRIQCghlbmNvZGluZxgIIAEoCSKoAgoPRG9jdW1lbnRGYWlsdXJlEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCRIOCgZyZWFzb24YAyABKAkSOgoIbWV0YWRhdGEYBCADKAsyKC5yYWdzdmMudjEuRG9jdW1lbnRGYWlsdXJlLk1ldGFkYXRhRW50cnkSQwoQZmllbGRfdmlvbGF0aW9ucxgFIAMoCzIpLnJhZ3N2Yy52MS5Eb2N1bWVudEZhaWx1cmUuRmllbGRWaW9sYXRpb24aLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjQKDkZpZWxkVmlvbGF0aW9uEg0KBWZpZWxkGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJIj8KFURlbGV0ZURvY3VtZW50UmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEwoLZG9jdW1lbnRfaWQYAiABKAkiMAoWRGVsZXRlRG9jdW1lbnRSZXNwb25zZRIWCg5jaHVua3NfZGVsZXRlZBgBIAEoBSJQChRMaXN0RG9jdW1lbnRzUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiXwoVTGlzdERvY3VtZW50c1Jlc3BvbnNlEi0KCWRvY3VtZW50cxgBIAMoCzIaLnJhZ3N2Yy52MS5JbmRleGVkRG9jdW1lbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIqkDCg9JbmRleGVkRG9jdW1lbnQSEwoLZG9jdW1lbnRfaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgV0aXRsZRgDIAEoCRISCgptZWRpYV90eXBlGAQgASgJEgwKBHRhZ3MYBSADKAkSEgoKc291cmNlX3VybBgGIAEoCRIUCgxjb25maWRlbnRpYWwYByABKAgSEwoLY2h1bmtfY291bnQYCCABKAUSEgoKc2l6ZV9ieXRlcxgJIAEoAxIWCg5jb250ZW50X3NoYTI1NhgKIAEoCRIvCgtpbmdlc3RfdGltZRgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASOgoIbWV0YWRhdGEYDCADKAsyKC5yYWdzdmMudjEuSW5kZXhlZERvY3VtZW50Lk1ldGFkYXRhRW50cnkSDQoFdHJ1c3QYDSABKAISEAoIZW5jb2RpbmcYDiABKAkaSQoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5yYWdzdmMudjEuTWV0YWRhdGFWYWx1ZToCOAEiPAoSR2V0RG9jdW1lbnRSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRITCgtkb2N1bWVudF9pZBgCIAEoCSJDChNHZXREb2N1bWVudFJlc3BvbnNlEiwKCGRvY3VtZW50GAEgASgLMhoucmFnc3ZjLnYxLkluZGV4ZWREb2N1bWVudCIpChRHZXRJbmRleFN0YXRzUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkimgEKFUdldEluZGV4U3RhdHNSZXNwb25zZRIWCg5kb2N1bWVudF9jb3VudBgBIAEoBRITCgtjaHVua19jb3VudBgCIAEoAxIVCg1jb250ZW50X2J5dGVzGAMgASgDEg4KBmVuZ2luZRgEIAEoCRItCg1tZXRhZGF0YV9rZXlzGAUgAygLMhYucmFnc3ZjLnYxLk1ldGFkYXRhS2V5IikKC01ldGFkYXRhS2V5EgwKBG5hbWUYASABKAkSDAoEdHlwZRgCIAEoCSKjAQoVVXBsb2FkRG9jdW1lbnRSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIlCghkb2N1bWVudBgCIAEoCzITLnJhZ3N2Yy52MS5Eb2N1bWVudBIUCgx3cml0ZV9vZmZzZXQYAyABKAMSDAoEZGF0YRgEIAEoDBIUCgxmaW5pc2hfd3JpdGUYBSABKAgSFgoOY29udGVudF9zaGEyNTYYBiABKAkiWwoWVXBsb2FkRG9jdW1lbnRSZXNwb25zZRIWCg5jb21taXR0ZWRfc2l6ZRgBIAEoAxIpCgZyZXN1bHQYAiABKAsyGS5yYWdzdmMudjEuRG9jdW1lbnRSZXN1bHQiQAoWR2V0VXBsb2FkU3RhdHVzUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEwoLZG9jdW1lbnRfaWQYAiABKAkiMQoXR2V0VXBsb2FkU3RhdHVzUmVzcG9uc2USFgoOY29tbWl0dGVkX3NpemUYASABKAMy6AQKDEluZGV4U2VydmljZRJYCg9Jbmdlc3REb2N1bWVudHMSIS5yYWdzdmMudjEuSW5nZXN0RG9jdW1lbnRzUmVxdWVzdBoiLnJhZ3N2Yy52MS5Jbmdlc3REb2N1bWVudHNSZXNwb25zZRJVCg5EZWxldGVEb2N1bWVudBIgLnJhZ3N2Yy52MS5EZWxldGVEb2N1bWVudFJlcXVlc3QaIS5yYWdzdmMudjEuRGVsZXRlRG9jdW1lbnRSZXNwb25zZRJSCg1MaXN0RG9jdW1lbnRzEh8ucmFnc3ZjLnYxLkxpc3REb2N1bWVudHNSZXF1ZXN0GiAucmFnc3ZjLnYxLkxpc3REb2N1bWVudHNSZXNwb25zZRJMCgtHZXREb2N1bWVudBIdLnJhZ3N2Yy52MS5HZXREb2N1bWVudFJlcXVlc3QaHi5yYWdzdmMudjEuR2V0RG9jdW1lbnRSZXNwb25zZRJSCg1HZXRJbmRleFN0YXRzEh8ucmFnc3ZjLnYxLkdldEluZGV4U3RhdHNSZXF1ZXN0GiAucmFnc3ZjLnYxLkdldEluZGV4U3RhdHNSZXNwb25zZRJXCg5VcGxvYWREb2N1bWVudBIgLnJhZ3N2Yy52MS5VcGxvYWREb2N1bWVudFJlcXVlc3QaIS5yYWdzdmMudjEuVXBsb2FkRG9jdW1lbnRSZXNwb25zZSgBElgKD0dldFVwbG9hZFN0YXR1cxIhLnJhZ3N2Yy52MS5HZXRVcGxvYWRTdGF0dXNSZXF1ZXN0GiIucmFnc3ZjLnYxLkdldFVwbG9hZFN0YXR1c1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Ch1yYWdzdmMvdjEvaW5kZXhfc2VydmljZS5wcm90bxIJcmFnc3ZjLnYxIlMKFkluZ2VzdERvY3VtZW50c1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEiYKCWRvY3VtZW50cxgCIAMoCzITLnJhZ3N2Yy52MS5Eb2N1bWVudCLPAgoIRG9jdW1lbnQSEwoLZG9jdW1lbnRfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdjb250ZW50GAMgASgMEhIKCm1lZGlhX3R5cGUYBCABKAkSDAoEdGFncxgFIAMoCRISCgpzb3VyY2VfdXJsGAYgASgJEg0KBXRpdGxlGAcgASgJEhIKBXRydXN0GAggASgCSACIAQESFgoOcHVibGlzaGVkX2RhdGUYCSABKAkSFAoMY29uZmlkZW50aWFsGAogASgIEjMKCG1ldGFkYXRhGAsgAygLMiEucmFnc3ZjLnYxLkRvY3VtZW50Lk1ldGFkYXRhRW50cnkaSQoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5yYWdzdmMudjEuTWV0YWRhdGFWYWx1ZToCOAFCCAoGX3RydXN0IpQBCg1NZXRhZGF0YVZhbHVlEhYKDHN0cmluZ192YWx1ZRgBIAEoCUgAEhYKDG51bWJlcl92YWx1ZRgCIAEoAUgAEhQKCmJvb2xfdmFsdWUYAyABKAhIABI1Cg90aW1lc3RhbXBfdmFsdWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSABCBgoEa2luZCJFChdJbmdlc3REb2N1bWVudHNSZXNwb25zZRIqCgdyZXN1bHRzGAEgAygLMhkucmFnc3ZjLnYxLkRvY3VtZW50UmVzdWx0IuIBCg5Eb2N1bWVudFJlc3VsdBITCgtkb2N1bWVudF9pZBgBIAEoCRIWCg5jaHVua3NfY3JlYXRlZBgCIAEoBRIWCg5jaHVua3NfaW5kZXhlZBgDIAEoBRIqCgdlbGFwc2VkGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBWVycm9yGAUgASgJEhEKCXVuY2hhbmdlZBgGIAEoCBIrCgdmYWlsdXJlGAcgASgLMhoucmFnc3ZjLnYxLkRvY3VtZW50RmFpbHVyZRIQCghlbmNvZGluZxgIIAEoCSKoAgoPRG9jdW1lbnRGYWlsdXJlEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCRIOCgZyZWFzb24YAyABKAkSOgoIbWV0YWRhdGEYBCADKAsyKC5yYWdzdmMudjEuRG9jdW1lbnRGYWlsdXJlLk1ldGFkYXRhRW50cnkSQwoQZmllbGRfdmlvbGF0aW9ucxgFIAMoCzIpLnJhZ3N2Yy52MS5Eb2N1bWVudEZhaWx1cmUuRmllbGRWaW9sYXRpb24aLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjQKDkZpZWxkVmlvbGF0aW9uEg0KBWZpZWxkGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJIj8KFURlbGV0ZURvY3VtZW50UmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEwoLZG9jdW1lbnRfaWQYAiABKAkiMAoWRGVsZXRlRG9jdW1lbnRSZXNwb25zZRIWCg5jaHVua3NfZGVsZXRlZBgBIAEoBSJQChRMaXN0RG9jdW1lbnRzUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiXwoVTGlzdERvY3VtZW50c1Jlc3BvbnNlEi0KCWRvY3VtZW50cxgBIAMoCzIaLnJhZ3N2Yy52MS5JbmRleGVkRG9jdW1lbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIqkDCg9JbmRleGVkRG9jdW1lbnQSEwoLZG9jdW1lbnRfaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgV0aXRsZRgDIAEoCRISCgptZWRpYV90eXBlGAQgASgJEgwKBHRhZ3MYBSADKAkSEgoKc291cmNlX3VybBgGIAEoCRIUCgxjb25maWRlbnRpYWwYByABKAgSEwoLY2h1bmtfY291bnQYCCABKAUSEgoKc2l6ZV9ieXRlcxgJIAEoAxIWCg5jb250ZW50X3NoYTI1NhgKIAEoCRIvCgtpbmdlc3RfdGltZRgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASOgoIbWV0YWRhdGEYDCADKAsyKC5yYWdzdmMudjEuSW5kZXhlZERvY3VtZW50Lk1ldGFkYXRhRW50cnkSDQoFdHJ1c3QYDSABKAISEAoIZW5jb2RpbmcYDiABKAkaSQoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5yYWdzdmMudjEuTWV0YWRhdGFWYWx1ZToCOAEiPAoSR2V0RG9jdW1lbnRSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRITCgtkb2N1bWVudF9pZBgCIAEoCSJDChNHZXREb2N1bWVudFJlc3BvbnNlEiwKCGRvY3VtZW50GAEgASgLMhoucmFnc3ZjLnYxLkluZGV4ZWREb2N1bWVudCIpChRHZXRJbmRleFN0YXRzUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkimgEKFUdldEluZGV4U3RhdHNSZXNwb25zZRIWCg5kb2N1bWVudF9jb3VudBgBIAEoBRITCgtjaHVua19jb3VudBgCIAEoAxIVCg1jb250ZW50X2J5dGVzGAMgASgDEg4KBmVuZ2luZRgEIAEoCRItCg1tZXRhZGF0YV9rZXlzGAUgAygLMhYucmFnc3ZjLnYxLk1ldGFkYXRhS2V5IikKC01ldGFkYXRhS2V5EgwKBG5hbWUYASABKAkSDAoEdHlwZRgCIAEoCSK5AQoVVXBsb2FkRG9jdW1lbnRSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIlCghkb2N1bWVudBgCIAEoCzITLnJhZ3N2Yy52MS5Eb2N1bWVudBIUCgx3cml0ZV9vZmZzZXQYAyABKAMSDAoEZGF0YRgEIAEoDBIUCgxmaW5pc2hfd3JpdGUYBSABKAgSFgoOY29udGVudF9zaGEyNTYYBiABKAkSFAoMbG9uZ19ydW5uaW5nGAcgASgIIo0BChZVcGxvYWREb2N1bWVudFJlc3BvbnNlEhYKDmNvbW1pdHRlZF9zaXplGAEgASgDEikKBnJlc3VsdBgCIAEoCzIZLnJhZ3N2Yy52MS5Eb2N1bWVudFJlc3VsdBIwCglvcGVyYXRpb24YAyABKAsyHS5nb29nbGUubG9uZ3J1bm5pbmcuT3BlcmF0aW9uIkAKFkdldFVwbG9hZFN0YXR1c1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhMKC2RvY3VtZW50X2lkGAIgASgJIjEKF0dldFVwbG9hZFN0YXR1c1Jlc3BvbnNlEhYKDmNvbW1pdHRlZF9zaXplGAEgASgDMvIFCgxJbmRleFNlcnZpY2USWAoPSW5nZXN0RG9jdW1lbnRzEiEucmFnc3ZjLnYxLkluZ2VzdERvY3VtZW50c1JlcXVlc3QaIi5yYWdzdmMudjEuSW5nZXN0RG9jdW1lbnRzUmVzcG9uc2USVQoORGVsZXRlRG9jdW1lbnQSIC5yYWdzdmMudjEuRGVsZXRlRG9jdW1lbnRSZXF1ZXN0GiEucmFnc3ZjLnYxLkRlbGV0ZURvY3VtZW50UmVzcG9uc2USUgoNTGlzdERvY3VtZW50cxIfLnJhZ3N2Yy52MS5MaXN0RG9jdW1lbnRzUmVxdWVzdBogLnJhZ3N2Yy52MS5MaXN0RG9jdW1lbnRzUmVzcG9uc2USTAoLR2V0RG9jdW1lbnQSHS5yYWdzdmMudjEuR2V0RG9jdW1lbnRSZXF1ZXN0Gh4ucmFnc3ZjLnYxLkdldERvY3VtZW50UmVzcG9uc2USUgoNR2V0SW5kZXhTdGF0cxIfLnJhZ3N2Yy52MS5HZXRJbmRleFN0YXRzUmVxdWVzdBogLnJhZ3N2Yy52MS5HZXRJbmRleFN0YXRzUmVzcG9uc2USVwoOVXBsb2FkRG9jdW1lbnQSIC5yYWdzdmMudjEuVXBsb2FkRG9jdW1lbnRSZXF1ZXN0GiEucmFnc3ZjLnYxLlVwbG9hZERvY3VtZW50UmVzcG9uc2UoARJYCg9HZXRVcGxvYWRTdGF0dXMSIS5yYWdzdmMudjEuR2V0VXBsb2FkU3RhdHVzUmVxdWVzdBoiLnJhZ3N2Yy52MS5HZXRVcGxvYWRTdGF0dXNSZXNwb25zZRKHAQoMU3VibWl0SW5nZXN0EiEucmFnc3ZjLnYxLkluZ2VzdERvY3VtZW50c1JlcXVlc3QaHS5nb29nbGUubG9uZ3J1bm5pbmcuT3BlcmF0aW9uIjXKQTIKF0luZ2VzdERvY3VtZW50c1Jlc3BvbnNlEhdJbmdlc3RPcGVyYXRpb25NZXRhZGF0YWIGcHJvdG8z", [file_google_longrunning_operations, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * IngestDocumentsRequest is a batch of documents for one tenant.
@@ -809,6 +811,15 @@ export type UploadDocumentRequest = Message<"ragsvc.v1.UploadDocumentRequest"> &
    * @generated from field: string content_sha256 = 6;
    */
   contentSha256: string;
+
+  /**
+   * With finish_write: ingest the document as a long-running operation (as SubmitIngest does) instead
+   * of within this call. The response then carries the `operation`, at once, and no `result` (the
+   * operation's response has it).
+   *
+   * @generated from field: bool long_running = 7;
+   */
+  longRunning: boolean;
 };
 
 /**
@@ -832,11 +843,18 @@ export type UploadDocumentResponse = Message<"ragsvc.v1.UploadDocumentResponse">
   committedSize: bigint;
 
   /**
-   * What happened to the document; set when the stream sent finish_write.
+   * What happened to the document; set when the stream sent finish_write (without long_running).
    *
    * @generated from field: ragsvc.v1.DocumentResult result = 2;
    */
   result?: DocumentResult | undefined;
+
+  /**
+   * The ingest operation, when the stream sent finish_write with long_running.
+   *
+   * @generated from field: google.longrunning.Operation operation = 3;
+   */
+  operation?: Operation | undefined;
 };
 
 /**
@@ -919,8 +937,10 @@ export const IndexService: GenService<{
    * reported in its result (`error`, and `failure` with the INVALID_ARGUMENT details a call would
    * carry, naming the limit's setting), with nothing of it written; the others are still indexed.
    * A document making more chunks than RAG_INGEST_MAX_CALL_CHUNKS is refused before any is
-   * embedded, so that the call never runs past its deadline: ingest it as a long-running
-   * operation. An unavailable embedder or engine fails the call with UNAVAILABLE.
+   * embedded, so that the call never runs past its deadline: ingest it with SubmitIngest, the
+   * same work as a long-running operation. An unavailable embedder or engine fails the call with
+   * UNAVAILABLE. SubmitIngest takes the same request.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
    *
    * @generated from rpc ragsvc.v1.IndexService.IngestDocuments
    */
@@ -980,6 +1000,8 @@ export const IndexService: GenService<{
    * and document id: a later stream resumes it from GetUploadStatus's `committed_size`. A document over
    * RAG_MAX_DOCUMENT_BYTES, a write_offset other than the size received, or a content_sha256 that does
    * not match is INVALID_ARGUMENT; a second upload of a document while one streams is ALREADY_EXISTS.
+   * With `long_running` on the finishing message, the document is ingested as a long-running
+   * operation (as SubmitIngest does), returned in the response at once.
    *
    * @generated from rpc ragsvc.v1.IndexService.UploadDocument
    */
@@ -997,6 +1019,30 @@ export const IndexService: GenService<{
     methodKind: "unary";
     input: typeof GetUploadStatusRequestSchema;
     output: typeof GetUploadStatusResponseSchema;
+  },
+  /**
+   * SubmitIngest ingests documents, as IngestDocuments does, as a long-running operation
+   * (AIP-151): it returns at once with an Operation whose `metadata` is an IngestOperationMetadata
+   * (documents and chunks done out of total, updated after each embedding batch) and whose
+   * `response`, once `done`, is the IngestDocumentsResponse. The work goes on when the caller
+   * disconnects. Cancelling it (google.longrunning.Operations.CancelOperation) stops it between two
+   * embedding batches: the documents finished before stay indexed, and nothing of the document
+   * being embedded is written (the chunks of a document are written at once, after all of them
+   * were embedded). Running it again with the same documents replaces them, or skips those that
+   * did not change: never a duplicate. Requests are checked (INVALID_ARGUMENT) before the
+   * operation is created. For a document larger than one message, see UploadDocument's
+   * `long_running`.
+   * It takes IngestDocuments' request, and returns a google.longrunning.Operation (AIP-151's form):
+   * buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+   * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+   *
+   * @generated from rpc ragsvc.v1.IndexService.SubmitIngest
+   */
+  submitIngest: {
+    methodKind: "unary";
+    input: typeof IngestDocumentsRequestSchema;
+    output: typeof OperationSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_ragsvc_v1_index_service, 0);
