@@ -32,6 +32,7 @@ from bench.quality.debian import FetchError, VersionGone, deb_version, sha256_of
 from bench.quality.debian import download as apt_download
 from bench.quality.subsets import Directories, Named, SubsetRule, Toctree, UpLinks
 from ragsvc.ingest.html import html_sections, html_title
+from ragsvc.ingest.limits import DocumentLimits
 from ragsvc.ingest.loaders import slugify
 
 __all__ = [
@@ -236,7 +237,10 @@ def load_pages(corpus: Corpus, html_dir: Path, names: list[str] | None = None, *
 
 def page_texts(pages: list[Page]) -> dict[str, str]:
     """Each page's text as ragsvc's HTML loader reads it (headings and section texts), by document id."""
-    return {p.document_id: "\n".join(f"{s.heading or ''}\n{s.text}" for s in html_sections(p.content)) for p in pages}
+    return {
+        p.document_id: "\n".join(f"{s.heading or ''}\n{s.text}" for s in html_sections(p.content, DocumentLimits()).sections)
+        for p in pages
+    }
 
 
 def corpus_hash(pages: list[Page]) -> str:
