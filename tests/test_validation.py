@@ -10,8 +10,6 @@ from ragsvc.validation import (
     SOURCE_ID_MARKER,
     AnswerPolicy,
     MarkerScanner,
-    _term_line,
-    coverage_of,
     normalize_source_ids,
     primary_tag,
     strip_invalid_markers,
@@ -116,23 +114,6 @@ def test_cite_or_route_at_the_threshold(threshold: float, action: Action) -> Non
     assert (verdict.confidence.retrieval, verdict.confidence.coverage, verdict.confidence.llm) == (0.8, 1.0, 0.0)
     assert verdict.confidence.overall == pytest.approx(30 * 0.8 + 40 * 1.0)  # 64
     assert verdict.action is action
-
-
-def test_coverage_counts_key_phrases_found_in_the_evidence() -> None:
-    assert coverage_of("Hotel expenses are reimbursed up to 180 euros", CONTEXT) == 1.0
-    # "hotel expenses" and "180 euros" are in the evidence; "taxi fares" and "200 dollars" are not
-    assert coverage_of("Hotel expenses and taxi fares are reimbursed up to 200 dollars", CONTEXT) == pytest.approx(2 / 4)
-
-
-def test_coverage_reads_a_chunk_only_when_a_phrase_needs_it_and_order_does_not_matter() -> None:
-    unread = ScoredChunk(Chunk("other", 0, "A chunk no phrase of the answer needs: elephants dance at dawn."), 0.5)
-    answer = "Hotel expenses are reimbursed up to 180 euros"
-    _term_line.cache_clear()
-    assert coverage_of(answer, [*CONTEXT, unread]) == 1.0
-    assert _term_line.cache_info().currsize == 1, "only the first chunk was read: it holds every phrase"
-    mixed = "Hotel expenses and flights are booked through the travel desk, not by elephants at noon"
-    orders = [[*CONTEXT, unread], [unread, *CONTEXT], [CONTEXT[1], unread, CONTEXT[0]]]
-    assert len({coverage_of(mixed, order) for order in orders}) == 1
 
 
 def test_stripping_invalid_markers_keeps_valid_ones_and_adds_the_disclaimer() -> None:

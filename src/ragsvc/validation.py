@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -10,7 +9,7 @@ from dataclasses import dataclass
 from ragsvc.domain import Action, Citation, Confidence, RefusalReason, ScoredChunk
 from ragsvc.reading import Judgement
 from ragsvc.reading.sentences import sentences
-from ragsvc.reading.text import content_terms, key_phrases
+from ragsvc.reading.support import coverage_of
 
 # Strict on purpose: "[1]", "[ #1 ]", "[#1a]" and "vec![1]" are not markers.
 MARKER = re.compile(r"\[#(\d{1,3})\]")
@@ -207,34 +206,6 @@ def strip_invalid_markers(text: str, invalid: Sequence[int]) -> str:
     drop = set(invalid)
     kept = MARKER.sub(lambda m: "" if int(m.group(1)) in drop else m.group(0), text)
     return re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", kept)).strip() + "\n\n" + DISCLAIMER
-
-
-def coverage_of(answer: str, context: Sequence[ScoredChunk]) -> float:
-    """Share of the answer's key phrases (see lexical.key_phrases) found in the evidence: a phrase is found when
-    its terms occur in a row in one chunk (stopwords and inflections aside)."""
-    phrases = key_phrases(answer)
-    if not phrases:
-        return 0.0
-    unread = (scored.chunk.text for scored in context)
-    lines: list[str] = []  # the term lines of the chunks read so far: a chunk is read only when a phrase needs it
-
-    def found(phrase: tuple[str, ...]) -> bool:
-        run = " " + " ".join(phrase) + " "
-        if any(run in line for line in lines):
-            return True
-        for text in unread:
-            lines.append(_term_line(text))
-            if run in lines[-1]:
-                return True
-        return False
-
-    return sum(found(phrase) for phrase in phrases) / len(phrases)
-
-
-@functools.lru_cache(maxsize=4096)  # the same chunks come back as evidence query after query
-def _term_line(text: str) -> str:
-    """The content terms of `text` between single spaces, with a space at each end."""
-    return " " + " ".join(content_terms(text)) + " "
 
 
 def primary_tag(tag_lists: Sequence[Sequence[str]]) -> str:

@@ -48,9 +48,10 @@ async def rows(server: RagServer, tenant: str = "default") -> list[dict[str, Any
 
 
 async def test_self_score_and_follow_ups_come_from_the_model(tmp_path: Path) -> None:
+    """The rule reader's confidence weighs the model's self-score (the trained reader's is P(answer right))."""
     async with ScriptedOpenAIServer(deltas=scripted(["The overall confidence is 30 times the retrieval score [#1]."])) as llm:
         async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url,
-                                  llm_self_score=True, follow_up_count=2) as server:
+                                  llm_self_score=True, follow_up_count=2, reader="rules") as server:
             answer = await ask(server)
     assert answer.grounded and answer.confidence.llm == 85.0
     c = answer.confidence

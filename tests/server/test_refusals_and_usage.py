@@ -45,11 +45,14 @@ async def server(llm: ScriptedOpenAIServer, tmp_path: Path) -> Any:
 
 
 async def test_a_partial_answer_is_grounded_flagged_and_less_confident(
-    server: RagServer, llm: ScriptedOpenAIServer
+    llm: ScriptedOpenAIServer, tmp_path: Path
 ) -> None:
-    whole = await ask(server)
-    llm.deltas = [CLAIM + NOTE]
-    partial = await ask(server)
+    """With the rule reader, whose confidence counts the answer's phrases the evidence holds (the trained reader's
+    is the probability that its cited claim is right)."""
+    async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url, reader="rules") as server:
+        whole = await ask(server)
+        llm.deltas = [CLAIM + NOTE]
+        partial = await ask(server)
     assert partial.grounded and partial.refusal_reason == pb.REFUSAL_REASON_NONE and partial.flags.partial
     assert partial.text == CLAIM + NOTE and [c.marker for c in partial.citations] == [1]
     assert not whole.flags.partial

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from ragsvc.answering.conversation import Condenser, with_subject
+from ragsvc.answering.conversation import Condenser
 from ragsvc.answering.deadlines import RequestBudget
 from ragsvc.answering.gate import Gate
 from ragsvc.answering.usage import UsageLedger
@@ -30,7 +30,7 @@ from ragsvc.domain import (
 from ragsvc.errors import RagError
 from ragsvc.generation.base import Generator
 from ragsvc.judge import LLMJudge
-from ragsvc.reading.classify import classify
+from ragsvc.reading import Reader
 from ragsvc.retrieval.base import Retriever
 
 CLASSIFY_TIMEOUT_S = 2.0
@@ -51,8 +51,9 @@ class QueryClassifier:
     """The question's class (R-000-14): by the model when it follows instructions and `by_model` is on, else
     (and whenever that call fails) by rules."""
 
-    def __init__(self, generator: Generator, *, default_model: str, by_model: bool) -> None:
+    def __init__(self, generator: Generator, reader: Reader, *, default_model: str, by_model: bool) -> None:
         self._generator = generator
+        self._reader = reader
         self._default_model = default_model
         self.by_model = by_model and generator.capabilities.follows_instructions
 
@@ -72,19 +73,21 @@ class QueryClassifier:
                 by_model = None
             if by_model is not None:
                 return by_model
-        return classify(question.query, question.chat_history)
+        return self._reader.classify(question.query, question.chat_history)
 
 
 class RetrieveStage:
     def __init__(
         self,
         retriever: Retriever,
+        reader: Reader,
         classifier: QueryClassifier,
         condenser: Condenser,
         gate: Gate,
         settings: RetrievalSettings,
     ) -> None:
         self._retriever = retriever
+        self._reader = reader
         self._classifier = classifier
         self._condenser = condenser
         self._gate = gate
@@ -111,7 +114,7 @@ class RetrieveStage:
             retrieval = await self._search(question, search.text)
             by_rule = search.rewrite in (QueryRewrite.RULE, QueryRewrite.RULE_FALLBACK)
             if by_rule and search.text == question.query and self._gate.refusal(retrieval) is not None:
-                widened = SearchQuery(with_subject(question.query, question.chat_history), search.rewrite)
+                widened = SearchQuery(self._reader.with_subject(question.query, question.chat_history), search.rewrite)
                 second = await self._search(question, widened.text)
                 if self._gate.refusal(second) is None:
                     return Retrieved(second, widened, query_class)

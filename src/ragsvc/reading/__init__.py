@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ragsvc.domain import ScoredChunk, TermCounts
+from ragsvc.domain import ChatMessage, QueryClass, ScoredChunk, TermCounts
 from ragsvc.reading.features import Analysis
 from ragsvc.reading.relevance import Candidate
 from ragsvc.reading.text import ANALYSER_VERSION, index_terms
@@ -90,4 +90,16 @@ class Reader(Protocol):
 
     def judge(self, analysis: Analysis, answer: str, evidence: Sequence[ScoredChunk]) -> Judgement:
         """How `answer` (with its [#n] markers into `evidence`) stands."""
+        ...
+
+    def follow_up_search(self, query: str, history: Sequence[ChatMessage]) -> str:
+        """What a follow-up is searched as on its own: with the earlier turns' subject where it lacks one."""
+        ...
+
+    def with_subject(self, query: str, history: Sequence[ChatMessage]) -> str:
+        """`query` after the earlier turns' subject (the second search of a follow-up that seemed to stand alone)."""
+        ...
+
+    def classify(self, query: str, history: Sequence[ChatMessage]) -> QueryClass:
+        """The question's class (factual, procedural, clarification, greeting)."""
         ...

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from ragsvc.domain import ScoredChunk, TermCounts
 from ragsvc.reading import Assessment, Judgement, english
 from ragsvc.reading.features import Analysis, analyse, counted_terms
+from ragsvc.reading.followups import FollowUpRules
 from ragsvc.reading.relevance import Candidate, candidates, ranked
 from ragsvc.reading.sentences import sentences, without_markers
 from ragsvc.reading.text import index_terms, question_terms
@@ -24,7 +25,7 @@ from ragsvc.retrieval.layout import indexed_text
 CLOSE_MATCH = 0.6  # cosine from which the best piece of evidence counts as close in meaning
 
 
-class RuleReader:
+class RuleReader(FollowUpRules):
     def __init__(self, *, min_coverage: float, rare_share: float) -> None:
         english.load()
         self._min_coverage = min_coverage

@@ -39,6 +39,7 @@ from ragsvc.reading.features import (
     counted_terms,
     sentence_features,
 )
+from ragsvc.reading.followups import FollowUpRules
 from ragsvc.reading.forest import Forest
 from ragsvc.reading.relevance import Candidate, candidates, quoted_answer
 from ragsvc.reading.sentences import sentences, without_markers
@@ -115,7 +116,7 @@ class Read:
     chosen: tuple[int, ...]
 
 
-class TrainedReader:
+class TrainedReader(FollowUpRules):
     def __init__(self, model: Model, *, rare_share: float) -> None:
         english.load()
         self._model = model

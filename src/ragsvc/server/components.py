@@ -324,16 +324,17 @@ def build_pipeline(
     )
     packer = Packer(models)
     generate = GenerateStage(chain, packer, models, generation)
-    classifier = QueryClassifier(generator, default_model=generation.chat_model, by_model=generation.llm_classify)
+    classifier = QueryClassifier(generator, reader, default_model=generation.chat_model, by_model=generation.llm_classify)
     condenser = Condenser(
         generator,
+        reader,
         default_model=generation.chat_model,
         by_model=generation.llm_condense,
         timeout_s=generation.condense_timeout_s,
     )
     gate = Gate(settings.trust)
     return Pipeline(
-        retrieve=RetrieveStage(retriever, classifier, condenser, gate, settings.retrieval),
+        retrieve=RetrieveStage(retriever, reader, classifier, condenser, gate, settings.retrieval),
         gate=gate,
         read=ReadStage(reader, retriever, refuses=settings.trust.answerability_gate),
         packer=packer,
