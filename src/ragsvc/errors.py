@@ -11,6 +11,7 @@ RagError
 ├── ModelUnavailable .............. the model is allowed but not served by the LLM server (FAILED_PRECONDITION)
 ├── IdempotencyKeyReused .......... an idempotency key sent again with another request (FAILED_PRECONDITION)
 ├── ReadOnlyIndex ................. a write to the index of a read-only worker process (FAILED_PRECONDITION)
+├── IndexOutdated ................. the index's terms were written by another analyser version (FAILED_PRECONDITION)
 ├── StageTimeout .................. a stage ran past its budget or the caller's deadline (DEADLINE_EXCEEDED)
 │   └── LLMTimeout ................ the LLM did not answer in time
 └── RetryableError ................ a retry after `retry_after_s` may succeed (sent as RetryInfo)
@@ -124,6 +125,12 @@ class ReadOnlyIndex(RagError):
     """This server process serves a read-only copy of the embedded engine's index (RAG_WORKERS > 1)."""
 
     reason = "READ_ONLY_INDEX"
+
+
+class IndexOutdated(RagError):
+    """The index's stored terms were written by another version of the analyser: `ragsvc reindex` rewrites them."""
+
+    reason = "INDEX_OUTDATED"
 
 
 class RetryableError(RagError):

@@ -57,6 +57,7 @@ from ragsvc.retrieval.http_embedders import OllamaEmbedder, OpenAIEmbedder
 from ragsvc.retrieval.hybrid import HybridRetriever
 from ragsvc.retrieval.layout import AccessPolicy
 from ragsvc.retrieval.qdrant_server import QdrantServerEngine
+from ragsvc.retrieval.stored_terms import check_analyser
 from ragsvc.server.health import Probe
 from ragsvc.server.limits import RateLimit, TokenBuckets
 from ragsvc.storage.answers import AnswerLog
@@ -130,6 +131,7 @@ async def open_components(
             stack.push_async_callback(embedder.aclose)
         engine = await open_engine(settings, embedder, injected=injected, directory=engine_dir)
         stack.push_async_callback(engine.close)
+        await check_analyser(engine, engine_location(settings, embedder, injected=injected))
         reader = build_reader(settings.trust)
         generator = build_generator(settings, models, reader)
         stack.push_async_callback(generator.aclose)
@@ -377,7 +379,7 @@ def retrieval_access(settings: Settings) -> AccessPolicy:
 
 async def open_engine(
     settings: Settings, embedder: Embedder, *, injected: bool, directory: Path | None = None
-) -> VectorEngine:
+) -> EdgeEngine | QdrantServerEngine:
     """The Qdrant server engine when RAG_QDRANT_URL is set, else the embedded qdrant-edge shard in `directory`
     (default RAG_DATA_DIR)."""
     retrieval = settings.retrieval
@@ -399,6 +401,15 @@ async def open_engine(
         index_after_points=retrieval.edge_index_after_points,
         index_delay_s=retrieval.edge_index_delay_s,
     )
+
+
+def engine_location(settings: Settings, embedder: Embedder, *, injected: bool) -> str:
+    """Where `open_engine`'s store is, as an operator finds it: the Qdrant collection, or the embedded engine's
+    shard in RAG_DATA_DIR (the live one, of which a worker serves a copy)."""
+    retrieval = settings.retrieval
+    if retrieval.qdrant_url:
+        return f"collection {retrieval.qdrant_collection!r} of the Qdrant server at {retrieval.qdrant_url}"
+    return str(settings.server.data_dir / _edge_shard(settings, embedder, injected=injected))
 
 
 def _edge_shard(settings: Settings, embedder: Embedder, *, injected: bool) -> str:

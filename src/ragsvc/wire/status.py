@@ -27,6 +27,7 @@ _CODES: tuple[tuple[type[errors.RagError], grpc.StatusCode], ...] = (
     (errors.BuiltInTemplate, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.IdempotencyKeyReused, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.ReadOnlyIndex, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.IndexOutdated, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
     (errors.DependencyUnavailable, grpc.StatusCode.UNAVAILABLE),
     (errors.StageTimeout, grpc.StatusCode.DEADLINE_EXCEEDED),
