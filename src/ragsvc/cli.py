@@ -1,5 +1,5 @@
-"""`ragsvc serve | llm | ingest | docs | ask | chat | session | owners`: the server, a local LLM for it, and
-clients that talk to it over gRPC.
+"""`ragsvc serve | reindex | llm | ingest | docs | ask | chat | session | owners`: the server, the rewrite of its
+index after an upgrade, a local LLM for it, and clients that talk to it over gRPC.
 
 Clients send RAG_API_TOKEN, when set, as their bearer token (for a server with RAG_AUTH_ENABLED)."""
 
@@ -59,6 +59,18 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragsvc", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("serve", help="run the gRPC server (settings from RAG_* environment variables)")
+    reindex = commands.add_parser(
+        "reindex",
+        help="with the server stopped, rewrite the index terms stored with every chunk using this version's analyser "
+        "(what `serve` asks for when the index was written by another version; nothing is re-embedded); same "
+        "settings as `serve` (docs/operating.md)",
+        description="Rewrite the index terms stored with every chunk of every tenant, from the chunk's stored text, "
+        "with this version's analyser, then record its version in the index. Run it with the server stopped and the "
+        "settings of `ragsvc serve` (RAG_DATA_DIR, or RAG_QDRANT_URL and RAG_QDRANT_COLLECTION; the embedder's "
+        "settings pick the embedded shard). Nothing is re-embedded. Interrupted, the index keeps its old version "
+        "(the server still refuses it) and a second run finishes the job.",
+    )
+    reindex.add_argument("--page-size", type=_positive, help="chunks read and rewritten at a time (default 256)")
 
     llm = commands.add_parser("llm", help="run a local LLM for ragsvc: llama.cpp with SmolLM2-135M (see `make llm`)")
     llm.add_argument("--host", default="127.0.0.1")
@@ -149,6 +161,12 @@ def _parser() -> argparse.ArgumentParser:
         "--tag", action="append", default=[], dest="tags", help="a user tag (repeatable)"
     )
     return parser
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
 
 
 # -- ask ------------------------------------------------------------------------------------------------------
@@ -627,6 +645,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ragsvc.server.workers import serve_processes  # only the serve command loads the server
 
             return asyncio.run(serve_processes(Settings.from_env()))
+        if args.command == "reindex":
+            from ragsvc.server.reindex import reindex
+
+            asyncio.run(reindex(Settings.from_env(), page_size=args.page_size))
+            return 0
         if args.command == "llm":
             if args.env:
                 print(" ".join(f"{k}={v}" for k, v in local_llm.serve_env(args.host, args.port).items()))
@@ -655,8 +678,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InvalidRequest as exc:
         _print_error("", exc)
         return 2
-    except RagError as exc:  # a dependency that `serve` could not open
-        _print_error("cannot start", exc)
+    except RagError as exc:  # a dependency that `serve` (or `reindex`) could not open
+        _print_error("cannot start" if serving else f"cannot {args.command}", exc)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -126,6 +126,10 @@ class VectorEngine(Protocol):
         """Returns when the engine answers a query; raises RetrievalUnavailable otherwise."""
         ...
 
+    async def analyser_version(self) -> int:
+        """The version of the analyser the stored index terms were written with (see `stored_terms`)."""
+        ...
+
     async def close(self) -> None: ...
 
 

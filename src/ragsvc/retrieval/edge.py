@@ -26,12 +26,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.metadata
+import json
 import logging
 import os
 import shutil
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +45,7 @@ import qdrant_edge as qe
 from ragsvc.domain import IndexStats, RetrievalQuery, StoredDocument, TermCounts
 from ragsvc.errors import RetrievalUnavailable
 from ragsvc.metadata import MetadataType
+from ragsvc.reading.text import ANALYSER_VERSION
 from ragsvc.retrieval.base import Candidate, DocumentPage, IndexedChunk
 from ragsvc.retrieval.layout import (
     DENSE,
@@ -71,6 +74,7 @@ from ragsvc.retrieval.layout import (
     stored_document,
     unit_rows,
 )
+from ragsvc.retrieval.stored_terms import FIELDS, MARKER, StoredTerms, TermsPage, recorded_version
 from ragsvc.retrieval.term_table import TermRow, TermTable
 
 _T = TypeVar("_T")
@@ -89,6 +93,9 @@ _META_INDEXES = {
     MetadataType.BOOL: qe.PayloadSchemaType.Keyword,
     MetadataType.TIMESTAMP: qe.PayloadSchemaType.Datetime,
 }
+# In the shard's directory, so that it is copied, swapped and given to workers with the shard: the analyser version
+# of its stored terms (see stored_terms).
+ANALYSER_FILE = "ragsvc-analyser.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +249,8 @@ class EdgeEngine:
             shard.update(qe.UpdateOperation.create_field_index(TENANT_FIELD, qe.KeywordIndexParams(is_tenant=True)))
             for name in KEYWORD_FIELDS:
                 shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
+            if not exists:
+                write_analyser_version(path, ANALYSER_VERSION)
         except Exception as exc:
             shard.close()
             raise RetrievalUnavailable(f"cannot index the vector store at {path}: {exc}") from exc
@@ -659,6 +668,96 @@ class EdgeEngine:
                 self._shard.flush()
             finally:
                 self._shard.close()
+
+    # -- the stored terms' analyser version, and their rewrite (see stored_terms) ----------------------------
+
+    async def analyser_version(self) -> int:
+        return await self._run(self._analyser_version)
+
+    async def record_analyser_version(self, version: int) -> None:
+        await self._run(self._record_analyser_version, version)
+
+    async def stored_terms(self, start: str | None, limit: int) -> TermsPage:
+        return await self._run(self._read, self._stored_terms, start, limit)
+
+    async def rewrite_stored_terms(self, terms: Mapping[str, Sequence[str]]) -> None:
+        await self._run(self._rewrite_stored_terms, {point: list(point_terms) for point, point_terms in terms.items()})
+
+    def _analyser_version(self) -> int:
+        with self._gate.shared(), self._write_lock:
+            if self._closed:
+                raise RetrievalUnavailable("the vector store is closed")
+            chunks = int(self._shard.count(qe.CountRequest(exact=True)))
+            version = recorded_version(read_analyser_version(self._path), chunks)
+            if version is None:  # empty: what is written from now on is the current analyser's
+                self._mark_analyser(ANALYSER_VERSION)
+                version = ANALYSER_VERSION
+            return version
+
+    def _record_analyser_version(self, version: int) -> None:
+        with self._gate.shared(), self._write_lock:
+            if self._closed:
+                raise RetrievalUnavailable("the vector store is closed")
+            self._mark_analyser(version)
+
+    def _mark_analyser(self, version: int) -> None:
+        """Records the version once the terms it speaks for are flushed; after a background build's swap, again."""
+        self._shard.flush()
+        write_analyser_version(self._path, version)
+        if self._journal is not None:
+            self._journal.append((write_analyser_version, (self._path, version)))
+
+    def _stored_terms(self, start: str | None, limit: int) -> TermsPage:
+        records, next_start = self._shard.scroll(qe.ScrollRequest(
+            offset=None if start is None else uuid.UUID(start), limit=limit,
+            with_payload=qe.PayloadSelector.Include(FIELDS), with_vector=False,
+        ))  # fmt: skip
+        return TermsPage([StoredTerms.of(r.id, r.payload) for r in records], None if next_start is None else str(next_start))
+
+    def _rewrite_stored_terms(self, terms: dict[str, list[str]]) -> None:
+        """Sets the points' terms, keeping the term table in step (as `_write` does)."""
+        with self._gate.shared(), self._write_lock:
+            if self._closed:
+                raise RetrievalUnavailable("the vector store is closed")
+            points = qe.Filter(must=[qe.HasIdCondition({uuid.UUID(point) for point in terms})])
+            before = self._term_rows(points)
+            try:
+                self._set_terms(terms)
+            finally:
+                self._terms.remove(before)
+                self._terms.add(self._term_rows(points))
+                self._counted.version += 1
+            if self._journal is not None:
+                self._journal.append((self._set_terms, (terms,)))
+
+    def _set_terms(self, terms: dict[str, list[str]]) -> None:
+        for point, point_terms in terms.items():
+            self._shard.update(qe.UpdateOperation.set_payload([uuid.UUID(point)], {TERMS_FIELD: point_terms}))
+
+
+def read_analyser_version(path: Path) -> object:
+    """What the shard at `path` records as its analyser version (None when nothing)."""
+    try:
+        return json.loads((path / ANALYSER_FILE).read_text(encoding="utf-8")).get(MARKER)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, AttributeError) as exc:
+        raise RetrievalUnavailable(f"cannot read {path / ANALYSER_FILE}: {exc}") from exc
+
+
+def write_analyser_version(path: Path, version: int) -> None:
+    """Records `version` in the shard at `path`, atomically (a new file renamed over the old, both synced)."""
+    staged = path / (ANALYSER_FILE + ".new")
+    with open(staged, "w", encoding="utf-8") as file:
+        json.dump({MARKER: version}, file)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(staged, path / ANALYSER_FILE)
+    directory = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 def _copy_sparse(source: str, target: str) -> None:

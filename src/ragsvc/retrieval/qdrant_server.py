@@ -27,6 +27,7 @@ from qdrant_client import models as m
 from ragsvc.domain import IndexStats, RetrievalQuery, StoredDocument, TermCounts
 from ragsvc.errors import RetrievalUnavailable
 from ragsvc.metadata import MetadataType
+from ragsvc.reading.text import ANALYSER_VERSION
 from ragsvc.retrieval.base import Candidate, DocumentPage, IndexedChunk
 from ragsvc.retrieval.layout import (
     DENSE,
@@ -55,6 +56,7 @@ from ragsvc.retrieval.layout import (
     stored_document,
     unit_rows,
 )
+from ragsvc.retrieval.stored_terms import FIELDS, MARKER, StoredTerms, TermsPage, recorded_version
 
 DEFAULT_COLLECTION = "ragsvc_chunks"
 UPSERT_BATCH = 256
@@ -146,6 +148,7 @@ class QdrantServerEngine:
                 self._collection,
                 vectors_config={DENSE: m.VectorParams(size=dimension, distance=m.Distance.COSINE)},
                 sparse_vectors_config={SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
+                metadata={MARKER: ANALYSER_VERSION},
             )
         await self._create_index(TENANT_FIELD, m.KeywordIndexParams(type=m.KeywordIndexType.KEYWORD, is_tenant=True))
         for name in KEYWORD_FIELDS:
@@ -334,6 +337,43 @@ class QdrantServerEngine:
             vector={DENSE: [float(x) for x in indexed.dense], SPARSE: m.SparseVector(indices=indices, values=values)},
             payload=payload(chunk, indexed.source, indexed.metadata),
         )
+
+    # -- the stored terms' analyser version (in the collection's metadata), and their rewrite (see stored_terms) -
+
+    async def analyser_version(self) -> int:
+        info = await self._call(self._client.get_collection(self._collection))
+        marker = (info.config.metadata or {}).get(MARKER)
+        chunks = 0 if marker is not None else await self.count()
+        version = recorded_version(marker, chunks)
+        if version is None:  # empty: what is written from now on is the current analyser's
+            await self.record_analyser_version(ANALYSER_VERSION)
+            version = ANALYSER_VERSION
+        return version
+
+    async def record_analyser_version(self, version: int) -> None:
+        """Records `version` in the collection's metadata (a server before Qdrant 1.16 does not keep it: refused)."""
+        await self._call(self._client.update_collection(self._collection, metadata={MARKER: version}))
+        info = await self._call(self._client.get_collection(self._collection))
+        if (info.config.metadata or {}).get(MARKER) != version:
+            raise RetrievalUnavailable(
+                f"the Qdrant server did not keep the metadata of collection {self._collection!r}, where ragsvc records "
+                "its analyser version (collection metadata needs Qdrant 1.16 or later)"
+            )
+
+    async def stored_terms(self, start: str | None, limit: int) -> TermsPage:
+        records, next_start = await self._call(
+            self._client.scroll(self._collection, limit=limit, offset=start, with_payload=FIELDS, with_vectors=False)
+        )
+        return TermsPage([StoredTerms.of(r.id, r.payload) for r in records], None if next_start is None else str(next_start))
+
+    async def rewrite_stored_terms(self, terms: Mapping[str, Sequence[str]]) -> None:
+        """One batch of set-payload operations, a point each."""
+        operations: list[m.SetPayloadOperation] = [
+            m.SetPayloadOperation(set_payload=m.SetPayload(payload={TERMS_FIELD: list(point_terms)}, points=[point]))
+            for point, point_terms in terms.items()
+        ]
+        async with self._write_lock:
+            await self._call(self._client.batch_update_points(self._collection, operations, wait=True))
 
 
 def _dense_of(point: m.ScoredPoint) -> list[float]:

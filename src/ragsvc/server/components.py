@@ -61,6 +61,7 @@ from ragsvc.retrieval.hybrid import HybridRetriever
 from ragsvc.retrieval.layout import AccessPolicy
 from ragsvc.retrieval.qdrant_server import QdrantServerEngine
 from ragsvc.retrieval.schema import MetadataSchema
+from ragsvc.retrieval.stored_terms import check_analyser
 from ragsvc.server.health import Probe
 from ragsvc.server.limits import RateLimit, TokenBuckets
 from ragsvc.server.operation_runner import OperationRunner
@@ -146,6 +147,10 @@ async def open_components(
         if engine is None:
             engine = await open_engine(settings, embedder, injected=injected, directory=engine_dir)
             stack.push_async_callback(engine.close)
+            location = engine_location(settings, embedder, injected=injected)
+        else:
+            location = f"the {type(engine).__name__} given to the server"
+        await check_analyser(engine, location)
         reader = build_reader(settings.trust)
         generator = build_generator(settings, models, reader)
         stack.push_async_callback(generator.aclose)
@@ -423,7 +428,7 @@ def retrieval_access(settings: Settings) -> AccessPolicy:
 
 async def open_engine(
     settings: Settings, embedder: Embedder, *, injected: bool, directory: Path | None = None
-) -> VectorEngine:
+) -> EdgeEngine | QdrantServerEngine:
     """The Qdrant server engine when RAG_QDRANT_URL is set, else the embedded qdrant-edge shard in `directory`
     (default RAG_DATA_DIR)."""
     retrieval = settings.retrieval
@@ -445,6 +450,15 @@ async def open_engine(
         index_after_points=retrieval.edge_index_after_points,
         index_delay_s=retrieval.edge_index_delay_s,
     )
+
+
+def engine_location(settings: Settings, embedder: Embedder, *, injected: bool) -> str:
+    """Where `open_engine`'s store is, as an operator finds it: the Qdrant collection, or the embedded engine's
+    shard in RAG_DATA_DIR (the live one, of which a worker serves a copy)."""
+    retrieval = settings.retrieval
+    if retrieval.qdrant_url:
+        return f"collection {retrieval.qdrant_collection!r} of the Qdrant server at {retrieval.qdrant_url}"
+    return str(settings.server.data_dir / _edge_shard(settings, embedder, injected=injected))
 
 
 def _edge_shard(settings: Settings, embedder: Embedder, *, injected: bool) -> str:

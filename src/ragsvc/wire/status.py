@@ -31,6 +31,7 @@ _CODES: tuple[tuple[type[errors.RagError], grpc.StatusCode], ...] = (
     (errors.OperationDone, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.OperationCancelled, grpc.StatusCode.CANCELLED),
     (errors.OperationAbandoned, grpc.StatusCode.ABORTED),
+    (errors.IndexOutdated, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
     (errors.DependencyUnavailable, grpc.StatusCode.UNAVAILABLE),
     (errors.StageTimeout, grpc.StatusCode.DEADLINE_EXCEEDED),
