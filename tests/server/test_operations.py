@@ -49,8 +49,8 @@ def key(name: str) -> tuple[tuple[str, str]]:
 
 def words_text(seed: str, words: int) -> bytes:
     """Plain text of `words` distinct-ish words: sentences that each name `seed` and a number."""
-    sentences = (f"The {seed} register holds entry number {i} of the ledger. " for i in range(words // 9 + 1))
-    return "".join(sentences).encode()
+    sentences = (f"The {seed} register holds entry number {i} of the ledger." for i in range(words // 9 + 1))
+    return "\n".join(sentences).encode()  # a line a sentence: well within RAG_INGEST_MAX_LINE_CHARS
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ implementations keep is tested in tests/answering/test_cache.py.)"""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import AsyncIterator
 
 import pytest
@@ -50,6 +51,9 @@ ANSWER = Answer(
     flags=Flags(mitigation_applied=True),
     explanation=Explanation((ChatMessage(Role.SYSTEM, "s"),), (ScoredChunk(CHUNK, 0.7),), 40),
     retrieval_scores=(0.7, 0.5),
+    index_version="7",
+    created_at=datetime.datetime(2026, 11, 27, 10, 0, 0, 123456, tzinfo=datetime.UTC),
+    language="en",
 )
 
 

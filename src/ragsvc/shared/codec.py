@@ -1,13 +1,15 @@
 """Domain dataclasses to JSON and back, for values kept in Redis (cached answers).
 
 JSON rather than pickle: whoever can write to a shared Redis must not be able to run code in every replica. The
-decoder is driven by the dataclass's type hints (dataclasses, enums, tuples, optional values, str/int/float/bool),
-which covers `ragsvc.domain.Answer` and everything in it; anything else is refused at encode time.
+decoder is driven by the dataclass's type hints (dataclasses, enums, tuples, string-keyed dicts, optional values,
+datetimes as ISO 8601, str/int/float/bool), which covers `ragsvc.domain.Answer` and everything in it; anything else
+is refused at encode time.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import enum
 import functools
 import json
@@ -38,6 +40,10 @@ def _plain(value: Any) -> Any:
         return value.value
     if isinstance(value, tuple | list):
         return [_plain(item) for item in value]
+    if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, datetime.datetime):
+        return value.isoformat()
     if isinstance(value, _PLAIN):
         return value
     raise TypeError(f"cannot encode a {type(value).__name__}")
@@ -58,6 +64,11 @@ def _typed(value: Any, hint: Any) -> Any:
     if origin is tuple:
         item = typing.get_args(hint)[0]
         return tuple(_typed(element, item) for element in value)
+    if origin is dict:
+        item = typing.get_args(hint)[1]
+        return {key: _typed(element, item) for key, element in value.items()}
+    if hint is datetime.datetime:
+        return datetime.datetime.fromisoformat(value)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         hints = _hints(hint)
         return hint(**{name: _typed(item, hints[name]) for name, item in value.items()})
