@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from bench.quality.questions import Question
-from ragsvc.answering.conversation import follow_up_search
 from ragsvc.config import Settings
 from ragsvc.domain import ChatMessage, RetrievalQuery, Role
 from ragsvc.reading import features as reading_features
+from ragsvc.reading.followups import follow_up_search
 from ragsvc.server.components import open_components
 
 EVIDENCE_K = 12  # the reader sees the default top-5; the rest lets it re-rank chunks
 ROOT = Path(__file__).resolve().parents[2]
 # What the evidence depends on besides the index: the retrieval code and the follow-up rule.
-CODE = ("src/ragsvc/retrieval", "src/ragsvc/answering/conversation.py", "src/ragsvc/reading/features.py")
+CODE = ("src/ragsvc/retrieval", "src/ragsvc/reading/followups.py", "src/ragsvc/reading/features.py")
 
 
 def key(data_dir: Path, questions: Sequence[Question]) -> str:

@@ -103,7 +103,7 @@ class GenerateStage:
                 guard = RepetitionGuard()
                 reported: Usage | None = None
                 first_token_ms = 0.0
-                request = self.request(question, search, attempt.model, packing, counts)
+                request = self.request(question, search, attempt.model, packing, prompt, deadline, counts)
                 yield Drafting(packing.context)
                 async with contextlib.aclosing(self.attempt_stream(attempt, request, deadline, guard)) as deltas:
                     async for delta in deltas:
@@ -162,9 +162,17 @@ class GenerateStage:
         return Usage(packing.prompt_tokens, self._models.budget(model).count(text))
 
     def request(
-        self, question: Question, search: str, model: str, packing: Packing, counts: TermCounts | None = None
+        self,
+        question: Question,
+        search: str,
+        model: str,
+        packing: Packing,
+        prompt: Prompt,
+        deadline: StageDeadline,
+        counts: TermCounts | None = None,
     ) -> GenerationRequest:
-        """The request of one generation; `counts` are the statistics the question was read with."""
+        """What `model` is asked to write over `packing`: it stops at the template's stop sequences; `counts` are
+        the corpus statistics the question was read with (the extractive generator reads it again)."""
         return GenerationRequest(
             messages=packing.messages,
             query=search,
@@ -174,6 +182,8 @@ class GenerateStage:
             temperature=self._settings.temperature if question.temperature is None else question.temperature,
             seed=question.seed,
             question=question.query if search != question.query else "",
+            stop=prompt.template.stop,
+            deadline=deadline.at,
             term_counts=counts,
         )
 
