@@ -1,6 +1,6 @@
 import pytest
 
-from ragsvc.reading.values import AMOUNT, DURATION, SIZE, answers_value, asked_values, stated_values
+from ragsvc.reading.values import AMOUNT, DURATION, SIZE, VERSION, answers_value, asked_values, stated_values
 
 
 @pytest.mark.parametrize(
@@ -15,6 +15,7 @@ from ragsvc.reading.values import AMOUNT, DURATION, SIZE, answers_value, asked_v
         ("Which addresses does it listen on out of the box?", {AMOUNT}),  # read as "by default"
         ("Why is track_io_timing off by default?", set()),
         ("How do I restore a dump?", set()),
+        ("Which SQLite release added ALTER TABLE DROP COLUMN?", {VERSION}),
     ],
 )
 def test_what_a_question_asks_for(question: str, asked: set[str]) -> None:
@@ -30,6 +31,8 @@ def test_what_a_question_asks_for(question: str, asked: set[str]) -> None:
         ("Only one process may run at any one time.", set()),
         ("For more information see Section 25.1.5 and Table 9.90.", set()),
         ("If several large tables become eligible, workers are busy.", set()),
+        ("This pragma invokes the sqlite3_soft_heap_limit64() interface with utf8 names.", set()),
+        ("DROP COLUMN is supported since version 3.35.0.", {VERSION, AMOUNT}),
     ],
 )
 def test_what_a_text_states(text: str, stated: set[str]) -> None:

@@ -13,6 +13,7 @@ from ragsvc.reading.paraphrase import plain
 DURATION = "duration"
 SIZE = "size"
 AMOUNT = "amount"
+VERSION = "version"  # a release: "which version added", "since 3.35.0"
 
 # "one" and "several" are left out: mostly not amounts ("at any one time", "more than one", "several tables").
 _NUMBER = (
@@ -20,8 +21,11 @@ _NUMBER = (
     r"fifty|sixty|hundred|thousand|million|billion|half)"
 )
 # The word after "how" that asks for each kind ("how long" asks for a duration).
-_HOW_WORDS = {DURATION: ("long", "often", "frequently", "soon"), SIZE: ("big", "large", "small"),
-              AMOUNT: ("many", "much", "far", "fast")}
+_HOW_WORDS = {
+    DURATION: ("long", "often", "frequently", "soon"),
+    SIZE: ("big", "large", "small"),
+    AMOUNT: ("many", "much", "far", "fast"),
+}
 # "how" and the word asking for an amount ("how many clients"): how a question asks, not what it is about.
 ASKS_HOW_MUCH = re.compile(rf"\bhow\s+(?:{'|'.join(w for words in _HOW_WORDS.values() for w in words)})\b", re.IGNORECASE)
 
@@ -33,6 +37,9 @@ def _how(kind: str) -> str:
 _ASKS = {
     DURATION: re.compile(rf"{_how(DURATION)}|\bwhen does\b|\bafter how\b", re.IGNORECASE),
     SIZE: re.compile(rf"{_how(SIZE)}|\bhow much (memory|space|disk|ram|data)\b|\b(what )?size\b", re.IGNORECASE),
+    VERSION: re.compile(
+        r"\b(which|what) (\S+ )?(release|version)\b|\bsince (when|which)\b|\bin which (release|version)\b", re.IGNORECASE
+    ),
     AMOUNT: re.compile(
         rf"{_how(AMOUNT)}|\bdefaults?\b|\b(limit|maximum|minimum|number)\b"
         r"|\bwhat (port|value|percentage|fraction)\b|\bwhat is (it|\S+) set to\b",
@@ -49,7 +56,9 @@ _STATES = {
         rf"\b(?:{_NUMBER}|one)\s*(bytes?|[kmgt]i?b|[kmgt]ilobytes?|megabytes?|gigabytes?|terabytes?|blocks?|pages?)\b",
         re.IGNORECASE,
     ),
-    AMOUNT: re.compile(rf"\b{_NUMBER}\b|\d", re.IGNORECASE),
+    VERSION: re.compile(r"\b(version|release)s?\s+v?\d+(\.\d+)*\b|(?<![\w.])v?\d+\.\d+\.\d+\b", re.IGNORECASE),
+    # A digit inside a name ("sqlite3_soft_heap_limit64()", "utf8", "ipv6") is no amount.
+    AMOUNT: re.compile(rf"\b{_NUMBER}\b(?![\w(])|(?<![A-Za-z_])\d(?![A-Za-z_]*\()", re.IGNORECASE),
 }
 _REFERENCE = re.compile(r"\b(section|chapter|table|figure|example|appendix|part)\s+[\dA-Z][\d.]*", re.IGNORECASE)
 _WHY = re.compile(r"^\s*why\b", re.IGNORECASE)
@@ -57,7 +66,8 @@ _WHY = re.compile(r"^\s*why\b", re.IGNORECASE)
 
 def asked_values(question: str) -> frozenset[str]:
     """The kinds of value `question` asks for: DURATION ("how long", "how often"), SIZE ("how big", "how much
-    memory"), AMOUNT (any amount: "how many", "default", "what is it set to", "limit"); none for a "why" question,
+    memory"), VERSION ("which release added"), AMOUNT (any amount: "how many", "default", "what is it set to",
+    "limit"); none for a "why" question,
     which asks for a reason. Read with the documentation's words (`paraphrase.plain`: "out of the box" asks for the
     default)."""
     if _WHY.search(question):
@@ -67,8 +77,9 @@ def asked_values(question: str) -> frozenset[str]:
 
 
 def stated_values(text: str) -> frozenset[str]:
-    """The kinds of value `text` states: a number with a time unit (DURATION), with a size unit (SIZE), any
-    number (AMOUNT); a reference such as "Section 25.1.5" or "Table 9.90" states none."""
+    """The kinds of value `text` states: a number with a time unit (DURATION), with a size unit (SIZE), a release
+    number (VERSION), any number outside a name (AMOUNT); a reference such as "Section 25.1.5" or "Table 9.90"
+    states none."""
     text = _REFERENCE.sub(" ", text)
     stated = {kind for kind, pattern in _STATES.items() if pattern.search(text)}
     return frozenset(stated | {AMOUNT}) if stated else frozenset()  # "one minute" is an amount too
