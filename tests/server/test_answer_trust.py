@@ -107,7 +107,9 @@ async def test_a_marker_that_stays_invalid_is_stripped_with_a_disclaimer(tmp_pat
 async def test_every_outcome_writes_an_answers_row(tmp_path: Path) -> None:
     replies = ["The overall confidence is 30 times the retrieval score [#1].", "Partial answer that then fails"]
     async with ScriptedOpenAIServer(deltas=scripted(replies)) as llm:
-        async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url) as server:
+        # every grounded answer CITEd (threshold 0): "answered", not "routed", whatever the reader's P(right)
+        settings = {"generator": "openai", "openai_base_url": llm.base_url, "confidence_threshold": 0}
+        async with running_server(tmp_path, **settings) as server:
             await ask(server)  # answered
             await ask(server, query="Best recipe for banana bread?")  # refused by the gate
             await ask(server, tenant_id="empty-tenant")  # no chunks
