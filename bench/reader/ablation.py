@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.quality import corpus
 from bench.reader import fit, train
 from bench.reader.dataset import Example
 from ragsvc.reading import english, features, paraphrase
@@ -163,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--only", action="append", help="these rules only")
     parser.add_argument("--seed", type=int, default=fit.SEED)
     args = parser.parse_args(argv)
-    names = args.corpus or list(train.corpus.CORPORA)
+    names = args.corpus or list(corpus.CORPORA)
     rules = [r for r in RULES if not args.only or r.name in args.only]
     base = {name: train.examples(name) for name in names}
     report: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "seed": args.seed,

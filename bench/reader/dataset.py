@@ -25,6 +25,7 @@ class Example:
     corpus: str
     question: Question
     analysis: features.Analysis
+    counts: TermCounts  # the tenant's statistics of the searched terms
     evidence: tuple[ScoredChunk, ...]
     found: tuple[Candidate, ...]
     rows: np.ndarray  # candidates x SENTENCE_FEATURES
@@ -55,6 +56,13 @@ def scored_chunks(hits: list[dict[str, Any]]) -> tuple[ScoredChunk, ...]:
     )
 
 
+def as_hit(scored: ScoredChunk) -> dict[str, Any]:
+    """A scored chunk as evidence.py stores it (`scored_chunks` reads it back)."""
+    chunk = scored.chunk
+    return {"document_id": chunk.document_id, "chunk_index": chunk.chunk_index, "text": chunk.text,
+            "section": chunk.section, "page_title": chunk.page_title, "score": scored.score}  # fmt: skip
+
+
 def example(corpus: str, question: Question, row: dict[str, Any], *, packed: int = PACKED) -> Example:
     evidence = scored_chunks(row["hits"])[:packed]
     counts = TermCounts(row["chunks"], row["frequencies"])
@@ -67,4 +75,4 @@ def example(corpus: str, question: Question, row: dict[str, Any], *, packed: int
         [1 if question.should_answer and any(contains(c.quote, f) for f in question.key_facts) else 0 for c in found],
         dtype=np.int32,
     )
-    return Example(corpus, question, analysis, evidence, found, rows, labels)
+    return Example(corpus, question, analysis, counts, evidence, found, rows, labels)

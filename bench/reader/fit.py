@@ -126,9 +126,7 @@ def compose(example: Example, sentences: Forest) -> Composed:
     return Composed(tuple(chosen), row, right)
 
 
-def cross_fitted(
-    by_corpus: dict[str, list[Example]], *, seed: int = SEED
-) -> tuple[np.ndarray, np.ndarray, list[Example]]:
+def cross_fitted(by_corpus: dict[str, list[Example]], *, seed: int = SEED) -> tuple[np.ndarray, np.ndarray, list[Example]]:
     """Answer rows and labels of every example, each corpus's composed by a sentence model fitted on the others."""
     rows: list[list[float]] = []
     labels: list[int] = []
@@ -182,9 +180,7 @@ def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
     return wins / (len(pos) * len(neg))
 
 
-def judge(
-    examples: Sequence[Example], sentences: Forest, answers: Forest, cite_t: float, refuse_t: float
-) -> dict[str, Any]:
+def judge(examples: Sequence[Example], sentences: Forest, answers: Forest, cite_t: float, refuse_t: float) -> dict[str, Any]:
     """Offline metrics of a fitted reader on `examples` (the benchmark's definitions)."""
     outcomes = []
     for e in examples:
@@ -192,8 +188,10 @@ def judge(
         p = float(sigmoid(answers.predict(np.asarray([composed.row])))[0])
         answered = p >= refuse_t and bool(composed.chosen)
         outcomes.append((e, p, answered, answered and composed.right, answered and p >= cite_t))
+
     def kind(*kinds: str) -> list[Any]:
         return [o for o in outcomes if o[0].question.kind in kinds]
+
     answerable, followups, unanswerable = kind("answerable"), kind("followup"), kind("unanswerable")
     scored = kind("answerable", "followup", "unanswerable")
     cited = [o for o in scored if o[4]]

@@ -32,7 +32,7 @@ import numpy as np
 from bench.quality import corpus, datasets
 from bench.reader import dataset, evidence, fit
 from bench.reader.dataset import Example
-from ragsvc.reading.trained import MODEL_FILE, Model
+from ragsvc.reading.trained import MODEL_FILE, Model, TrainedReader
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".bench" / "reader"
@@ -40,6 +40,8 @@ SHIPPED = ROOT / "src" / "ragsvc" / "reading" / "models" / MODEL_FILE
 FOLDS = ROOT / "bench" / "quality" / "folds"
 RESULTS = ROOT / "bench" / "results"
 PRECISION = 0.95  # CITE precision the threshold is chosen for, on the training corpora
+PROBE = ROOT / "tests" / "reading" / "data" / "reader-probe.json"
+PROBE_KINDS = ("answerable", "unanswerable", "followup")  # the first question of each kind, per corpus
 
 
 def examples(name: str) -> list[Example]:
@@ -90,6 +92,29 @@ def judged(model: Model, examples_: Sequence[Example]) -> dict[str, Any]:
     return fit.judge(examples_, model.sentences, model.answers, model.cite_threshold, model.refuse_below)
 
 
+def probe(by_corpus: dict[str, list[Example]], model: Model, digest: str) -> dict[str, Any]:
+    """A fixed probe set (per corpus, its first question of each of PROBE_KINDS, with its evidence and term counts)
+    and how `model`, served by TrainedReader, reads it: P(right) and the quotes."""
+    reader = TrainedReader(model, rare_share=0.002)  # RAG_ANSWERABILITY_RARE_SHARE's default
+    cases = []
+    for group in by_corpus.values():
+        for kind in PROBE_KINDS:
+            e = next(e for e in group if e.question.kind == kind)
+            analysis = reader.analyse(e.analysis.search, e.question.question, e.counts)
+            assessment = reader.assess(analysis, e.evidence)
+            cases.append({
+                "id": f"{e.corpus}/{e.question.id}",
+                "search": e.analysis.search,
+                "question": e.question.question,
+                "counts": {"chunks": e.counts.chunks, "frequencies": e.counts.frequencies},
+                "evidence": [dataset.as_hit(scored) for scored in e.evidence],
+                "p_right": assessment.score,
+                "answerable": assessment.answerable,
+                "quotes": [c.quote for c in reader.quotes(analysis, e.evidence, limit=3)],
+            })  # fmt: skip
+    return {"model_sha256": digest, "cases": cases}
+
+
 def save(model: Model, path: Path) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as handle:
@@ -118,6 +143,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     report["shipped"] = {**chosen, "trained_on": names, "size_bytes": None}
     if not args.no_write:
         report["shipped"]["sha256"] = save(shipped, SHIPPED)
+        PROBE.parent.mkdir(parents=True, exist_ok=True)
+        PROBE.write_text(json.dumps(probe(by_corpus, shipped, report["shipped"]["sha256"]), indent=1) + "\n")
         report["shipped"]["size_bytes"] = SHIPPED.stat().st_size
         stamp = datetime.now(UTC).strftime("%Y-%m-%d")
         RESULTS.mkdir(exist_ok=True)
