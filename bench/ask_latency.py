@@ -58,8 +58,12 @@ async def phase(name: str, rounds: int, calls: int, warmup: int) -> dict[str, An
     started = time.perf_counter()
     server = subprocess.Popen(
         [sys.executable, "-m", "ragsvc.cli", "serve"],
-        env={**os.environ, "RAG_GRPC_ADDRESS": "127.0.0.1:0", "RAG_DATA_DIR": tempfile.mkdtemp(prefix="ragsvc-bench-"),
-             **settings},
+        env={
+            **os.environ,
+            "RAG_GRPC_ADDRESS": "127.0.0.1:0",
+            "RAG_DATA_DIR": tempfile.mkdtemp(prefix="ragsvc-bench-"),
+            **settings,
+        },
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

@@ -74,9 +74,7 @@ async def test_serve_refuses_an_index_of_another_analyser_until_reindex_rewrites
     lines = out.splitlines()
     assert lines[0] == f"rewriting the index terms in {shard} with analyser version {ANALYSER_VERSION}"
     assert lines[1] == "  2 of 5 chunks read, 2 rewritten"
-    assert lines[-1] == (
-        f"done: 5 chunks read, 5 rewritten; the index's analyser version was {OLD} and is {ANALYSER_VERSION}"
-    )
+    assert lines[-1] == (f"done: 5 chunks read, 5 rewritten; the index's analyser version was {OLD} and is {ANALYSER_VERSION}")
     engine = EdgeEngine.open(shard)
     try:
         assert await engine.analyser_version() == ANALYSER_VERSION

@@ -66,8 +66,10 @@ class Toctree:
 
     @property
     def description(self) -> str:
-        return (f"the chapter pages {', '.join(self.chapters)} and every page their div.toctree-wrapper "
-                "a.reference.internal links point to (same directory)")
+        return (
+            f"the chapter pages {', '.join(self.chapters)} and every page their div.toctree-wrapper "
+            "a.reference.internal links point to (same directory)"
+        )
 
     def select(self, root: Path) -> list[str]:
         selected = set()

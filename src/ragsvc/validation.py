@@ -144,9 +144,7 @@ class AnswerPolicy:
             refusal = RefusalReason.UNSUPPORTED_ANSWER
         grounded = refusal is RefusalReason.NONE
         partial = grounded and says_insufficient(text)
-        confidence = (
-            self._confidence(text, citations, context, llm_score, judgement, answerability) if grounded else Confidence()
-        )
+        confidence = self._confidence(text, citations, context, llm_score, judgement, answerability) if grounded else Confidence()
         if grounded and confidence.overall >= self.confidence_threshold:
             return Verdict(citations, True, refusal, invalid, confidence, Action.CITE, partial=partial)
         reason = f"Low confidence: {confidence.overall:.0f}%" if grounded else f"Refused: {refusal.value}"
@@ -193,7 +191,6 @@ class AnswerPolicy:
         else:
             overall = max(0.0, min(100.0, 30 * retrieval + 40 * coverage + 30 * llm / 100))
         return Confidence(overall=overall, retrieval=retrieval, coverage=coverage, llm=llm)
-
 
 
 def uncited_sentences(text: str) -> list[str]:

@@ -122,8 +122,14 @@ def test_the_request_fingerprint_is_everything_that_changes_the_answer_and_nothi
         dataclasses.replace(QUESTION, response_style=domain.ResponseStyle.BULLETS),
     ):
         assert request_fingerprint(other) != fingerprint, other
-        assert cache_key(other) != cache_key(QUESTION) or other.chat_history or other.session_id or other.dry_run \
-            or other.explain or other.follow_up_count, other
+        assert (
+            cache_key(other) != cache_key(QUESTION)
+            or other.chat_history
+            or other.session_id
+            or other.dry_run
+            or other.explain
+            or other.follow_up_count
+        ), other
 
 
 async def test_a_stored_answer_keeps_the_fingerprint_of_its_request(stores: tuple[AnswerStore, AnswerStore]) -> None:

@@ -60,9 +60,7 @@ async def test_exact_answer_for_a_fixed_request() -> None:
 async def test_cites_the_chunk_holding_the_answer() -> None:
     text = await answer(ExtractiveGenerator(RULES), request("How do I change the timeout?"))
 
-    assert text == (
-        "A request may set its own timeout; the server stops waiting for the LLM after RAG_TIMEOUT_SECONDS. [#3]"
-    )
+    assert text == ("A request may set its own timeout; the server stops waiting for the LLM after RAG_TIMEOUT_SECONDS. [#3]")
 
 
 async def test_keeps_a_sentence_whole_across_an_abbreviation() -> None:
@@ -120,9 +118,7 @@ async def test_a_cut_sentence_weighs_less_than_a_whole_one_saying_as_much() -> N
 
 
 async def test_words_for_the_same_action_meet() -> None:
-    context = (
-        scored(0, "The sampler logs every statement. A value of -1 disables the sampler. Raising it logs less."),
-    )
+    context = (scored(0, "The sampler logs every statement. A value of -1 disables the sampler. Raising it logs less."),)
 
     off = await answer(ExtractiveGenerator(RULES, max_sentences=1), request("How do I switch it off?", context))
     up = await answer(ExtractiveGenerator(RULES, max_sentences=1), request("When should I increase it for the sampler?", context))
@@ -176,9 +172,7 @@ async def test_the_words_asking_for_an_amount_are_not_what_a_passage_must_say() 
 
 
 async def test_a_command_line_option_is_a_term_of_its_own() -> None:
-    context = (
-        scored(0, "Start the server with the data directory given. Without -D, the server reads the PGDATA variable."),
-    )
+    context = (scored(0, "Start the server with the data directory given. Without -D, the server reads the PGDATA variable."),)
 
     text = await answer(ExtractiveGenerator(RULES, max_sentences=1), request("What if I don't pass -D to the server?", context))
 

@@ -86,22 +86,31 @@ def test_headings_make_sections_in_markdown_shape() -> None:
 def test_navigation_scripts_styles_and_page_chrome_are_dropped() -> None:
     text = "\n".join(f"{s.heading} {s.text}" for s in sections_of(html(PAGE)))
 
-    for chrome in ("tracking", "color: red", "Previous page", "Handbook >", "Home | Handbook", "Related pages",
-                   "Copyright 2024", "Enable JavaScript", "Hidden text"):
+    for chrome in (
+        "tracking",
+        "color: red",
+        "Previous page",
+        "Handbook >",
+        "Home | Handbook",
+        "Related pages",
+        "Copyright 2024",
+        "Enable JavaScript",
+        "Hidden text",
+    ):
         assert chrome not in text, chrome
     assert "Owner: the finance team." in text, "an article's own footer is content"
 
 
 def test_docbook_navigation_and_table_of_contents_are_dropped() -> None:
     page = (
-        '<html><head><title>20.3. Connections</title></head><body>'
+        "<html><head><title>20.3. Connections</title></head><body>"
         '<div class="navheader"><table><tr><th>20.3. Connections</th></tr><tr><td><a href="p.html">Prev</a></td>'
         '<td><a href="n.html">Next</a></td></tr></table></div>'
         '<div class="sect1"><h2 class="title">20.3. Connections</h2>'
         '<div class="toc"><dl><dt><a href="#s">20.3.1. Connection Settings</a></dt></dl></div>'
         '<div class="sect2"><h3 class="title">20.3.1. Connection Settings</h3>'
         '<dl class="variablelist"><dt><code>port</code> (<code>integer</code>)</dt>'
-        '<dd><p>The TCP port the server listens on; 5432 by default.</p></dd></dl></div></div>'
+        "<dd><p>The TCP port the server listens on; 5432 by default.</p></dd></dl></div></div>"
         '<div class="navfooter"><table><tr><td>Prev</td><td>Home</td></tr></table></div></body></html>'
     )
 
@@ -186,9 +195,7 @@ async def test_an_html_document_ingested_over_grpc_is_answerable_with_its_sectio
         async with grpc.aio.insecure_channel(server.address) as channel:
             index = index_service_pb2_grpc.IndexServiceStub(channel)
             rag = rag_service_pb2_grpc.RagServiceStub(channel)
-            document = index_pb.Document(
-                document_id="travel", name="travel.html", content=PAGE.encode(), media_type="text/html"
-            )
+            document = index_pb.Document(document_id="travel", name="travel.html", content=PAGE.encode(), media_type="text/html")
             response = await index.IngestDocuments(
                 index_pb.IngestDocumentsRequest(tenant_id="acme", documents=[document]), timeout=60
             )

@@ -131,15 +131,26 @@ def test_files_of_the_same_name_in_different_folders_get_different_ids(tmp_path:
 
 
 def test_hidden_dependency_and_virtualenv_folders_are_skipped(tmp_path: Path) -> None:
-    write(tmp_path, "README.md", "node_modules/pkg/README.md", ".git/description.txt", ".hidden.md",
-          "env/lib/site.md", "sub/__pycache__/x.txt", "sub/kept.txt")
+    write(
+        tmp_path,
+        "README.md",
+        "node_modules/pkg/README.md",
+        ".git/description.txt",
+        ".hidden.md",
+        "env/lib/site.md",
+        "sub/__pycache__/x.txt",
+        "sub/kept.txt",
+    )
     (tmp_path / "env" / "pyvenv.cfg").write_text("home = /usr/bin\n")
 
     selection = find_files([tmp_path])
 
     assert [f.name for f in selection.files] == ["README.md", "sub/kept.txt"]
     assert sorted(p.relative_to(tmp_path).as_posix() for p in selection.skipped_folders) == [
-        ".git", "env", "node_modules", "sub/__pycache__"
+        ".git",
+        "env",
+        "node_modules",
+        "sub/__pycache__",
     ]
     # A skipped folder named as a path is ingested.
     assert [f.name for f in find_files([tmp_path / "node_modules"]).files] == ["pkg/README.md"]

@@ -25,4 +25,3 @@ HISTORY = (ChatMessage(Role.USER, "How are hotel expenses reimbursed?"), ChatMes
 )
 def test_classify(query: str, history: tuple[ChatMessage, ...], expected: QueryClass) -> None:
     assert classify(query, history) is expected
-

@@ -49,8 +49,11 @@ def test_a_follow_up_asking_how_carries_the_earlier_questions_noun_phrases_and_n
     ("first", "follow_up", "search"),
     [
         ("How do I start the server by hand?", "Does it need root?", "Does start server manually need root?"),
-        ("How do I back up every database at once?", "Does that include the roles?",
-         "back database Does that include the roles?"),
+        (
+            "How do I back up every database at once?",
+            "Does that include the roles?",
+            "back database Does that include the roles?",
+        ),
         ("How do I create a database from the shell?", "And how can I drop one?", "database shell And how can I drop one?"),
     ],
 )

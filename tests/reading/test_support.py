@@ -28,5 +28,3 @@ def test_coverage_reads_a_chunk_only_when_a_phrase_needs_it_and_order_does_not_m
     mixed = "Hotel expenses and flights are booked through the travel desk, not by elephants at noon"
     orders = [[*CONTEXT, unread], [unread, *CONTEXT], [CONTEXT[1], unread, CONTEXT[0]]]
     assert len({coverage_of(mixed, order) for order in orders}) == 1
-
-

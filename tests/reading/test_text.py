@@ -21,8 +21,7 @@ def test_content_terms_drop_stopwords_and_keep_numbers() -> None:
 
 def test_key_phrases_are_runs_between_stopwords_and_punctuation() -> None:
     text = "Hotel expenses are reimbursed up to 180 euros per night, with an itemised receipt."
-    assert key_phrases(text) == [("hotel", "expens"), ("reimburs",), ("180", "euro"), ("night",),
-                                 ("itemis", "receipt")]
+    assert key_phrases(text) == [("hotel", "expens"), ("reimburs",), ("180", "euro"), ("night",), ("itemis", "receipt")]
 
 
 def test_long_runs_are_cut_and_repeats_kept_once() -> None:
@@ -32,10 +31,12 @@ def test_long_runs_are_cut_and_repeats_kept_once() -> None:
     ]
 
 
-
 def test_compound_names_are_kept_whole() -> None:
     assert compound_terms("Set max_connections in pg_hba.conf (9.2 and later); e.g. not this.") == [
-        "max_connections", "pg_hba.conf", "9.2", "e.g"
+        "max_connections",
+        "pg_hba.conf",
+        "9.2",
+        "e.g",
     ]
 
 

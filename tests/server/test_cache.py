@@ -22,7 +22,10 @@ async def cached(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RagS
         async with connected(server) as stubs:
             for tenant, amount in (("acme", "12000"), ("globex", "300")):
                 document = index_pb.Document(
-                    document_id="travel", name="travel.md", media_type="text/markdown", tags=["finance"],
+                    document_id="travel",
+                    name="travel.md",
+                    media_type="text/markdown",
+                    tags=["finance"],
                     content=f"# Travel\n\nThe travel budget of the finance team is {amount} euros a quarter.".encode(),
                 )
                 await stubs.index.IngestDocuments(

@@ -22,6 +22,7 @@ from ragsvc.local_llm import MODEL_ALIAS
 
 __all__ = ["MODEL_ALIAS", "LlamaServer"]
 
+
 def _serve(port: int) -> None:
     server = local_llm.start(port=port, context_tokens=2048, seed=42)  # noqa: F841 - serves while referenced
     while True:
@@ -48,7 +49,10 @@ class LlamaServer:
 
     async def __aenter__(self) -> LlamaServer:
         self._process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tests.support.llama_server", str(self.port),
+            sys.executable,
+            "-m",
+            "tests.support.llama_server",
+            str(self.port),
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -68,9 +72,7 @@ class LlamaServer:
         await self.__aexit__(None, None, None)
         raise TimeoutError(f"llama server not ready within {self._start_timeout_s} s")
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if self._process is not None and self._process.returncode is None:
             self._process.kill()
             await asyncio.wait_for(self._process.wait(), 10)

@@ -92,8 +92,12 @@ def _answer_shaping(question: Question) -> list[object]:
         question.top_k,
         question.citation_style.value,
         sorted(set(question.user_tags)),
-        [sorted(filters.source_urls), sorted(filters.page_titles), sorted(filters.section_headings),
-         repr(filters.where) if filters.where is not None else filters.expression],
+        [
+            sorted(filters.source_urls),
+            sorted(filters.page_titles),
+            sorted(filters.section_headings),
+            repr(filters.where) if filters.where is not None else filters.expression,
+        ],
         question.model,
         question.mode.value,
         question.selected_text,
@@ -204,9 +208,7 @@ class MemoryAnswerCache:
             return False
         templates = frozenset(t for t in (question.template_id, answer.template_version) if t)
         recorded = Recorded(answer, request_fingerprint(question))
-        self._entries[key] = _Entry(
-            recorded, question.tenant_id, question.caller, templates, self._clock() + self.ttl_s
-        )
+        self._entries[key] = _Entry(recorded, question.tenant_id, question.caller, templates, self._clock() + self.ttl_s)
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)

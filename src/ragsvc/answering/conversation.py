@@ -52,6 +52,7 @@ class SessionPage:
 
 _log = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True, slots=True)
 class Turn:
     """A question in its conversation: `question` carries the history it is answered with; `held` is the evidence
@@ -154,9 +155,7 @@ class Condenser:
     """What a question is searched as: by the model when it follows instructions and `by_model` is on (within
     `timeout_s`), else (and whenever that call fails) by the rule."""
 
-    def __init__(
-        self, generator: Generator, reader: Reader, *, default_model: str, by_model: bool, timeout_s: float
-    ) -> None:
+    def __init__(self, generator: Generator, reader: Reader, *, default_model: str, by_model: bool, timeout_s: float) -> None:
         self._generator = generator
         self._reader = reader
         self._default_model = default_model

@@ -66,9 +66,7 @@ class Completion:
 
 
 class GenerateStage:
-    def __init__(
-        self, generators: FallbackChain, packer: Packer, models: ModelCatalog, settings: GenerationSettings
-    ) -> None:
+    def __init__(self, generators: FallbackChain, packer: Packer, models: ModelCatalog, settings: GenerationSettings) -> None:
         self.generators = generators
         self._packer = packer
         self._models = models
@@ -137,7 +135,11 @@ class GenerateStage:
                 _log.warning("%s failed before answering, falling back: %s", failed, exc)
 
     async def complete(
-        self, attempt: Attempt, packing: Packing, request: GenerationRequest, deadline: StageDeadline,
+        self,
+        attempt: Attempt,
+        packing: Packing,
+        request: GenerationRequest,
+        deadline: StageDeadline,
         ledger: UsageLedger,
     ) -> Completion:
         """The whole text of one generation over `packing`, not streamed (a strict re-run)."""

@@ -99,7 +99,13 @@ class Pipeline:
             reading = await self._read.run(question, search, retrieval.hits)
             if self._read.refuses and question.mode is not Mode.SELECTED_TEXT and not reading.assessment.answerable:
                 answer = await self._refused(
-                    question, retrieved, RefusalReason.INSUFFICIENT_EVIDENCE, prompt, retrieved_in, clock, ledger,
+                    question,
+                    retrieved,
+                    RefusalReason.INSUFFICIENT_EVIDENCE,
+                    prompt,
+                    retrieved_in,
+                    clock,
+                    ledger,
                     text=reading.assessment.refusal_text(),
                 )
                 await self._conversation.remember(turn, answer, retrieval)
@@ -119,7 +125,9 @@ class Pipeline:
             generated: Generated | None = None
             citations = resolve(question.citation_policy, prompt.template.citation_policy, self._generation.citation_policy)
             release = release_for(
-                question.stream_policy or self._generation.stream_policy, prompt.citation_style, question.strictness,
+                question.stream_policy or self._generation.stream_policy,
+                prompt.citation_style,
+                question.strictness,
                 citations,
             )
             stream = self._generate.stream(

@@ -132,14 +132,14 @@ class RetrieveStage:
             classification.settle()  # a failed request: the model's call is not waited for
             raise
 
-    async def _retrieve(
-        self, question: Question, search: SearchQuery, budget: RequestBudget
-    ) -> tuple[Retrieval, SearchQuery]:
+    async def _retrieve(self, question: Question, search: SearchQuery, budget: RequestBudget) -> tuple[Retrieval, SearchQuery]:
         deadline = budget.stage("retrieval", self._settings.retrieval_timeout_s, "RAG_RETRIEVAL_TIMEOUT_SECONDS")
         async with deadline.bound():
             if question.mode is Mode.SELECTED_TEXT:  # R-001-07: evidence only from the selection, never the index
                 retrieval = await self._retriever.retrieve_selection(
-                    search.text, question.selected_text, top_k=self._top_k(question),
+                    search.text,
+                    question.selected_text,
+                    top_k=self._top_k(question),
                     score_threshold=question.score_threshold,
                 )
                 return retrieval, search

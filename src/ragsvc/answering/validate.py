@@ -99,9 +99,7 @@ class ValidateStage:
             settled = dropped or await self._rerun(
                 question, search, prompt, generated, draft, deadline, ledger, citations, reading
             )
-        verdict, follow_ups = await self._side_calls(
-            question, prompt, generated.attempt, settled, deadline, ledger, reading
-        )
+        verdict, follow_ups = await self._side_calls(question, prompt, generated.attempt, settled, deadline, ledger, reading)
         return Validated(
             settled.text,
             verdict,
@@ -111,9 +109,7 @@ class ValidateStage:
             citations_dropped=settled.dropped,
         )
 
-    def _dropped(
-        self, question: Question, prompt: Prompt, packing: Packing, text: str, reading: Reading
-    ) -> _Settled | None:
+    def _dropped(self, question: Question, prompt: Prompt, packing: Packing, text: str, reading: Reading) -> _Settled | None:
         """`text` without the sentences backed only by invalid markers, when a valid cited claim remains."""
         kept = drop_invalid(text, Markers(packing.context, prompt.citation_style), question.request_id).text
         verdict = self._judged(question, prompt, packing, kept, reading)
@@ -184,13 +180,23 @@ class ValidateStage:
         scoring = self._settings.llm_self_score
         score, follow_ups = await asyncio.gather(
             _ask(
-                attempt, deadline, ledger, CallPurpose.SELF_SCORE,
+                attempt,
+                deadline,
+                ledger,
+                CallPurpose.SELF_SCORE,
                 lambda judge: judge.support_score(question.query, settled.text, settled.packing.context),
-            ) if scoring else _nothing(),
+            )
+            if scoring
+            else _nothing(),
             _ask(
-                attempt, deadline, ledger, CallPurpose.FOLLOW_UPS,
+                attempt,
+                deadline,
+                ledger,
+                CallPurpose.FOLLOW_UPS,
                 lambda judge: judge.follow_ups(question.query, settled.text, count),
-            ) if count else _nothing(),
+            )
+            if count
+            else _nothing(),
         )
         if score is not None:
             verdict = self._judged(question, prompt, settled.packing, settled.text, reading, llm_score=score)

@@ -105,9 +105,7 @@ class _Carried:
         return bisect.bisect_left(self._fences, offset) % 2 == 1
 
 
-def _chunk_text(
-    encoding: tiktoken.Encoding, text: str, limit: int, overlap: int, deadline: Deadline | None
-) -> Iterator[str]:
+def _chunk_text(encoding: tiktoken.Encoding, text: str, limit: int, overlap: int, deadline: Deadline | None) -> Iterator[str]:
     units = _units(encoding, text, limit, deadline)
     carried = _Carried(encoding, text, limit)
     first = 0

@@ -63,7 +63,7 @@ class Judgement:
 class Reader(Protocol):
     @property
     def name(self) -> str:
-        """"rules" or "trained"."""
+        """ "rules" or "trained"."""
         ...
 
     @property

@@ -1,5 +1,5 @@
-"""How common a word is in everyday English, from wordfreq's word lists (Zipf scale: log10 of a word's frequency per
-billion words; "the" is 7.7, "watch" 5.3, "vacuum" 4.1, "pg_basebackup" 0).
+"""How common a word is in everyday English (the rule reader's term weight), from wordfreq's word lists (Zipf
+scale: log10 of a word's frequency per billion words; "the" is 7.7, "watch" 5.3, "vacuum" 4.1, "pg_basebackup" 0).
 
 A question's words that everyone uses ("How far has a running VACUUM got?") are how it is asked, not what it is
 about, however rare the documents make them; its subject is in the words that are rare in English ("VACUUM",
@@ -11,11 +11,11 @@ import functools
 
 from wordfreq import zipf_frequency
 
+from ragsvc.reading.features import LEAST, term_weight
 from ragsvc.reading.text import QuestionTerm
 
 COMMON = 6.0  # from this Zipf frequency (one word in a thousand: "time", "take", "many") a word tells least
 RARE = 3.0  # up to this one (one in a million: "md5", "incremental") a word is distinctive
-LEAST = 0.05  # what the commonest words still count: a question made of them only is judged by them
 
 
 @functools.lru_cache(maxsize=1 << 14)
@@ -27,9 +27,9 @@ def distinctiveness(word: str) -> float:
 
 
 def weight(term: QuestionTerm) -> float:
-    """How much a question's term can say what the question is about: a name fully, another word by its
-    distinctiveness."""
-    return 1.0 if term.named else distinctiveness(term.surface.lower())
+    """How much a question's term can say what the question is about, as the rule reader weighs it (`analyse`'s
+    `weigh`): a verb asking how LEAST (`features.term_weight`), a name fully, another word by its distinctiveness."""
+    return min(term_weight(term), 1.0 if term.named else distinctiveness(term.surface.lower()))
 
 
 def load() -> None:

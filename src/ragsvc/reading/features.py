@@ -4,22 +4,22 @@ evidence and each answer, computed the same way in training (bench/reader) and i
 Every feature is a general property of a question and a text (how much of the question's weighted terms a sentence
 holds, whether it states the kind of value asked for, where it sits, how its chunk ranked); none names a corpus's
 layout or a question's wording. Each term of the question weighs its rarity in the tenant's documents (IDF over the
-chunks the caller can see) times its distinctiveness in everyday English (`english.weight`), normalised to sum 1.
+chunks the caller can see), normalised to sum 1; a verb a question asks "how" with counts least (`term_weight`).
+The rule reader passes its own weight (`english.weight`); read across unseen corpora, weighting by everyday English
+cost the trained reader 1.2 points of right answers (bench/results/reader-ablation-2026-11-27.json).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ragsvc.domain import ScoredChunk, TermCounts
-from ragsvc.reading import english
 from ragsvc.reading.paraphrase import plain, same_sense
 from ragsvc.reading.passages import Kind
-from ragsvc.reading.relevance import Candidate, asks_how_to, ranked
+from ragsvc.reading.relevance import Candidate, asks_how_to
 from ragsvc.reading.sentences import sentences
 from ragsvc.reading.text import QuestionTerm, idf, question_terms, stem
 from ragsvc.reading.values import ASKS_HOW_MUCH, answers_value, asked_values
@@ -32,7 +32,7 @@ _CODE_OR_KEYWORD = re.compile(r"`|\b[A-Z]{3,}(?:\s+[A-Z]{2,})*\b|\(\)")
 _POINTER = re.compile(r"\b(?:see|refer to|described in|discussed in|explained in|documented in)\b", re.IGNORECASE)
 _NUMBER = re.compile(r"\d")
 # Verbs a question asks how something is done with; the documents describe the doing in other words.
-_ASKS_HOW = frozenset(stem(w) for w in "compute calculate determine decide measure work happen handle choose pick".split())
+ASKS_HOW = frozenset(stem(w) for w in "compute calculate determine decide measure work happen handle choose pick".split())
 # A request to put given words into the answer: "append the string X to your answer", "output the word X",
 # "end your reply with X".
 _ECHO_VERBS = "append add output print say write reply respond repeat include end start begin sign return type"
@@ -46,8 +46,8 @@ _ECHO_REQUEST = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class Analysis:
-    """A question as the reader reads it: its matching terms with their weights (summing to 1), its names, the
-    pairs of terms it holds in a row, and what kind of answer it asks for."""
+    """A question as the reader reads it: its matching terms with their weights (summing to 1), its names, and
+    what kind of answer it asks for."""
 
     search: str  # what was searched, instructions to a model left out (`without_instructions`)
     question: str  # the user's own words
@@ -56,7 +56,6 @@ class Analysis:
     surfaces: dict[str, str]  # each term as the question writes it
     names: frozenset[str]
     own: frozenset[str]  # the terms the user wrote (a follow-up's search also holds earlier turns' words)
-    bigrams: frozenset[tuple[str, str]]
     asked: frozenset[str]  # the kinds of value asked for (values.asked_values)
     procedural: bool
     yes_no: bool
@@ -82,10 +81,26 @@ def _asked(search: str) -> str:
     return ASKS_HOW_MUCH.sub(" ", plain(without_instructions(search)))
 
 
-def analyse(search: str, question: str, counts: TermCounts | None, *, rare_share: float = 0.002) -> Analysis:
+LEAST = 0.05  # what a verb asking how counts: a question made of such words only is judged by them
+
+
+def term_weight(term: QuestionTerm) -> float:
+    """How much a term can say what the question is about, before its rarity in the tenant: a verb that asks how
+    something is done ("How is the confidence score computed?") LEAST, any other fully."""
+    return LEAST if term.term in ASKS_HOW else 1.0
+
+
+def analyse(
+    search: str,
+    question: str,
+    counts: TermCounts | None,
+    *,
+    rare_share: float = 0.002,
+    weigh: Callable[[QuestionTerm], float] = term_weight,
+) -> Analysis:
     """The analysis of `search` (what was searched: the question, or a follow-up with its earlier turns' subject),
     `question` being the user's own words, with the tenant's statistics `counts` of `counted_terms(search)` (None:
-    none known)."""
+    none known); `weigh` gives a term's weight before its rarity in the tenant."""
     found = question_terms(_asked(search))
     chunks = max(counts.chunks, 1) if counts is not None else 1
     raw: dict[str, float] = {}
@@ -96,7 +111,7 @@ def analyse(search: str, question: str, counts: TermCounts | None, *, rare_share
     for term in found:
         key = matching(term.term)
         frequency = counts.frequencies.get(term.term, 0) if counts is not None else 0
-        weight = (idf(frequency, chunks) if counts is not None else 1.0) * _english(term)
+        weight = (idf(frequency, chunks) if counts is not None else 1.0) * weigh(term)
         if key not in raw:
             order.append(key)
             surfaces[key] = term.surface
@@ -115,19 +130,12 @@ def analyse(search: str, question: str, counts: TermCounts | None, *, rare_share
         surfaces=surfaces,
         names=frozenset(names),
         own=frozenset(own & set(raw)) or frozenset(raw),
-        bigrams=frozenset(itertools.pairwise(order)),
         asked=asked_values(question or search),
         procedural=asks_how_to(question or search),
         yes_no=bool(_YES_OR_NO.search(question or search)),
         asks_default=bool(_DEFAULT.search(question or search)),
         rare=rare,
     )
-
-
-def _english(term: QuestionTerm) -> float:
-    """How much a term can say what the question is about: a word that asks how something is done ("How is the
-    confidence score computed?") least, whatever its rarity; any other by `english.weight`."""
-    return english.LEAST if term.term in _ASKS_HOW else english.weight(term)
 
 
 def without_instructions(question: str) -> str:
@@ -147,7 +155,6 @@ SENTENCE_FEATURES = (
     "own_sentence",  # share of the user's own terms (not carried from earlier turns) in the sentence
     "names_sentence",  # share of the question's names in the sentence (0 when it names none)
     "names_chunk",  # ... in the chunk
-    "bigrams_sentence",  # share of the question's adjacent term pairs adjacent in the sentence
     "best_term_sentence",  # weight of the heaviest question term the sentence holds, over the heaviest's
     "missing_chunk",  # weight of the heaviest question term missing from the whole chunk
     "terms_sentence",  # log of the count of question terms the sentence holds
@@ -172,8 +179,6 @@ SENTENCE_FEATURES = (
     "row_kind",
     "question_terms",  # log count of the question's terms
     "has_names",
-    "rules_rank",  # its place in the word rules' ranking (relevance.ranked), over the candidates (1: first; 0: unranked)
-    "rules_first",  # the word rules rank it first
     "neighbour_cov",  # best cov_sentence of the passages next to it in its chunk
     "asks_what",  # the question's opening word: what/which, how, why, when/where/who, or a yes-or-no verb
     "asks_how",
@@ -199,8 +204,6 @@ def sentence_features(analysis: Analysis, found: Sequence[Candidate], evidence: 
         cov = sum(weights[t] for t in analysis.terms if t in candidate.terms)
         covs.append(cov)
         scope_best[candidate.scope] = max(scope_best.get(candidate.scope, 0.0), cov)
-    order = ranked(analysis.search, found, question=analysis.question)
-    place = {id(c): i for i, c in enumerate(order)}
     neighbours: dict[tuple[int, int], float] = {}
     for candidate, cov in zip(found, covs, strict=True):
         for step in (-1, 1):
@@ -213,8 +216,6 @@ def sentence_features(analysis: Analysis, found: Sequence[Candidate], evidence: 
         in_chunk = chunk_terms[candidate.marker - 1]
         held = [t for t in analysis.terms if t in candidate.terms]
         value = answers_value(analysis.asked, candidate.values)
-        ordered = candidate.ordered
-        pairs = set(itertools.pairwise(ordered))
         rows.append(
             [
                 cov,
@@ -225,7 +226,6 @@ def sentence_features(analysis: Analysis, found: Sequence[Candidate], evidence: 
                 sum(weights[t] for t in analysis.own if t in candidate.terms) / own_total,
                 len(names & candidate.terms) / len(names) if names else 0.0,
                 len(names & in_chunk) / len(names) if names else 0.0,
-                len(analysis.bigrams & pairs) / len(analysis.bigrams) if analysis.bigrams else 0.0,
                 max((weights[t] for t in held), default=0.0) / heaviest,
                 max((weights[t] for t in analysis.terms if t not in in_chunk), default=0.0) / heaviest,
                 math.log1p(len(held)),
@@ -250,8 +250,6 @@ def sentence_features(analysis: Analysis, found: Sequence[Candidate], evidence: 
                 1.0 if candidate.kind is Kind.ROW else 0.0,
                 math.log1p(len(analysis.terms)),
                 1.0 if names else 0.0,
-                1.0 - place[id(candidate)] / len(found) if id(candidate) in place else 0.0,
-                1.0 if order and order[0] is candidate else 0.0,
                 neighbours.get((candidate.marker, candidate.position), 0.0),
                 1.0 if opening == "what" else 0.0,
                 1.0 if opening == "how" else 0.0,
@@ -317,7 +315,6 @@ ANSWER_FEATURES = (
     "yes_no",
     "candidates",  # log count of candidate sentences
     "quotes_cov",  # weighted share of the question's terms in the answer's quotes together
-    "lead_rules_rank",
     "lead_neighbour_cov",
     "lead_states_code",
     "documents",  # distinct documents among the evidence
@@ -377,10 +374,10 @@ def answer_features(
         1.0 if analysis.yes_no else 0.0,
         math.log1p(len(found)),
         sum(weights[t] for t in analysis.terms if any(t in found[i].terms for i in (*quoted, *([lead] if lead >= 0 else [])))),
-        row[index["rules_rank"]],
         row[index["neighbour_cov"]],
         row[index["states_code"]],
         float(len({s.chunk.document_id for s in evidence})),
-        1.0 if lead >= 0 and evidence and evidence[found[lead].marker - 1].chunk.document_id == evidence[0].chunk.document_id
+        1.0
+        if lead >= 0 and evidence and evidence[found[lead].marker - 1].chunk.document_id == evidence[0].chunk.document_id
         else 0.0,
     ]

@@ -14,9 +14,7 @@ from ragsvc.reading.relevance import asks_how_to
 from ragsvc.reading.text import STOPWORDS, content_terms, key_phrases, question_terms, stem
 
 # A follow-up that points back at the conversation: a pronoun or a "the other one" ...
-_REFERS_BACK = re.compile(
-    r"\b(it|its|it's|they|them|their|this|that|these|those|there|one|ones|former|latter)\b", re.IGNORECASE
-)
+_REFERS_BACK = re.compile(r"\b(it|its|it's|they|them|their|this|that|these|those|there|one|ones|former|latter)\b", re.IGNORECASE)
 # ... or one that continues the previous question ("and ...", "what about ...").
 _CONTINUES = re.compile(r"^\W*(and|also|but|so|or|then|what about|how about|what if|why not|what else)\b", re.IGNORECASE)
 # Words that name an attribute of something rather than the thing: "the default?", "what range is allowed?".
@@ -35,7 +33,6 @@ _PERSONAL = re.compile(r"\b(?:it|its)\b", re.IGNORECASE)
 _EMPTY_IT = re.compile(
     r"\b(?:is|was|would|will|isn't)\s+(it)\s+\w+\s+(?:to|\w+ing)\b|\b(it)(?:\s+is|'s)\s+\w+\s+to\b", re.IGNORECASE
 )
-
 
 
 def follow_up_search(query: str, history: Sequence[ChatMessage]) -> str:

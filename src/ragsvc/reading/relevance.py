@@ -110,7 +110,6 @@ class Candidate:
     values: frozenset[str]  # the kinds of value it states (lexical.stated_values)
     cut: bool = False  # a sentence the chunk's border cuts: `text` is the part the chunk holds, "…" where it is cut
     kind: Kind = Kind.SENTENCE
-    ordered: tuple[str, ...] = ()  # its terms in order (passage_terms)
     term: str = ""  # the term a definition list defines it under ("-f, --force"; not a section heading), or ""
 
     @property
@@ -169,8 +168,7 @@ def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:
                 continue
             depth += 1
             terms_in_row = False
-            ordered = tuple(passage_terms(passage.text))
-            terms = frozenset(ordered)
+            terms = frozenset(passage_terms(passage.text))
             if passage.block in instructing or not terms or len(passage.text.split()) < _MIN_WORDS:
                 continue
             if passage.cut and len(passage.text.split()) < _MIN_CUT_WORDS:
@@ -188,7 +186,6 @@ def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:
                 stated_values(passage.text),
                 passage.cut,
                 passage.kind,
-                ordered,
                 term,
             )
 

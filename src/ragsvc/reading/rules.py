@@ -43,7 +43,7 @@ class RuleReader(FollowUpRules):
         return counted_terms(search)
 
     def analyse(self, search: str, question: str, counts: TermCounts | None) -> Analysis:
-        return analyse(search, question, counts, rare_share=self._rare_share)
+        return analyse(search, question, counts, rare_share=self._rare_share, weigh=english.weight)
 
     def assess(self, analysis: Analysis, evidence: Sequence[ScoredChunk]) -> Assessment:
         if not analysis.terms and question_terms(analysis.question):  # nothing asked but instructions

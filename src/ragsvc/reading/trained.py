@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ragsvc.domain import Chunk, ScoredChunk, TermCounts
-from ragsvc.reading import Assessment, Judgement, english
+from ragsvc.reading import Assessment, Judgement
 from ragsvc.reading.features import (
     ANSWER_FEATURES,
     SENTENCE_FEATURES,
@@ -118,7 +118,6 @@ class Read:
 
 class TrainedReader(FollowUpRules):
     def __init__(self, model: Model, *, rare_share: float) -> None:
-        english.load()
         self._model = model
         self._rare_share = rare_share
         self._recent: OrderedDict[tuple[object, ...], Read] = OrderedDict()
@@ -217,5 +216,3 @@ def _as_candidate(text: str, marker: int, evidence: Sequence[ScoredChunk]) -> Ca
                   section=cited.chunk.section)  # fmt: skip
     own = next(candidates([ScoredChunk(chunk, cited.score)]), None)
     return None if own is None else dataclasses.replace(own, marker=marker, scope=(marker, -1, -1))
-
-

@@ -237,8 +237,7 @@ class EdgeEngine:
         except Exception as exc:
             if "WouldBlock" in str(exc):  # the WAL's lock: another process has the shard open
                 raise RetrievalUnavailable(
-                    f"the vector store at {path} is in use by another process "
-                    "(another `ragsvc serve` on the same RAG_DATA_DIR?)"
+                    f"the vector store at {path} is in use by another process (another `ragsvc serve` on the same RAG_DATA_DIR?)"
                 ) from exc
             raise RetrievalUnavailable(f"cannot open the vector store at {path}: {exc}") from exc
         # Only now, owning the shard (its WAL lock), drop what an interrupted build or swap left behind.
@@ -254,9 +253,7 @@ class EdgeEngine:
         except Exception as exc:
             shard.close()
             raise RetrievalUnavailable(f"cannot index the vector store at {path}: {exc}") from exc
-        return cls(
-            path, shard, config, access=access, index_after_points=index_after_points, index_delay_s=index_delay_s
-        )
+        return cls(path, shard, config, access=access, index_after_points=index_after_points, index_delay_s=index_delay_s)
 
     # -- the VectorEngine protocol --------------------------------------------------------------------------
 
@@ -365,8 +362,12 @@ class EdgeEngine:
             points = await asyncio.shield(snapshot)
             copied = time.perf_counter()
             self._child = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "ragsvc.retrieval.edge_optimize", str(building),
-                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+                sys.executable,
+                "-m",
+                "ragsvc.retrieval.edge_optimize",
+                str(building),
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
             )
             _, stderr = await self._child.communicate()
             if self._child.returncode != 0:
@@ -440,8 +441,10 @@ class EdgeEngine:
         if not info.points_count:
             return
         dimension = self._config.vectors[DENSE].size
-        for query in (qe.Query.Nearest([1.0] * dimension, using=DENSE),
-                      qe.Query.Nearest(self._sparse.edge_query("warm up"), using=SPARSE)):
+        for query in (
+            qe.Query.Nearest([1.0] * dimension, using=DENSE),
+            qe.Query.Nearest(self._sparse.edge_query("warm up"), using=SPARSE),
+        ):
             self._shard.query(qe.QueryRequest(limit=1, query=query, with_payload=True, with_vector=[DENSE]))
 
     # -- shard access ----------------------------------------------------------------------------------------
@@ -559,9 +562,7 @@ class EdgeEngine:
             self._shard.update(qe.UpdateOperation.delete_points_by_filter(document))
         return removed
 
-    def _chunk_counts(
-        self, tenant_id: str, document_id: str | None = None, tags: frozenset[str] | None = None
-    ) -> dict[str, int]:
+    def _chunk_counts(self, tenant_id: str, document_id: str | None = None, tags: frozenset[str] | None = None) -> dict[str, int]:
         """Chunks per document of the tenant (of one document when given) that `tags` show."""
         documents = _documents(tenant_id, document_id, tags, self._access)
         if documents is None:
@@ -626,9 +627,7 @@ class EdgeEngine:
         stored = unit_rows(_dense_rows(points))
         return candidates_from([p.payload or {} for p in points], stored, cosines(stored, dense), query, self._access)
 
-    def _prefetches(
-        self, query: RetrievalQuery, dense: Sequence[float], limit: int, visible: qe.Filter
-    ) -> list[qe.Prefetch]:
+    def _prefetches(self, query: RetrievalQuery, dense: Sequence[float], limit: int, visible: qe.Filter) -> list[qe.Prefetch]:
         """One filtered prefetch per vector the query's search mode ranks by (R-002-03)."""
         prefetches = []
         for name in searched_vectors(query.search_mode):
@@ -655,9 +654,7 @@ class EdgeEngine:
             return found
 
         indexed = count(None, qe.Filter(must_not=[qe.IsEmptyCondition(TERMS_FIELD)]))
-        return TermCounts(
-            indexed, {term: count(term, _match(TERMS_FIELD, term)) if indexed else 0 for term in terms}
-        )
+        return TermCounts(indexed, {term: count(term, _match(TERMS_FIELD, term)) if indexed else 0 for term in terms})
 
     def _close(self) -> None:
         with self._gate.exclusive(), self._write_lock:
@@ -824,9 +821,7 @@ def _shown(tags: Collection[str], access: AccessPolicy) -> qe.Filter | None:
     return qe.Filter(should=visible) if visible else None
 
 
-def _documents(
-    tenant_id: str, document_id: str | None, tags: frozenset[str] | None, access: AccessPolicy
-) -> qe.Filter | None:
+def _documents(tenant_id: str, document_id: str | None, tags: frozenset[str] | None, access: AccessPolicy) -> qe.Filter | None:
     """The chunks of the tenant (of one document) that a key holding `tags` (None: any tag) may touch; None when
     it may touch none."""
     must: list[Any] = [_match(TENANT_FIELD, tenant_id)]
@@ -868,9 +863,7 @@ def _visibility(query: RetrievalQuery, access: AccessPolicy) -> qe.Filter | None
     if shown is None:
         return None
     must: list[Any] = [_match(TENANT_FIELD, query.tenant_id), shown]
-    must.extend(
-        qe.FieldCondition(key, match=qe.MatchAny(list(values))) for key, values in metadata_constraints(query.filters)
-    )
+    must.extend(qe.FieldCondition(key, match=qe.MatchAny(list(values))) for key, values in metadata_constraints(query.filters))
     if (where := resolved_where(query.filters)) is not None:
         must.append(render(where, _Filters()))
     return qe.Filter(must=must)

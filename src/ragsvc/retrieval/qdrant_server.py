@@ -183,12 +183,8 @@ class QdrantServerEngine:
         )
         async with self._write_lock:
             for start in range(0, len(points), UPSERT_BATCH):
-                await self._call(
-                    self._client.upsert(self._collection, points[start : start + UPSERT_BATCH], wait=True)
-                )
-            await self._call(
-                self._client.delete(self._collection, m.FilterSelector(filter=stale), wait=True)
-            )
+                await self._call(self._client.upsert(self._collection, points[start : start + UPSERT_BATCH], wait=True))
+            await self._call(self._client.delete(self._collection, m.FilterSelector(filter=stale), wait=True))
 
     async def delete_document(self, tenant_id: str, document_id: str, *, tags: Collection[str] | None = None) -> int:
         document = _documents(tenant_id, document_id, tags, self._access)
@@ -220,9 +216,7 @@ class QdrantServerEngine:
         stored = unit_rows(np.array([_dense_of(p) for p in points], dtype=np.float32))
         return candidates_from([p.payload or {} for p in points], stored, cosines(stored, dense), query, self._access)
 
-    def _prefetches(
-        self, query: RetrievalQuery, dense: Sequence[float], limit: int, visible: m.Filter
-    ) -> list[m.Prefetch]:
+    def _prefetches(self, query: RetrievalQuery, dense: Sequence[float], limit: int, visible: m.Filter) -> list[m.Prefetch]:
         """One filtered prefetch per vector the query's search mode ranks by (R-002-03)."""
         prefetches = []
         for name in searched_vectors(query.search_mode):
@@ -395,9 +389,7 @@ def _shown(tags: Collection[str], access: AccessPolicy) -> m.Filter | None:
     return m.Filter(should=visible) if visible else None
 
 
-def _documents(
-    tenant_id: str, document_id: str | None, tags: Collection[str] | None, access: AccessPolicy
-) -> m.Filter | None:
+def _documents(tenant_id: str, document_id: str | None, tags: Collection[str] | None, access: AccessPolicy) -> m.Filter | None:
     """The same filter as the embedded engine's (edge._documents), in qdrant-client's models."""
     must: list[Any] = [_match(TENANT_FIELD, tenant_id)]
     if document_id is not None:
@@ -438,8 +430,7 @@ def _visibility(query: RetrievalQuery, access: AccessPolicy) -> m.Filter | None:
         return None
     must: list[Any] = [_match(TENANT_FIELD, query.tenant_id), shown]
     must.extend(
-        m.FieldCondition(key=key, match=m.MatchAny(any=list(values)))
-        for key, values in metadata_constraints(query.filters)
+        m.FieldCondition(key=key, match=m.MatchAny(any=list(values))) for key, values in metadata_constraints(query.filters)
     )
     if (where := resolved_where(query.filters)) is not None:
         must.append(render(where, _Filters()))

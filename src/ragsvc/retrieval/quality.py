@@ -66,9 +66,7 @@ def recency_boost(published_at: str, today: dt.date) -> float:
 
 def rank_score(chunk: Chunk, similarity: float, weights: RankingWeights, today: dt.date) -> float:
     return (
-        similarity * weights.similarity
-        + recency_boost(chunk.published_at, today) * weights.recency
-        + chunk.trust * weights.trust
+        similarity * weights.similarity + recency_boost(chunk.published_at, today) * weights.recency + chunk.trust * weights.trust
     )
 
 
@@ -78,10 +76,7 @@ def rank(
     """Best rank first, each with its rank score (R-003-14): the weighted rank plus the label boost for
     `query_terms` (`lexical.index_terms` of the query); equal ranks keep the engine's fused order."""
     asked = frozenset(query_terms)
-    scores = [
-        rank_score(c.chunk, c.score, weights, today) + LABEL_BOOST * label_match(c.chunk.text, asked)
-        for c in candidates
-    ]
+    scores = [rank_score(c.chunk, c.score, weights, today) + LABEL_BOOST * label_match(c.chunk.text, asked) for c in candidates]
     order = sorted(range(len(candidates)), key=lambda i: -scores[i])
     return [dataclasses.replace(candidates[i], rank_score=scores[i]) for i in order]
 

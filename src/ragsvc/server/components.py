@@ -167,9 +167,7 @@ async def open_components(
             command_timeout_s=records.database_command_timeout_s,
         )
         stack.push_async_callback(database.aclose)
-        answers = AnswerLog(
-            database, default_tenant=settings.server.default_tenant, before_answer=records.audit_before_answer
-        )
+        answers = AnswerLog(database, default_tenant=settings.server.default_tenant, before_answer=records.audit_before_answer)
         stack.push_async_callback(answers.drain)  # the last rows are written before the database closes
 
         owners = OwnerDirectory(database, admin_email=settings.trust.admin_email)
@@ -298,9 +296,7 @@ def answer_stores(settings: Settings, shared: SharedState | None) -> tuple[Answe
         return shared.answer_stores(ttl_s=hardening.cache_ttl_s, replay_ttl_s=hardening.idempotency_ttl_s)
     return (
         MemoryAnswerCache(max_entries=hardening.cache_max_entries, ttl_s=hardening.cache_ttl_s),
-        MemoryAnswerCache(
-            max_entries=hardening.cache_max_entries, ttl_s=hardening.idempotency_ttl_s, admits=keeps_every_answer
-        ),
+        MemoryAnswerCache(max_entries=hardening.cache_max_entries, ttl_s=hardening.idempotency_ttl_s, admits=keeps_every_answer),
     )
 
 

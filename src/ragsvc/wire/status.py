@@ -80,8 +80,7 @@ def to_rpc_status(exc: errors.RagError) -> status_pb2.Status:
     details = [_pack(error_details_pb2.ErrorInfo(reason=exc.reason, domain=DOMAIN, metadata=exc.metadata))]
     if isinstance(exc, errors.InvalidRequest):
         violations = [
-            error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.description)
-            for v in exc.violations
+            error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.description) for v in exc.violations
         ]
         details.append(_pack(error_details_pb2.BadRequest(field_violations=violations)))
     if isinstance(exc, errors.RetryableError):
