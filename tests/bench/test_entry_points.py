@@ -60,6 +60,10 @@ def test_ask_latency_measures_the_pipeline_and_the_cache_apart(tmp_path: Path) -
     assert pipeline["server_stage_p50_ms"]["retrieval"] > 0 and cache["server_stage_p50_ms"]["retrieval"] == 0
     assert pipeline["rounds"][0]["ask"]["n"] == pipeline["rounds"][0]["floor_unary"]["n"] == 70
     assert pipeline["ask_p50_ms_median_of_rounds"] > pipeline["floor_p50_ms_median_of_rounds"] > 0
+    rules = phases["rules_reader"]
+    assert rules["server_settings"]["RAG_READER"] == "rules" and rules["cache"]["misses"] == 70
+    added = result(tmp_path, "ask_latency")["reader_added_p50_ms"]
+    assert added == round(pipeline["ask_p50_ms_median_of_rounds"] - rules["ask_p50_ms_median_of_rounds"], 3)
 
 
 @pytest.mark.timeout(300)
