@@ -32,7 +32,7 @@ def closed_port() -> str:
 @pytest.fixture(scope="module")
 async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RagServer]:
     # Every grounded answer CITEd, so cacheable whatever the reader's calibration.
-    async with running_server(tmp_path_factory.mktemp("cli-data"), cache_max_entries=100, confidence_threshold=0) as server:
+    async with running_server(tmp_path_factory.mktemp("cli-data"), cache_max_entries=100) as server:
         yield server
 
 

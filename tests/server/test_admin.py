@@ -46,7 +46,7 @@ def violations(details: Details) -> dict[str, str]:
 @pytest.fixture(scope="module")
 async def admin_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RagServer]:
     # Every grounded answer CITEd, so cacheable whatever the reader's calibration.
-    async with running_server(tmp_path_factory.mktemp("admin-data"), cache_max_entries=100, confidence_threshold=0) as server:
+    async with running_server(tmp_path_factory.mktemp("admin-data"), cache_max_entries=100) as server:
         yield server
 
 

@@ -18,7 +18,7 @@ from tests.support.servers import Stubs, connected, running_server
 @pytest.fixture(scope="module")
 async def cached(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RagServer]:
     # Every grounded answer CITEd, so cacheable whatever the reader's calibration.
-    async with running_server(tmp_path_factory.mktemp("cache-data"), cache_max_entries=100, confidence_threshold=0) as server:
+    async with running_server(tmp_path_factory.mktemp("cache-data"), cache_max_entries=100) as server:
         async with connected(server) as stubs:
             for tenant, amount in (("acme", "12000"), ("globex", "300")):
                 document = index_pb.Document(

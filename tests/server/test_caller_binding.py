@@ -38,7 +38,7 @@ async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RagS
     keys_file = tmp_path_factory.mktemp("keys") / "keys.json"
     keys_file.write_text(json.dumps(KEYS))
     async with running_server(tmp_path_factory.mktemp("binding"), auth_enabled=True, api_keys_file=str(keys_file),
-                              cache_max_entries=100, demo_corpus=False, confidence_threshold=0) as server:  # fmt: skip
+                              cache_max_entries=100, demo_corpus=False) as server:  # fmt: skip
         await ingest_finance_and_hr(server, "tok-ops")
         yield server
 

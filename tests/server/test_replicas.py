@@ -101,7 +101,6 @@ async def replicas(
         "RAG_API_RATE_LIMIT": str(RATE_LIMIT),
         "RAG_HEALTH_PROBE_INTERVAL_SECONDS": "0.5",
         "RAG_GRACE_PERIOD_SECONDS": "2",
-        "RAG_CONFIDENCE_THRESHOLD": "0",  # every grounded answer CITEd, so cacheable whatever the reader's calibration
     }
     ports = [free_port(), free_port()]
     data_dirs = [demo_index(tmp_path_factory.mktemp(f"replica-{n}")) for n in range(2)]

@@ -48,7 +48,6 @@ async def shared(
     async with running_server(
         demo_index(tmp_path), database_url=postgres_url, redis_url=redis_url, cache_max_entries=100,
         rate_limit_per_minute=10_000, health_probe_interval_s=PROBE_INTERVAL_S, redis_retry_s=0.2,
-        confidence_threshold=0,  # every grounded answer CITEd, so cacheable whatever the reader's calibration
     ) as server, connected(server) as stubs:  # fmt: skip
         yield server, stubs
 

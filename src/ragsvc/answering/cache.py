@@ -8,11 +8,12 @@ resolved), the model, the mode and selection, and the remaining knobs that chang
 strictness, temperature, seed, search mode, response style, citation policy). Tenant and tags are part of the key,
 so an answer is never served to another tenant or tag set.
 
-What is cached: grounded answers with action CITE only. Refusals are not: the gate refusals (NO_CHUNKS,
-SCORE_GATE) cost no LLM call, so caching them saves little, and the others (UNSUPPORTED_ANSWER,
-INVALID_CITATIONS) come from one unlucky generation that a new call may well get right; ROUTEd answers are
-left for the human they are routed to. Questions with chat history or a session, dry runs and explain requests
-bypass the cache.
+What is cached: grounded answers, CITEd or ROUTEd (the action is kept with the answer: a cached ROUTE is routed
+again). The trained reader CITEs only from a P(right) chosen for 95% precision, which most answers do not clear;
+keeping ROUTEd answers out left the cache empty under the defaults. Refusals are not cached: the gate refusals
+(NO_CHUNKS, SCORE_GATE) cost no LLM call, so caching them saves little, and the others (UNSUPPORTED_ANSWER,
+INVALID_CITATIONS) come from one unlucky generation that a new call may well get right. Questions with chat
+history or a session, dry runs and explain requests bypass the cache.
 
 Idempotency (R-003-03, with Stripe's and AIP-155's semantics): an answer recorded for an idempotency key is bound
 to the caller that sent it (`Question.caller`: its key, or its peer without authentication) in its tenant, and
@@ -45,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from ragsvc.domain import Action, Answer, Question, RefusalReason
+from ragsvc.domain import Answer, Question, RefusalReason
 from ragsvc.sanitize import clean_text
 
 
@@ -121,7 +122,7 @@ def bypasses_cache(question: Question) -> bool:
 
 
 def is_cacheable(answer: Answer) -> bool:
-    return answer.grounded and answer.action is Action.CITE and answer.refusal is RefusalReason.NONE
+    return answer.grounded and answer.refusal is RefusalReason.NONE
 
 
 def keeps_every_answer(answer: Answer) -> bool:

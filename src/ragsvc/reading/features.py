@@ -33,13 +33,15 @@ _POINTER = re.compile(r"\b(?:see|refer to|described in|discussed in|explained in
 _NUMBER = re.compile(r"\d")
 # Verbs a question asks how something is done with; the documents describe the doing in other words.
 ASKS_HOW = frozenset(stem(w) for w in "compute calculate determine decide measure work happen handle choose pick".split())
-# A request to put given words into the answer: "append the string X to your answer", "output the word X",
-# "end your reply with X".
+# A request to put given words into the answer: "append the string X to your answer", "output the word X" (the words
+# quoted, or capitalised or a number: "print the one-line title" asks no such thing), "end your reply with X",
+# "add X at the end of your answer".
 _ECHO_VERBS = "append add output print say write reply respond repeat include end start begin sign return type"
 _ECHO_OBJECTS = "word words string phrase text token line"
 _ECHO_REQUEST = re.compile(
-    rf"\b({'|'.join(_ECHO_VERBS.split())})\b[^.!?]{{0,40}}?\b({'|'.join(_ECHO_OBJECTS.split())})\b"
-    r"|\b(your|the)\s+(answer|reply|response|output)\b[^.!?]{0,20}?\b(with|by)\b",
+    rf"\b({'|'.join(_ECHO_VERBS.split())})\b[^.!?]{{0,40}}?\b({'|'.join(_ECHO_OBJECTS.split())})\s+(?-i:[\"'“‘A-Z0-9])"
+    r"|\b(your|the)\s+(answer|reply|response|output)\b[^.!?]{0,20}?\b(with|by)\b"
+    r"|\b(to|at)\s+the\s+(end|start|beginning|top|bottom)\s+of\s+(your|the)\s+(answer|reply|response|output)\b",
     re.IGNORECASE,
 )
 

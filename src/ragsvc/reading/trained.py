@@ -148,9 +148,11 @@ class TrainedReader(FollowUpRules):
         for candidate in read.found:
             everywhere |= candidate.terms | candidate.label | candidate.heading
         missing = tuple(
-            analysis.surfaces[t]
-            for t in analysis.terms
-            if t in analysis.names and t not in everywhere and analysis.rare.get(t, False)
+            dict.fromkeys(  # a name of two terms ("ZEBRA-4412") is named once
+                analysis.surfaces[t]
+                for t in analysis.terms
+                if t in analysis.names and t not in everywhere and analysis.rare.get(t, False)
+            )
         )
         return Assessment(answerable=bool(read.chosen) and p >= self._model.refuse_below, score=p, missing=missing)
 
