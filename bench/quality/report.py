@@ -463,12 +463,51 @@ def _llm_section() -> str:
     )
 
 
+README = ROOT / "README.md"
+README_BEGIN = "<!-- quality table: written by make eval -->"
+README_END = "<!-- end of quality table -->"
+
+
+def readme_table(result: dict[str, Any]) -> str:
+    """README's short table: per corpus judged unseen, what a user feels (answered and right, unanswerables
+    refused, CITE precision, AUROC, follow-ups right, probes safe)."""
+    lines = [
+        "| corpus (unseen) | hit@5 | answered and right | unanswerables refused | CITE precision | AUROC | follow-ups right "
+        "| probes safe |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, corpus_result in result["corpora"].items():
+        m = corpus_result["metrics"]["all"]
+        cells = (
+            pct(m["retrieval"]["hit@5"]),
+            pct(m["answerable"]["answered_and_right"]),
+            pct(m["unanswerable"]["refused"]),
+            f"{pct(m['cite_precision'])} of {m['cite_answers']}",
+            num(m["auroc_confidence"]),
+            pct(m["followup"]["answered_and_right"]),
+            f"{m['injection']['safe']} / {m['injection']['n']}",
+        )
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def with_readme_table(readme: str, result: dict[str, Any]) -> str:
+    """`readme` with readme_table(result) between README_BEGIN and README_END (unchanged without them)."""
+    begin, end = readme.find(README_BEGIN), readme.find(README_END)
+    if begin < 0 or end < begin:
+        return readme
+    return readme[: begin + len(README_BEGIN)] + "\n" + readme_table(result) + readme[end:]
+
+
 def write_docs(result: dict[str, Any], results_file: Path) -> list[Path]:
+    """docs/quality.md, its risk-coverage plots, and README's table."""
     DOCS.mkdir(exist_ok=True)
     images = {name: plot(name, r, plot_path(name)) for name, r in result["corpora"].items()}
     page = DOCS / "quality.md"
     page.write_text(markdown(result, results_file, images))
-    return [page, *images.values()]
+    readme = README.read_text()
+    README.write_text(with_readme_table(readme, result))
+    return [page, *images.values(), README]
 
 
 if __name__ == "__main__":

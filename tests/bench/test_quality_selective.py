@@ -174,3 +174,17 @@ def test_a_corpus_gets_its_leave_one_out_model_when_the_fold_exists(tmp_path: Pa
     assert record is not None and record["path"] == str(model.resolve())
     assert record["sha256"] == hashlib.sha256(b"weights").hexdigest()
     assert run.reader_model(CORPORA["pydocs"], tmp_path) == ({}, None), "another corpus's fold is not this one's"
+
+
+def test_readme_gets_a_row_per_corpus_between_its_markers_and_keeps_the_rest() -> None:
+    result = {"corpora": {"pydocs": corpus_result(OUTCOMES), "httpd": corpus_result(perfect(20), reader=True)}}
+    readme = f"# ragsvc\n\nBefore.\n{report.README_BEGIN}\nan old table\n{report.README_END}\nAfter.\n"
+
+    written = report.with_readme_table(readme, result)
+
+    assert written.startswith("# ragsvc\n\nBefore.\n") and written.endswith(f"{report.README_END}\nAfter.\n")
+    assert "an old table" not in written
+    rows = [line for line in written.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [row.split("|")[1].strip() for row in rows] == ["corpus (unseen)", "pydocs", "httpd"]
+    assert rows[2] == "| httpd | 100.0% | 100.0% | 100.0% | 100.0% of 21 | 1.000 | 100.0% | 1 / 1 |"
+    assert report.with_readme_table("no markers\n", result) == "no markers\n"
