@@ -181,16 +181,7 @@ async def ask_one(
     ranked_documents = [c.document_id for c in ranked]
     right = metrics.is_right(question, answer.grounded, answer.text) if question.should_answer else False
     return {
-        "id": question.id,
-        "split": question.split,
-        "kind": question.kind,
-        "style": question.style,
-        "near_topic": question.near_topic,
-        "question": question.question,
-        "history": list(question.history),
-        "earlier_turns": earlier,
-        "expected_documents": list(question.expected_documents),
-        "key_facts": list(question.key_facts),
+        **asked(question, earlier),
         "grounded": answer.grounded,
         "refusal_reason": pb.RefusalReason.Name(answer.refusal_reason),
         "action": pb.Action.Name(answer.action),
@@ -229,8 +220,8 @@ async def ask_one(
     }
 
 
-def failed_outcome(question: questions.Question, error: grpc.aio.AioRpcError) -> dict[str, Any]:
-    """An Ask that ended in an error status: not grounded, not right, refusal reason ERROR_<code>."""
+def asked(question: questions.Question, earlier: list[dict[str, Any]]) -> dict[str, Any]:
+    """What an outcome records of its question, and of the turns asked before it."""
     return {
         "id": question.id,
         "split": question.split,
@@ -239,9 +230,16 @@ def failed_outcome(question: questions.Question, error: grpc.aio.AioRpcError) ->
         "near_topic": question.near_topic,
         "question": question.question,
         "history": list(question.history),
-        "earlier_turns": [],
+        "earlier_turns": earlier,
         "expected_documents": list(question.expected_documents),
         "key_facts": list(question.key_facts),
+    }
+
+
+def failed_outcome(question: questions.Question, error: grpc.aio.AioRpcError) -> dict[str, Any]:
+    """An Ask that ended in an error status: not grounded, not right, refusal reason ERROR_<code>."""
+    return {
+        **asked(question, []),
         "grounded": False,
         "refusal_reason": f"ERROR_{error.code().name}",
         "action": "ERROR",
