@@ -104,7 +104,10 @@ def test_low_confidence_routes_by_the_primary_tag() -> None:
     assert verdict.grounded and verdict.confidence.overall < 60
     assert verdict.action is Action.ROUTE
     assert verdict.primary_tag == "finance"
-    assert verdict.route_reason == f"Low confidence: {verdict.confidence.overall:.0f}%"
+    assert verdict.route_reason == (
+        f"Confidence {verdict.confidence.overall:.0f} is under {POLICY.confidence_threshold:.0f}, "
+        "the least an answer is cited with"
+    )
 
 
 @pytest.mark.parametrize(("threshold", "action"), [(64.0, Action.CITE), (64.5, Action.ROUTE)])

@@ -147,7 +147,11 @@ class AnswerPolicy:
         confidence = self._confidence(text, citations, context, llm_score, judgement, answerability) if grounded else Confidence()
         if grounded and confidence.overall >= self.confidence_threshold:
             return Verdict(citations, True, refusal, invalid, confidence, Action.CITE, partial=partial)
-        reason = f"Low confidence: {confidence.overall:.0f}%" if grounded else f"Refused: {refusal.value}"
+        reason = (
+            f"Confidence {confidence.overall:.0f} is under {self.confidence_threshold:.0f}, the least an answer is cited with"
+            if grounded
+            else f"Refused: {refusal.value}"
+        )
         tag = primary_tag([scored.chunk.tags for scored in context])
         return Verdict(citations, grounded, refusal, invalid, confidence, Action.ROUTE, reason, tag, partial)
 
