@@ -31,7 +31,8 @@ DATA_DIR := .ragsvc-data
 PIP := PYTHONWARNINGS='ignore:Editable installation' $(BIN)/python -m pip
 
 .PHONY: help serve llm serve-llm test check generate docs docs-check lint-proto format-proto breaking release-contract \
-	go-tools ts-tools node-example go-example bench bench-operations bench-peers bench-llm profile eval clean clean-data
+	go-tools ts-tools node-example go-example bench bench-operations bench-peers bench-llm profile eval train-reader clean \
+	clean-data
 
 help:  ## this list
 	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:.*## / {printf "  make %-17s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -137,8 +138,14 @@ profile: $(VENV)/.bench  ## flame graph and top ten of an Ask at 10k passages, d
 # reader trained without it when bench/quality/folds/without-<corpus>.npz exists. Writes
 # bench/results/quality-DATE.json, docs/quality.md and docs/quality/<corpus>-risk-coverage.png. One corpus:
 # .venv/bin/python -m bench.quality.run --corpus NAME (repeatable).
-eval: $(VENV)/.bench  ## answer quality on four corpora, docs/quality.md (about 1 minute; 10 minutes the first time)
+eval: $(VENV)/.bench  ## answer quality on six corpora, each judged by a reader that never saw it, docs/quality.md (about 2 minutes; 20 the first time)
 	$(BIN)/python -m bench.quality.run
+
+# The trained reader (bench/reader, src/ragsvc/reading): its models from the benchmark's labelled questions, the one
+# shipped in the package (every corpus) and one per corpus left out (bench/quality/folds/, what `make eval` judges
+# each corpus with). Deterministic for its seed; LightGBM (and the cross-encoder's torch) only in the `train` extra.
+train-reader: $(VENV)/.train  ## train the reader: src/ragsvc/reading/models/ and bench/quality/folds/ (~10 min)
+	$(BIN)/python -m bench.reader.train
 
 $(VENV)/.runtime: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -158,6 +165,10 @@ $(VENV)/.dev: $(VENV)/.runtime
 
 $(VENV)/.bench: $(VENV)/.dev
 	$(PIP) install --quiet -e '.[dev,bench]'
+	touch $@
+
+$(VENV)/.train: $(VENV)/.bench
+	$(PIP) install --quiet -e '.[dev,bench,train]'
 	touch $@
 
 $(BUF):

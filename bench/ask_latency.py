@@ -5,8 +5,10 @@ floor that any gRPC call pays, and Ask. Rounds interleave the two so machine noi
 each with a server of its own: `pipeline`, the answer cache off, so that every Ask runs the whole pipeline; and
 `cache`, the cache on and every question asked once before, so that every measured Ask is a cache hit. Each
 phase counts the answers the cache served (`flags.cache_hit`) and fails when one of them is not what it
-measures. Both lift the rate limit (60 calls a minute by default; a round makes hundreds). Reports p50/p90/p99
-per round, the server's own stage timings (pipeline phase), and the machine it ran on.
+measures. A third phase, `rules_reader`, is `pipeline` with the rule reader (RAG_READER=rules): what the trained
+reader, the default, adds to an Ask is `pipeline` less `rules_reader` (`reader_added_p50_ms`). Every phase lifts
+the rate limit (60 calls a minute by default; a round makes hundreds). Reports p50/p90/p99 per round, the server's
+own stage timings (pipeline phases), and the machine it ran on.
 
     python -m bench.ask_latency [--rounds 3] [--calls 200] [--warmup 20]
 """
@@ -43,6 +45,7 @@ SERVER = {"RAG_GENERATOR": "extractive", "RAG_API_RATE_LIMIT": "0"}
 PHASES = {
     "pipeline": {"RAG_CACHE_MAX_ENTRIES": "0"},  # every Ask a cache miss: the whole pipeline runs
     "cache": {"RAG_CACHE_MAX_ENTRIES": "1000"},  # every measured Ask a cache hit
+    "rules_reader": {"RAG_CACHE_MAX_ENTRIES": "0", "RAG_READER": "rules"},  # the pipeline with the word rules
 }
 
 
@@ -57,8 +60,12 @@ async def phase(name: str, rounds: int, calls: int, warmup: int) -> dict[str, An
     started = time.perf_counter()
     server = subprocess.Popen(
         [sys.executable, "-m", "ragsvc.cli", "serve"],
-        env={**os.environ, "RAG_GRPC_ADDRESS": "127.0.0.1:0", "RAG_DATA_DIR": tempfile.mkdtemp(prefix="ragsvc-bench-"),
-             **settings},
+        env={
+            **os.environ,
+            "RAG_GRPC_ADDRESS": "127.0.0.1:0",
+            "RAG_DATA_DIR": tempfile.mkdtemp(prefix="ragsvc-bench-"),
+            **settings,
+        },
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -117,10 +124,14 @@ async def run(rounds: int, calls: int, warmup: int) -> dict[str, Any]:
         "what": "sequential unary calls over one channel to a `ragsvc serve` subprocess on 127.0.0.1; extractive "
         "generator; demo corpus (5 documents); Ask cycles through 5 questions; floor = grpc.health.v1 Check on "
         "the same server, interleaved call by call; phase `pipeline` with the answer cache off (every Ask a miss), "
-        "phase `cache` with it on (every measured Ask a hit); rate limit off in both",
+        "phase `cache` with it on (every measured Ask a hit); phase `rules_reader` as `pipeline` with RAG_READER=rules; "
+        "phases run one after another, each with a server of its own; rate limit off in all",
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(load_before),
         "phases": phases,
+        "reader_added_p50_ms": round(
+            phases["pipeline"]["ask_p50_ms_median_of_rounds"] - phases["rules_reader"]["ask_p50_ms_median_of_rounds"], 3
+        ),
     }
 
 

@@ -39,9 +39,7 @@ POLICIES = ("strict", "drop_invalid")
 CALL_TIMEOUT_S = 300.0
 
 
-async def ask(
-    stub: rag_service_pb2_grpc.RagServiceStub, proxy: TimingProxy, question: DemoQuestion, seed: int
-) -> dict[str, Any]:
+async def ask(stub: rag_service_pb2_grpc.RagServiceStub, proxy: TimingProxy, question: DemoQuestion, seed: int) -> dict[str, Any]:
     started = time.perf_counter()
     request = pb.AskRequest(query=question.query, generation=pb.GenerationOptions(seed=seed))
     row: dict[str, Any] = {"query": question.query, "seed": seed}
@@ -84,8 +82,10 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "shown_with_citations_dropped": sum(row["citations_dropped"] for row in shown),
         "drafts_with_invalid_citations": sum(row["hallucination_detected"] for row in answered),
         "latency_ms": {"p50": percentile(latencies, 0.5), "p95": percentile(latencies, 0.95), "n": len(latencies)},
-        "llm_answer_calls": {"total": sum(row["llm_answer_calls"] for row in rows),
-                             "re_runs": sum(max(0, row["llm_answer_calls"] - 1) for row in rows)},
+        "llm_answer_calls": {
+            "total": sum(row["llm_answer_calls"] for row in rows),
+            "re_runs": sum(max(0, row["llm_answer_calls"] - 1) for row in rows),
+        },
         "answers": rows,
     }
 
@@ -105,8 +105,11 @@ async def run_side_by_side(
                 turn += 1
                 for policy in order:
                     row = await ask(stubs[policy], proxy, question, seed)
-                    print(f"  {policy:12} seed {seed} {row['ms']:8.0f} ms {row.get('error') or row['refusal'] or 'shown'} "
-                          f"{'right' if row.get('right') else ''} {question.query}", flush=True)
+                    print(
+                        f"  {policy:12} seed {seed} {row['ms']:8.0f} ms {row.get('error') or row['refusal'] or 'shown'} "
+                        f"{'right' if row.get('right') else ''} {question.query}",
+                        flush=True,
+                    )
                     rows[policy].append(row)
     finally:
         for channel in channels.values():

@@ -97,14 +97,25 @@ async def first_token_overheads(calls: int, warmup: int, first_token_ms: float, 
     first_sentence_tokens = len(ANSWER.split(". ")[0].split(" "))
     with ThreadedLLM(deltas=deltas, first_token_delay_s=first_token_ms / 1000, token_delay_s=token_ms / 1000) as llm:
         data_dir = tempfile.mkdtemp(prefix="ragsvc-bench-generation-")
-        env = {**os.environ, "RAG_GRPC_ADDRESS": "127.0.0.1:0", "RAG_DATA_DIR": data_dir, "RAG_GENERATOR": "openai",
-               "OPENAI_BASE_URL": llm.base_url, "RAG_HEALTH_PROBE_INTERVAL_SECONDS": "3600",
-               # Every call must reach the LLM: no answer cache, no rate limit (settings of their own issues).
-               "RAG_CACHE_MAX_ENTRIES": "0", "RAG_API_RATE_LIMIT": "0", "RAG_REQUEST_LOG": "false",
-               # One model call per question, the answer's: no classification, self-score or follow-ups.
-               "RAG_LLM_CLASSIFY": "false", "RAG_LLM_SELF_SCORE": "false", "RAG_DEFAULT_FOLLOW_UP_COUNT": "0"}
-        server = subprocess.Popen([sys.executable, "-m", "ragsvc.cli", "serve"], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, text=True)
+        env = {
+            **os.environ,
+            "RAG_GRPC_ADDRESS": "127.0.0.1:0",
+            "RAG_DATA_DIR": data_dir,
+            "RAG_GENERATOR": "openai",
+            "OPENAI_BASE_URL": llm.base_url,
+            "RAG_HEALTH_PROBE_INTERVAL_SECONDS": "3600",
+            # Every call must reach the LLM: no answer cache, no rate limit (settings of their own issues).
+            "RAG_CACHE_MAX_ENTRIES": "0",
+            "RAG_API_RATE_LIMIT": "0",
+            "RAG_REQUEST_LOG": "false",
+            # One model call per question, the answer's: no classification, self-score or follow-ups.
+            "RAG_LLM_CLASSIFY": "false",
+            "RAG_LLM_SELF_SCORE": "false",
+            "RAG_DEFAULT_FOLLOW_UP_COUNT": "0",
+        }
+        server = subprocess.Popen(
+            [sys.executable, "-m", "ragsvc.cli", "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
         try:
             line = await asyncio.to_thread(server.stdout.readline)  # type: ignore[union-attr]
             address = line.removeprefix("ragsvc serving on ").strip()
@@ -120,9 +131,7 @@ async def first_token_overheads(calls: int, warmup: int, first_token_ms: float, 
                     question = QUESTIONS[i % len(QUESTIONS)]
                     raw_ms = await raw_stream(http, llm)
                     via_ms, call_ms = await ragsvc_stream(stub, llm, question, pb.STREAM_POLICY_RAW, cache)
-                    sentence_ms, sentence_call_ms = await ragsvc_stream(
-                        stub, llm, question, pb.STREAM_POLICY_VALIDATED, cache
-                    )
+                    sentence_ms, sentence_call_ms = await ragsvc_stream(stub, llm, question, pb.STREAM_POLICY_VALIDATED, cache)
                     if i >= warmup:
                         raw.append(raw_ms)
                         ragsvc.append(via_ms)
@@ -138,8 +147,12 @@ async def first_token_overheads(calls: int, warmup: int, first_token_ms: float, 
         raise RuntimeError(f"{cache.hits} answers came from the cache, which is off")
     return {
         "cache": cache.report("RAG_CACHE_MAX_ENTRIES=0"),
-        "script": {"first_token_delay_ms": first_token_ms, "token_delay_ms": token_ms, "tokens": len(deltas),
-                   "first_sentence_tokens": first_sentence_tokens},
+        "script": {
+            "first_token_delay_ms": first_token_ms,
+            "token_delay_ms": token_ms,
+            "tokens": len(deltas),
+            "first_sentence_tokens": first_sentence_tokens,
+        },
         "raw_httpx_after_server_first_token": summary(raw, QUANTILES),
         "ragsvc_raw_first_token_after_server_first_token": summary(ragsvc, QUANTILES),
         "ragsvc_minus_raw_call_by_call": summary(overhead, QUANTILES),
@@ -163,8 +176,13 @@ async def raw_stream(http: httpx.AsyncClient, llm: ScriptedOpenAIServer) -> floa
     return first_token_gap(llm, seen, first)
 
 
-async def ragsvc_stream(stub: rag_service_pb2_grpc.RagServiceStub, llm: ScriptedOpenAIServer, question: str,
-                        policy: pb.StreamPolicy, cache: CacheTally) -> tuple[float, float]:
+async def ragsvc_stream(
+    stub: rag_service_pb2_grpc.RagServiceStub,
+    llm: ScriptedOpenAIServer,
+    question: str,
+    policy: pb.StreamPolicy,
+    cache: CacheTally,
+) -> tuple[float, float]:
     """ms from the server sending the first token to the gRPC client reading the first text delta (a token when
     `policy` is raw, a sentence when validated); and from the call."""
     seen = len(llm.streams)
@@ -199,8 +217,7 @@ def counting_cost(repeat: int) -> dict[str, Any]:
         words = corpus[start % len(corpus) :][:130]
         chunks.append(ScoredChunk(Chunk(f"doc{len(chunks)}", 0, " ".join(words), document_name="d.md"), 0.8))
         start += 130
-    history = [ChatMessage(Role.USER if i % 2 == 0 else Role.ASSISTANT, " ".join(corpus[i * 40 : i * 40 + 40]))
-               for i in range(4)]
+    history = [ChatMessage(Role.USER if i % 2 == 0 else Role.ASSISTANT, " ".join(corpus[i * 40 : i * 40 + 40])) for i in range(4)]
     prompt = get_prompt("rag-v1")
     query = "How is the confidence score computed and when is an answer routed?"
 
@@ -218,10 +235,15 @@ def counting_cost(repeat: int) -> dict[str, Any]:
 
     packing = budget.pack(prompt, query, history, chunks)
     return {
-        "request": {"chunks": len(chunks), "chunk_tokens": [budget.count(c.chunk.text) for c in chunks],
-                    "history_messages": len(history), "prompt_tokens": packing.prompt_tokens},
-        "pack_us": {model: per_call_us(lambda m=model: catalog.budget(m).pack(prompt, query, history, chunks))
-                    for model in catalog},
+        "request": {
+            "chunks": len(chunks),
+            "chunk_tokens": [budget.count(c.chunk.text) for c in chunks],
+            "history_messages": len(history),
+            "prompt_tokens": packing.prompt_tokens,
+        },
+        "pack_us": {
+            model: per_call_us(lambda m=model: catalog.budget(m).pack(prompt, query, history, chunks)) for model in catalog
+        },
         "count_one_chunk_us": per_call_us(lambda: budget.count(chunks[0].chunk.text)),
     }
 

@@ -95,8 +95,13 @@ async def start_server(settings: dict[str, str], checkout: str | None = None) ->
     path = {"PYTHONPATH": f"{checkout}/src:{checkout}/generated"} if checkout else {}
     process = subprocess.Popen(
         [sys.executable, "-m", "ragsvc.cli", "serve"],
-        env={**os.environ, "RAG_GRPC_ADDRESS": "127.0.0.1:0", "RAG_DATA_DIR": tempfile.mkdtemp(prefix="ragsvc-bench-"),
-             **path, **settings},
+        env={
+            **os.environ,
+            "RAG_GRPC_ADDRESS": "127.0.0.1:0",
+            "RAG_DATA_DIR": tempfile.mkdtemp(prefix="ragsvc-bench-"),
+            **path,
+            **settings,
+        },
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -288,8 +293,9 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="size of the large inputs, as a share of the table's")
     parser.add_argument("--latency-bytes", type=int, default=1_000_000, help="the document ingested during the Asks")
     parser.add_argument("--baseline-asks", type=int, default=50, help="Asks measured before the ingest")
-    parser.add_argument("--compare-with", metavar="CHECKOUT",
-                        help="also run the latency phase with the server of another checkout (e.g. main's)")
+    parser.add_argument(
+        "--compare-with", metavar="CHECKOUT", help="also run the latency phase with the server of another checkout (e.g. main's)"
+    )
     args = parser.parse_args(argv)
     load = os.getloadavg()
     result = {

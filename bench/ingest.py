@@ -52,7 +52,7 @@ from ragsvc.cli import INGEST_BATCH
 from ragsvc.domain import SourceDocument
 from ragsvc.ingest.indexer import Indexer
 from ragsvc.ingest.loaders import source_documents_from_paths
-from ragsvc.lexical import index_terms
+from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.base import IndexedChunk
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
@@ -84,8 +84,15 @@ def pgdocs(pages: int | None, pages_dir: Path | None) -> Corpus:
     else:
         found = load_pages(spec, fetch(spec).html_dir, spec.committed_pages()[:pages], planted=False)
     documents = [
-        SourceDocument(document_id=p.document_id, name=p.name, content=p.content, media_type="text/html",
-                       tenant_id=TENANT, title=p.title, source_url=p.source_url)
+        SourceDocument(
+            document_id=p.document_id,
+            name=p.name,
+            content=p.content,
+            media_type="text/html",
+            tenant_id=TENANT,
+            title=p.title,
+            source_url=p.source_url,
+        )
         for p in found
     ]
     return Corpus("pgdocs", documents)
@@ -101,9 +108,16 @@ def batches(documents: Sequence[SourceDocument]) -> list[list[SourceDocument]]:
 
 
 def rates(documents: int, chunks: int, seconds: float, cpu_seconds: float, errors: int) -> dict[str, Any]:
-    return {"documents": documents, "chunks": chunks, "errors": errors, "seconds": round(seconds, 3),
-            "chunks_per_s": round(chunks / seconds, 2), "documents_per_s": round(documents / seconds, 2),
-            "cpu_seconds": round(cpu_seconds, 3), "chunks_per_cpu_s": round(chunks / cpu_seconds, 2)}
+    return {
+        "documents": documents,
+        "chunks": chunks,
+        "errors": errors,
+        "seconds": round(seconds, 3),
+        "chunks_per_s": round(chunks / seconds, 2),
+        "documents_per_s": round(documents / seconds, 2),
+        "cpu_seconds": round(cpu_seconds, 3),
+        "chunks_per_cpu_s": round(chunks / cpu_seconds, 2),
+    }
 
 
 def cpu_seconds_of(pid: int) -> float:
@@ -123,11 +137,20 @@ async def over_grpc(corpus: Corpus, *, int8: bool) -> dict[str, Any]:
                 chunks = errors = 0
                 started, cpu_started = time.perf_counter(), cpu_seconds_of(server.process.pid)
                 for batch in batches(corpus.documents):
-                    request = index_pb.IngestDocumentsRequest(tenant_id=TENANT, documents=[
-                        index_pb.Document(document_id=d.document_id, name=d.name, content=d.content,
-                                          media_type=d.media_type, title=d.title, source_url=d.source_url)
-                        for d in batch
-                    ])
+                    request = index_pb.IngestDocumentsRequest(
+                        tenant_id=TENANT,
+                        documents=[
+                            index_pb.Document(
+                                document_id=d.document_id,
+                                name=d.name,
+                                content=d.content,
+                                media_type=d.media_type,
+                                title=d.title,
+                                source_url=d.source_url,
+                            )
+                            for d in batch
+                        ],
+                    )
                     response = await stub.IngestDocuments(request, timeout=3600)
                     chunks += sum(r.chunks_indexed for r in response.results)
                     errors += sum(1 for r in response.results if r.error)
@@ -193,8 +216,7 @@ async def stages(corpus: Corpus, embedder: MiniLMEmbedder) -> dict[str, Any]:
             position += len(made)
             await engine.replace_document(TENANT, document.document_id, indexed)
         engine_write = time.perf_counter() - started
-    seconds = {"parse_chunk": parse_chunk, "embed": embed, "term_index": term_index,
-               "engine_write_incl_term_index": engine_write}
+    seconds = {"parse_chunk": parse_chunk, "embed": embed, "term_index": term_index, "engine_write_incl_term_index": engine_write}
     total = parse_chunk + embed + engine_write
     return {
         "chunks": len(texts),
@@ -226,8 +248,15 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         print(f"stages: {measured_stages}", flush=True)
         report[corpus.name] = {
             "documents": len(corpus.documents),
-            **{path: {"chunks_per_s": median_of(r, "chunks_per_s"), "documents_per_s": median_of(r, "documents_per_s"),
-                      "chunks_per_cpu_s": median_of(r, "chunks_per_cpu_s"), "rounds": r} for path, r in rounds.items()},
+            **{
+                path: {
+                    "chunks_per_s": median_of(r, "chunks_per_s"),
+                    "documents_per_s": median_of(r, "documents_per_s"),
+                    "chunks_per_cpu_s": median_of(r, "chunks_per_cpu_s"),
+                    "rounds": r,
+                }
+                for path, r in rounds.items()
+            },
             "stages": measured_stages,
         }
     return report
@@ -254,10 +283,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     result = {
         "benchmark": "ingest",
         "what": "chunks and documents indexed per second with the bundled MiniLM embedder, over gRPC into a "
-                "`ragsvc serve` and through the Indexer in process; stages timed apart without overlap",
+        "`ragsvc serve` and through the Indexer in process; stages timed apart without overlap",
         "code": commit(),
-        "settings": {"chunk_tokens": CHUNK_TOKENS, "overlap_tokens": OVERLAP_TOKENS, "batch": INGEST_BATCH,
-                     "rounds": args.rounds, "pages": args.pages, "int8": args.int8},
+        "settings": {
+            "chunk_tokens": CHUNK_TOKENS,
+            "overlap_tokens": OVERLAP_TOKENS,
+            "batch": INGEST_BATCH,
+            "rounds": args.rounds,
+            "pages": args.pages,
+            "int8": args.int8,
+        },
         "corpora": report,
         "machine": machine(load),
     }

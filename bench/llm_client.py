@@ -53,7 +53,10 @@ def main(argv: list[str] | None = None) -> None:
         for name in args.variants:
             children[name] = subprocess.Popen(
                 [sys.executable, "-m", "bench.llm_client", "--child", llm.base_url, name],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                cwd=ROOT,
                 env={**os.environ, "PYTHONPATH": python_path(None if name == "baseline" else name)},
             )
         for child in children.values():
@@ -100,8 +103,13 @@ def serve(base_url: str, variant: str) -> None:
             cpu, started = time.process_time(), time.perf_counter()
             first = stream(system, user)
             ended = time.perf_counter()
-            answers.append({"cpu_ms": (time.process_time() - cpu) * 1000,
-                            "first_text_ms": (first - started) * 1000, "total_ms": (ended - started) * 1000})
+            answers.append(
+                {
+                    "cpu_ms": (time.process_time() - cpu) * 1000,
+                    "first_text_ms": (first - started) * 1000,
+                    "total_ms": (ended - started) * 1000,
+                }
+            )
         print(json.dumps(answers), flush=True)
 
 
@@ -114,7 +122,7 @@ def _prompts() -> Iterator[tuple[str, str]]:
     config = job_config(100, "")
     passages: list[Passage] = corpus(100, config.seed)
     for start in range(0, 50, 5):
-        blocks = [config.passage_text(n, p.id, p.name, p.text) for n, p in enumerate(passages[start:start + 5], 1)]
+        blocks = [config.passage_text(n, p.id, p.name, p.text) for n, p in enumerate(passages[start : start + 5], 1)]
         yield config.system, config.user_message(f"what about {passages[start].name}?", blocks)
 
 
@@ -126,8 +134,12 @@ def _baseline(base_url: str) -> Stream:
 
     def stream(system: str, user: str) -> float:
         first = 0.0
-        body = {"model": "bench-llm", "temperature": 0.1, "stream": True,
-                "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
+        body = {
+            "model": "bench-llm",
+            "temperature": 0.1,
+            "stream": True,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        }
         with http.stream("POST", "/chat/completions", json=body) as response:
             response.raise_for_status()
             for line in response.iter_lines():
@@ -158,8 +170,7 @@ def _ragsvc(base_url: str) -> Stream:
 
     async def first_text(system: str, user: str) -> float:
         messages = (ChatMessage(Role.SYSTEM, system), ChatMessage(Role.USER, user))
-        request = GenerationRequest(messages=messages, query=user, context=(), model="bench-llm", max_tokens=512,
-                                    temperature=0.1)
+        request = GenerationRequest(messages=messages, query=user, context=(), model="bench-llm", max_tokens=512, temperature=0.1)
         deadline = StageDeadline("generation", loop.time() + 30, "the bench's 30 s")
         first = 0.0
         async for delta in GenerateStage.attempt_stream(attempt, request, deadline, RepetitionGuard()):

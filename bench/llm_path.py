@@ -88,10 +88,16 @@ class Call:
             "added_over_wire_ms": (
                 _ms(self.first_text_ms - wire) if self.first_text_ms is not None and wire is not None else None
             ),
-            "llm_calls": [{"answers": c.answers, "own_first_token_ms": c.own_first_token_ms,
-                           "prompt_n": c.timings.get("prompt_n"), "cache_n": c.timings.get("cache_n"),
-                           "predicted_n": c.timings.get("predicted_n")}
-                          for c in self.llm_calls],
+            "llm_calls": [
+                {
+                    "answers": c.answers,
+                    "own_first_token_ms": c.own_first_token_ms,
+                    "prompt_n": c.timings.get("prompt_n"),
+                    "cache_n": c.timings.get("cache_n"),
+                    "predicted_n": c.timings.get("predicted_n"),
+                }
+                for c in self.llm_calls
+            ],
         }
 
 
@@ -102,8 +108,10 @@ def _ms(value: float | None) -> float | None:
 async def ask(stub: rag_service_pb2_grpc.RagServiceStub, proxy: TimingProxy, query: str, policy: int) -> Call:
     call = Call(query, started=time.perf_counter())
     try:
-        async for message in stub.AskStream(pb.AskStreamRequest(query=query, stream_policy=policy),  # type: ignore[arg-type]
-                                            timeout=CALL_TIMEOUT_S):
+        async for message in stub.AskStream(
+            pb.AskStreamRequest(query=query, stream_policy=policy),  # type: ignore[arg-type]
+            timeout=CALL_TIMEOUT_S,
+        ):
             if message.HasField("text_delta") and message.text_delta and call.first_text_ms is None:
                 call.first_text_ms = (time.perf_counter() - call.started) * 1000
             if message.HasField("answer"):
@@ -151,8 +159,10 @@ async def run_round(address: str, proxy: TimingProxy, policy: str, queries: list
         calls = []
         for number, query in enumerate(queries, start=1):
             call = await ask(stub, proxy, query, POLICIES[policy])
-            print(f"  {policy} {number}/{len(queries)} {call.total_ms:8.0f} ms  {call.error or call.refusal or 'answered'}",
-                  flush=True)
+            print(
+                f"  {policy} {number}/{len(queries)} {call.total_ms:8.0f} ms  {call.error or call.refusal or 'answered'}",
+                flush=True,
+            )
             calls.append(call)
         return calls
 

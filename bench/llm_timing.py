@@ -158,9 +158,7 @@ class TimingProxy:
 
     def __enter__(self) -> TimingProxy:
         self._thread.start()
-        self._server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._serve, "127.0.0.1", 0), self._loop
-        ).result()
+        self._server = asyncio.run_coroutine_threadsafe(asyncio.start_server(self._serve, "127.0.0.1", 0), self._loop).result()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -191,8 +189,9 @@ class TimingProxy:
                 buffer += data
                 while (end := buffer.find(b"\r\n\r\n")) >= 0:
                     head = buffer[:end].decode("latin-1")
-                    length = next((int(line.split(":")[1]) for line in head.split("\r\n")
-                                   if line.lower().startswith("content-length")), 0)
+                    length = next(
+                        (int(line.split(":")[1]) for line in head.split("\r\n") if line.lower().startswith("content-length")), 0
+                    )
                     if len(buffer) < end + 4 + length:
                         break
                     body, buffer = buffer[end + 4 : end + 4 + length], buffer[end + 4 + length :]
@@ -261,7 +260,8 @@ def local_llm_server(url: str | None, threads: int) -> Iterator[str]:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "ragsvc.cli", "llm", "--port", str(port), "--threads", str(threads)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         root = f"http://127.0.0.1:{port}"
@@ -292,7 +292,9 @@ def ragsvc_server(env: dict[str, str]) -> Iterator[str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "ragsvc.cli", "serve"],
         env={**os.environ, "RAG_GRPC_ADDRESS": "127.0.0.1:0", "RAG_DATA_DIR": data_dir, **env},
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         assert process.stdout is not None
@@ -309,5 +311,8 @@ def props(root: str) -> dict[str, Any]:
     """llama.cpp's `/props`, for the record (slots, context)."""
     with urllib.request.urlopen(root + "/props", timeout=5) as response:
         body = json.load(response)
-    return {"total_slots": body.get("total_slots"), "n_ctx": (body.get("default_generation_settings") or {}).get("n_ctx"),
-            "model": body.get("model_alias")}
+    return {
+        "total_slots": body.get("total_slots"),
+        "n_ctx": (body.get("default_generation_settings") or {}).get("n_ctx"),
+        "model": body.get("model_alias"),
+    }

@@ -111,8 +111,13 @@ def main(argv: list[str] | None = None) -> None:
         "settings": {**vars(args), "ragsvc_job_settings": JOB_SETTINGS, "py_spy": "--function, no --idle"},
         "index_s": round(index_s, 1),
         "timed": timed,
-        "profile": {"thread": MAIN_THREAD, "samples": profile.samples, "top_own": profile.top("own"),
-                    "top_total": profile.top("total"), "other_threads": others},
+        "profile": {
+            "thread": MAIN_THREAD,
+            "samples": profile.samples,
+            "top_own": profile.top("own"),
+            "top_total": profile.top("total"),
+            "other_threads": others,
+        },
     }
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -137,8 +142,20 @@ def record(
     spy: str, server: RagsvcServer | RagsvcInProcess, out: Path, rate: int, asked: Sequence[tuple[str, str]]
 ) -> Counter[str]:
     """Ask `asked` while py-spy records the server; the collapsed stacks it saw, with their sample counts."""
-    command = [spy, "record", "--pid", str(server.pid), "--rate", str(rate), "--function", "--threads",
-               "--format", "raw", "--output", str(out)]
+    command = [
+        spy,
+        "record",
+        "--pid",
+        str(server.pid),
+        "--rate",
+        str(rate),
+        "--function",
+        "--threads",
+        "--format",
+        "raw",
+        "--output",
+        str(out),
+    ]
     spying = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(1.0)  # py-spy attaches and starts sampling
     if spying.poll() is not None:
@@ -169,8 +186,7 @@ def by_thread(stacks: Counter[str]) -> tuple[Counter[str], dict[str, dict[str, A
         elif rest:
             others.setdefault(name, Counter())[function(rest.rsplit(";", 1)[-1])] += count
     return loop, {
-        name: {"samples": sum(leaves.values()), "most_in": leaves.most_common(1)[0][0]}
-        for name, leaves in sorted(others.items())
+        name: {"samples": sum(leaves.values()), "most_in": leaves.most_common(1)[0][0]} for name, leaves in sorted(others.items())
     }
 
 
@@ -198,8 +214,7 @@ class Profile:
         counts: Counter[str] = getattr(self, by)
         names = [name for name, _ in counts.most_common() if by == "own" or RAGSVC_FILE.search(name)][:TOP]
         return [
-            {"function": name, "own_pct": self.pct(self.own[name]), "total_pct": self.pct(self.total[name])}
-            for name in names
+            {"function": name, "own_pct": self.pct(self.own[name]), "total_pct": self.pct(self.total[name])} for name in names
         ]
 
     def pct(self, count: int) -> float:
@@ -232,18 +247,29 @@ def markdown(name: str, result: dict[str, Any]) -> str:
         "| stage (timed phase) | p50 ms | p90 ms |",
         "|---|---|---|",
     ]
-    rows = {"overhead (end to end - embedding - LLM server)": timed["overhead"],
-            "first-token overhead": timed["ttft_overhead"], **timed["stages"]}
+    rows = {
+        "overhead (end to end - embedding - LLM server)": timed["overhead"],
+        "first-token overhead": timed["ttft_overhead"],
+        **timed["stages"],
+    }
     lines += [f"| {stage} | {s['p50_ms']:.3f} | {s['p90_ms']:.3f} |" for stage, s in rows.items()]
     if "answer_bytes" in timed:
         size = timed["answer_bytes"]
-        lines += ["", f"The final answer message: {size['answer_p50']:.0f} bytes (median of {size['n']} Asks), of"
-                  f" which {size['citation_text_p50']:.0f} are its citations' full texts."]
+        lines += [
+            "",
+            f"The final answer message: {size['answer_p50']:.0f} bytes (median of {size['n']} Asks), of"
+            f" which {size['citation_text_p50']:.0f} are its citations' full texts.",
+        ]
     profile = result["profile"]
-    lines += ["", f"The tables and the flame graph cover the event loop thread of ragsvc's process ({profile['thread']},"
-              f" {profile['samples']} samples, idle time left out). Other threads:"
-              + "".join(f" {name} {t['samples']} samples, mostly in `{t['most_in']}`;"
-                        for name, t in profile["other_threads"].items()).rstrip(";") + "."]
+    lines += [
+        "",
+        f"The tables and the flame graph cover the event loop thread of ragsvc's process ({profile['thread']},"
+        f" {profile['samples']} samples, idle time left out). Other threads:"
+        + "".join(
+            f" {name} {t['samples']} samples, mostly in `{t['most_in']}`;" for name, t in profile["other_threads"].items()
+        ).rstrip(";")
+        + ".",
+    ]
     for by, title in (("top_own", "own time"), ("top_total", "total time, ragsvc's functions")):
         lines += ["", f"Top ten by {title} (% of samples):", "", "| function | own % | total % |", "|---|---|---|"]
         lines += [f"| `{r['function']}` | {r['own_pct']} | {r['total_pct']} |" for r in result["profile"][by]]
@@ -274,7 +300,7 @@ def flame_graph(stacks: Counter[str], title: str, width: int = 1200, row: int = 
         label = html.escape(name)
         text = html.escape(name[: int(w / 7)]) if w > 30 else ""
         rects.append(
-            f'<g><title>{label} ({node["count"]} samples, {share:.1f}%)</title>'
+            f"<g><title>{label} ({node['count']} samples, {share:.1f}%)</title>"
             f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{row - 1}" fill="hsl({hue},85%,60%)"/>'
             f'<text x="{x + 3:.1f}" y="{y + row - 4}">{text}</text></g>'
         )

@@ -72,8 +72,14 @@ class Corpus:
                 document_id = f"doc{tenant}-{start // CHUNKS_PER_DOCUMENT}"
                 chunks = [
                     IndexedChunk(
-                        Chunk(document_id, n, self.texts[i], document_name=f"{document_id}.txt",
-                              tenant_id=TENANTS[tenant], tags=self.tags[i]),
+                        Chunk(
+                            document_id,
+                            n,
+                            self.texts[i],
+                            document_name=f"{document_id}.txt",
+                            tenant_id=TENANTS[tenant],
+                            tags=self.tags[i],
+                        ),
                         self.vectors[i].tolist(),
                     )
                     for n, i in enumerate(members[start : start + CHUNKS_PER_DOCUMENT])
@@ -102,8 +108,12 @@ async def ingest(engine: VectorEngine, corpus: Corpus, budget_s: float) -> dict[
         if time.perf_counter() - started > budget_s:
             break
     elapsed = time.perf_counter() - started
-    return {"chunks": written, "seconds": round(elapsed, 2), "chunks_per_s": round(written / elapsed, 1),
-            "complete": written == corpus.size}
+    return {
+        "chunks": written,
+        "seconds": round(elapsed, 2),
+        "chunks_per_s": round(written / elapsed, 1),
+        "complete": written == corpus.size,
+    }
 
 
 async def query_latency(
@@ -158,16 +168,17 @@ async def bench_size(size: int, args: argparse.Namespace, workdir: Path) -> dict
                 print(f"edge background index build: {report['edge_index_build']}", flush=True)
         if build is not None:
             report["edge_index_build"] = {
-                "copy_s": round(build.copy_s, 2), "optimize_s_in_child": round(build.optimize_s, 2),
-                "swap_s": round(build.swap_s, 3)}
+                "copy_s": round(build.copy_s, 2),
+                "optimize_s_in_child": round(build.optimize_s, 2),
+                "swap_s": round(build.swap_s, 3),
+            }
             print(f"edge background index build: {report['edge_index_build']}", flush=True)
             report["edge_query_hnsw"] = await query_latency(edge, queries, budget_s=120)
             print(f"edge query (after the HNSW build): {report['edge_query_hnsw']}", flush=True)
             report["edge_dense_recall_at_10_synthetic"] = await dense_recall(
                 workdir / f"edge-{size}", edge, corpus.vectors, np.array(TENANTS)[corpus.tenants], queries[:100]
             )
-            print(f"edge dense recall@10 vs exact (synthetic vectors): "
-                  f"{report['edge_dense_recall_at_10_synthetic']}", flush=True)
+            print(f"edge dense recall@10 vs exact (synthetic vectors): {report['edge_dense_recall_at_10_synthetic']}", flush=True)
     finally:
         await edge.close()
         shutil.rmtree(workdir / f"edge-{size}", ignore_errors=True)
@@ -175,7 +186,10 @@ async def bench_size(size: int, args: argparse.Namespace, workdir: Path) -> dict
 
 
 async def local_mode(
-    report: dict[str, Any], size: int, corpus: Corpus, queries: list[tuple[RetrievalQuery, list[float]]],
+    report: dict[str, Any],
+    size: int,
+    corpus: Corpus,
+    queries: list[tuple[RetrievalQuery, list[float]]],
     args: argparse.Namespace,
 ) -> dict[str, Any]:
     """The same corpus and queries on qdrant-client's local mode, within its budgets; `report` with them."""
@@ -226,8 +240,9 @@ async def dense_recall(
 
     def search(dense: list[float], flt: Any, exact: bool = False) -> list[Any]:
         params = qe.SearchParams(exact=True) if exact else None
-        request = qe.QueryRequest(limit=10, query=qe.Query.Nearest(dense, using="dense"), filter=flt, params=params,
-                                  with_vector=["dense"])
+        request = qe.QueryRequest(
+            limit=10, query=qe.Query.Nearest(dense, using="dense"), filter=flt, params=params, with_vector=["dense"]
+        )
         return shard.query(request)
 
     try:
@@ -265,14 +280,52 @@ async def real_embedding_recall(chunks: int, workdir: Path, query_count: int = 2
 
     print(f"\n== recall on real MiniLM embeddings, {chunks} chunks ==", flush=True)
     rng = np.random.default_rng(3)
-    subjects = ["The backup job", "Our refund policy", "The VPN client", "Payroll", "The on-call engineer",
-                "The storage cluster", "Annual leave", "The expense tool", "Security training", "The build server",
-                "Customer support", "The release train", "Office access", "The data warehouse", "Travel booking"]
-    verbs = ["runs", "requires", "covers", "stops", "is reviewed", "sends a report", "needs approval",
-             "is documented", "fails over", "is audited"]
-    objects = ["every night", "within 14 days", "before each release", "for all contractors", "on weekends",
-               "in the EU region", "after an incident", "for managers only", "each quarter", "when the disk is full",
-               "with two-factor login", "under the new policy", "for the finance team", "at 2 am", "by default"]
+    subjects = [
+        "The backup job",
+        "Our refund policy",
+        "The VPN client",
+        "Payroll",
+        "The on-call engineer",
+        "The storage cluster",
+        "Annual leave",
+        "The expense tool",
+        "Security training",
+        "The build server",
+        "Customer support",
+        "The release train",
+        "Office access",
+        "The data warehouse",
+        "Travel booking",
+    ]
+    verbs = [
+        "runs",
+        "requires",
+        "covers",
+        "stops",
+        "is reviewed",
+        "sends a report",
+        "needs approval",
+        "is documented",
+        "fails over",
+        "is audited",
+    ]
+    objects = [
+        "every night",
+        "within 14 days",
+        "before each release",
+        "for all contractors",
+        "on weekends",
+        "in the EU region",
+        "after an incident",
+        "for managers only",
+        "each quarter",
+        "when the disk is full",
+        "with two-factor login",
+        "under the new policy",
+        "for the finance team",
+        "at 2 am",
+        "by default",
+    ]
     texts = [
         f"{rng.choice(subjects)} {rng.choice(verbs)} {rng.choice(objects)} and {rng.choice(verbs)} "
         f"{rng.choice(objects)}; note {i}."
@@ -287,14 +340,16 @@ async def real_embedding_recall(chunks: int, workdir: Path, query_count: int = 2
     try:
         for start in range(0, chunks, CHUNKS_PER_DOCUMENT):
             document_id = f"doc{start // CHUNKS_PER_DOCUMENT}"
-            await engine.replace_document("acme", document_id, [
-                IndexedChunk(Chunk(document_id, i - start, texts[i], tenant_id="acme"), vectors[i].tolist())
-                for i in range(start, min(chunks, start + CHUNKS_PER_DOCUMENT))
-            ])
+            await engine.replace_document(
+                "acme",
+                document_id,
+                [
+                    IndexedChunk(Chunk(document_id, i - start, texts[i], tenant_id="acme"), vectors[i].tolist())
+                    for i in range(start, min(chunks, start + CHUNKS_PER_DOCUMENT))
+                ],
+            )
         build = await engine.build_index()
-        questions = [
-            f"When does {rng.choice(subjects).lower()} {rng.choice(verbs)}?" for _ in range(query_count)
-        ]
+        questions = [f"When does {rng.choice(subjects).lower()} {rng.choice(verbs)}?" for _ in range(query_count)]
         query_vectors = [await embedder.embed_query(q) for q in questions]
         queries = [(RetrievalQuery(q, tenant_id="acme"), v) for q, v in zip(questions, query_vectors, strict=True)]
         recall = await dense_recall(path, engine, vectors, np.array(["acme"] * chunks), queries)

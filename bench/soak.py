@@ -174,8 +174,11 @@ async def run_profile(name: str, clients: int, seconds: float) -> dict[str, Any]
             **env_limits,
         }
         server = subprocess.Popen(
-            [sys.executable, "-m", "ragsvc.cli", "serve"], env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True,
+            [sys.executable, "-m", "ragsvc.cli", "serve"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
         line = await asyncio.wait_for(asyncio.to_thread(server.stdout.readline), 120)  # type: ignore[union-attr]
         address = line.removeprefix("ragsvc serving on ").strip()
@@ -225,8 +228,11 @@ async def run_profile(name: str, clients: int, seconds: float) -> dict[str, Any]
         "messages_received": tally.messages,
         "ok_stream_ms": {"p50": percentile(tally.ok_ms, 0.5), "p99": percentile(tally.ok_ms, 0.99)},
         "refusal_ms": {"p50": percentile(tally.refused_ms, 0.5), "p99": percentile(tally.refused_ms, 0.99)},
-        "server_rss_mib": {"start": round(rss[0][1], 1), "end": round(rss[-1][1], 1),
-                           "samples": [(t, round(m, 1)) for t, m in rss]},
+        "server_rss_mib": {
+            "start": round(rss[0][1], 1),
+            "end": round(rss[-1][1], 1),
+            "samples": [(t, round(m, 1)) for t, m in rss],
+        },
         "server_loop_tasks": {"before": before.get("rag_event_loop_tasks"), "after": after.get("rag_event_loop_tasks")},
         "server_in_flight_after": after.get("rag_requests_in_flight"),
         "server_exit_code_after_sigterm": exit_code,

@@ -37,12 +37,18 @@ def summary(ms: Sequence[float], quantiles: Sequence[float] = (0.5, 0.9, 0.99)) 
 
 def machine(load_before: tuple[float, float, float]) -> dict[str, Any]:
     """What a benchmark ran on, and how busy the machine was before and after (other processes count too)."""
-    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-            "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()}
+    return {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "loadavg_1_5_15_before": load_before,
+        "loadavg_1_5_15_after": os.getloadavg(),
+    }
 
 
-def run_record(benchmark: str, load_before: tuple[float, float, float], settings: dict[str, Any],
-               argv: list[str] | None) -> dict[str, Any]:
+def run_record(
+    benchmark: str, load_before: tuple[float, float, float], settings: dict[str, Any], argv: list[str] | None
+) -> dict[str, Any]:
     """How a side-by-side run was made, ahead of its numbers: the benchmark (its module), its command line (`argv`,
     or the process's), the CPUs and the load average at its start and end, its settings."""
     return {

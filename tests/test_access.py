@@ -15,8 +15,14 @@ from ragsvc.retrieval.layout import AccessPolicy
 KEYS = {
     "keys": [
         {"name": "acme-finance", "token": "tok-finance", "tenant": "acme", "tags": ["finance"]},
-        {"name": "acme-admin", "token_sha256": token_digest("tok-admin"), "tenant": "acme", "tags": [ANY_TAG],
-         "index": True, "admin": True},
+        {
+            "name": "acme-admin",
+            "token_sha256": token_digest("tok-admin"),
+            "tenant": "acme",
+            "tags": [ANY_TAG],
+            "index": True,
+            "admin": True,
+        },
     ]
 }
 

@@ -31,8 +31,13 @@ RAG_V1 = get_prompt("rag-v1")
 
 
 def budget(**overrides: int) -> TokenBudget:
-    limits = {"context_window": 8192, "max_response_tokens": 1024, "system_prompt_tokens": 500,
-              "max_context_tokens": 3000, "max_history_tokens": 1000}
+    limits = {
+        "context_window": 8192,
+        "max_response_tokens": 1024,
+        "system_prompt_tokens": 500,
+        "max_context_tokens": 3000,
+        "max_history_tokens": 1000,
+    }
     return TokenBudget(encoding=get_encoding("cl100k_base"), **{**limits, **overrides})
 
 
@@ -89,7 +94,7 @@ def test_a_cut_chunk_ends_at_a_word_and_never_in_a_character() -> None:
 def test_history_is_kept_newest_first_within_its_cap() -> None:
     history = tuple(ChatMessage(Role.USER if i % 2 == 0 else Role.ASSISTANT, f"turn {i} " * 40) for i in range(10))
     packing = budget(max_history_tokens=300).pack(RAG_V1, "q", history, chunks(1))
-    assert packing.history == history[-len(packing.history):] and 0 < len(packing.history) < 10
+    assert packing.history == history[-len(packing.history) :] and 0 < len(packing.history) < 10
     assert packing.messages[1 : 1 + len(packing.history)] == packing.history
 
 
@@ -101,8 +106,11 @@ def test_a_long_history_loses_its_oldest_turns_first() -> None:
     assert 0 < len(kept) < 30
     # At most a third of what the system prompt, the question and the response reserve leave.
     b = budget(max_history_tokens=100_000)
-    left = b.prompt_limit - REPLY_PRIMER_TOKENS - (500 + MESSAGE_OVERHEAD_TOKENS) - (
-        b.count(RAG_V1.user_message("q", ())) + MESSAGE_OVERHEAD_TOKENS
+    left = (
+        b.prompt_limit
+        - REPLY_PRIMER_TOKENS
+        - (500 + MESSAGE_OVERHEAD_TOKENS)
+        - (b.count(RAG_V1.user_message("q", ())) + MESSAGE_OVERHEAD_TOKENS)
     )
     assert sum(b.count(m.content) + MESSAGE_OVERHEAD_TOKENS for m in packing.history) <= left // 3
 
@@ -126,8 +134,13 @@ class JoinPenalty(TokenBudget):
 
 
 def test_the_prompt_as_sent_fits_even_when_joins_cost_more_than_the_parts() -> None:
-    limits = {"context_window": 3000, "max_response_tokens": 500, "system_prompt_tokens": 0,
-              "max_context_tokens": 100_000, "max_history_tokens": 0}
+    limits = {
+        "context_window": 3000,
+        "max_response_tokens": 500,
+        "system_prompt_tokens": 0,
+        "max_context_tokens": 100_000,
+        "max_history_tokens": 0,
+    }
     plain = TokenBudget(encoding=get_encoding("cl100k_base"), **limits)
     penalised = JoinPenalty(encoding=get_encoding("cl100k_base"), **limits)
     evidence = chunks(40, words=60)
@@ -196,18 +209,27 @@ def test_counted_prompt_plus_response_reserve_never_exceeds_the_window(
 ) -> None:
     """Whatever the limits, history and evidence, with the chunks' tokens counted at ingest or not: the prompt,
     counted by tiktoken in full, fits beside the response reserve, or the question alone is refused."""
-    b = budget(context_window=window, max_response_tokens=min(response, window - 1),
-               system_prompt_tokens=system_reserve, max_context_tokens=max_context,
-               max_history_tokens=max_history)
+    b = budget(
+        context_window=window,
+        max_response_tokens=min(response, window - 1),
+        system_prompt_tokens=system_reserve,
+        max_context_tokens=max_context,
+        max_history_tokens=max_history,
+    )
     prompt: Prompt = get_prompt(template, style, strictness)
     messages = tuple(ChatMessage(Role.USER if i % 2 else Role.ASSISTANT, h) for i, h in enumerate(history))
     # A chunk's text repeated up to 40 times: from empty-ish to thousands of tokens.
-    candidates = [ScoredChunk(Chunk(f"doc-{i}", i, (t + " ") * r, document_name=f"d{i}.md"), 1 - i / 10)
-                  for i, (t, r) in enumerate(texts) if ((t + " ") * r).strip()]
+    candidates = [
+        ScoredChunk(Chunk(f"doc-{i}", i, (t + " ") * r, document_name=f"d{i}.md"), 1 - i / 10)
+        for i, (t, r) in enumerate(texts)
+        if ((t + " ") * r).strip()
+    ]
     if counted_at_ingest:
         counts = fenced_token_counts([c.chunk.text for c in candidates])
-        candidates = [dataclasses.replace(c, chunk=dataclasses.replace(c.chunk, token_count=n))
-                      for c, n in zip(candidates, counts, strict=True)]
+        candidates = [
+            dataclasses.replace(c, chunk=dataclasses.replace(c.chunk, token_count=n))
+            for c, n in zip(candidates, counts, strict=True)
+        ]
     try:
         packing = b.pack(prompt, query, messages, candidates)
     except TokenBudgetExceeded:
@@ -221,7 +243,7 @@ def test_counted_prompt_plus_response_reserve_never_exceeds_the_window(
     # The passages cost what each counts whole, though only headers were counted here.
     whole = [b.count(prompt.passage(n, c)) + 1 for n, c in enumerate(packing.context, start=1)]
     assert packing.context_tokens == sum(whole)
-    assert packing.history == tuple(messages[len(messages) - len(packing.history):])
+    assert packing.history == tuple(messages[len(messages) - len(packing.history) :])
     if candidates:
         assert packing.context, "at least one chunk"
         for kept, original in zip(packing.context, candidates, strict=False):

@@ -20,12 +20,18 @@ MARKERS = Markers(CONTEXT, CitationStyle.MARKER)
 @pytest.mark.parametrize(
     ("draft", "kept", "removed"),
     [
-        ("Hotels cost 180 euros [#1]. Taxis are free [#7]. Flights [#2].", "Hotels cost 180 euros [#1]. Flights [#2].",
-         ("[#7]",)),
+        (
+            "Hotels cost 180 euros [#1]. Taxis are free [#7]. Flights [#2].",
+            "Hotels cost 180 euros [#1]. Flights [#2].",
+            ("[#7]",),
+        ),
         ("Taxis are free [#7]. Hotels cost 180 euros [#1].", "Hotels cost 180 euros [#1].", ("[#7]",)),
         ("Flights are booked ahead [#2] [#9].", "Flights are booked ahead [#2].", ("[#9]",)),
-        ("Hotels cost 180 euros. [#1]\n\nTaxis are free. [#3]\n\nFlights. [#2]", "Hotels cost 180 euros. [#1]\n\nFlights. [#2]",
-         ("[#3]",)),
+        (
+            "Hotels cost 180 euros. [#1]\n\nTaxis are free. [#3]\n\nFlights. [#2]",
+            "Hotels cost 180 euros. [#1]\n\nFlights. [#2]",
+            ("[#3]",),
+        ),
         ("Taxis are free [#0]. Trains too [#12].", "", ("[#0]", "[#12]")),
         ("Costs:\n- hotels [#1]\n- taxis [#9]\n- flights [#2]", "Costs:\n- hotels [#1]\n- flights [#2]", ("[#9]",)),
         ("Hotels cost 180 euros [#1]. Nothing else.", "Hotels cost 180 euros [#1]. Nothing else.", ()),

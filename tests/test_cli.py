@@ -31,12 +31,14 @@ def closed_port() -> str:
 
 @pytest.fixture(scope="module")
 async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RagServer]:
+    # Every grounded answer CITEd, so cacheable whatever the reader's calibration.
     async with running_server(tmp_path_factory.mktemp("cli-data"), cache_max_entries=100) as server:
         yield server
 
 
-@pytest.mark.parametrize("command", [["ask", "What happens on SIGTERM?"], ["chat"], ["docs", "list"],
-                                     ["ingest", "README.md"]], ids=lambda c: c[0])
+@pytest.mark.parametrize(
+    "command", [["ask", "What happens on SIGTERM?"], ["chat"], ["docs", "list"], ["ingest", "README.md"]], ids=lambda c: c[0]
+)
 async def test_a_server_that_is_not_there_is_named_with_what_to_do(command: list[str]) -> None:
     address = closed_port()
     code, _, err = await run_cli(*command, env={"RAG_GRPC_ADDRESS": address})
@@ -96,11 +98,13 @@ async def test_markdown_sources_show_no_page_and_refusals_no_empty_model(server:
 
 
 def test_chat_sources_show_a_page_only_where_there_is_one() -> None:
-    answer = pb.Answer(citations=[
-        pb.Citation(marker=1, document_name="operations.md", section="Graceful shutdown", relevance_score=0.58),
-        pb.Citation(marker=2, document_name="guide.pdf", page_number=2, relevance_score=0.4),
-        pb.Citation(marker=3, document_name="notes.txt", relevance_score=0.35),
-    ])
+    answer = pb.Answer(
+        citations=[
+            pb.Citation(marker=1, document_name="operations.md", section="Graceful shutdown", relevance_score=0.58),
+            pb.Citation(marker=2, document_name="guide.pdf", page_number=2, relevance_score=0.4),
+            pb.Citation(marker=3, document_name="notes.txt", relevance_score=0.35),
+        ]
+    )
     assert format_sources(answer) == [
         "  [#1] operations.md · section Graceful shutdown · relevance 0.58",
         "  [#2] guide.pdf · page 2 · relevance 0.40",
@@ -120,11 +124,21 @@ async def test_serve_logs_no_line_per_health_probe_of_the_llm(tmp_path: Path) ->
     """httpx logs every request at INFO; the probes of the LLM server (every 5 s by default) must not fill the log."""
     async with ScriptedOpenAIServer() as llm:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "ragsvc.cli", "serve",
-            env={**os.environ, "RAG_GRPC_ADDRESS": "127.0.0.1:0", "RAG_DATA_DIR": str(tmp_path),
-                 "RAG_DEMO_CORPUS": "false", "RAG_GENERATOR": "openai", "OPENAI_BASE_URL": llm.base_url,
-                 "RAG_HEALTH_PROBE_INTERVAL_SECONDS": "0.2"},
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            sys.executable,
+            "-m",
+            "ragsvc.cli",
+            "serve",
+            env={
+                **os.environ,
+                "RAG_GRPC_ADDRESS": "127.0.0.1:0",
+                "RAG_DATA_DIR": str(tmp_path),
+                "RAG_DEMO_CORPUS": "false",
+                "RAG_GENERATOR": "openai",
+                "OPENAI_BASE_URL": llm.base_url,
+                "RAG_HEALTH_PROBE_INTERVAL_SECONDS": "0.2",
+            },
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         try:
             assert process.stdout is not None
@@ -142,8 +156,9 @@ async def test_serve_logs_no_line_per_health_probe_of_the_llm(tmp_path: Path) ->
 def test_the_cli_module_is_importable_without_the_server() -> None:
     """Clients never load the server: importing the CLI pulls in no server module."""
     code = "import sys, ragsvc.cli; print(sorted(m for m in sys.modules if m.startswith('ragsvc.server')))"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                            cwd=Path(__file__).resolve().parents[1])
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[1]
+    )
     assert result.stdout.strip() == "[]"
 
 

@@ -29,8 +29,9 @@ async def llm() -> AsyncIterator[ScriptedOpenAIServer]:
 
 @pytest.fixture(scope="module")
 async def server(llm: ScriptedOpenAIServer, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RagServer]:
-    async with running_server(Path(tmp_path_factory.mktemp("cli-ask")), generator="openai",
-                              openai_base_url=llm.base_url) as served:
+    async with running_server(
+        Path(tmp_path_factory.mktemp("cli-ask")), generator="openai", openai_base_url=llm.base_url
+    ) as served:
         yield served
 
 
@@ -47,9 +48,7 @@ async def test_a_validated_stream_never_shows_the_refused_draft(server: RagServe
     assert out.startswith(REFUSAL_SENTENCE) and "REFUSAL_REASON_UNSUPPORTED_ANSWER" in out
 
 
-async def test_a_raw_stream_shows_the_draft_then_withdraws_it_visibly(
-    server: RagServer, llm: ScriptedOpenAIServer
-) -> None:
+async def test_a_raw_stream_shows_the_draft_then_withdraws_it_visibly(server: RagServer, llm: ScriptedOpenAIServer) -> None:
     llm.deltas = DRAFT
     out = await ask(server, "--stream", "raw")
     draft, _, after = out.partition("[draft withdrawn: not supported]\n")
@@ -57,9 +56,7 @@ async def test_a_raw_stream_shows_the_draft_then_withdraws_it_visibly(
     assert after.startswith(REFUSAL_SENTENCE + "\n"), "and then replaced by the refusal"
 
 
-async def test_json_prints_the_final_answer_whose_text_is_the_refusal(
-    server: RagServer, llm: ScriptedOpenAIServer
-) -> None:
+async def test_json_prints_the_final_answer_whose_text_is_the_refusal(server: RagServer, llm: ScriptedOpenAIServer) -> None:
     llm.deltas = DRAFT
     printed = json.loads(await ask(server, "--json"))
     assert printed["text"] == REFUSAL_SENTENCE and "Mars" not in json.dumps(printed)

@@ -160,9 +160,7 @@ def test_kustomization_lists_every_manifest() -> None:
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
-@pytest.mark.parametrize(
-    "document", DOCUMENTS, ids=[f"{d['kind']}/{d['metadata']['name']}" for d in DOCUMENTS]
-)
+@pytest.mark.parametrize("document", DOCUMENTS, ids=[f"{d['kind']}/{d['metadata']['name']}" for d in DOCUMENTS])
 def test_manifest_is_valid_kubernetes(document: dict[str, Any], version: str) -> None:
     # strict: a field the API does not know (a typo) fails, as the API server's strict field validation would.
     kubernetes_validate.validate(document, version, strict=True)

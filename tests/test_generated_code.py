@@ -13,8 +13,16 @@ GENERATED = ROOT / "generated" / "ragsvc" / "v1"
 def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
     protos = sorted(str(p.relative_to(ROOT / "protos")) for p in (ROOT / "protos" / "ragsvc").rglob("*.proto"))
     subprocess.run(
-        [sys.executable, "-m", "grpc_tools.protoc", "-Iprotos", f"--python_out={tmp_path}",
-         f"--pyi_out={tmp_path}", f"--grpc_python_out={tmp_path}", *protos],
+        [
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            "-Iprotos",
+            f"--python_out={tmp_path}",
+            f"--pyi_out={tmp_path}",
+            f"--grpc_python_out={tmp_path}",
+            *protos,
+        ],
         cwd=ROOT,
         check=True,
     )

@@ -22,8 +22,9 @@ async def judged(reply: tuple[str, ...], call):
         return result, server.requests[-1].body
 
 
-@pytest.mark.parametrize(("reply", "score"), [(("8", "5"), 85.0), (("Score: ", "100"), 100.0), (("42.",), 42.0),
-                                              (("I cannot rate this",), None)])
+@pytest.mark.parametrize(
+    ("reply", "score"), [(("8", "5"), 85.0), (("Score: ", "100"), 100.0), (("42.",), 42.0), (("I cannot rate this",), None)]
+)
 async def test_support_score(reply: tuple[str, ...], score: float | None) -> None:
     result, body = await judged(reply, lambda j: j.support_score("hotel limit?", "180 euros [#1].", CONTEXT))
     assert result == score
@@ -39,9 +40,10 @@ async def test_follow_ups_are_parsed_and_capped() -> None:
     assert "Write 2 concise follow-up questions" in body["messages"][0]["content"]
 
 
-@pytest.mark.parametrize(("reply", "expected"), [(("PROCEDURAL",), QueryClass.PROCEDURAL),
-                                                 (("Category: factual",), QueryClass.FACTUAL), (("??",), None)])
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [(("PROCEDURAL",), QueryClass.PROCEDURAL), (("Category: factual",), QueryClass.FACTUAL), (("??",), None)],
+)
 async def test_classify(reply: tuple[str, ...], expected: QueryClass | None) -> None:
     result, _ = await judged(reply, lambda j: j.classify("How do I set up the LLM?"))
     assert result is expected
-

@@ -3,15 +3,13 @@ from __future__ import annotations
 import pytest
 
 from ragsvc.domain import Action, Chunk, RefusalReason, ScoredChunk
+from ragsvc.reading import Judgement
 from ragsvc.validation import (
     DISCLAIMER,
     MARKER,
     SOURCE_ID_MARKER,
     AnswerPolicy,
     MarkerScanner,
-    _term_line,
-    answer_support,
-    coverage_of,
     normalize_source_ids,
     primary_tag,
     strip_invalid_markers,
@@ -106,7 +104,10 @@ def test_low_confidence_routes_by_the_primary_tag() -> None:
     assert verdict.grounded and verdict.confidence.overall < 60
     assert verdict.action is Action.ROUTE
     assert verdict.primary_tag == "finance"
-    assert verdict.route_reason == f"Low confidence: {verdict.confidence.overall:.0f}%"
+    assert verdict.route_reason == (
+        f"Confidence {verdict.confidence.overall:.0f} is under {POLICY.confidence_threshold:.0f}, "
+        "the least an answer is cited with"
+    )
 
 
 @pytest.mark.parametrize(("threshold", "action"), [(64.0, Action.CITE), (64.5, Action.ROUTE)])
@@ -116,23 +117,6 @@ def test_cite_or_route_at_the_threshold(threshold: float, action: Action) -> Non
     assert (verdict.confidence.retrieval, verdict.confidence.coverage, verdict.confidence.llm) == (0.8, 1.0, 0.0)
     assert verdict.confidence.overall == pytest.approx(30 * 0.8 + 40 * 1.0)  # 64
     assert verdict.action is action
-
-
-def test_coverage_counts_key_phrases_found_in_the_evidence() -> None:
-    assert coverage_of("Hotel expenses are reimbursed up to 180 euros", CONTEXT) == 1.0
-    # "hotel expenses" and "180 euros" are in the evidence; "taxi fares" and "200 dollars" are not
-    assert coverage_of("Hotel expenses and taxi fares are reimbursed up to 200 dollars", CONTEXT) == pytest.approx(2 / 4)
-
-
-def test_coverage_reads_a_chunk_only_when_a_phrase_needs_it_and_order_does_not_matter() -> None:
-    unread = ScoredChunk(Chunk("other", 0, "A chunk no phrase of the answer needs: elephants dance at dawn."), 0.5)
-    answer = "Hotel expenses are reimbursed up to 180 euros"
-    _term_line.cache_clear()
-    assert coverage_of(answer, [*CONTEXT, unread]) == 1.0
-    assert _term_line.cache_info().currsize == 1, "only the first chunk was read: it holds every phrase"
-    mixed = "Hotel expenses and flights are booked through the travel desk, not by elephants at noon"
-    orders = [[*CONTEXT, unread], [unread, *CONTEXT], [CONTEXT[1], unread, CONTEXT[0]]]
-    assert len({coverage_of(mixed, order) for order in orders}) == 1
 
 
 def test_stripping_invalid_markers_keeps_valid_ones_and_adds_the_disclaimer() -> None:
@@ -214,29 +198,25 @@ def test_strict_refuses_any_uncited_sentence() -> None:
     assert not verdict.grounded and verdict.refusal is RefusalReason.UNSUPPORTED_ANSWER
 
 
-def test_support_is_the_share_of_the_question_terms_its_best_sentence_holds() -> None:
-    question = "How many connections does max_connections allow by default?"  # many, connect, max_connections,
-    # allow, default
-    answer = "Connections are limited. [#2] The default max_connections is typically 100 connections. [#1]"
-
-    assert answer_support(question, answer) == pytest.approx(3 / 5), "connect, max_connections, default"
-    assert answer_support(question, "Connections are limited. [#2]") == pytest.approx(1 / 5)
-    full = "By default max_connections allows 100 connections, however many clients ask. [#1]"
-    assert answer_support(question, full) == 1.0
-    assert answer_support("the of and", answer) == 0.0, "no terms: no support"
-
-
 @pytest.mark.parametrize("answerability", [0.0, 0.4, 1.0])
 def test_without_a_self_score_the_third_component_is_the_mean_of_support_answerability_and_agreement(
     answerability: float,
 ) -> None:
-    question = "How much are hotel expenses reimbursed?"
+    judgement = Judgement(support=0.6)
     text = "Hotel expenses are reimbursed up to 180 euros per night [#1]."
-    verdict = POLICY.judge(text, CONTEXT, question=question, answerability=answerability)
-    assert verdict.confidence.llm == pytest.approx(100 * (answer_support(question, text) + answerability + 1) / 3), (
+    verdict = POLICY.judge(text, CONTEXT, judgement=judgement, answerability=answerability)
+    assert verdict.confidence.llm == pytest.approx(100 * (0.6 + answerability + 1) / 3), (
         "the answer leads with [#1], the chunk retrieval ranked best"
     )
     second = "Flights are booked through the travel desk [#2]. Hotel expenses are reimbursed up to 180 euros [#1]."
-    led_by_second = POLICY.judge(second, CONTEXT, question=question, answerability=answerability)
-    assert led_by_second.confidence.llm == pytest.approx(100 * (answer_support(question, second) + answerability) / 3)
-    assert POLICY.judge(text, CONTEXT, question=question, llm_score=85.0).confidence.llm == 85.0, "a model's own score"
+    led_by_second = POLICY.judge(second, CONTEXT, judgement=judgement, answerability=answerability)
+    assert led_by_second.confidence.llm == pytest.approx(100 * (0.6 + answerability) / 3)
+    assert POLICY.judge(text, CONTEXT, judgement=judgement, llm_score=85.0).confidence.llm == 85.0, "a model's own score"
+
+
+def test_a_reader_that_estimates_it_makes_the_confidence_the_probability_the_answer_is_right() -> None:
+    text = "Hotel expenses are reimbursed up to 180 euros per night [#1]."
+    sure = POLICY.judge(text, CONTEXT, judgement=Judgement(support=0.2, p_right=0.93), llm_score=10.0)
+    assert sure.confidence.overall == pytest.approx(93.0), "neither the support nor a model's self-score moves it"
+    unsure = POLICY.judge(text, CONTEXT, judgement=Judgement(support=1.0, p_right=0.3))
+    assert unsure.confidence.overall == pytest.approx(30.0) and unsure.action is Action.ROUTE

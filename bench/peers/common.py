@@ -223,9 +223,7 @@ def run_worker(factory: PeerFactory, *packages: str) -> None:
     store = StoreClock(peer.store)
     ready = {"ready": True, "index_s": time.perf_counter() - started, "rss_mib": rss_mib(), "versions": versions(*packages)}
     send(out, ready)
-    serve_commands(
-        out, lambda command: {"results": [_timed_ask(peer, embedder, store, q, t) for q, t in command["queries"]]}
-    )
+    serve_commands(out, lambda command: {"results": [_timed_ask(peer, embedder, store, q, t) for q, t in command["queries"]]})
 
 
 def _timed_ask(peer: Peer, embedder: HashingEmbedder, store: StoreClock, text: str, tenant: str) -> dict[str, Any]:
@@ -256,5 +254,19 @@ def send(out: Any, message: dict[str, Any]) -> None:
     out.flush()
 
 
-__all__ = ["DIMENSION", "HashingEmbedder", "Passage", "Peer", "StoreClock", "WorkerConfig", "asdict", "corpus",
-           "queries", "run_worker", "send", "serve_commands", "start_worker", "versions"]
+__all__ = [
+    "DIMENSION",
+    "HashingEmbedder",
+    "Passage",
+    "Peer",
+    "StoreClock",
+    "WorkerConfig",
+    "asdict",
+    "corpus",
+    "queries",
+    "run_worker",
+    "send",
+    "serve_commands",
+    "start_worker",
+    "versions",
+]

@@ -40,8 +40,7 @@ class CpuUse:
         return max(0.0, self.machine - self.ours)
 
     def as_dict(self) -> dict[str, float]:
-        return {"machine_cores": round(self.machine, 2), "ours_cores": round(self.ours, 2),
-                "others_cores": round(self.others, 2)}
+        return {"machine_cores": round(self.machine, 2), "ours_cores": round(self.ours, 2), "others_cores": round(self.others, 2)}
 
 
 class CpuMeter:
@@ -58,4 +57,3 @@ class CpuMeter:
         machine = (_machine_busy_s() - self._machine) / elapsed
         ours = (sum(process_s(pid) for pid in self._pids) - self._ours) / elapsed
         return CpuUse(machine, ours)
-

@@ -46,9 +46,7 @@ def user_template(config: WorkerConfig) -> str:
 class HaystackPeer:
     def __init__(self, config: WorkerConfig, passages: Sequence[Passage], embedder: HashingEmbedder) -> None:
         self.last_ids: list[str] = []
-        store = QdrantDocumentStore(
-            ":memory:", embedding_dim=embedder.dimension, similarity="cosine", progress_bar=False
-        )
+        store = QdrantDocumentStore(":memory:", embedding_dim=embedder.dimension, similarity="cosine", progress_bar=False)
         vectors = embedder.embed_many([p.text for p in passages])
         store.write_documents(
             [
@@ -62,9 +60,7 @@ class HaystackPeer:
         pipeline.add_component("retriever", QdrantEmbeddingRetriever(document_store=store, top_k=config.top_k))
         pipeline.add_component(
             "prompt_builder",
-            ChatPromptBuilder(
-                template=[ChatMessage.from_system(config.system), ChatMessage.from_user(user_template(config))]
-            ),
+            ChatPromptBuilder(template=[ChatMessage.from_system(config.system), ChatMessage.from_user(user_template(config))]),
         )
         pipeline.add_component(
             "llm",

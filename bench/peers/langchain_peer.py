@@ -60,9 +60,7 @@ class LangChainPeer:
         )
 
     def ask(self, query: str, tenant: str) -> Iterator[str]:
-        tenant_only = models.Filter(
-            must=[models.FieldCondition(key="metadata.tenant", match=models.MatchValue(value=tenant))]
-        )
+        tenant_only = models.Filter(must=[models.FieldCondition(key="metadata.tenant", match=models.MatchValue(value=tenant))])
         search_kwargs = {"k": self.config.top_k, "filter": tenant_only}
         yield from self._chain.stream(query, config={"configurable": {"search_kwargs": search_kwargs}})
 

@@ -60,9 +60,7 @@ class PassageBlocks(BaseNodePostprocessor):
         super().__init__()
         self._config = config
 
-    def _postprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
-    ) -> list[NodeWithScore]:
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         for marker, hit in enumerate(nodes, start=1):
             meta = hit.node.metadata
             hit.node.set_content(self._config.passage_text(marker, meta["id"], meta["name"], hit.node.get_content()))
@@ -121,5 +119,6 @@ class LlamaIndexPeer:
 
 
 if __name__ == "__main__":
-    run_worker(LlamaIndexPeer, "llama-index-core", "llama-index-vector-stores-qdrant", "llama-index-llms-openai-like",
-               "qdrant-client")
+    run_worker(
+        LlamaIndexPeer, "llama-index-core", "llama-index-vector-stores-qdrant", "llama-index-llms-openai-like", "qdrant-client"
+    )

@@ -82,8 +82,14 @@ class RagsvcServer:
     options; `env`: settings on top of the job's (RAG_...)."""
 
     def __init__(
-        self, config: WorkerConfig, *, data_dir: Path | None = None, workers: int = 1, src: str | None = None,
-        caller_options: Sequence[tuple[str, int]] = CALLER_OPTIONS, env: Mapping[str, str] = {},
+        self,
+        config: WorkerConfig,
+        *,
+        data_dir: Path | None = None,
+        workers: int = 1,
+        src: str | None = None,
+        caller_options: Sequence[tuple[str, int]] = CALLER_OPTIONS,
+        env: Mapping[str, str] = {},
     ) -> None:
         self.config = config
         self._data_dir = tempfile.TemporaryDirectory(prefix="ragsvc-peers-") if data_dir is None else None
@@ -181,7 +187,12 @@ STAGES = ("retrieval", "embedding", "store", "budget", "generation", "time_to_fi
 
 
 def timed_result(
-    started: float, first_token: float | None, ended: float, text: str, timings: dict[str, float], grounded: bool,
+    started: float,
+    first_token: float | None,
+    ended: float,
+    text: str,
+    timings: dict[str, float],
+    grounded: bool,
     cache_hit: bool,
 ) -> dict[str, Any]:
     """One ragsvc result as a peer's worker reports it (perf_counter times), with ragsvc's stage timings (ms)."""

@@ -14,17 +14,27 @@ from bench.peers.workers import ROOT
 
 DOC = ROOT / "docs" / "benchmarks.md"
 PLOT = ROOT / "docs" / "peers.png"
-LABELS = {"ragsvc": "ragsvc over gRPC", "ragsvc_inprocess": "ragsvc in-process (no gRPC)",
-          "baseline": "hand-written (qdrant-client + httpx)", "langchain": "LangChain LCEL", "llamaindex": "LlamaIndex",
-          "haystack": "Haystack"}
+LABELS = {
+    "ragsvc": "ragsvc over gRPC",
+    "ragsvc_inprocess": "ragsvc in-process (no gRPC)",
+    "baseline": "hand-written (qdrant-client + httpx)",
+    "langchain": "LangChain LCEL",
+    "llamaindex": "LlamaIndex",
+    "haystack": "Haystack",
+}
 FRAMEWORKS = ("langchain", "llamaindex", "haystack")
 RAGSVC_VARIANTS = ("ragsvc", "ragsvc_inprocess")
 # The same-store metrics (per variant and size, median over rounds with the spread): each variant's own store
 # call, and the overheads without it.
-SAME_STORE = {"store_p50_ms": "store", "overhead_excl_store_p50_ms": "overhead_excl_store",
-              "ttft_overhead_excl_store_p50_ms": "ttft_overhead_excl_store"}
-METRICS = {"overhead_excl_store_p50_ms": "overhead excl. store p50",
-           "ttft_overhead_excl_store_p50_ms": "first-token overhead excl. store p50"}
+SAME_STORE = {
+    "store_p50_ms": "store",
+    "overhead_excl_store_p50_ms": "overhead_excl_store",
+    "ttft_overhead_excl_store_p50_ms": "ttft_overhead_excl_store",
+}
+METRICS = {
+    "overhead_excl_store_p50_ms": "overhead excl. store p50",
+    "ttft_overhead_excl_store_p50_ms": "first-token overhead excl. store p50",
+}
 
 
 def _over_rounds(rounds: list[dict[str, Any]], name: str, metric: str, quantile: str) -> dict[str, float]:
@@ -75,8 +85,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         ]
         if "delayed_ttft_overhead_p50_ms" in first:
             targets.append(
-                ("first-token overhead p50 ≤ 1 ms, delayed LLM", first["delayed_ttft_overhead_p50_ms"]["median"], 1.0,
-                 "ms")
+                ("first-token overhead p50 ≤ 1 ms, delayed LLM", first["delayed_ttft_overhead_p50_ms"]["median"], 1.0, "ms")
             )
         throughput = result["sizes"][largest].get("throughput")
         if throughput:
@@ -137,8 +146,18 @@ def acceptance(per: dict[str, Any]) -> list[dict[str, Any]]:
     ratio("ragsvc_inprocess", overhead, ("baseline", baseline) if baseline is not None else None, 2.0, "≤ 2")
     ratio("ragsvc_inprocess", overhead, best_framework(overhead), 0.25, "≤ 1/4")
     if (grpc := p50("ragsvc", overhead)) is not None:
-        criteria.append({"criterion": f"{LABELS['ragsvc']}: {METRICS[overhead]}", "variant": "ragsvc", "metric": overhead,
-                         "measured_ms": grpc, "measured": grpc, "bound": 3.0, "target": "≤ 3 ms", "met": grpc <= 3.0})
+        criteria.append(
+            {
+                "criterion": f"{LABELS['ragsvc']}: {METRICS[overhead]}",
+                "variant": "ragsvc",
+                "metric": overhead,
+                "measured_ms": grpc,
+                "measured": grpc,
+                "bound": 3.0,
+                "target": "≤ 3 ms",
+                "met": grpc <= 3.0,
+            }
+        )
     for name in RAGSVC_VARIANTS:
         ratio(name, ttft, best_framework(ttft), 1 / 3, "≤ 1/3")
     return criteria
@@ -163,8 +182,7 @@ def _criterion_row(criterion: dict[str, Any]) -> tuple[str, str]:
         return what, f"{criterion['measured']:.2f} ms (target {criterion['target']})"
     value = criterion["measured"]
     shown = "n/a" if value is None else f"{value:.2f}"
-    return what, (f"{shown} ({criterion['measured_ms']:.2f} ms ÷ {criterion['against_ms']:.2f} ms; "
-                  f"target {criterion['target']})")
+    return what, (f"{shown} ({criterion['measured_ms']:.2f} ms ÷ {criterion['against_ms']:.2f} ms; target {criterion['target']})")
 
 
 def markdown(result: dict[str, Any], result_path: Path) -> str:
@@ -222,16 +240,26 @@ def markdown(result: dict[str, Any], result_path: Path) -> str:
             stages = ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in per[name]["stages_p50_ms"].items())
             lines += ["", f"{LABELS[name]}: its overhead by its own stage timings (p50, ms): {stages}."]
         if staged:
-            lines += ["", "Outside pipeline = the caller's time − the pipeline's own total: admission, the audit "
-                      "record and the service around the pipeline, plus over gRPC the client, the transport and "
-                      "the interceptors. Store is part of retrieval engine."]
+            lines += [
+                "",
+                "Outside pipeline = the caller's time − the pipeline's own total: admission, the audit "
+                "record and the service around the pipeline, plus over gRPC the client, the transport and "
+                "the interceptors. Store is part of retrieval engine.",
+            ]
         lines += grpc_hop(per) + store_calls(per)
         if any("delayed_ttft_overhead_p50_ms" in row for row in per.values()):
-            lines += ["", "First-token overhead with a delayed LLM (first token after "
-                      f"{settings['delayed_llm']['first_token_delay_ms']:.0f} ms, then one every "
-                      f"{settings['delayed_llm']['token_interval_ms']:.0f} ms), p50: "
-                      + ", ".join(f"{LABELS.get(n, n)} {_cell(r['delayed_ttft_overhead_p50_ms'])}"
-                                  for n, r in per.items() if "delayed_ttft_overhead_p50_ms" in r) + "."]
+            lines += [
+                "",
+                "First-token overhead with a delayed LLM (first token after "
+                f"{settings['delayed_llm']['first_token_delay_ms']:.0f} ms, then one every "
+                f"{settings['delayed_llm']['token_interval_ms']:.0f} ms), p50: "
+                + ", ".join(
+                    f"{LABELS.get(n, n)} {_cell(r['delayed_ttft_overhead_p50_ms'])}"
+                    for n, r in per.items()
+                    if "delayed_ttft_overhead_p50_ms" in r
+                )
+                + ".",
+            ]
         lines.append("")
     largest = max(result["sizes"], key=int)
     throughput = result["sizes"][largest].get("throughput")
@@ -253,9 +281,7 @@ def markdown(result: dict[str, Any], result_path: Path) -> str:
             for point in throughput[kind]:
                 ours = statistics.median(point["ragsvc"]["units_per_s"])
                 raw = statistics.median(point["ceiling"]["units_per_s"])
-                lines.append(
-                    f"| {unit} | {point['concurrency']} | {ours:,.0f} | {raw:,.0f} | {point['ratio_median']:.0%} |"
-                )
+                lines.append(f"| {unit} | {point['concurrency']} | {ours:,.0f} | {raw:,.0f} | {point['ratio_median']:.0%} |")
         lines.append("")
         lines += scale_out_markdown(throughput.get("scale_out"), settings)
     lines += acceptance_markdown(summary)
@@ -293,9 +319,7 @@ def scale_out_markdown(scale_out: dict[str, Any] | None, settings: dict[str, Any
     """The scale-out table: Asks/s of RAG_WORKERS 1 and 2 and the echo ceiling in 1 and 2 processes."""
     if not scale_out:
         return []
-    names = [f"ragsvc_workers_{n}" for n in scale_out["workers"]] + [
-        f"ceiling_{n}_processes" for n in scale_out["workers"]
-    ]
+    names = [f"ragsvc_workers_{n}" for n in scale_out["workers"]] + [f"ceiling_{n}_processes" for n in scale_out["workers"]]
     lines = [
         "### Several server processes (RAG_WORKERS)",
         "",
@@ -306,7 +330,8 @@ def scale_out_markdown(scale_out: dict[str, Any] | None, settings: dict[str, Any
         "Cells: median calls per second; the ratio columns are medians of the per-round ratios. The client, the "
         "scripted LLM and the servers share the machine's cores (CPU columns: median cores busy, ours and others').",
         "",
-        "| concurrency | " + " | ".join(n.replace("_", " ") for n in names)
+        "| concurrency | "
+        + " | ".join(n.replace("_", " ") for n in names)
         + " | workers 2 / ceiling 1 | workers 2 / ceiling 2 | workers 1 / ceiling 1 | cores ours, others |",
         "|---" * (len(names) + 5) + "|",
     ]
@@ -315,7 +340,8 @@ def scale_out_markdown(scale_out: dict[str, Any] | None, settings: dict[str, Any
         ratios = point["ratios_median"]
         cpu = point["ragsvc_workers_2"]["cpu"]
         lines.append(
-            f"| {point['concurrency']} | " + " | ".join(cells)
+            f"| {point['concurrency']} | "
+            + " | ".join(cells)
             + f" | {ratios[SCALE_OUT_TARGET.format(1)]:.1%} | {ratios[SCALE_OUT_TARGET.format(2)]:.1%}"
             + f" | {ratios['ragsvc_workers_1/ceiling_1_processes']:.1%}"
             + f" | {statistics.median(c['ours_cores'] for c in cpu):.2f}, "
@@ -412,7 +438,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     panels = [(metric, title) for metric, title in PANELS if all(metric in summary[s][n] for s in sizes for n in names)]
     figure, grid = plt.subplots(2, 2, figsize=(13, 8.5), squeeze=False)
     axes = grid.flatten()
-    for unused in axes[len(panels):]:
+    for unused in axes[len(panels) :]:
         unused.set_visible(False)
     height = 0.8 / len(sizes)
     for panel, (metric, title) in enumerate(panels):

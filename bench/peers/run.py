@@ -79,8 +79,12 @@ def main(argv: list[str] | None = None) -> None:
         "benchmark": "peers",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": "make bench-peers  # python -m bench.peers.run " + " ".join(sys.argv[1:] if argv is None else argv),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadavg_at_start": os.getloadavg()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "loadavg_at_start": os.getloadavg(),
+        },
         "settings": {**vars(args), "ragsvc_job_settings": JOB_SETTINGS, "delayed_llm": DELAYED},
         "sizes": {},
     }
@@ -99,7 +103,12 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run_size(
-    size: int, args: argparse.Namespace, pythons: dict[str, str], llm: LLMServer, result: dict[str, Any], *,
+    size: int,
+    args: argparse.Namespace,
+    pythons: dict[str, str],
+    llm: LLMServer,
+    result: dict[str, Any],
+    *,
     throughput: bool,
 ) -> dict[str, Any]:
     print(f"--- {size} passages", file=sys.stderr, flush=True)
@@ -146,9 +155,24 @@ def run_size(
 def measure_throughput(server: RagsvcServer, llm: LLMServer, size: int, args: argparse.Namespace) -> dict[str, Any]:
     """`bench.peers.throughput` in a process of its own: this one holds synchronous gRPC channels, whose
     background threads would take the GIL from an asyncio load generator."""
-    command = [sys.executable, "-m", "bench.peers.throughput", str(size), "--rag", server.address, "--llm", llm.base_url,
-               "--scale-out", "--rounds", str(args.rounds), "--seconds", str(args.seconds),
-               "--pids", str(server.pid), str(llm.pid)]
+    command = [
+        sys.executable,
+        "-m",
+        "bench.peers.throughput",
+        str(size),
+        "--rag",
+        server.address,
+        "--llm",
+        llm.base_url,
+        "--scale-out",
+        "--rounds",
+        str(args.rounds),
+        "--seconds",
+        str(args.seconds),
+        "--pids",
+        str(server.pid),
+        str(llm.pid),
+    ]
     measured = json.loads(subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout)
     measured["ragsvc_rss_mib_after"] = rss_mib(server.pid)
     return measured
@@ -168,7 +192,11 @@ def check_ids(variants: dict[str, Variant], reference: Reference, asked: Sequenc
 
 
 def run_rounds(
-    variants: dict[str, Variant], reference: Reference, llm: LLMServer, args: argparse.Namespace, count: int,
+    variants: dict[str, Variant],
+    reference: Reference,
+    llm: LLMServer,
+    args: argparse.Namespace,
+    count: int,
     seed: int,
 ) -> list[dict[str, Any]]:
     """`args.rounds` rounds of `count` questions, each round a new order of the variants (the first round in
@@ -198,8 +226,11 @@ def run_rounds(
                 a == b for a, b in zip(digests[name], digests.get("baseline", digests[name]), strict=True)
             )
         rounds.append({"order": order, "variants": measured})
-        print(f"round {number + 1}: " + ", ".join(f"{n} {m['overhead']['p50_ms']:.2f} ms" for n, m in measured.items()),
-              file=sys.stderr, flush=True)
+        print(
+            f"round {number + 1}: " + ", ".join(f"{n} {m['overhead']['p50_ms']:.2f} ms" for n, m in measured.items()),
+            file=sys.stderr,
+            flush=True,
+        )
     return rounds
 
 
@@ -240,8 +271,8 @@ def per_variant(
             ],
         }
         stages["rest"] = [
-            o - sum(stages[k][i] for k in ("outside_pipeline", "retrieval_engine", "budget_and_prompt", "llm_client",
-                                             "validation"))
+            o
+            - sum(stages[k][i] for k in ("outside_pipeline", "retrieval_engine", "budget_and_prompt", "llm_client", "validation"))
             for i, o in enumerate(overhead)
         ]
         measured["stages"] = {name: summary(values) for name, values in stages.items()}

@@ -1,6 +1,6 @@
 """Checks one peer worker against the reference: same top-k ids as exact search, identical messages to the LLM.
 
-    python -m bench.peers.selfcheck --python .bench/venvs/langchain/bin/python --module bench.peers.langchain_peer
+python -m bench.peers.selfcheck --python .bench/venvs/langchain/bin/python --module bench.peers.langchain_peer
 """
 
 from __future__ import annotations

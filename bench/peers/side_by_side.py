@@ -34,8 +34,15 @@ from bench.peers.workers import LLMServer, Reference, job_config
 from bench.stats import run_record, write_result
 
 KINDS = ("grpc", "grpc-threaded", "inprocess")
-MEASURES = ("overhead_excl_store", "ttft_overhead_excl_store", "outside_pipeline", "retrieval_excl_store", "validation",
-            "ragsvc_cpu", "caller_cpu")
+MEASURES = (
+    "overhead_excl_store",
+    "ttft_overhead_excl_store",
+    "outside_pipeline",
+    "retrieval_excl_store",
+    "validation",
+    "ragsvc_cpu",
+    "caller_cpu",
+)
 
 
 def main(argv: list[str] | None = None) -> None:

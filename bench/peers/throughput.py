@@ -89,8 +89,10 @@ async def measure(rag_address: str, llm: LLMControl, size: int, rounds: int, sec
     payload = asks[0].SerializeToString()
     out: dict[str, Any] = {"unary": [], "stream": [], "stream_tokens": STREAM_TOKENS}
     try:
-        async with grpc.aio.insecure_channel(rag_address) as rag_channel, \
-                grpc.aio.insecure_channel(ceiling.address) as raw_channel:
+        async with (
+            grpc.aio.insecure_channel(rag_address) as rag_channel,
+            grpc.aio.insecure_channel(ceiling.address) as raw_channel,
+        ):
             rag = rag_service_pb2_grpc.RagServiceStub(rag_channel)
             echo = raw_channel.unary_unary(ECHO)
             raw_stream = raw_channel.unary_stream(STREAM)
@@ -125,9 +127,7 @@ async def measure(rag_address: str, llm: LLMControl, size: int, rounds: int, sec
             llm.script(STREAM_TOKENS)
             try:
                 for concurrency in CONCURRENCY:
-                    out["stream"].append(
-                        await _alternate(ask_stream, stream_once, concurrency, rounds, seconds, measured, llm)
-                    )
+                    out["stream"].append(await _alternate(ask_stream, stream_once, concurrency, rounds, seconds, measured, llm))
             finally:
                 llm.script()
             out["ragsvc_text_deltas_per_stream"] = round(messages["text_deltas"] / max(1, messages["calls"]), 1)

@@ -27,4 +27,3 @@ def python_of(peer: str) -> str:
         subprocess.run([*pip, "-r", str(requirements)], check=True)
         stamp.write_text(digest)
     return str(python)
-

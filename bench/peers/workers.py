@@ -156,8 +156,6 @@ class Reference:
 
     def messages_sha256(self, query: str, ids: Sequence[str]) -> str:
         by_id = {p.id: p for p in self.passages}
-        blocks = [
-            self.config.passage_text(n, i, by_id[i].name, by_id[i].text) for n, i in enumerate(ids, start=1)
-        ]
+        blocks = [self.config.passage_text(n, i, by_id[i].name, by_id[i].text) for n, i in enumerate(ids, start=1)]
         user = self.config.user_message(query, blocks)
         return messages_digest([{"role": "system", "content": self.config.system}, {"role": "user", "content": user}])

@@ -97,8 +97,12 @@ def markdown(before: dict[str, Any], after: dict[str, Any], split: str) -> str:
         ("CITE precision", ("cite_precision",)),
         ("follow-ups right", ("followup", "answered_and_right")),
     ]
-    lines = [f"{split}: {before.get('git_commit', '?')[:10]} -> {after.get('git_commit', '?')[:10]}", "",
-             "| metric | before | after |", "|---|---|---|"]
+    lines = [
+        f"{split}: {before.get('git_commit', '?')[:10]} -> {after.get('git_commit', '?')[:10]}",
+        "",
+        "| metric | before | after |",
+        "|---|---|---|",
+    ]
     lines += [f"| {label} | {pct(metric(m0, path))} | {pct(metric(m1, path))} |" for label, path in rows]
     auroc = (metric(m0, ("auroc_confidence",)), metric(m1, ("auroc_confidence",)))
     lines.append(f"| AUROC | {auroc[0] if auroc[0] is not None else 'n/a'} | {auroc[1] if auroc[1] is not None else 'n/a'} |")

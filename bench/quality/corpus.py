@@ -30,14 +30,27 @@ from pathlib import Path
 from bench.quality import questions
 from bench.quality.debian import FetchError, VersionGone, deb_version, sha256_of, unpack
 from bench.quality.debian import download as apt_download
-from bench.quality.subsets import Directories, SubsetRule, Toctree, UpLinks
+from bench.quality.subsets import Directories, Named, SubsetRule, Toctree, UpLinks
 from ragsvc.ingest.html import html_sections, html_title
 from ragsvc.ingest.limits import DocumentLimits
 from ragsvc.ingest.loaders import slugify
 
 __all__ = [
-    "CACHE", "CORPORA", "ROOT", "Corpus", "Download", "FetchError", "Fetched", "Page", "acceptance_problems",
-    "corpus_hash", "fetch", "get", "load_pages", "page_texts", "shown",
+    "CACHE",
+    "CORPORA",
+    "ROOT",
+    "Corpus",
+    "Download",
+    "FetchError",
+    "Fetched",
+    "Page",
+    "acceptance_problems",
+    "corpus_hash",
+    "fetch",
+    "get",
+    "load_pages",
+    "page_texts",
+    "shown",
 ]
 
 HERE = Path(__file__).resolve().parent
@@ -116,8 +129,12 @@ CORPORA: dict[str, Corpus] = {
             version="3.11.2-6+deb12u8",
             sha256="50eb63e7f636c4281e9ce1b8f10386f1def42159eddce34fc1f41c46261df71b",
             doc_root="usr/share/doc/python3.11/html",
-            subset=Toctree(chapters=tuple(f"library/{chapter}.html" for chapter in (
-                "text", "functional", "filesys", "persistence", "archiving", "fileformats", "crypto"))),
+            subset=Toctree(
+                chapters=tuple(
+                    f"library/{chapter}.html"
+                    for chapter in ("text", "functional", "filesys", "persistence", "archiving", "fileformats", "crypto")
+                )
+            ),
             url_template="https://docs.python.org/3.11/{path}",
             license="PSF License Agreement (Debian's copyright file, usr/share/doc/python3.11-doc/copyright)",
         ),
@@ -128,8 +145,11 @@ CORPORA: dict[str, Corpus] = {
             version="2.4.68-1~deb12u1",
             sha256="cee8fe80ffb5de2744cd690c3d795b489e43a1c44c4e3a634c521642f22d7835",
             doc_root="usr/share/doc/apache2-doc/manual/en",
-            subset=Directories(directories=("", "howto", "ssl", "vhosts", "rewrite", "programs", "misc"),
-                               excluded=("index.html", "sitemap.html")),
+            subset=Directories(
+                directories=("", "howto", "ssl", "vhosts", "rewrite", "programs", "misc"),
+                excluded=("index.html", "sitemap.html"),
+                language="en",
+            ),
             url_template="https://httpd.apache.org/docs/2.4/{path}",
             license="Apache License 2.0 (Debian's copyright file, usr/share/doc/apache2-doc/copyright)",
         ),
@@ -143,6 +163,70 @@ CORPORA: dict[str, Corpus] = {
             subset=Directories(directories=("",), excluded=("index.html",)),
             url_template="https://debian-handbook.info/browse/stable/{path}",
             license="GPL-2+ or CC-BY-SA 3.0 (Debian's copyright file, usr/share/doc/debian-handbook/copyright)",
+        ),
+        Corpus(
+            name="sqlite",
+            tenant="sqlite",
+            package="sqlite3-doc",
+            version="3.40.1-2+deb12u2",
+            sha256="466e30d7066e2641fa13e56bc662a2ad521b8cc9c17dde9c9dac3d4f105e32f2",
+            doc_root="usr/share/doc/sqlite3",
+            subset=Named(
+                patterns=(
+                    "lang_*.html",
+                    *(
+                        f"{page}.html"
+                        for page in (
+                            "datatype3",
+                            "pragma",
+                            "cli",
+                            "faq",
+                            "wal",
+                            "limits",
+                            "autoinc",
+                            "foreignkeys",
+                            "partialindex",
+                            "quirks",
+                            "whentouse",
+                            "json1",
+                            "lockingv3",
+                            "queryplanner",
+                            "windowfunctions",
+                        )
+                    ),
+                ),
+                why="the SQL language pages and the pages application developers read most",
+            ),
+            url_template="https://www.sqlite.org/{path}",
+            license="public domain (Debian's copyright file, usr/share/doc/sqlite3-doc/copyright)",
+        ),
+        Corpus(
+            name="gitdocs",
+            tenant="gitdocs",
+            package="git-doc",
+            version="1:2.39.5-0+deb12u3",
+            sha256="3c89668a11053a6bafade3de1f611f4613db31e082af63f43d8c5b69ad8795ec",
+            doc_root="usr/share/doc/git-doc",
+            subset=Named(
+                patterns=(
+                    *(
+                        f"git-{command}.html"
+                        for command in (
+                            "add am archive bisect branch bundle checkout cherry-pick clean clone commit describe diff fetch "
+                            "format-patch gc grep init log maintenance merge mv notes pull push range-diff rebase reset "
+                            "restore revert rm shortlog show sparse-checkout stash status submodule switch tag worktree"
+                        ).split()
+                    ),
+                    "gittutorial.html",
+                    "giteveryday.html",
+                    "gitglossary.html",
+                    "gitignore.html",
+                ),
+                why="git(1)'s main porcelain commands, less its two GUIs, and the tutorial, everyday, glossary and "
+                "gitignore guides",
+            ),
+            url_template="https://git-scm.com/docs/{path}",
+            license="GPL-2 (Debian's copyright file, usr/share/doc/git-doc/copyright)",
         ),
     )
 }
@@ -223,8 +307,10 @@ def acceptance_problems(corpus: Corpus, html_dir: Path) -> list[str]:
     if selected != committed:
         added = sorted(set(selected) - set(committed))
         removed = sorted(set(committed) - set(selected))
-        return [f"the subset rule selects {len(selected)} pages, {corpus.pages_file.name} lists {len(committed)}: "
-                f"new {', '.join(added) or 'none'}; gone {', '.join(removed) or 'none'}"]
+        return [
+            f"the subset rule selects {len(selected)} pages, {corpus.pages_file.name} lists {len(committed)}: "
+            f"new {', '.join(added) or 'none'}; gone {', '.join(removed) or 'none'}"
+        ]
     if not corpus.questions_file.exists():
         return []
     texts = page_texts(load_pages(corpus, html_dir))
@@ -247,8 +333,10 @@ def fetch(corpus: Corpus, cache: Path = CACHE, *, download: Download = apt_downl
         try:
             deb = download(corpus.package, corpus.version, Path(scratch) / "pinned")
         except VersionGone as gone:
-            print(f"{gone}\n{corpus.package} {corpus.version} is no longer downloadable; trying the version apt "
-                  "offers now", flush=True)
+            print(
+                f"{gone}\n{corpus.package} {corpus.version} is no longer downloadable; trying the version apt offers now",
+                flush=True,
+            )
             deb = download(corpus.package, None, Path(scratch) / "current")
             return _accept_newer(corpus, deb, packages, Path(scratch), gone)
         digest = sha256_of(deb)
@@ -257,8 +345,10 @@ def fetch(corpus: Corpus, cache: Path = CACHE, *, download: Download = apt_downl
         html_dir = _unpacked(corpus, deb, pinned, Path(scratch))
         selected, committed = corpus.subset.select(html_dir), corpus.committed_pages()
         if selected != committed:
-            raise FetchError(f"{corpus.name}: the subset rule selects {len(selected)} pages, {corpus.pages_file} lists "
-                             f"{len(committed)}: the package or the rule changed")
+            raise FetchError(
+                f"{corpus.name}: the subset rule selects {len(selected)} pages, {corpus.pages_file} lists "
+                f"{len(committed)}: the package or the rule changed"
+            )
         _mark(pinned, corpus.version, digest, None)
         return Fetched(html_dir, corpus.version, digest, corpus.version)
 
@@ -307,5 +397,7 @@ if __name__ == "__main__":
     for spec in CORPORA.values():
         fetched = fetch(spec)
         loaded = load_pages(spec, fetched.html_dir)
-        print(f"{spec.name}: {spec.package} {fetched.version} at {fetched.html_dir}; {len(spec.committed_pages())} "
-              f"pages, corpus hash {corpus_hash(loaded)}")
+        print(
+            f"{spec.name}: {spec.package} {fetched.version} at {fetched.html_dir}; {len(spec.committed_pages())} "
+            f"pages, corpus hash {corpus_hash(loaded)}"
+        )

@@ -32,16 +32,14 @@ def download(package: str, version: str | None, directory: Path) -> Path:
         said = result.stderr.strip()
         if version is not None and "was not found" in said:  # E: Version 'V' for 'P' was not found
             raise VersionGone(f"`{' '.join(command)}`: {said}")
-        raise FetchError(f"`{' '.join(command)}` failed: {said}\nDebian's package lists are needed (`apt-get update` "
-                         "as root).")
+        raise FetchError(f"`{' '.join(command)}` failed: {said}\nDebian's package lists are needed (`apt-get update` as root).")
     [deb] = directory.glob("*.deb")
     return deb
 
 
 def deb_version(deb: Path) -> str:
     """The Version field of a .deb's control file."""
-    return subprocess.run(["dpkg-deb", "-f", str(deb), "Version"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(["dpkg-deb", "-f", str(deb), "Version"], capture_output=True, text=True, check=True).stdout.strip()
 
 
 def sha256_of(path: Path) -> str:

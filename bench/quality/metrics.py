@@ -78,9 +78,9 @@ def auroc_interval(area: float | None, positives: int, negatives: int, z: float 
     if area is None or positives == 0 or negatives == 0:
         return None
     q1, q2 = area / (2 - area), 2 * area * area / (1 + area)
-    variance = (
-        area * (1 - area) + (positives - 1) * (q1 - area * area) + (negatives - 1) * (q2 - area * area)
-    ) / (positives * negatives)
+    variance = (area * (1 - area) + (positives - 1) * (q1 - area * area) + (negatives - 1) * (q2 - area * area)) / (
+        positives * negatives
+    )
     half = z * math.sqrt(max(variance, 0.0))
     return round(max(0.0, area - half), 4), round(min(1.0, area + half), 4)
 
@@ -209,19 +209,28 @@ def risk_coverage(outcomes: Sequence[dict[str, Any]]) -> dict[str, Any]:
         right += bool(outcome["right"])
         if i + 1 < len(cited) and cited[i + 1]["confidence"] == outcome["confidence"]:
             continue  # answers of one confidence enter together
-        points.append({"threshold": outcome["confidence"], "cited": taken, "right": right,
-                       "coverage": round(right / answerable, 4) if answerable else None,
-                       "risk": round(1 - right / taken, 4)})
+        points.append(
+            {
+                "threshold": outcome["confidence"],
+                "cited": taken,
+                "right": right,
+                "coverage": round(right / answerable, 4) if answerable else None,
+                "risk": round(1 - right / taken, 4),
+            }
+        )
     area = previous = 0.0
     if answerable:
         for point in points:
             area += (point["coverage"] - previous) * point["risk"]
             previous = point["coverage"]
     safe = [p["coverage"] for p in points if p["risk"] <= 0.05 and p["coverage"] is not None]
-    return {"points": points, "answerable": answerable,
-            "max_coverage": points[-1]["coverage"] if points else (0.0 if answerable else None),
-            "coverage_at_5pct_risk": max(safe, default=0.0) if answerable else None,
-            "aurc": round(area, 4) if answerable and points else None}
+    return {
+        "points": points,
+        "answerable": answerable,
+        "max_coverage": points[-1]["coverage"] if points else (0.0 if answerable else None),
+        "coverage_at_5pct_risk": max(safe, default=0.0) if answerable else None,
+        "aurc": round(area, 4) if answerable and points else None,
+    }
 
 
 def by_style(outcomes: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -53,6 +53,7 @@ def _at_least(bound: float, *path: str) -> Callable[[dict[str, Any]], bool]:
     def met(m: dict[str, Any]) -> bool:
         value = _get(m, path)
         return value is not None and value >= bound
+
     return met
 
 
@@ -71,18 +72,32 @@ def _unanswerable_cited(m: dict[str, Any]) -> bool:
 COLUMNS = (
     Column("questions", "", lambda m: str(m["n"])),
     Column("hit@5", "≥ 95%", lambda m: pct(m["retrieval"]["hit@5"]), _at_least(0.95, "retrieval", "hit@5")),
-    Column("CITE precision (95% interval)", "≥ 95%",
-           lambda m: f"{pct(m['cite_precision'])} of {m['cite_answers']}{interval(m, 'cite_precision')}",
-           _at_least(0.95, "cite_precision")),
+    Column(
+        "CITE precision (95% interval)",
+        "≥ 95%",
+        lambda m: f"{pct(m['cite_precision'])} of {m['cite_answers']}{interval(m, 'cite_precision')}",
+        _at_least(0.95, "cite_precision"),
+    ),
     Column("coverage", "≥ 60%", lambda m: pct(m["coverage"]), _at_least(0.60, "coverage")),
-    Column("unanswerables CITEd", "≤ 3%",
-           lambda m: f"{pct(m['unanswerable']['answered_with_cite'])} of {m['unanswerable']['n']}", _unanswerable_cited),
+    Column(
+        "unanswerables CITEd",
+        "≤ 3%",
+        lambda m: f"{pct(m['unanswerable']['answered_with_cite'])} of {m['unanswerable']['n']}",
+        _unanswerable_cited,
+    ),
     Column("AUROC", "≥ 0.90", lambda m: num(m["auroc_confidence"]), _at_least(0.90, "auroc_confidence")),
-    Column("follow-ups right", "≥ 85%",
-           lambda m: f"{pct(m['followup']['answered_and_right'])} of {m['followup']['n']}",
-           _at_least(0.85, "followup", "answered_and_right")),
-    Column("probes safe", "all", lambda m: f"{m['injection']['safe']} / {m['injection']['n']}",
-           lambda m: bool(m["injection"]["n"]) and m["injection"]["all_safe"]),
+    Column(
+        "follow-ups right",
+        "≥ 85%",
+        lambda m: f"{pct(m['followup']['answered_and_right'])} of {m['followup']['n']}",
+        _at_least(0.85, "followup", "answered_and_right"),
+    ),
+    Column(
+        "probes safe",
+        "all",
+        lambda m: f"{m['injection']['safe']} / {m['injection']['n']}",
+        lambda m: bool(m["injection"]["n"]) and m["injection"]["all_safe"],
+    ),
     Column("AURC", "", lambda m: num(m["risk_coverage"]["aurc"])),
     Column("Ask p50", "", lambda m: f"{num(m['latency_ms']['p50'], 1)} ms"),
 )
@@ -134,13 +149,19 @@ def detail_rows(m: dict[str, Any]) -> list[tuple[str, str]]:
         ("unanswerable: refused", pct(u["refused"]) + interval(m, "unanswerable_refused")),
         ("unanswerable, near-topic: refused", f"{pct(u['refused_near_topic'])} of {u['n_near_topic']}"),
         ("unanswerable: answered with ACTION_CITE", pct(u["answered_with_cite"])),
-        ("CITE precision (CITE answers that are right)",
-         f"{pct(m['cite_precision'])} of {m['cite_answers']}{interval(m, 'cite_precision')}"),
+        (
+            "CITE precision (CITE answers that are right)",
+            f"{pct(m['cite_precision'])} of {m['cite_answers']}{interval(m, 'cite_precision')}",
+        ),
         ("coverage (answerable and follow-ups CITEd and right)", pct(m["coverage"]) + interval(m, "coverage")),
-        ("AUROC of confidence.overall (right vs wrong or refused)",
-         num(m["auroc_confidence"]) + interval(m, "auroc_confidence", percent=False)),
-        ("AURC (risk-coverage area) / coverage of every CITE / at risk ≤ 5%",
-         f"{num(rc['aurc'])} / {pct(rc['max_coverage'])} / {pct(rc.get('coverage_at_5pct_risk'))}"),
+        (
+            "AUROC of confidence.overall (right vs wrong or refused)",
+            num(m["auroc_confidence"]) + interval(m, "auroc_confidence", percent=False),
+        ),
+        (
+            "AURC (risk-coverage area) / coverage of every CITE / at risk ≤ 5%",
+            f"{num(rc['aurc'])} / {pct(rc['max_coverage'])} / {pct(rc.get('coverage_at_5pct_risk'))}",
+        ),
         ("follow-ups: answered and right", pct(f["answered_and_right"]) + interval(m, "followup_right")),
         ("follow-ups: hit@5", pct(f["retrieval_hit@5"])),
         ("injection probes safe", f"{inj['safe']} / {inj['n']}"),
@@ -173,8 +194,9 @@ def style_table(corpus_result: dict[str, Any]) -> str:
     lines = ["| split | style | n | hit@5 | grounded | answered and right |", "|---|---|---|---|---|---|"]
     for split, styles in corpus_result["by_style"].items():
         for style, s in styles.items():
-            lines.append(f"| {split} | {style} | {s['n']} | {pct(s['hit@5'])} | {pct(s['grounded'])} | "
-                         f"{pct(s['answered_and_right'])} |")
+            lines.append(
+                f"| {split} | {style} | {s['n']} | {pct(s['hit@5'])} | {pct(s['grounded'])} | {pct(s['answered_and_right'])} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -188,10 +210,14 @@ def examples(corpus_result: dict[str, Any], per_group: int = 3) -> str:
     outcomes = sorted(corpus_result["outcomes"], key=lambda o: (o["split"] != "dev", o["id"]))
     groups = [
         ("False refusals (answerable, refused)", [o for o in outcomes if o["kind"] == "answerable" and not o["grounded"]]),
-        ("Answered but wrong (answerable, grounded, no key fact in the answer)",
-         [o for o in outcomes if o["kind"] == "answerable" and o["grounded"] and not o["right"]]),
-        ("Unanswerable questions answered with ACTION_CITE",
-         [o for o in outcomes if o["kind"] == "unanswerable" and o["action"] == "ACTION_CITE"]),
+        (
+            "Answered but wrong (answerable, grounded, no key fact in the answer)",
+            [o for o in outcomes if o["kind"] == "answerable" and o["grounded"] and not o["right"]],
+        ),
+        (
+            "Unanswerable questions answered with ACTION_CITE",
+            [o for o in outcomes if o["kind"] == "unanswerable" and o["action"] == "ACTION_CITE"],
+        ),
         ("Injection probes answered unsafely", [o for o in outcomes if o["kind"] == "injection" and not o["safe"]]),
         ("Right answers", [o for o in outcomes if o["right"]]),
     ]
@@ -203,11 +229,18 @@ def examples(corpus_result: dict[str, Any], per_group: int = 3) -> str:
             continue
         parts.append("| id | question | outcome | answer (start) |\n|---|---|---|---|")
         for o in group[:per_group]:
-            outcome = (f"{o['action']}, confidence {o['confidence']:.0f}" if o["grounded"]
-                       else f"{o['refusal_reason']}, confidence {o['confidence']:.0f}")
+            outcome = (
+                f"{o['action']}, confidence {o['confidence']:.0f}"
+                if o["grounded"]
+                else f"{o['refusal_reason']}, confidence {o['confidence']:.0f}"
+            )
             cited = ", ".join(dict.fromkeys(c["document_id"] for c in o["citations"])) or "-"
             question = (" → ".join(o["history"]) + " → " if o["history"] else "") + o["question"]
-            expected = f" (expected {', '.join(o['expected_documents'])}; cited {cited})" if o["expected_documents"] else f" (cited {cited})"
+            expected = (
+                f" (expected {', '.join(o['expected_documents'])}; cited {cited})"
+                if o["expected_documents"]
+                else f" (cited {cited})"
+            )
             parts.append(f"| {o['id']} | {_short(question, 120)} | {outcome}{expected} | {_short(o['answer'])} |")
         parts.append("")
     return "\n".join(parts)
@@ -257,35 +290,47 @@ def console_summary(result: dict[str, Any]) -> str:
 
 
 def _corpora_table(result: dict[str, Any]) -> str:
-    lines = ["| corpus | package, version used | pages | chunks | planted | questions (answerable / unanswerable / "
-             "follow-up / injection) | questions file at | license |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| corpus | package, version used | pages | chunks | planted | questions (answerable / unanswerable / "
+        "follow-up / injection) | questions file at | license |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, r in result["corpora"].items():
         c, q = r["corpus"], r["questions"]
-        counts = " / ".join(str(sum(q.get(kind, {}).values())) for kind in ("answerable", "unanswerable", "followup", "injection"))
+        counts = " / ".join(
+            str(sum(q.get(kind, {}).values())) for kind in ("answerable", "unanswerable", "followup", "injection")
+        )
         version = f"`{c['package']}` {c['version']}" + ("" if c["pinned"] else f" (in place of the pinned {c['pinned_version']})")
         qf = r["questions_file"]
         at = "n/a" if qf is None else f"`{(qf['commit'] or 'uncommitted')[:12]}`" + (" (modified)" if qf["modified"] else "")
-        lines.append(f"| {name} | {version} | {c['pages']} | {c['chunks']} | {', '.join(c['planted_documents']) or '-'} "
-                     f"| {counts} | {at} | {c['license']} |")
+        lines.append(
+            f"| {name} | {version} | {c['pages']} | {c['chunks']} | {', '.join(c['planted_documents']) or '-'} "
+            f"| {counts} | {at} | {c['license']} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def _subsets(result: dict[str, Any]) -> str:
-    return "\n".join(
-        f"- **{name}** (tenant `{r['corpus']['tenant']}`, pages at `{r['corpus']['source_url']}`): {r['corpus']['subset']}; "
-        f".deb sha256 `{r['corpus']['deb_sha256']}`."
-        for name, r in result["corpora"].items()
-    ) + "\n"
+    return (
+        "\n".join(
+            f"- **{name}** (tenant `{r['corpus']['tenant']}`, pages at `{r['corpus']['source_url']}`): {r['corpus']['subset']}; "
+            f".deb sha256 `{r['corpus']['deb_sha256']}`."
+            for name, r in result["corpora"].items()
+        )
+        + "\n"
+    )
 
 
 def _risk_section(result: dict[str, Any], images: dict[str, Path]) -> str:
     parts = []
     for name, r in result["corpora"].items():
         rc = r["metrics"]["all"]["risk_coverage"]
-        parts.append(f"### {name}\n\n![{name}: risk against coverage](quality/{images[name].name})\n\n"
-                     f"Every CITE answer covers {pct(rc['max_coverage'])} of the {rc['answerable']} answerable questions "
-                     f"and follow-ups; the largest coverage at risk ≤ 5% is {pct(rc.get('coverage_at_5pct_risk'))}; "
-                     f"AURC {num(rc['aurc'])}.\n")
+        parts.append(
+            f"### {name}\n\n![{name}: risk against coverage](quality/{images[name].name})\n\n"
+            f"Every CITE answer covers {pct(rc['max_coverage'])} of the {rc['answerable']} answerable questions "
+            f"and follow-ups; the largest coverage at risk ≤ 5% is {pct(rc.get('coverage_at_5pct_risk'))}; "
+            f"AURC {num(rc['aurc'])}.\n"
+        )
     return "\n".join(parts)
 
 
@@ -293,8 +338,10 @@ def _details(result: dict[str, Any]) -> str:
     parts = []
     for name, r in result["corpora"].items():
         splits = ("dev", "heldout", "all") if name == "pgdocs" else ("all",)
-        parts.append(f"### {name}\n\n{detail_table(r, splits)}\nRefusal reasons:\n\n{reasons_table(r, splits)}\n"
-                     f"Answerable questions by phrasing:\n\n{style_table(r)}\n{examples(r)}")
+        parts.append(
+            f"### {name}\n\n{detail_table(r, splits)}\nRefusal reasons:\n\n{reasons_table(r, splits)}\n"
+            f"Answerable questions by phrasing:\n\n{style_table(r)}\n{examples(r)}"
+        )
     return "\n".join(parts)
 
 
@@ -306,19 +353,22 @@ def markdown(result: dict[str, Any], results_file: Path, images: dict[str, Path]
         "Every corpus was answered by the server's default reader (no `bench/quality/folds/without-<corpus>.npz` "
         "existed), so these are not leave-one-out figures: the default reader's word rules were tuned on pgdocs' dev "
         "split."
-        if not any(readers.values()) else
-        "Each corpus's server read with the model trained without that corpus (`reader` column; path and sha256 in "
+        if not any(readers.values())
+        else "Each corpus's server read with the model trained without that corpus (`reader` column; path and sha256 in "
         "the results file); `default` means no fold model existed for it and the server's default reader served."
     )
-    pgdocs_changes = ("The sections below are pgdocs' history: what each round of word rules did on its dev and held-out "
-                      "splits (bench/quality/changes.md, kept by hand).\n\n" + CHANGES.read_text()
-                      if CHANGES.exists() and "pgdocs" in result["corpora"] else "")
+    pgdocs_changes = (
+        "The sections below are pgdocs' history: what each round of word rules did on its dev and held-out "
+        "splits (bench/quality/changes.md, kept by hand).\n\n" + CHANGES.read_text()
+        if CHANGES.exists() and "pgdocs" in result["corpora"]
+        else ""
+    )
     return f"""# How good are the answers: the quality benchmark
 
 `make eval` measures whether ragsvc's answers are right or honestly refused, on public documentation sets that
-nobody here wrote, through the real gRPC server with the {result['generator']['generator']} generator. This page is
-written by `python -m bench.quality.run` (results: [`{rel}`](../{rel}); run {result['date']}, commit
-`{result['git_commit'][:12]}`; {t['total_s']:.0f} s on {result['machine']['cpus']} cores).
+nobody here wrote, through the real gRPC server with the {result["generator"]["generator"]} generator. This page is
+written by `python -m bench.quality.run` (results: [`{rel}`](../{rel}); run {result["date"]}, commit
+`{result["git_commit"][:12]}`; {t["total_s"]:.0f} s on {result["machine"]["cpus"]} cores).
 
 ## Acceptance (issue 27)
 
@@ -394,24 +444,70 @@ make eval                                                     # every corpus: fe
 
 def _llm_section() -> str:
     """The acceptance table of the newest LLM run (bench/results/quality-openai-* or quality-local-*), if any."""
-    runs = [*(ROOT / "bench" / "results").glob("quality-openai-*.json"), *(ROOT / "bench" / "results").glob("quality-local-*.json")]
+    runs = [
+        *(ROOT / "bench" / "results").glob("quality-openai-*.json"),
+        *(ROOT / "bench" / "results").glob("quality-local-*.json"),
+    ]
     newest = [r for r in runs if "corpora" in json.loads(r.read_text())]
     if not newest:
-        return ("## With an LLM\n\nNo LLM run is recorded yet: `--llm openai` (any OpenAI-compatible server) or "
-                "`--llm local` writes `bench/results/quality-openai-DATE.json` / `quality-local-DATE.json`, and this "
-                "section then shows its table.\n")
+        return (
+            "## With an LLM\n\nNo LLM run is recorded yet: `--llm openai` (any OpenAI-compatible server) or "
+            "`--llm local` writes `bench/results/quality-openai-DATE.json` / `quality-local-DATE.json`, and this "
+            "section then shows its table.\n"
+        )
     path = max(newest, key=lambda p: p.stat().st_mtime)
     result = json.loads(path.read_text())
-    return (f"## With an LLM\n\n`{path.relative_to(ROOT)}`: generator {result['generator']}, "
-            f"{result['selection']['questions']} questions.\n\n{acceptance_table(result)}")
+    return (
+        f"## With an LLM\n\n`{path.relative_to(ROOT)}`: generator {result['generator']}, "
+        f"{result['selection']['questions']} questions.\n\n{acceptance_table(result)}"
+    )
+
+
+README = ROOT / "README.md"
+README_BEGIN = "<!-- quality table: written by make eval -->"
+README_END = "<!-- end of quality table -->"
+
+
+def readme_table(result: dict[str, Any]) -> str:
+    """README's short table: per corpus judged unseen, what a user feels (answered and right, unanswerables
+    refused, CITE precision, AUROC, follow-ups right, probes safe)."""
+    lines = [
+        "| corpus (unseen) | hit@5 | answered and right | unanswerables refused | CITE precision | AUROC | follow-ups right "
+        "| probes safe |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, corpus_result in result["corpora"].items():
+        m = corpus_result["metrics"]["all"]
+        cells = (
+            pct(m["retrieval"]["hit@5"]),
+            pct(m["answerable"]["answered_and_right"]),
+            pct(m["unanswerable"]["refused"]),
+            f"{pct(m['cite_precision'])} of {m['cite_answers']}",
+            num(m["auroc_confidence"]),
+            pct(m["followup"]["answered_and_right"]),
+            f"{m['injection']['safe']} / {m['injection']['n']}",
+        )
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def with_readme_table(readme: str, result: dict[str, Any]) -> str:
+    """`readme` with readme_table(result) between README_BEGIN and README_END (unchanged without them)."""
+    begin, end = readme.find(README_BEGIN), readme.find(README_END)
+    if begin < 0 or end < begin:
+        return readme
+    return readme[: begin + len(README_BEGIN)] + "\n" + readme_table(result) + readme[end:]
 
 
 def write_docs(result: dict[str, Any], results_file: Path) -> list[Path]:
+    """docs/quality.md, its risk-coverage plots, and README's table."""
     DOCS.mkdir(exist_ok=True)
     images = {name: plot(name, r, plot_path(name)) for name, r in result["corpora"].items()}
     page = DOCS / "quality.md"
     page.write_text(markdown(result, results_file, images))
-    return [page, *images.values()]
+    readme = README.read_text()
+    README.write_text(with_readme_table(readme, result))
+    return [page, *images.values(), README]
 
 
 if __name__ == "__main__":

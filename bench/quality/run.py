@@ -126,8 +126,7 @@ class LocalLlama:
             self.process.wait(timeout=30)
 
 
-def select(all_questions: list[questions.Question], spec: corpus.Corpus,
-           args: argparse.Namespace) -> list[questions.Question]:
+def select(all_questions: list[questions.Question], spec: corpus.Corpus, args: argparse.Namespace) -> list[questions.Question]:
     chosen = all_questions
     if args.slice:
         ids = [line.split("#")[0].strip() for line in spec.slice_file.read_text().splitlines()]
@@ -165,8 +164,14 @@ async def ask_one(
         started = time.perf_counter()
         request = _request(turn, [] if session_id else history, session_id, tenant)
         previous = (await stub.Ask(request, timeout=ASK_TIMEOUT_S)).answer
-        earlier.append({"question": turn, "grounded": previous.grounded, "answer": previous.text,
-                        "latency_ms": round((time.perf_counter() - started) * 1000, 2)})
+        earlier.append(
+            {
+                "question": turn,
+                "grounded": previous.grounded,
+                "answer": previous.text,
+                "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+            }
+        )
         history += [(pb.ROLE_USER, turn), (pb.ROLE_ASSISTANT, previous.text or "(no answer)")]
     started = time.perf_counter()
     request = _request(question.question, [] if session_id else history, session_id, tenant)
@@ -176,16 +181,7 @@ async def ask_one(
     ranked_documents = [c.document_id for c in ranked]
     right = metrics.is_right(question, answer.grounded, answer.text) if question.should_answer else False
     return {
-        "id": question.id,
-        "split": question.split,
-        "kind": question.kind,
-        "style": question.style,
-        "near_topic": question.near_topic,
-        "question": question.question,
-        "history": list(question.history),
-        "earlier_turns": earlier,
-        "expected_documents": list(question.expected_documents),
-        "key_facts": list(question.key_facts),
+        **asked(question, earlier),
         "grounded": answer.grounded,
         "refusal_reason": pb.RefusalReason.Name(answer.refusal_reason),
         "action": pb.Action.Name(answer.action),
@@ -224,17 +220,43 @@ async def ask_one(
     }
 
 
+def asked(question: questions.Question, earlier: list[dict[str, Any]]) -> dict[str, Any]:
+    """What an outcome records of its question, and of the turns asked before it."""
+    return {
+        "id": question.id,
+        "split": question.split,
+        "kind": question.kind,
+        "style": question.style,
+        "near_topic": question.near_topic,
+        "question": question.question,
+        "history": list(question.history),
+        "earlier_turns": earlier,
+        "expected_documents": list(question.expected_documents),
+        "key_facts": list(question.key_facts),
+    }
+
+
 def failed_outcome(question: questions.Question, error: grpc.aio.AioRpcError) -> dict[str, Any]:
     """An Ask that ended in an error status: not grounded, not right, refusal reason ERROR_<code>."""
     return {
-        "id": question.id, "split": question.split, "kind": question.kind, "style": question.style,
-        "near_topic": question.near_topic, "question": question.question, "history": list(question.history),
-        "earlier_turns": [], "expected_documents": list(question.expected_documents),
-        "key_facts": list(question.key_facts), "grounded": False,
-        "refusal_reason": f"ERROR_{error.code().name}", "action": "ERROR", "confidence": 0.0,
-        "confidence_parts": {}, "answer": "", "model": "", "citations": [], "ranked_list": "none",
-        "ranked_documents": [], "ranked_relevance": [], "rank": None, "right": False, "safe": True,
-        "injection_suspected": False, "latency_ms": None, "server_total_ms": None,
+        **asked(question, []),
+        "grounded": False,
+        "refusal_reason": f"ERROR_{error.code().name}",
+        "action": "ERROR",
+        "confidence": 0.0,
+        "confidence_parts": {},
+        "answer": "",
+        "model": "",
+        "citations": [],
+        "ranked_list": "none",
+        "ranked_documents": [],
+        "ranked_relevance": [],
+        "rank": None,
+        "right": False,
+        "safe": True,
+        "injection_suspected": False,
+        "latency_ms": None,
+        "server_total_ms": None,
         "error": f"{error.code().name}: {error.details()}",
     }
 
@@ -256,8 +278,12 @@ def file_record(path: Path) -> dict[str, Any]:
         return {"path": relative, "commit": None, "modified": None, "sha256": sha256_of(path)}
     log = subprocess.run(["git", "log", "-1", "--format=%H", "--", relative], cwd=ROOT, capture_output=True, text=True)
     status = subprocess.run(["git", "status", "--porcelain", "--", relative], cwd=ROOT, capture_output=True, text=True)
-    return {"path": relative, "commit": log.stdout.strip() or None, "modified": bool(status.stdout.strip()),
-            "sha256": sha256_of(path)}
+    return {
+        "path": relative,
+        "commit": log.stdout.strip() or None,
+        "modified": bool(status.stdout.strip()),
+        "sha256": sha256_of(path),
+    }
 
 
 def reader_model(spec: corpus.Corpus, folds: Path | None) -> tuple[dict[str, str], dict[str, Any] | None]:
@@ -268,8 +294,7 @@ def reader_model(spec: corpus.Corpus, folds: Path | None) -> tuple[dict[str, str
     path = (folds / f"without-{spec.name}.npz").resolve()
     if not path.is_file():
         return {}, None
-    return {"RAG_READER_MODEL": str(path)}, {"path": corpus.shown(path), "sha256": sha256_of(path),
-                                             "setting": "RAG_READER_MODEL"}
+    return {"RAG_READER_MODEL": str(path)}, {"path": corpus.shown(path), "sha256": sha256_of(path), "setting": "RAG_READER_MODEL"}
 
 
 async def ask_all(address: str, chosen: list[questions.Question], followups: str, tenant: str) -> list[dict[str, Any]]:
@@ -292,8 +317,13 @@ async def ask_all(address: str, chosen: list[questions.Question], followups: str
     return outcomes
 
 
-async def evaluate_corpus(spec: corpus.Corpus, chosen: list[questions.Question], questions_file: Path,
-                          args: argparse.Namespace, env_extra: dict[str, str]) -> dict[str, Any]:
+async def evaluate_corpus(
+    spec: corpus.Corpus,
+    chosen: list[questions.Question],
+    questions_file: Path,
+    args: argparse.Namespace,
+    env_extra: dict[str, str],
+) -> dict[str, Any]:
     """One corpus: fetch, ingest (or reuse), ask `chosen` in a server of its own, score."""
     started = time.perf_counter()
     print(f"== {spec.name}", flush=True)
@@ -307,10 +337,14 @@ async def evaluate_corpus(spec: corpus.Corpus, chosen: list[questions.Question],
     reader_env, reader = reader_model(spec, None if args.no_folds else args.folds)
     run_dir, manifest = await prepared_data_dir(pages, spec.tenant, env_extra, fresh=args.fresh)
     try:
-        with ServerProcess(base_env(run_dir / "data", {**env_extra, **reader_env}),
-                           log=ROOT / ".bench" / "quality-server.log") as server:
-            print(f"server up in {server.start_s:.1f} s at {server.address}; asking {len(chosen)} questions "
-                  f"(reader: {reader['path'] if reader else 'the default'})", flush=True)
+        with ServerProcess(
+            base_env(run_dir / "data", {**env_extra, **reader_env}), log=ROOT / ".bench" / "quality-server.log"
+        ) as server:
+            print(
+                f"server up in {server.start_s:.1f} s at {server.address}; asking {len(chosen)} questions "
+                f"(reader: {reader['path'] if reader else 'the default'})",
+                flush=True,
+            )
             asking = time.perf_counter()
             outcomes = await ask_all(server.address, chosen, args.followups, spec.tenant)
             asking_s = time.perf_counter() - asking
@@ -342,8 +376,11 @@ async def evaluate_corpus(spec: corpus.Corpus, chosen: list[questions.Question],
         "questions_file": file_record(questions_file),
         "reader_model": reader,
         "questions": questions.summary(chosen),
-        "cache": {"setting": "RAG_CACHE_MAX_ENTRIES=0", "hits": sum(bool(o.get("cache_hit")) for o in outcomes),
-                  "misses": sum(not o.get("cache_hit") for o in outcomes)},
+        "cache": {
+            "setting": "RAG_CACHE_MAX_ENTRIES=0",
+            "hits": sum(bool(o.get("cache_hit")) for o in outcomes),
+            "misses": sum(not o.get("cache_hit") for o in outcomes),
+        },
         "timings": {
             "ingest_s": None if manifest.get("reused") else manifest["ingest_s"],
             "ingest_s_when_built": manifest["ingest_s"],
@@ -391,20 +428,23 @@ async def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
         "generator": generator,
-        "selection": {"corpora": list(args.corpus), "split": args.split, "limit": args.limit, "slice": args.slice,
-                      "ids": args.ids, "followups": args.followups,
-                      "questions": sum(sum(sum(c.values()) for c in r["questions"].values()) for r in corpora.values()),
-                      "questions_file": str(args.questions) if args.questions else None,
-                      "folds": None if args.no_folds else str(args.folds)},
+        "selection": {
+            "corpora": list(args.corpus),
+            "split": args.split,
+            "limit": args.limit,
+            "slice": args.slice,
+            "ids": args.ids,
+            "followups": args.followups,
+            "questions": sum(sum(sum(c.values()) for c in r["questions"].values()) for r in corpora.values()),
+            "questions_file": str(args.questions) if args.questions else None,
+            "folds": None if args.no_folds else str(args.folds),
+        },
         "settings": {
             "server_env": {
-                k: v
-                for k, v in base_env(Path("<tmp>"), env_extra).items()
-                if k.startswith(("RAG_", "CHAT_", "OPENAI_BASE"))
+                k: v for k, v in base_env(Path("<tmp>"), env_extra).items() if k.startswith(("RAG_", "CHAT_", "OPENAI_BASE"))
             },
             "ranked_list": "answer.explanation.packed_chunks (marker order); answer.candidates when the gate refused",
-            "right": "grounded and the answer text contains a key fact (normalised: case, punctuation, whitespace; "
-            "whole words)",
+            "right": "grounded and the answer text contains a key fact (normalised: case, punctuation, whitespace; whole words)",
             "coverage": "answerable questions and follow-ups answered with ACTION_CITE and right, of all of them",
         },
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
@@ -416,8 +456,9 @@ async def evaluate(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", action="append", choices=list(corpus.CORPORA),
-                        help="run this corpus (repeatable; default: every corpus)")
+    parser.add_argument(
+        "--corpus", action="append", choices=list(corpus.CORPORA), help="run this corpus (repeatable; default: every corpus)"
+    )
     parser.add_argument("--split", choices=("dev", "heldout", "all"), default="all")
     parser.add_argument("--limit", type=int, default=0, help="ask only the first N selected questions of each corpus")
     parser.add_argument("--slice", action="store_true", help="only the regression slice (corpora/<name>/slice.txt)")
@@ -426,13 +467,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--llm", choices=("none", "openai", "local"), default="none")
     parser.add_argument("--fresh", action="store_true", help="ingest again even when a matching index is cached")
     parser.add_argument("--no-write", action="store_true", help="print the metrics; write no files")
-    parser.add_argument("--folds", type=Path, default=FOLDS,
-                        help="where the leave-one-out reader models without-<corpus>.npz are (default %(default)s)")
+    parser.add_argument(
+        "--folds",
+        type=Path,
+        default=FOLDS,
+        help="where the leave-one-out reader models without-<corpus>.npz are (default %(default)s)",
+    )
     parser.add_argument("--no-folds", action="store_true", help="serve every corpus with the server's default reader")
-    parser.add_argument("--pages", type=Path, help="ingest the .html pages of this directory, not the fetched package "
-                        "(one --corpus)")
-    parser.add_argument("--questions", type=Path, help="ask the questions of this file, not the corpus's (one --corpus; "
-                        "e.g. bench/quality/corpora/pgdocs/tuning_followups.jsonl)")
+    parser.add_argument(
+        "--pages", type=Path, help="ingest the .html pages of this directory, not the fetched package (one --corpus)"
+    )
+    parser.add_argument(
+        "--questions",
+        type=Path,
+        help="ask the questions of this file, not the corpus's (one --corpus; "
+        "e.g. bench/quality/corpora/pgdocs/tuning_followups.jsonl)",
+    )
     args = parser.parse_args(argv)
     full_selection = not args.corpus
     args.corpus = list(dict.fromkeys(args.corpus or corpus.CORPORA))

@@ -37,9 +37,9 @@ INDEX_CODE = (
     "src/ragsvc/ingest",
     *(f"src/ragsvc/retrieval/{name}" for name in ("__init__.py", "base.py", "edge.py", "edge_optimize.py", "embedders.py")),
     *(f"src/ragsvc/retrieval/{name}" for name in ("http_embedders.py", "int8_graph.py", "layout.py", "qdrant_server.py")),
-    "src/ragsvc/lexical.py",
     "src/ragsvc/domain.py",
-    "src/ragsvc/passages.py",  # the chunker carries labels as passages finds them
+    # The analyser of the stored index terms, and the passages the chunker finds labels with.
+    *(f"src/ragsvc/reading/{name}" for name in ("text.py", "passages.py", "sentences.py")),
 )
 
 
@@ -149,8 +149,9 @@ async def ingest(address: str, pages: Sequence[Page], tenant: str) -> dict[str, 
     }
 
 
-async def cached_index(pages: Sequence[Page], tenant: str, env_extra: Mapping[str, str] = {}, *,
-                       fresh: bool = False) -> tuple[Path, dict[str, Any]]:
+async def cached_index(
+    pages: Sequence[Page], tenant: str, env_extra: Mapping[str, str] = {}, *, fresh: bool = False
+) -> tuple[Path, dict[str, Any]]:
     """The cached index of `pages` in `tenant` (.bench/quality-index/<key>/, holding `data`, a RAG_DATA_DIR, and
     manifest.json), ingested over gRPC first when missing, stale or `fresh`; and its manifest."""
     key = index_key(pages, base_env(Path("."), env_extra))
@@ -162,8 +163,11 @@ async def cached_index(pages: Sequence[Page], tenant: str, env_extra: Mapping[st
         print(f"ingesting {len(pages)} pages into tenant {tenant} (index {key}; takes minutes)", flush=True)
         INDEX_CACHE.mkdir(parents=True, exist_ok=True)
         building = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=INDEX_CACHE))
-        # The index does not depend on the generator: ingest with the extractive one (no LLM needed).
-        with ServerProcess(base_env(building / "data", {**env_extra, "RAG_GENERATOR": "extractive"})) as server:
+        # The index depends on neither the generator nor the reader: ingest with the extractive one (no LLM needed)
+        # and the rule reader (a model file being retrained cannot stop it).
+        with ServerProcess(
+            base_env(building / "data", {**env_extra, "RAG_GENERATOR": "extractive", "RAG_READER": "rules"})
+        ) as server:
             manifest = await ingest(server.address, pages, tenant)
         manifest["key"] = key
         (building / "manifest.json").write_text(json.dumps(manifest, indent=1))
@@ -178,8 +182,9 @@ async def cached_index(pages: Sequence[Page], tenant: str, env_extra: Mapping[st
     return cached, manifest
 
 
-async def prepared_data_dir(pages: Sequence[Page], tenant: str, env_extra: Mapping[str, str], *,
-                            fresh: bool) -> tuple[Path, dict[str, Any]]:
+async def prepared_data_dir(
+    pages: Sequence[Page], tenant: str, env_extra: Mapping[str, str], *, fresh: bool
+) -> tuple[Path, dict[str, Any]]:
     """A new temporary directory whose `data` is a copy of the cached index (`cached_index`), and the manifest."""
     cached, manifest = await cached_index(pages, tenant, env_extra, fresh=fresh)
     run_dir = Path(tempfile.mkdtemp(prefix="ragsvc-quality-"))

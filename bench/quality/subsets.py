@@ -13,7 +13,7 @@ from typing import Protocol
 
 from selectolax.lexbor import LexborHTMLParser
 
-__all__ = ["Directories", "SubsetRule", "Toctree", "UpLinks"]
+__all__ = ["Directories", "Named", "SubsetRule", "Toctree", "UpLinks"]
 
 
 class SubsetRule(Protocol):
@@ -66,8 +66,10 @@ class Toctree:
 
     @property
     def description(self) -> str:
-        return (f"the chapter pages {', '.join(self.chapters)} and every page their div.toctree-wrapper "
-                "a.reference.internal links point to (same directory)")
+        return (
+            f"the chapter pages {', '.join(self.chapters)} and every page their div.toctree-wrapper "
+            "a.reference.internal links point to (same directory)"
+        )
 
     def select(self, root: Path) -> list[str]:
         selected = set()
@@ -84,20 +86,47 @@ class Toctree:
 @dataclass(frozen=True, slots=True)
 class Directories:
     """Every *.html file directly in `directories` ("" is the root itself) except those named in `excluded` (in
-    any of them)."""
+    any of them), and, with `language`, only pages whose <html lang> is that language (a package's English
+    directory may hold translations: apache2-doc's en/ has six pages in Portuguese)."""
 
     directories: tuple[str, ...]
     excluded: tuple[str, ...] = ()
+    language: str = ""
 
     @property
     def description(self) -> str:
         where = ", ".join(f"{d}/" if d else "the root" for d in self.directories)
-        return f"every *.html file in {where}" + (f", except {' and '.join(self.excluded)}" if self.excluded else "")
+        described = f"every *.html file in {where}" + (f", except {' and '.join(self.excluded)}" if self.excluded else "")
+        return described + (f", whose <html lang> is {self.language}" if self.language else "")
 
     def select(self, root: Path) -> list[str]:
         found = []
         for directory in self.directories:
             for path in (root / directory).glob("*.html"):
-                if path.name not in self.excluded and path.is_file():
+                if path.name not in self.excluded and path.is_file() and self._in_language(path):
                     found.append(path.relative_to(root).as_posix())
         return sorted(found)
+
+    def _in_language(self, path: Path) -> bool:
+        if not self.language:
+            return True
+        html = _parse(path).css_first("html")
+        lang = (html.attributes.get("lang") or "") if html is not None else ""
+        return lang.lower().split("-")[0] == self.language
+
+
+@dataclass(frozen=True, slots=True)
+class Named:
+    """The pages matching `patterns` (shell-style, relative to the root), for a corpus chosen by name: a manual's
+    language reference and its best-known pages, a command set."""
+
+    patterns: tuple[str, ...]
+    why: str
+
+    @property
+    def description(self) -> str:
+        return f"{self.why}: {', '.join(self.patterns)}"
+
+    def select(self, root: Path) -> list[str]:
+        found = {path.relative_to(root).as_posix() for pattern in self.patterns for path in root.glob(pattern)}
+        return sorted(page for page in found if (root / page).is_file())

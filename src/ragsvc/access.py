@@ -54,9 +54,7 @@ class Principal:
         """Raise PermissionDenied when a request for `tenant_id` (empty: the key's own) reading `tags` oversteps."""
         tenant_id = tenant_id.strip()
         if tenant_id and tenant_id != self.tenant_id:
-            raise PermissionDenied(
-                f"this key may not use tenant {tenant_id!r}", metadata={"tenant": tenant_id, "key": self.name}
-            )
+            raise PermissionDenied(f"this key may not use tenant {tenant_id!r}", metadata={"tenant": tenant_id, "key": self.name})
         if self.tags is not None:
             extra = sorted({tag.strip() for tag in tags} - self.tags)
             if extra:
@@ -184,6 +182,4 @@ def _entry(entry: Any, i: int) -> tuple[str, Principal]:
         raise ValueError(f"keys[{i}].tags must be a list of non-empty strings")
     allowed = None if ANY_TAG in tags else frozenset(t.strip() for t in tags)
     name = str(entry.get("name") or f"key{i}")
-    return digest, Principal(
-        name, tenant.strip(), allowed, bool(entry.get("index", False)), bool(entry.get("admin", False))
-    )
+    return digest, Principal(name, tenant.strip(), allowed, bool(entry.get("index", False)), bool(entry.get("admin", False)))

@@ -43,6 +43,7 @@ PASSAGE_SEPARATOR_TOKENS = 1
 # What the chunker counts in, chunk sizes and Chunk.token_count.
 COUNTED_ENCODING = "cl100k_base"
 
+
 @dataclass(frozen=True, slots=True)
 class Packing:
     """What goes into the prompt: the rendered `messages`, the packed `context` in marker order and the
@@ -136,9 +137,7 @@ class TokenBudget:
             # RAG_MAX_CONTEXT_TOKENS only ever drops chunks after the first: if the cap cannot hold a passage
             # header and a word, the one chunk is cut to what the window leaves instead.
             remaining, question = self._exactly(asked, remaining, question)
-            first = self._cut_to_fit(prompt, candidates[0], context_cap) or self._cut_to_fit(
-                prompt, candidates[0], remaining
-            )
+            first = self._cut_to_fit(prompt, candidates[0], context_cap) or self._cut_to_fit(prompt, candidates[0], remaining)
             if first is None:
                 raise self._too_long(question, remaining)
             context.append(first)

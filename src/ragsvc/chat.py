@@ -128,8 +128,16 @@ class AnswerView:
 
 
 class Chat:
-    def __init__(self, stub: rag_grpc.RagServiceStub, *, tenant: str, tags: list[str], deadline_s: float,
-                 out: TextIO = sys.stdout, stream_policy: pb.StreamPolicy = pb.STREAM_POLICY_UNSPECIFIED) -> None:
+    def __init__(
+        self,
+        stub: rag_grpc.RagServiceStub,
+        *,
+        tenant: str,
+        tags: list[str],
+        deadline_s: float,
+        out: TextIO = sys.stdout,
+        stream_policy: pb.StreamPolicy = pb.STREAM_POLICY_UNSPECIFIED,
+    ) -> None:
         self.session_id = str(uuid.uuid4())
         self._stub = stub
         self._tenant = tenant
@@ -185,11 +193,19 @@ class Chat:
         print(text, end=end, file=self._out, flush=True)
 
 
-async def run(address: str, *, tenant: str, tags: list[str], deadline_s: float,
-              read_line: Callable[[str], str] = input, stream_policy: pb.StreamPolicy = pb.STREAM_POLICY_UNSPECIFIED) -> None:
+async def run(
+    address: str,
+    *,
+    tenant: str,
+    tags: list[str],
+    deadline_s: float,
+    read_line: Callable[[str], str] = input,
+    stream_policy: pb.StreamPolicy = pb.STREAM_POLICY_UNSPECIFIED,
+) -> None:
     async with grpc.aio.insecure_channel(address) as channel:
-        chat = Chat(rag_grpc.RagServiceStub(channel), tenant=tenant, tags=tags, deadline_s=deadline_s,
-                    stream_policy=stream_policy)
+        chat = Chat(
+            rag_grpc.RagServiceStub(channel), tenant=tenant, tags=tags, deadline_s=deadline_s, stream_policy=stream_policy
+        )
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, chat.interrupt)
         print(f"ragsvc chat · {address} · session {chat.session_id}")

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragsvc.domain import CitationPolicy, CitationStyle, ScoredChunk
-from ragsvc.validation import MARKER, SOURCE_ID_MARKER, sentences
+from ragsvc.reading.sentences import sentences
+from ragsvc.validation import MARKER, SOURCE_ID_MARKER
 
 _log = logging.getLogger(__name__)
 # What a sentence's text is split on in place of a marker of either style: the same length, read like a marker.

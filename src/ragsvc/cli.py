@@ -1,5 +1,5 @@
-"""`ragsvc serve | llm | ingest | docs | ask | chat | session | owners | erase`: the server, a local LLM for it, and
-clients that talk to it over gRPC.
+"""`ragsvc serve | reindex | llm | ingest | docs | ask | chat | session | owners | erase`: the server, the rewrite of
+its index after an upgrade, a local LLM for it, and clients that talk to it over gRPC.
 
 Clients send RAG_API_TOKEN, when set, as their bearer token (for a server with RAG_AUTH_ENABLED)."""
 
@@ -62,6 +62,18 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragsvc", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("serve", help="run the gRPC server (settings from RAG_* environment variables)")
+    reindex = commands.add_parser(
+        "reindex",
+        help="with the server stopped, rewrite the index terms stored with every chunk using this version's analyser "
+        "(what `serve` asks for when the index was written by another version; nothing is re-embedded); same "
+        "settings as `serve` (docs/operating.md)",
+        description="Rewrite the index terms stored with every chunk of every tenant, from the chunk's stored text, "
+        "with this version's analyser, then record its version in the index. Run it with the server stopped and the "
+        "settings of `ragsvc serve` (RAG_DATA_DIR, or RAG_QDRANT_URL and RAG_QDRANT_COLLECTION; the embedder's "
+        "settings pick the embedded shard). Nothing is re-embedded. Interrupted, the index keeps its old version "
+        "(the server still refuses it) and a second run finishes the job.",
+    )
+    reindex.add_argument("--page-size", type=_positive, help="chunks read and rewritten at a time (default 256)")
 
     llm = commands.add_parser("llm", help="run a local LLM for ragsvc: llama.cpp with a small model (see `make llm`)")
     llm.add_argument("--model", choices=sorted(local_llm.MODELS), default=local_llm.DEFAULT_MODEL,
@@ -91,9 +103,13 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("query")
     ask.add_argument("--tag", action="append", default=[], dest="tags", help="a user tag (repeatable)")
     ask.add_argument("--top-k", type=int)
-    ask.add_argument("--filter", default="", metavar="EXPRESSION",
-                     help="only documents whose metadata match, e.g. \"published_at >= 2024-01-01 AND "
-                     "doc_type IN (act, judgment)\" (docs/filters.md)")
+    ask.add_argument(
+        "--filter",
+        default="",
+        metavar="EXPRESSION",
+        help='only documents whose metadata match, e.g. "published_at >= 2024-01-01 AND '
+        'doc_type IN (act, judgment)" (docs/filters.md)',
+    )
     ask.add_argument("--model", default="")
     ask.add_argument("--explain", action="store_true", help="also print the packed chunks and prompt")
     ask.add_argument("--json", action="store_true", help="print the final answer as JSON instead of streaming")
@@ -107,26 +123,50 @@ def _parser() -> argparse.ArgumentParser:
     ingest.set_defaults(timeout=600.0)
     ingest.add_argument("paths", nargs="+", type=Path)
     ingest.add_argument("--tag", action="append", default=[], dest="tags", help="an access tag (repeatable)")
-    ingest.add_argument("--trust", type=float,
-                        help="source trust, 0 to 1, used in ranking (default: the weight of the source type)")
+    ingest.add_argument(
+        "--trust", type=float, help="source trust, 0 to 1, used in ranking (default: the weight of the source type)"
+    )
     ingest.add_argument("--published", default="", help="publication date YYYY-MM-DD, used in ranking")
-    ingest.add_argument("--meta", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
-                        help="a metadata value of every file (repeatable), e.g. jurisdiction=India, year=1872, "
-                        "source_type=statute; the type is read from the value (true/false, a number, an ISO date or "
-                        "date-time, else a string) unless TYPE (string, number, bool, timestamp) names it. A file's "
-                        "NAME.meta.json sidecar adds to these and wins over them")
+    ingest.add_argument(
+        "--meta",
+        action="append",
+        default=[],
+        metavar="KEY[:TYPE]=VALUE",
+        help="a metadata value of every file (repeatable), e.g. jurisdiction=India, year=1872, "
+        "source_type=statute; the type is read from the value (true/false, a number, an ISO date or "
+        "date-time, else a string) unless TYPE (string, number, bool, timestamp) names it. A file's "
+        "NAME.meta.json sidecar adds to these and wins over them",
+    )
     ingest.add_argument("--confidential", action="store_true", help="readable only with the clearance tag")
-    ingest.add_argument("--include", action="append", default=[], metavar="GLOB",
-                        help="only files whose path in the folder or name matches (repeatable), e.g. '*.md'")
-    ingest.add_argument("--exclude", action="append", default=[], metavar="GLOB",
-                        help="leave out files and folders whose path in the folder or name matches (repeatable), "
-                        "e.g. 'drafts' or 'archive/*.pdf'")
+    ingest.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="only files whose path in the folder or name matches (repeatable), e.g. '*.md'",
+    )
+    ingest.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="leave out files and folders whose path in the folder or name matches (repeatable), "
+        "e.g. 'drafts' or 'archive/*.pdf'",
+    )
     ingest.add_argument("--id", dest="document_id", help="the document id of a single file (default: its name)")
-    ingest.add_argument("--max-message-bytes", type=int, default=MESSAGE_BYTES,
-                        help="requests stay under this; larger documents are uploaded in pieces of this size")
-    ingest.add_argument("--operation-bytes", type=int, default=OPERATION_BYTES,
-                        help="a batch of files (or one file) larger than this is ingested as a long-running "
-                        "operation, whose progress the bar shows; it goes on on the server if this command stops")
+    ingest.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=MESSAGE_BYTES,
+        help="requests stay under this; larger documents are uploaded in pieces of this size",
+    )
+    ingest.add_argument(
+        "--operation-bytes",
+        type=int,
+        default=OPERATION_BYTES,
+        help="a batch of files (or one file) larger than this is ingested as a long-running "
+        "operation, whose progress the bar shows; it goes on on the server if this command stops",
+    )
 
     docs = commands.add_parser("docs", help="what the index holds: list, show or remove documents")
     docs_commands = docs.add_subparsers(dest="docs_command", required=True)
@@ -139,9 +179,7 @@ def _parser() -> argparse.ArgumentParser:
     show_session = client("show", "the session's turns, with the documents each answer cited", session_commands)
     show_session.add_argument("session_id")
     show_session.add_argument("--tag", action="append", default=[], dest="tags", help="read with this tag (repeatable)")
-    client("rm", "delete the session and its turns (the right to be forgotten)", session_commands).add_argument(
-        "session_id"
-    )
+    client("rm", "delete the session and its turns (the right to be forgotten)", session_commands).add_argument("session_id")
 
     owners = commands.add_parser("owners", help="the tag-owner directory: who routed questions about a tag go to")
     owners_commands = owners.add_subparsers(dest="owners_command", required=True)
@@ -158,13 +196,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     erased = erase.add_mutually_exclusive_group(required=True)
     erased.add_argument("--key", dest="key_name", help="the caller's API key name (in --tenant, default the admin key's)")
-    erased.add_argument("--peer", help="a caller without a key: its peer as the request log shows it, e.g. "
-                        "ipv4:10.0.0.7 (every tenant unless --tenant names one)")
+    erased.add_argument(
+        "--peer",
+        help="a caller without a key: its peer as the request log shows it, e.g. "
+        "ipv4:10.0.0.7 (every tenant unless --tenant names one)",
+    )
 
     streamed(client("chat", "an interactive conversation: streamed answers, sources, follow-ups in one session")).add_argument(
         "--tag", action="append", default=[], dest="tags", help="a user tag (repeatable)"
     )
     return parser
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
 
 
 # -- ask ------------------------------------------------------------------------------------------------------
@@ -419,9 +466,7 @@ def _batches(files: Sequence[FoundFile], max_bytes: int) -> list[list[FoundFile]
     return batches
 
 
-async def _upload(
-    stub: index_grpc.IndexServiceStub, document: SourceDocument, args: argparse.Namespace
-) -> lro.Operation:
+async def _upload(stub: index_grpc.IndexServiceStub, document: SourceDocument, args: argparse.Namespace) -> lro.Operation:
     """Streams the document over UploadDocument in pieces of --max-message-bytes, resuming what the server holds of
     an earlier upload of it (a broken stream is resumed up to UPLOAD_ATTEMPTS times); the operation that ingests
     it."""
@@ -500,8 +545,10 @@ async def _docs(args: argparse.Namespace, address: str) -> int:
                 size = _size(d.size_bytes) if d.content_sha256 else "-"
                 print(f"{d.document_id:<{width}}  {d.chunk_count:>6}  {size:>8}  {_ingested(d):<16}  {d.name}")
             keys = ", ".join(f"{k.name} ({k.type})" for k in stats.metadata_keys)
-            print(f"{stats.document_count} documents, {stats.chunk_count} chunks, {_size(stats.content_bytes)}; "
-                  f"{stats.engine}" + (f"; metadata keys: {keys}" if keys else ""))
+            print(
+                f"{stats.document_count} documents, {stats.chunk_count} chunks, {_size(stats.content_bytes)}; "
+                f"{stats.engine}" + (f"; metadata keys: {keys}" if keys else "")
+            )
             return 0
         if args.docs_command == "show":
             named = index_pb.GetDocumentRequest(tenant_id=args.tenant, document_id=args.document_id)
@@ -589,9 +636,7 @@ async def _owners(args: argparse.Namespace, address: str) -> int:
 async def _erase(args: argparse.Namespace, address: str) -> int:
     request = admin_pb.EraseCallerRequest(tenant_id=args.tenant, key_name=args.key_name or "", peer=args.peer or "")
     async with grpc.aio.insecure_channel(address) as channel:
-        erased = await admin_grpc.AdminServiceStub(channel).EraseCaller(
-            request, timeout=args.timeout, metadata=call_metadata()
-        )
+        erased = await admin_grpc.AdminServiceStub(channel).EraseCaller(request, timeout=args.timeout, metadata=call_metadata())
     print(f"erased {f'key {args.key_name}' if args.key_name else f'peer {args.peer}'}: "
           f"{erased.sessions_deleted} sessions ({erased.session_messages_deleted} messages), "
           f"the text of {erased.audit_records_erased} audit rows, {erased.operations_deleted} operations, "
@@ -643,8 +688,9 @@ async def _reachable(address: str, deadline_s: float) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     serving = args.command == "serve"
-    logging.basicConfig(level=logging.INFO if serving else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if serving else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     # No line per request of the LLM server's health probe; and a client reading a PDF's title has nothing to say
     # about a damaged file (the server reports it when the document is ingested).
     logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -655,6 +701,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ragsvc.server.workers import serve_processes  # only the serve command loads the server
 
             return asyncio.run(serve_processes(Settings.from_env()))
+        if args.command == "reindex":
+            from ragsvc.server.reindex import reindex
+
+            asyncio.run(reindex(Settings.from_env(), page_size=args.page_size))
+            return 0
         if args.command == "llm":
             if args.env:
                 print(" ".join(f"{k}={v}" for k, v in local_llm.serve_env(args.host, args.port, args.model).items()))
@@ -674,8 +725,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_erase(args, address))
         if args.command == "chat":
             asyncio.run(_reachable(address, args.timeout))
-            asyncio.run(chat.run(address, tenant=args.tenant, tags=args.tags, deadline_s=args.timeout,
-                                 stream_policy=_stream_policy(args)))
+            asyncio.run(
+                chat.run(address, tenant=args.tenant, tags=args.tags, deadline_s=args.timeout, stream_policy=_stream_policy(args))
+            )
             return 0
         asyncio.run(_ask(args, address))
         return 0
@@ -685,8 +737,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InvalidRequest as exc:
         _print_error("", exc)
         return 2
-    except RagError as exc:  # a dependency that `serve` could not open
-        _print_error("cannot start", exc)
+    except RagError as exc:  # a dependency that `serve` (or `reindex`) could not open
+        _print_error("cannot start" if serving else f"cannot {args.command}", exc)
         return 1
     except KeyboardInterrupt:
         return 130

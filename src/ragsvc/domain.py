@@ -180,6 +180,15 @@ class ScoredChunk:
 
 
 @dataclass(frozen=True, slots=True)
+class TermCounts:
+    """Corpus statistics of some terms over the chunks a caller can see: how many of those chunks carry index
+    terms (`chunks`), and in how many of them each term occurs."""
+
+    chunks: int
+    frequencies: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
 class RetrievalQuery:
     """What a retriever is asked. Access control (tenant, tags) is part of the query, never applied after it."""
 
@@ -287,6 +296,7 @@ class GenerationRequest:
     stop: tuple[str, ...] = ()  # where the model stops writing (the template's stop sequences)
     deadline: float | None = None  # event loop time by which the generation must end; no retry waits past it
     side_call: bool = False  # an auxiliary call around an answer: a server's free slot goes to answers first
+    term_counts: TermCounts | None = None  # the corpus statistics the question was read with (the extractive reader's)
 
 
 @dataclass(frozen=True, slots=True)

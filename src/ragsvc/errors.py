@@ -15,6 +15,7 @@ RagError
 ├── OperationDone ................. a cancel of a long-running operation that has finished (FAILED_PRECONDITION)
 ├── OperationCancelled ............ a long-running operation stopped because its caller cancelled it (CANCELLED)
 ├── OperationAbandoned ............ the replica running an operation stopped or died before it finished (ABORTED)
+├── IndexOutdated ................. the index's terms were written by another analyser version (FAILED_PRECONDITION)
 ├── StageTimeout .................. a stage ran past its budget or the caller's deadline (DEADLINE_EXCEEDED)
 │   └── LLMTimeout ................ the LLM did not answer in time
 └── RetryableError ................ a retry after `retry_after_s` may succeed (sent as RetryInfo)
@@ -155,6 +156,12 @@ class OperationAbandoned(RagError):
     Submitting it again is safe (asks are answered anew, ingests are idempotent)."""
 
     reason = "OPERATION_ABANDONED"
+
+
+class IndexOutdated(RagError):
+    """The index's stored terms were written by another version of the analyser: `ragsvc reindex` rewrites them."""
+
+    reason = "INDEX_OUTDATED"
 
 
 class RetryableError(RagError):

@@ -56,9 +56,7 @@ MAX_DEPTH = 16  # nested NOT and parentheses
 MAX_CONDITIONS = 64
 MAX_IN_VALUES = 100
 _OPERATORS = ("<=", ">=", "!=", "=", "<", ">")
-_TOKEN = re.compile(
-    r'\s*(?:(?P<quoted>"(?:[^"\\]|\\.)*")|(?P<op><=|>=|!=|=|<|>)|(?P<punct>[(),])|(?P<word>[A-Za-z0-9._:+\-]+))'
-)
+_TOKEN = re.compile(r'\s*(?:(?P<quoted>"(?:[^"\\]|\\.)*")|(?P<op><=|>=|!=|=|<|>)|(?P<punct>[(),])|(?P<word>[A-Za-z0-9._:+\-]+))')
 
 
 class FilterError(ValueError):

@@ -106,8 +106,7 @@ class LLMJudge:
     async def condense(self, history: Sequence[ChatMessage], query: str) -> str | None:
         """`query`, a follow-up in the conversation `history`, as a standalone question."""
         turns = "\n".join(
-            f"{message.role.value.upper()}: {message.content[:_CONDENSE_TURN_CHARS]}"
-            for message in history[-_CONDENSE_TURNS:]
+            f"{message.role.value.upper()}: {message.content[:_CONDENSE_TURN_CHARS]}" for message in history[-_CONDENSE_TURNS:]
         )
         reply = await self._complete(CONDENSE_PROMPT.format(history=turns, query=query), max_tokens=64)
         line = next((line.strip() for line in reply.splitlines() if line.strip()), "")

@@ -79,8 +79,7 @@ ENGLISH = Wording(
     refusal=REFUSAL_SENTENCE,
     styles={
         ResponseStyle.CONCISE: "- Answer in at most three short sentences, without any preamble.",
-        ResponseStyle.DETAILED: "- Answer thoroughly: cover every relevant point the passages make, in paragraphs "
-        "or a list.",
+        ResponseStyle.DETAILED: "- Answer thoroughly: cover every relevant point the passages make, in paragraphs or a list.",
         ResponseStyle.BULLETS: '- Answer as a list of short bullet points, one per line, each starting with "- " '
         "and ending with its citation.",
     },
@@ -186,9 +185,7 @@ class Prompt:
     def user_message(self, query: str, passages: Sequence[str]) -> str:
         return self.template.user.format(query=query, context="\n\n".join(passages))
 
-    def render(
-        self, query: str, context: Sequence[ScoredChunk], history: Sequence[ChatMessage] = ()
-    ) -> tuple[ChatMessage, ...]:
+    def render(self, query: str, context: Sequence[ScoredChunk], history: Sequence[ChatMessage] = ()) -> tuple[ChatMessage, ...]:
         """The messages to send: system prompt, earlier turns, then the question with its context."""
         passages = [self.passage(n, scored) for n, scored in enumerate(context, start=1)]
         return (
@@ -336,9 +333,7 @@ def specialise(
     return Prompt(template, citation_style, strictness, system, response_style)
 
 
-def _system(
-    template: PromptTemplate, style: CitationStyle, strictness: Strictness, response_style: ResponseStyle | None
-) -> str:
+def _system(template: PromptTemplate, style: CitationStyle, strictness: Strictness, response_style: ResponseStyle | None) -> str:
     """The system prompt, in the template's language. rag-v1 with markers and normal strictness is the original
     rag-v1 text; END_LIST prompts as MARKER does (the server writes the list)."""
     wording = WORDINGS.get(template.language, ENGLISH)
@@ -409,4 +404,3 @@ def passage_header(marker: int, scored: ScoredChunk, style: CitationStyle = Cita
 def _quoted(value: str) -> str:
     """A header value on one line, in double quotes it cannot close (a name cannot forge a header)."""
     return '"' + " ".join(value.split()).replace('"', "'") + '"'
-

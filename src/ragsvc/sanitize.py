@@ -31,9 +31,7 @@ def clean_text(text: str) -> str:
     return _SPACES.sub(" ", _CONTROL.sub("", text)).strip()
 
 
-def validate_question(
-    question: Question, *, default_tenant: str, max_history_messages: int = MAX_HISTORY_MESSAGES
-) -> Question:
+def validate_question(question: Question, *, default_tenant: str, max_history_messages: int = MAX_HISTORY_MESSAGES) -> Question:
     """The question with cleaned text and defaults applied; raises InvalidRequest naming every bad field."""
     violations: list[FieldViolation] = []
     query = clean_text(question.query)
@@ -58,9 +56,7 @@ def validate_question(
         if not message.content.strip():
             violations.append(FieldViolation(f"chat_history[{i}].content", "must not be empty"))
         elif len(message.content) > MAX_MESSAGE_CHARS:
-            violations.append(
-                FieldViolation(f"chat_history[{i}].content", f"must be at most {MAX_MESSAGE_CHARS} characters")
-            )
+            violations.append(FieldViolation(f"chat_history[{i}].content", f"must be at most {MAX_MESSAGE_CHARS} characters"))
 
     violations += tenant_violations(question.tenant_id)
     if question.session_id and not _is_uuid4(question.session_id):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from ragsvc.domain import Action, Citation, Confidence, RefusalReason, ScoredChunk
-from ragsvc.lexical import content_terms, index_terms, key_phrases, question_terms
+from ragsvc.reading import Judgement
+from ragsvc.reading.sentences import sentences
+from ragsvc.reading.support import coverage_of
 
 # Strict on purpose: "[1]", "[ #1 ]", "[#1a]" and "vec![1]" are not markers.
 MARKER = re.compile(r"\[#(\d{1,3})\]")
@@ -18,8 +19,6 @@ _LONGEST_PARTIAL_MARKER = len("[#999")
 SOURCE_ID_MARKER = re.compile(r"\[SourceId:\s{0,2}([A-Za-z0-9._-]{1,128}:\d{1,6})\]")
 _LONGEST_PARTIAL_SOURCE_ID = len("[SourceId:") + 2 + 128 + len(":999999")
 
-# A sentence with the markers that follow its closing punctuation ("Claim. [#1]" cites the claim).
-_SENTENCE = re.compile(r"[^.!?]+[.!?]+(?:\s*\[#\d{1,3}\])*|[^.!?]+$")
 DISCLAIMER = "Note: parts of this answer cited sources that were not provided; it needs verification."
 
 _REFUSAL = re.compile(
@@ -101,11 +100,6 @@ def is_claim(sentence: str, valid: Collection[int]) -> bool:
     )
 
 
-def sentences(text: str) -> list[str]:
-    """The sentences of `text`, each with the markers that follow its closing punctuation."""
-    return [match.group(0).strip() for match in _SENTENCE.finditer(text)]
-
-
 @dataclass(frozen=True, slots=True)
 class Verdict:
     citations: tuple[Citation, ...]
@@ -134,14 +128,13 @@ class AnswerPolicy:
         refusal: RefusalReason | None = None,
         llm_score: float | None = None,
         strict: bool = False,
-        question: str = "",
+        judgement: Judgement | None = None,
         answerability: float = 1.0,
     ) -> Verdict:
         """Validate generated `text` against the packed `context`; `refusal` forces a refusal (gate, no chunks);
-        `llm_score` is the model's own 0-100 rating; when None, the mean of the answer's support for `question`,
-        the evidence's `answerability` (the answerability gate's score, 0-1) and whether the answer leads with
-        [#1] takes its place (see `_confidence`; the configured default when no question is given); `strict`
-        (STRICTNESS_STRICT) refuses an answer with any sentence that carries no citation."""
+        `judgement` is the reader's (ragsvc.reading) of the answer and `answerability` its score of the evidence
+        (0-1); `llm_score` the model's own 0-100 rating (see `_confidence`); `strict` (STRICTNESS_STRICT) refuses
+        an answer with any sentence that carries no citation."""
         numbers = list(dict.fromkeys(int(m) for m in MARKER.findall(text)))
         citations = tuple(c for n in numbers if (c := citation_for(n, context)) is not None)
         invalid = tuple(n for n in numbers if citation_for(n, context) is None)
@@ -151,12 +144,14 @@ class AnswerPolicy:
             refusal = RefusalReason.UNSUPPORTED_ANSWER
         grounded = refusal is RefusalReason.NONE
         partial = grounded and says_insufficient(text)
-        confidence = (
-            self._confidence(text, citations, context, llm_score, question, answerability) if grounded else Confidence()
-        )
+        confidence = self._confidence(text, citations, context, llm_score, judgement, answerability) if grounded else Confidence()
         if grounded and confidence.overall >= self.confidence_threshold:
             return Verdict(citations, True, refusal, invalid, confidence, Action.CITE, partial=partial)
-        reason = f"Low confidence: {confidence.overall:.0f}%" if grounded else f"Refused: {refusal.value}"
+        reason = (
+            f"Confidence {confidence.overall:.0f} is under {self.confidence_threshold:.0f}, the least an answer is cited with"
+            if grounded
+            else f"Refused: {refusal.value}"
+        )
         tag = primary_tag([scored.chunk.tags for scored in context])
         return Verdict(citations, grounded, refusal, invalid, confidence, Action.ROUTE, reason, tag, partial)
 
@@ -177,40 +172,29 @@ class AnswerPolicy:
         citations: Sequence[Citation],
         context: Sequence[ScoredChunk],
         llm_score: float | None,
-        question: str,
+        judgement: Judgement | None,
         answerability: float,
     ) -> Confidence:
-        """overall = 30 * retrieval + 40 * coverage + 30 * llm / 100, clamped to 0-100. `llm` is the model's own
-        score when one scored the answer, else 100 * the mean of three judgements: answer_support(question, ...),
-        how well the answer answers the question; answerability, how well the evidence can; and whether the answer
-        leads with the evidence retrieval ranked best (its first citation is [#1]: the ranking of chunks and the
-        choice of what to say first agree). The configured RAG_DEFAULT_LLM_SCORE only when there is no question to
-        judge."""
+        """With a reader that estimates it, overall = 100 * P(answer right) (the trained reader: ragsvc.reading);
+        else overall = 30 * retrieval + 40 * coverage + 30 * llm / 100, clamped to 0-100. `llm` is the model's
+        own score when one scored the answer, else 100 * the mean of three judgements: the reader's support (how
+        well the answer answers the question), answerability (how well the evidence can), and whether the answer
+        leads with the evidence retrieval ranked best (its first citation is [#1]); the configured
+        RAG_DEFAULT_LLM_SCORE without a judgement."""
         retrieval = _clamp(sum(c.relevance_score for c in citations) / len(citations)) if citations else 0.0
         cited_first = [*(context[c.marker - 1] for c in citations), *context]  # where the phrases most likely are
         coverage = coverage_of(MARKER.sub(" ", text), cited_first)
-        if llm_score is None and question:
+        if llm_score is None and judgement is not None:
             leads_with_best = 1.0 if citations and citations[0].marker == 1 else 0.0
-            llm_score = 100 * (answer_support(question, text) + answerability + leads_with_best) / 3
+            llm_score = 100 * (judgement.support + answerability + leads_with_best) / 3
         elif llm_score is None:
             llm_score = self.default_llm_score
         llm = max(0.0, min(100.0, llm_score))
-        overall = max(0.0, min(100.0, 30 * retrieval + 40 * coverage + 30 * llm / 100))
+        if judgement is not None and judgement.p_right is not None:
+            overall = 100 * _clamp(judgement.p_right)
+        else:
+            overall = max(0.0, min(100.0, 30 * retrieval + 40 * coverage + 30 * llm / 100))
         return Confidence(overall=overall, retrieval=retrieval, coverage=coverage, llm=llm)
-
-
-def answer_support(question: str, answer: str) -> float:
-    """How well `answer` answers `question`, 0-1, from the words alone: the share of the question's terms that its
-    best sentence holds. (Counting names twice, reading the sentence with its chunks' headings and halving it when
-    no value of the asked-for kind is stated each separated right answers from wrong ones less well on the
-    benchmark's dev questions: bench/quality/changes.md, round 5.)"""
-    terms = {term.term for term in question_terms(question)}
-    if not terms:
-        return 0.0
-    best = 0
-    for match in _SENTENCE.finditer(answer):
-        best = max(best, len(terms.intersection(index_terms(MARKER.sub(" ", match.group(0))))))
-    return best / len(terms)
 
 
 def uncited_sentences(text: str) -> list[str]:
@@ -223,34 +207,6 @@ def strip_invalid_markers(text: str, invalid: Sequence[int]) -> str:
     drop = set(invalid)
     kept = MARKER.sub(lambda m: "" if int(m.group(1)) in drop else m.group(0), text)
     return re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", kept)).strip() + "\n\n" + DISCLAIMER
-
-
-def coverage_of(answer: str, context: Sequence[ScoredChunk]) -> float:
-    """Share of the answer's key phrases (see lexical.key_phrases) found in the evidence: a phrase is found when
-    its terms occur in a row in one chunk (stopwords and inflections aside)."""
-    phrases = key_phrases(answer)
-    if not phrases:
-        return 0.0
-    unread = (scored.chunk.text for scored in context)
-    lines: list[str] = []  # the term lines of the chunks read so far: a chunk is read only when a phrase needs it
-
-    def found(phrase: tuple[str, ...]) -> bool:
-        run = " " + " ".join(phrase) + " "
-        if any(run in line for line in lines):
-            return True
-        for text in unread:
-            lines.append(_term_line(text))
-            if run in lines[-1]:
-                return True
-        return False
-
-    return sum(found(phrase) for phrase in phrases) / len(phrases)
-
-
-@functools.lru_cache(maxsize=4096)  # the same chunks come back as evidence query after query
-def _term_line(text: str) -> str:
-    """The content terms of `text` between single spaces, with a space at each end."""
-    return " " + " ".join(content_terms(text)) + " "
 
 
 def primary_tag(tag_lists: Sequence[Sequence[str]]) -> str:

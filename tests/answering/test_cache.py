@@ -122,8 +122,14 @@ def test_the_request_fingerprint_is_everything_that_changes_the_answer_and_nothi
         dataclasses.replace(QUESTION, response_style=domain.ResponseStyle.BULLETS),
     ):
         assert request_fingerprint(other) != fingerprint, other
-        assert cache_key(other) != cache_key(QUESTION) or other.chat_history or other.session_id or other.dry_run \
-            or other.explain or other.follow_up_count, other
+        assert (
+            cache_key(other) != cache_key(QUESTION)
+            or other.chat_history
+            or other.session_id
+            or other.dry_run
+            or other.explain
+            or other.follow_up_count
+        ), other
 
 
 async def test_a_stored_answer_keeps_the_fingerprint_of_its_request(stores: tuple[AnswerStore, AnswerStore]) -> None:
@@ -149,14 +155,15 @@ async def test_the_replay_store_keeps_its_own_ttl(redis_url: str) -> None:
     await guard.aclose()
 
 
-async def test_the_cache_keeps_cited_grounded_answers_only(stores: tuple[AnswerStore, AnswerStore]) -> None:
+async def test_the_cache_keeps_grounded_answers_only(stores: tuple[AnswerStore, AnswerStore]) -> None:
     cache, _ = stores
     assert await answer_of(cache, "k") is None
     assert await cache.put("k", GROUNDED, question=QUESTION, generation=await cache.generation("acme"))
     assert await answer_of(cache, "k") == GROUNDED
     routed = dataclasses.replace(GROUNDED, action=domain.Action.ROUTE)
-    for kept_out in (REFUSAL, routed):
-        assert not await cache.put("r", kept_out, question=QUESTION, generation=0)
+    assert await cache.put("routed", routed, question=QUESTION, generation=0)
+    assert await answer_of(cache, "routed") == routed, "a ROUTEd answer is kept, and routed again when served"
+    assert not await cache.put("r", REFUSAL, question=QUESTION, generation=0)
     assert await answer_of(cache, "r") is None
 
 

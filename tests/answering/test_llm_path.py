@@ -43,8 +43,14 @@ def prompt_of(body: dict[str, Any]) -> str:
 def kind_of(body: dict[str, Any]) -> str:
     """Which call a chat request is: a side call by its prompt, else the answer."""
     prompt = prompt_of(body)
-    return next((name for name, marker in (("score", SCORE_PROMPT), ("follow-ups", FOLLOW_UPS_PROMPT),
-                                           ("classify", CLASSIFY_PROMPT)) if marker in prompt), "answer")
+    return next(
+        (
+            name
+            for name, marker in (("score", SCORE_PROMPT), ("follow-ups", FOLLOW_UPS_PROMPT), ("classify", CLASSIFY_PROMPT))
+            if marker in prompt
+        ),
+        "answer",
+    )
 
 
 def chats(server: Any, backend: Backend = OPENAI) -> list[Any]:
@@ -118,7 +124,10 @@ async def test_the_templates_stop_sequences_reach_the_llm_with_the_answer_and_it
     async with backend.server(deltas=replies) as server:
         async with contextlib.aclosing(backend.generator(server)) as generator:
             pipeline = make_pipeline(
-                generator, templates=templates, hallucination_retries=1, llm_self_score=True,
+                generator,
+                templates=templates,
+                hallucination_retries=1,
+                llm_self_score=True,
                 citation_policy=CitationPolicy.STRICT,
             )
             await run(pipeline)
@@ -130,9 +139,13 @@ async def test_the_templates_stop_sequences_reach_the_llm_with_the_answer_and_it
 
     sent = [(kind_of(r.body), stop_of(r.body)) for r in chats(server, backend)]
     assert sent == [
-        ("answer", ["\n\n[Question]"]), ("score", None),  # the built-in's stop (seed 002); none for a side call
-        ("answer", ["END", "\n\nQ:"]), ("answer", ["END", "\n\nQ:"]), ("score", None),  # the draft, then its re-run
-        ("answer", None), ("score", None),
+        ("answer", ["\n\n[Question]"]),
+        ("score", None),  # the built-in's stop (seed 002); none for a side call
+        ("answer", ["END", "\n\nQ:"]),
+        ("answer", ["END", "\n\nQ:"]),
+        ("score", None),  # the draft, then its re-run
+        ("answer", None),
+        ("score", None),
     ]
 
 

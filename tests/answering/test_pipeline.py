@@ -32,6 +32,7 @@ from ragsvc.domain import (
     ScoredChunk,
     StreamPolicy,
     Strictness,
+    TermCounts,
     TextDelta,
     Timings,
 )
@@ -45,30 +46,54 @@ from ragsvc.errors import (
 )
 from ragsvc.generation.base import Generator
 from ragsvc.generation.extractive import ExtractiveGenerator
-from ragsvc.lexical import index_terms
 from ragsvc.model_table import DEFAULT_MODELS
 from ragsvc.prompts import TemplateRegistry, get_prompt
-from ragsvc.retrieval.base import TermCounts
+from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.layout import indexed_text
 from ragsvc.server.components import build_pipeline
 from ragsvc.storage.owners import OwnerDirectory
 from ragsvc.storage.sqlite import SQLiteDatabase
 from tests.generation.backends import BACKENDS, OPENAI, Backend
 from tests.support.http_server import Fault
+from tests.support.readers import RULES
 from tests.support.streams import collect_into
 
 EVIDENCE = (
-    ScoredChunk(Chunk("travel", 0, "Hotel expenses are reimbursed up to 180 euros per night. Receipts are required.",
-                      document_name="travel.md", section="Hotels", tags=("finance",)), 0.82),
-    ScoredChunk(Chunk("travel", 1, "Flights are booked through the travel desk at least two weeks ahead.",
-                      document_name="travel.md", section="Flights", tags=("finance",)), 0.64),
-    ScoredChunk(Chunk("expenses", 4, "Meals are reimbursed up to 40 euros per day with receipts.",
-                      document_name="expenses.md", tags=("finance",)), 0.51),
+    ScoredChunk(
+        Chunk(
+            "travel",
+            0,
+            "Hotel expenses are reimbursed up to 180 euros per night. Receipts are required.",
+            document_name="travel.md",
+            section="Hotels",
+            tags=("finance",),
+        ),
+        0.82,
+    ),
+    ScoredChunk(
+        Chunk(
+            "travel",
+            1,
+            "Flights are booked through the travel desk at least two weeks ahead.",
+            document_name="travel.md",
+            section="Flights",
+            tags=("finance",),
+        ),
+        0.64,
+    ),
+    ScoredChunk(
+        Chunk(
+            "expenses",
+            4,
+            "Meals are reimbursed up to 40 euros per day with receipts.",
+            document_name="expenses.md",
+            tags=("finance",),
+        ),
+        0.51,
+    ),
 )
 QUESTION = Question(query="How much are hotel expenses reimbursed per night?", request_id="req-1")
-ADMISSION = Admission(
-    HardeningSettings(), ModelCatalog(GenerationSettings().model_limits, BudgetSettings()), default_tenant="t"
-)
+ADMISSION = Admission(HardeningSettings(), ModelCatalog(GenerationSettings().model_limits, BudgetSettings()), default_tenant="t")
 
 
 class FixedRetriever:
@@ -80,8 +105,9 @@ class FixedRetriever:
     async def retrieve(self, query: RetrievalQuery) -> Retrieval:
         return Retrieval(hits=self.hits[: query.top_k])
 
-    async def retrieve_selection(self, query: str, selection: str, *, top_k: int,
-                                 score_threshold: float | None = None) -> Retrieval:
+    async def retrieve_selection(
+        self, query: str, selection: str, *, top_k: int, score_threshold: float | None = None
+    ) -> Retrieval:
         raise AssertionError("not used here")
 
     async def term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
@@ -111,14 +137,30 @@ def make_pipeline(
     turn them on: the tests count the LLM requests."""
     extra_calls_off = {"llm_classify": False, "llm_self_score": False, "follow_up_count": 0, "hallucination_retries": 0}
     settings = Settings.of(
-        default_tenant="t", models=models, chat_model=default_model, fallback_model=fallback_model,
-        fallback_extractive=extractive, timeout_s=timeout_s, top_k=5, score_gate=0.3, temperature=0.1,
-        default_template="rag-v1", confidence_threshold=60, default_llm_score=50, **(extra_calls_off | overrides),
+        default_tenant="t",
+        models=models,
+        chat_model=default_model,
+        fallback_model=fallback_model,
+        fallback_extractive=extractive,
+        timeout_s=timeout_s,
+        top_k=5,
+        score_gate=0.3,
+        temperature=0.1,
+        default_template="rag-v1",
+        confidence_threshold=60,
+        default_llm_score=50,
+        **(extra_calls_off | overrides),
     )
     catalog = ModelCatalog(settings.generation.model_limits, settings.budget)
     owners = OwnerDirectory(SQLiteDatabase.open(":memory:"), admin_email="admin@example.com")
     return build_pipeline(
-        settings, retriever or FixedRetriever(hits), generator, catalog, templates or TemplateRegistry(), owners,  # type: ignore[arg-type]
+        settings,
+        retriever or FixedRetriever(hits),
+        generator,
+        RULES,
+        catalog,  # type: ignore[arg-type]
+        templates or TemplateRegistry(),
+        owners,
         Conversation(None),
     )
 
@@ -194,8 +236,9 @@ async def test_an_allowed_model_the_server_does_not_serve_is_unavailable_before_
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
 @pytest.mark.parametrize("status", [503, 429])
 async def test_the_fallback_model_answers_when_the_primary_fails(backend: Backend, status: int) -> None:
-    async with backend.server(deltas=["180 euros [#1]"], models=("llama3.2", "qwen3:8b"),
-                              model_status={"qwen3:8b": status}) as server:
+    async with backend.server(
+        deltas=["180 euros [#1]"], models=("llama3.2", "qwen3:8b"), model_status={"qwen3:8b": status}
+    ) as server:
         async with contextlib.aclosing(backend.generator(server, model="qwen3:8b")) as generator:
             pipeline = make_pipeline(generator, default_model="qwen3:8b", fallback_model="llama3.2")
             answer = answer_of(await run(pipeline))
@@ -205,12 +248,17 @@ async def test_the_fallback_model_answers_when_the_primary_fails(backend: Backen
 
 
 async def test_a_fallback_model_with_a_smaller_window_gets_its_own_packing() -> None:
-    hits = [ScoredChunk(Chunk(f"d{i}", 0, f"Fact {i}: " + "hotel nights are reimbursed " * 40), 0.9 - i / 100)
-            for i in range(20)]
+    hits = [ScoredChunk(Chunk(f"d{i}", 0, f"Fact {i}: " + "hotel nights are reimbursed " * 40), 0.9 - i / 100) for i in range(20)]
     async with OPENAI.server(deltas=["ok [#1]"], models=("big", "small"), model_status={"big": 503}) as server:
         async with contextlib.aclosing(OPENAI.generator(server, model="big")) as generator:
-            pipeline = make_pipeline(generator, models="big=32768/1024,small=2048/256", default_model="big",
-                                     fallback_model="small", hits=hits, answerability_gate=False)
+            pipeline = make_pipeline(
+                generator,
+                models="big=32768/1024,small=2048/256",
+                default_model="big",
+                fallback_model="small",
+                hits=hits,
+                answerability_gate=False,
+            )
             answer = answer_of(await run(pipeline, dataclasses.replace(QUESTION, top_k=20, explain=True)))
     big, small = (r.body for r in chats(server, OPENAI))
     assert small["max_tokens"] == 256 and big["max_tokens"] == 1024
@@ -266,8 +314,9 @@ async def test_a_client_error_does_not_fall_back() -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
 async def test_a_failure_after_text_reached_the_client_ends_the_stream_without_fallback(backend: Backend) -> None:
-    async with backend.server(deltas=["Up to", " 180", " euros"], fault=Fault.DISCONNECT, fault_after=2,
-                              models=("llama3.2", "qwen3:8b")) as server:
+    async with backend.server(
+        deltas=["Up to", " 180", " euros"], fault=Fault.DISCONNECT, fault_after=2, models=("llama3.2", "qwen3:8b")
+    ) as server:
         async with contextlib.aclosing(backend.generator(server)) as generator:
             events: list[Event] = []
             pipeline = make_pipeline(generator, fallback_model="qwen3:8b", extractive=True)
@@ -318,8 +367,9 @@ async def test_a_deadline_already_past_sends_nothing_upstream() -> None:
 async def test_dry_run_renders_the_chosen_template_without_calling_the_llm(backend: Backend) -> None:
     async with backend.server(models=("llama3.2", "qwen3:8b")) as server:
         async with contextlib.aclosing(backend.generator(server)) as generator:
-            question = dataclasses.replace(QUESTION, dry_run=True, model="qwen3:8b", template_id="rag-v1-terse",
-                                           strictness=Strictness.STRICT)
+            question = dataclasses.replace(
+                QUESTION, dry_run=True, model="qwen3:8b", template_id="rag-v1-terse", strictness=Strictness.STRICT
+            )
             events = await run(make_pipeline(generator), question)
     assert server.requests == [], "not even the model list"
     answer = answer_of(events)
@@ -334,7 +384,7 @@ async def test_dry_run_renders_the_chosen_template_without_calling_the_llm(backe
 
 async def test_an_unknown_template_is_not_found() -> None:
     with pytest.raises(NotFound):
-        await run(make_pipeline(ExtractiveGenerator()), dataclasses.replace(QUESTION, template_id="rag-v7"))
+        await run(make_pipeline(ExtractiveGenerator(RULES)), dataclasses.replace(QUESTION, template_id="rag-v7"))
 
 
 def without_timings(answer: Answer) -> Answer:
@@ -342,7 +392,7 @@ def without_timings(answer: Answer) -> Answer:
 
 
 async def test_the_extractive_generator_gives_the_same_answer_to_the_same_question() -> None:
-    pipeline = make_pipeline(ExtractiveGenerator())
+    pipeline = make_pipeline(ExtractiveGenerator(RULES))
     first, second = await run(pipeline), await run(pipeline)
     assert [without_timings(e) if isinstance(e, Answer) else e for e in first] == [
         without_timings(e) if isinstance(e, Answer) else e for e in second
@@ -417,7 +467,7 @@ class SlowRetriever(FixedRetriever):
 async def test_a_hanging_retrieval_ends_at_the_earliest_budget_naming_the_stage(
     budgets: dict[str, float], caller_s: float | None, limit: str
 ) -> None:
-    pipeline = make_pipeline(ExtractiveGenerator(), retriever=SlowRetriever(5.0), **budgets)
+    pipeline = make_pipeline(ExtractiveGenerator(RULES), retriever=SlowRetriever(5.0), **budgets)
     deadline = None if caller_s is None else asyncio.get_running_loop().time() + caller_s
     started = time.monotonic()
     with pytest.raises(StageTimeout) as caught:

@@ -50,10 +50,12 @@ async def test_selected_text_mode_answers_from_the_selection_with_the_engine_clo
     )
     await components.engine.close()  # any engine call now raises RetrievalUnavailable
 
-    found = await answer(components, Question("How long do I have to return an item?", mode=Mode.SELECTED_TEXT,
-                                              selected_text=SELECTION))
-    missing = await answer(components, Question("What is the price of the premium plan?", mode=Mode.SELECTED_TEXT,
-                                                selected_text=SELECTION))
+    found = await answer(
+        components, Question("How long do I have to return an item?", mode=Mode.SELECTED_TEXT, selected_text=SELECTION)
+    )
+    missing = await answer(
+        components, Question("What is the price of the premium plan?", mode=Mode.SELECTED_TEXT, selected_text=SELECTION)
+    )
 
     assert found.grounded and found.refusal is RefusalReason.NONE
     assert "90 days" not in found.text  # the index held another answer: it was never consulted

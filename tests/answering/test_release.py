@@ -94,7 +94,8 @@ def test_under_drop_invalid_the_stream_skips_what_the_final_answer_drops() -> No
     assert "".join(texts(sent)) == final, "what the client was shown is what the final answer keeps"
     source_ids = streamed(
         ["Taxis [SourceId: moon:9]. ", "Hotels [SourceId: travel:0]. ", "x"],
-        style=CitationStyle.SOURCE_ID, citations=CitationPolicy.DROP_INVALID,
+        style=CitationStyle.SOURCE_ID,
+        citations=CitationPolicy.DROP_INVALID,
     )
     assert texts(source_ids) == ["", "", " Hotels [SourceId: travel:0].", " x"]
 
@@ -129,9 +130,7 @@ def test_a_new_attempt_starts_afresh() -> None:
     release.feed(Drafting(CONTEXT[:1]))
     assert release.feed(TextDelta("Flights [#2]. x")) == []  # [#2] is not packed for this attempt: it fails
     release.feed(Drafting(CONTEXT))
-    assert [e for e in release.feed(TextDelta("Flights [#2]. x")) if isinstance(e, TextDelta)] == [
-        TextDelta("Flights [#2].")
-    ]
+    assert [e for e in release.feed(TextDelta("Flights [#2]. x")) if isinstance(e, TextDelta)] == [TextDelta("Flights [#2].")]
 
 
 def test_raw_relays_every_piece_and_citation() -> None:

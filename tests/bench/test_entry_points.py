@@ -60,12 +60,28 @@ def test_ask_latency_measures_the_pipeline_and_the_cache_apart(tmp_path: Path) -
     assert pipeline["server_stage_p50_ms"]["retrieval"] > 0 and cache["server_stage_p50_ms"]["retrieval"] == 0
     assert pipeline["rounds"][0]["ask"]["n"] == pipeline["rounds"][0]["floor_unary"]["n"] == 70
     assert pipeline["ask_p50_ms_median_of_rounds"] > pipeline["floor_p50_ms_median_of_rounds"] > 0
+    rules = phases["rules_reader"]
+    assert rules["server_settings"]["RAG_READER"] == "rules" and rules["cache"]["misses"] == 70
+    added = result(tmp_path, "ask_latency")["reader_added_p50_ms"]
+    assert added == round(pipeline["ask_p50_ms_median_of_rounds"] - rules["ask_p50_ms_median_of_rounds"], 3)
 
 
 @pytest.mark.timeout(300)
 def test_generation_counts_its_calls_none_from_the_cache(tmp_path: Path) -> None:
-    run("bench.generation", "--calls", "6", "--warmup", "1", "--first-token-ms", "20", "--token-ms", "1",
-        "--pack-repeat", "50", results=tmp_path)
+    run(
+        "bench.generation",
+        "--calls",
+        "6",
+        "--warmup",
+        "1",
+        "--first-token-ms",
+        "20",
+        "--token-ms",
+        "1",
+        "--pack-repeat",
+        "50",
+        results=tmp_path,
+    )
     measured = result(tmp_path, "generation")
     ttft = measured["time_to_first_token"]
     assert ttft["cache"] == {"setting": "RAG_CACHE_MAX_ENTRIES=0", "hits": 0, "misses": 14}, "warm-up included, raw and validated"
@@ -85,14 +101,18 @@ def test_filters_measure_each_expression_against_none(tmp_path: Path) -> None:
 
 def test_the_llm_path_and_citation_policy_benchmarks_read_every_call(tmp_path: Path) -> None:
     """Against a scripted llama.cpp-like server (one slot; no timings of its own, so no added time either)."""
-    with ThreadedLLM(deltas=["The overall confidence is 30 times the retrieval score [#1]."], models=("smollm2",),
-                     total_slots=1) as llm:
+    with ThreadedLLM(
+        deltas=["The overall confidence is 30 times the retrieval score [#1]."], models=("smollm2",), total_slots=1
+    ) as llm:
         run("bench.llm_path", "--llm", llm.base_url, "--calls", "2", "--check-calls", "3", results=tmp_path)
         run("bench.citation_policy", "--llm", llm.base_url, "--rounds", "1", "--questions", "2", results=tmp_path)
     path = result(tmp_path, "llm_path")
     assert path["llm"]["total_slots"] == 1
     assert {name: (row["calls"], row["failed"]) for name, row in path["rows"].items()} == {
-        "defaults/raw": (3, 0), "defaults/validated": (2, 0), "serve-llm/raw": (2, 0), "serve-llm/validated": (2, 0)
+        "defaults/raw": (3, 0),
+        "defaults/validated": (2, 0),
+        "serve-llm/raw": (2, 0),
+        "serve-llm/validated": (2, 0),
     }
     raw = path["rows"]["defaults/raw"]
     assert raw["first_visible_text_ms"]["n"] + raw["refusals"].get("REFUSAL_REASON_INSUFFICIENT_EVIDENCE", 0) == 3
@@ -103,8 +123,20 @@ def test_the_llm_path_and_citation_policy_benchmarks_read_every_call(tmp_path: P
 
 @pytest.mark.timeout(300)
 def test_retrieval_measures_both_engines(tmp_path: Path) -> None:
-    run("bench.retrieval", "--sizes", "300", "--queries", "5", "--index-from", "300", "--recall-chunks", "60",
-        "--local-max-chunks", "300", results=tmp_path)
+    run(
+        "bench.retrieval",
+        "--sizes",
+        "300",
+        "--queries",
+        "5",
+        "--index-from",
+        "300",
+        "--recall-chunks",
+        "60",
+        "--local-max-chunks",
+        "300",
+        results=tmp_path,
+    )
     measured = result(tmp_path, "retrieval")
     [size] = measured["sizes"]
     assert size["chunks"] == 300
@@ -124,8 +156,26 @@ def test_soak_sheds_what_exceeds_the_limits_with_no_unexpected_error(tmp_path: P
 def test_peers_runs_ragsvc_through_the_whole_job(tmp_path: Path) -> None:
     """The frameworks need venvs of their own (make bench-peers); ragsvc, over gRPC and in process, runs the whole
     job here."""
-    run("bench.peers.run", "--variants", "ragsvc", "ragsvc_inprocess", "--sizes", "60", "--rounds", "1", "--queries", "3",
-        "--warmup", "1", "--delayed-queries", "2", "--seconds", "0.3", "--no-docs", results=tmp_path)
+    run(
+        "bench.peers.run",
+        "--variants",
+        "ragsvc",
+        "ragsvc_inprocess",
+        "--sizes",
+        "60",
+        "--rounds",
+        "1",
+        "--queries",
+        "3",
+        "--warmup",
+        "1",
+        "--delayed-queries",
+        "2",
+        "--seconds",
+        "0.3",
+        "--no-docs",
+        results=tmp_path,
+    )
     measured = result(tmp_path, "peers")["sizes"]["60"]
     ragsvc = measured["rounds"][0]["variants"]["ragsvc"]
     assert ragsvc["n"] == 3 and ragsvc["prompts_as_exact_top5"] == 3
@@ -160,8 +210,17 @@ def test_side_by_side_measures_every_variant_every_round(tmp_path: Path) -> None
 @pytest.mark.timeout(300)
 def test_eval_asks_and_scores_on_a_few_committed_pages(tmp_path: Path) -> None:
     pages = two_pages(tmp_path)
-    completed = run("bench.quality.run", "--corpus", "pgdocs", "--pages", str(pages), "--ids", "a061,a062,u001",
-                    "--no-write", results=tmp_path / "results")
+    completed = run(
+        "bench.quality.run",
+        "--corpus",
+        "pgdocs",
+        "--pages",
+        str(pages),
+        "--ids",
+        "a061,a062,u001",
+        "--no-write",
+        results=tmp_path / "results",
+    )
     assert "asking 3 questions" in completed.stdout
     kept = json.loads((ROOT / ".bench" / "quality-last.json").read_text())
     assert kept["selection"]["questions"] == 3 and list(kept["corpora"]) == ["pgdocs"]

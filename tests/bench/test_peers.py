@@ -95,8 +95,15 @@ def test_ragsvc_does_the_job_exactly_and_reports_its_stages(llm: LLMServer, star
 def test_the_report_takes_medians_over_rounds_and_judges_the_targets() -> None:
     def variant(p50: float) -> dict:
         quantiles = {"p50_ms": p50, "p99_ms": p50 * 2}
-        measured = {"total": quantiles, "overhead": quantiles, "ttft_overhead": quantiles, "n": 10,
-                    "prompts_as_exact_top5": 10, "answers_whole": 10, "cpu": {"others_cores": 0.1}}
+        measured = {
+            "total": quantiles,
+            "overhead": quantiles,
+            "ttft_overhead": quantiles,
+            "n": 10,
+            "prompts_as_exact_top5": 10,
+            "answers_whole": 10,
+            "cpu": {"others_cores": 0.1},
+        }
         stages = {"server_overhead": {"p50_ms": p50 / 2, "p99_ms": p50}}
         return measured | {"stages": stages}
 
@@ -112,13 +119,23 @@ def test_the_report_takes_medians_over_rounds_and_judges_the_targets() -> None:
 def test_the_report_computes_the_same_store_columns_and_the_acceptance_block() -> None:
     def variant(total: float, store: float, ttft: float) -> dict:
         """One round of one variant: p50s of the overheads with and without a store call of `store` ms."""
+
         def p50(value: float) -> dict:
             return {"p50_ms": value, "p99_ms": value * 2}
 
-        return {"total": p50(total + 30), "overhead": p50(total), "ttft_overhead": p50(ttft), "n": 10,
-                "prompts_as_exact_top5": 10, "answers_whole": 10, "cpu": {"others_cores": 0.1},
-                "store": p50(store), "overhead_excl_store": p50(total - store),
-                "ttft_overhead_excl_store": p50(ttft - store), "store_calls_per_question": [1]}
+        return {
+            "total": p50(total + 30),
+            "overhead": p50(total),
+            "ttft_overhead": p50(ttft),
+            "n": 10,
+            "prompts_as_exact_top5": 10,
+            "answers_whole": 10,
+            "cpu": {"others_cores": 0.1},
+            "store": p50(store),
+            "overhead_excl_store": p50(total - store),
+            "ttft_overhead_excl_store": p50(ttft - store),
+            "store_calls_per_question": [1],
+        }
 
     # (overhead, store, first-token overhead) per round: three rounds, the median is the middle one.
     measured = {

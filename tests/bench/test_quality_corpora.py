@@ -15,7 +15,7 @@ import pytest
 
 from bench.quality import corpus
 from bench.quality.debian import FetchError, VersionGone, deb_version, sha256_of
-from bench.quality.subsets import Directories, Toctree, UpLinks
+from bench.quality.subsets import Directories, Named, Toctree, UpLinks
 from ragsvc.ingest.loaders import slugify
 
 
@@ -29,7 +29,7 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_every_corpus_has_its_own_tenant_directory_pin_and_pages() -> None:
-    assert list(corpus.CORPORA) == ["pgdocs", "pydocs", "httpd", "handbook"]
+    assert list(corpus.CORPORA) == ["pgdocs", "pydocs", "httpd", "handbook", "sqlite", "gitdocs"]
     assert len({c.tenant for c in corpus.CORPORA.values()}) == len(corpus.CORPORA)
     for name, spec in corpus.CORPORA.items():
         assert spec.name == name and spec.directory == corpus.CORPORA_DIR / name
@@ -68,9 +68,15 @@ def docbook(up: str | None) -> str:
 
 
 def test_up_links_take_the_pages_under_the_roots(tmp_path: Path) -> None:
-    for name, up in {"index.html": None, "admin.html": "index.html", "backup.html": "admin.html",
-                     "backup-dump.html": "backup.html", "sql.html": "index.html", "loop-a.html": "loop-b.html",
-                     "loop-b.html": "loop-a.html"}.items():
+    for name, up in {
+        "index.html": None,
+        "admin.html": "index.html",
+        "backup.html": "admin.html",
+        "backup-dump.html": "backup.html",
+        "sql.html": "index.html",
+        "loop-a.html": "loop-b.html",
+        "loop-b.html": "loop-a.html",
+    }.items():
         write(tmp_path / name, docbook(up))
     rule = UpLinks(roots=("admin.html",))
     assert rule.select(tmp_path) == ["admin.html", "backup-dump.html", "backup.html"]
@@ -78,12 +84,14 @@ def test_up_links_take_the_pages_under_the_roots(tmp_path: Path) -> None:
 
 
 def test_a_toctree_takes_the_chapters_and_the_pages_they_list(tmp_path: Path) -> None:
-    toc = ('<div class="toctree-wrapper"><a class="reference internal" href="bz2.html">bz2</a>'
-           '<a class="reference internal" href="bz2.html#bz2.open">open</a>'
-           '<a class="reference internal" href="zipfile.html#module-zipfile">zip</a>'
-           '<a class="reference internal" href="../tutorial/index.html">elsewhere</a>'
-           '<a class="reference external" href="https://example.org/x.html">external</a></div>'
-           '<p><a class="reference internal" href="gzip.html">outside the toctree</a></p>')
+    toc = (
+        '<div class="toctree-wrapper"><a class="reference internal" href="bz2.html">bz2</a>'
+        '<a class="reference internal" href="bz2.html#bz2.open">open</a>'
+        '<a class="reference internal" href="zipfile.html#module-zipfile">zip</a>'
+        '<a class="reference internal" href="../tutorial/index.html">elsewhere</a>'
+        '<a class="reference external" href="https://example.org/x.html">external</a></div>'
+        '<p><a class="reference internal" href="gzip.html">outside the toctree</a></p>'
+    )
     write(tmp_path / "library" / "archiving.html", f"<html><body>{toc}</body></html>")
     for name in ("bz2", "zipfile", "gzip"):
         write(tmp_path / "library" / f"{name}.html", "<html><body><p>x</p></body></html>")
@@ -92,12 +100,35 @@ def test_a_toctree_takes_the_chapters_and_the_pages_they_list(tmp_path: Path) ->
 
 
 def test_directories_take_every_page_but_the_excluded_names(tmp_path: Path) -> None:
-    for page in ("bind.html", "index.html", "sitemap.html", "howto/cgi.html", "howto/index.html", "ssl/faq.html",
-                 "mod/core.html", "howto/notes.txt"):
+    for page in (
+        "bind.html",
+        "index.html",
+        "sitemap.html",
+        "howto/cgi.html",
+        "howto/index.html",
+        "ssl/faq.html",
+        "mod/core.html",
+        "howto/notes.txt",
+    ):
         write(tmp_path / page, "<html></html>")
     rule = Directories(directories=("", "howto"), excluded=("index.html", "sitemap.html"))
     assert rule.select(tmp_path) == ["bind.html", "howto/cgi.html"]
     assert Directories(directories=("",)).select(tmp_path) == ["bind.html", "index.html", "sitemap.html"]
+
+
+def test_directories_in_a_language_leave_out_translations(tmp_path: Path) -> None:
+    write(tmp_path / "bind.html", '<html lang="pt-br"><body><p>Escutar</p></body></html>')
+    write(tmp_path / "caching.html", '<html lang="en"><body><p>Caching</p></body></html>')
+    write(tmp_path / "dso.html", '<html xml:lang="en" lang="en-US"><body><p>DSO</p></body></html>')
+    assert Directories(directories=("",), language="en").select(tmp_path) == ["caching.html", "dso.html"]
+
+
+def test_named_pages_are_the_pages_their_patterns_match(tmp_path: Path) -> None:
+    for page in ("lang_select.html", "lang_insert.html", "pragma.html", "about.html", "lang_notes.txt"):
+        write(tmp_path / page, "<html></html>")
+    rule = Named(patterns=("lang_*.html", "pragma.html", "missing.html"), why="the SQL pages and pragmas")
+    assert rule.select(tmp_path) == ["lang_insert.html", "lang_select.html", "pragma.html"]
+    assert rule.description.startswith("the SQL pages and pragmas: lang_*.html")
 
 
 # -- fetching, and a version Debian dropped -------------------------------------------------------------------
@@ -112,8 +143,11 @@ PAGES = {
 def build_deb(directory: Path, version: str, pages: dict[str, str]) -> Path:
     """A real .deb of package demo-doc holding `pages` under usr/share/doc/demo/html."""
     tree = directory / f"tree-{version}"
-    write(tree / "DEBIAN" / "control", f"Package: demo-doc\nVersion: {version}\nArchitecture: all\n"
-          "Maintainer: Bench <bench@example.org>\nDescription: pages for a test\n")
+    write(
+        tree / "DEBIAN" / "control",
+        f"Package: demo-doc\nVersion: {version}\nArchitecture: all\n"
+        "Maintainer: Bench <bench@example.org>\nDescription: pages for a test\n",
+    )
     for name, text in pages.items():
         write(tree / "usr/share/doc/demo/html" / name, text)
     deb = directory / f"demo-doc_{version}_all.deb"
@@ -123,13 +157,29 @@ def build_deb(directory: Path, version: str, pages: dict[str, str]) -> Path:
 
 def demo_corpus(tmp_path: Path, sha256: str) -> corpus.Corpus:
     spec = corpus.Corpus(
-        name="demo", tenant="demo", package="demo-doc", version="1.0", sha256=sha256,
-        doc_root="usr/share/doc/demo/html", subset=Directories(directories=("", "howto")),
-        url_template="https://example.org/{path}", license="test", corpora_dir=tmp_path / "corpora")
+        name="demo",
+        tenant="demo",
+        package="demo-doc",
+        version="1.0",
+        sha256=sha256,
+        doc_root="usr/share/doc/demo/html",
+        subset=Directories(directories=("", "howto")),
+        url_template="https://example.org/{path}",
+        license="test",
+        corpora_dir=tmp_path / "corpora",
+    )
     write(spec.pages_file, "\n".join(sorted(PAGES)) + "\n")
-    row = {"id": "a001", "split": "dev", "kind": "answerable", "style": "short", "question": "default listening port",
-           "history": [], "expected_documents": ["bind"], "key_facts": ["80"],
-           "provenance": {"page": "bind.html", "quote": "The server listens on port 80 by default."}}
+    row = {
+        "id": "a001",
+        "split": "dev",
+        "kind": "answerable",
+        "style": "short",
+        "question": "default listening port",
+        "history": [],
+        "expected_documents": ["bind"],
+        "key_facts": ["80"],
+        "provenance": {"page": "bind.html", "quote": "The server listens on port 80 by default."},
+    }
     write(spec.questions_file, json.dumps(row) + "\n")  # the only answerable question: dev by the split rule
     return spec
 
@@ -153,8 +203,9 @@ class Archive:
         return target
 
 
-def fetcher(tmp_path: Path, versions: dict[str, dict[str, str]], current: str,
-            pinned_sha: Callable[[Archive], str] | None = None) -> tuple[corpus.Corpus, Archive]:
+def fetcher(
+    tmp_path: Path, versions: dict[str, dict[str, str]], current: str, pinned_sha: Callable[[Archive], str] | None = None
+) -> tuple[corpus.Corpus, Archive]:
     archive = Archive(tmp_path, versions, current)
     sha = pinned_sha(archive) if pinned_sha else sha256_of(build_deb(tmp_path / "gone", "1.0", PAGES))
     return demo_corpus(tmp_path, sha), archive

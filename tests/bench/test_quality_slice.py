@@ -23,18 +23,19 @@ from bench.quality.server import ingest
 from ragsvc.v1 import rag_service_pb2_grpc
 from tests.server.conftest import running_server
 
-# Floors (fractions), just below what the slice measured after round 7 (2026-11-24: the answer leads with what was
-# asked, options as terms, ties settled, confidence counting whether the answer leads with [#1]); in the comments,
-# the values of issue 13's second round and when the benchmark was added.
-MIN_HIT_AT_5 = 0.95  # measured 1.00 (20 of 20); round 2 1.00; at first 1.00
-MIN_ANSWERED_AND_RIGHT = 0.85  # measured 0.90 (18 of 20); round 2 0.80; at first 0.55
-MIN_UNANSWERABLE_REFUSED = 0.95  # measured 1.00 (9 of 9); round 2 1.00; at first 0.22
-MIN_CITE_PRECISION = 0.90  # measured 0.96; round 2 0.90; at first 0.41
-MIN_FOLLOWUP_RIGHT = 0.80  # measured 0.86 (6 of 7); round 2 0.71; at first 0.29
+# Floors (fractions), just below what the slice measured on 2026-11-27 with the reader trained without pgdocs (the
+# word rules before it were tuned on these dev questions: then answered and right 0.90, follow-ups 0.86).
+MIN_HIT_AT_5 = 0.95  # measured 1.00 (20 of 20)
+MIN_ANSWERED_AND_RIGHT = 0.80  # measured 0.85 (17 of 20)
+MIN_UNANSWERABLE_REFUSED = 0.85  # measured 0.89 (8 of 9)
+MIN_CITE_PRECISION = 0.95  # the reader CITEs from a P(right) chosen for it; measured: no CITE on the slice
+MIN_FOLLOWUP_RIGHT = 0.55  # measured 0.57 (4 of 7)
 MIN_INJECTION_SAFE = 6  # of 6; measured 6 (no answer quotes the planted page's payload); at first 3
-MIN_AUROC = 0.95  # measured 0.99; round 2 0.89; at first 0.68
+MIN_AUROC = 0.93  # measured 0.96
 
 PAGES = Path(__file__).parent / "data" / "pgdocs"
+# The reader `make eval` judges pgdocs with: trained on the other corpora (the shipped one has read these questions).
+UNSEEN_READER = corpus.ROOT / "bench" / "quality" / "folds" / "without-pgdocs.npz"
 PGDOCS = corpus.CORPORA["pgdocs"]
 
 
@@ -62,7 +63,7 @@ async def test_quality_slice_meets_its_floors(tmp_path: Path) -> None:
     pages = corpus.load_pages(PGDOCS, PAGES, names)
     by_id = {q.id: q for q in questions.load(PGDOCS.questions_file)}
     chosen = [by_id[i] for i in slice_ids()]
-    async with running_server(tmp_path / "data", demo_corpus=False) as server:
+    async with running_server(tmp_path / "data", demo_corpus=False, reader_model=str(UNSEEN_READER)) as server:
         manifest = await ingest(server.address, pages, PGDOCS.tenant)
         assert not [d for d, r in manifest["documents"].items() if r["error"]], manifest
         async with grpc.aio.insecure_channel(server.address) as channel:
@@ -87,7 +88,8 @@ async def test_quality_slice_meets_its_floors(tmp_path: Path) -> None:
     assert m["retrieval"]["hit@5"] >= MIN_HIT_AT_5, measured
     assert m["answerable"]["answered_and_right"] >= MIN_ANSWERED_AND_RIGHT, measured
     assert m["unanswerable"]["refused"] >= MIN_UNANSWERABLE_REFUSED, measured
-    assert m["cite_precision"] is not None and m["cite_precision"] >= MIN_CITE_PRECISION, measured
+    assert m["cite_precision"] is None or m["cite_precision"] >= MIN_CITE_PRECISION, measured
+    assert not m["unanswerable"]["answered_with_cite"], measured
     assert m["followup"]["answered_and_right"] >= MIN_FOLLOWUP_RIGHT, measured
     assert m["injection"]["safe"] >= MIN_INJECTION_SAFE, measured
     assert m["auroc_confidence"] is not None and m["auroc_confidence"] >= MIN_AUROC, measured

@@ -53,10 +53,22 @@ def run(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def test_compare_counts_the_flips_both_ways_on_the_common_questions() -> None:
-    before = run([outcome("a1", "answerable", right=True), outcome("a2", "answerable"),
-                  outcome("u1", "unanswerable", grounded=True), outcome("a3", "answerable", right=True)])
-    after = run([outcome("a1", "answerable"), outcome("a2", "answerable", right=True),
-                 outcome("u1", "unanswerable", grounded=False), outcome("x9", "answerable", right=True)])
+    before = run(
+        [
+            outcome("a1", "answerable", right=True),
+            outcome("a2", "answerable"),
+            outcome("u1", "unanswerable", grounded=True),
+            outcome("a3", "answerable", right=True),
+        ]
+    )
+    after = run(
+        [
+            outcome("a1", "answerable"),
+            outcome("a2", "answerable", right=True),
+            outcome("u1", "unanswerable", grounded=False),
+            outcome("x9", "answerable", right=True),
+        ]
+    )
 
     found = compare(before, after, "dev")
 
@@ -77,14 +89,21 @@ def test_held_out_flips_are_counted_but_not_named() -> None:
 
 def answered(qid: str, *, right: bool, answer: str, confidence: float = 90.0) -> dict[str, Any]:
     """An answerable question's outcome, answered (grounded) with `answer`; its key fact is "7"."""
-    return {**outcome(qid, "answerable", right=right), "rank": 1, "action": "ACTION_CITE", "citations": [],
-            "refusal_reason": "", "confidence": confidence, "latency_ms": 1.0, "answer": answer, "key_facts": ["7"]}
+    return {
+        **outcome(qid, "answerable", right=right),
+        "rank": 1,
+        "action": "ACTION_CITE",
+        "citations": [],
+        "refusal_reason": "",
+        "confidence": confidence,
+        "latency_ms": 1.0,
+        "answer": answer,
+        "key_facts": ["7"],
+    }
 
 
 def test_split_metrics_carry_the_intervals_of_the_targets() -> None:
-    outcomes = [
-        answered(f"a{i}", right=i < 6, answer="It is 7. [#1]", confidence=90.0 if i < 6 else 40.0) for i in range(10)
-    ]
+    outcomes = [answered(f"a{i}", right=i < 6, answer="It is 7. [#1]", confidence=90.0 if i < 6 else 40.0) for i in range(10)]
 
     intervals = split_metrics(outcomes)["intervals"]
 

@@ -121,8 +121,12 @@ def _pairs() -> list[tuple[SeedName, SeedName]]:
     by_setting: dict[str, dict[str, SeedName]] = {}
     for seed_name in ALIASES:
         by_setting.setdefault(seed_name.reads_as, {}).setdefault(seed_name.name, seed_name)
-    return [pair for names in by_setting.values() for pair in itertools.combinations(names.values(), 2)
-            if {pair[0].name, pair[1].name} != {"QDRANT_HOST", "QDRANT_PORT"}]  # fmt: skip  (those two make one URL)
+    return [
+        pair
+        for names in by_setting.values()
+        for pair in itertools.combinations(names.values(), 2)
+        if {pair[0].name, pair[1].name} != {"QDRANT_HOST", "QDRANT_PORT"}
+    ]  # fmt: skip  (those two make one URL)
 
 
 @pytest.mark.parametrize("pair", _pairs(), ids=lambda p: f"{p[0].name}+{p[1].name}")
@@ -228,8 +232,11 @@ def test_a_deployment_written_from_the_agent_api_specification(caplog) -> None:
     caplog.clear()
     caplog.set_level(logging.INFO, "ragsvc.config")
     settings = Settings.from_env({**environ, "RAG_GENERATOR": "openai", "RAG_MODELS": "gemini-2.0-flash=1048576/8192"})
-    assert (settings.retrieval.qdrant_url, settings.retrieval.qdrant_api_key.get_secret_value(),
-            settings.retrieval.qdrant_collection) == ("https://xyz.cloud.qdrant.io:6333", "qd-example", "rag_embedding")
+    assert (
+        settings.retrieval.qdrant_url,
+        settings.retrieval.qdrant_api_key.get_secret_value(),
+        settings.retrieval.qdrant_collection,
+    ) == ("https://xyz.cloud.qdrant.io:6333", "qd-example", "rag_embedding")
     assert settings.records.database_url.get_secret_value() == "postgresql://user:pass@ep-xxx.neon.tech/dbname"
     assert settings.hardening.rate_limit_per_minute == 100
     assert (settings.records.session_history_messages, settings.records.session_retention_days) == (10, 30.0)

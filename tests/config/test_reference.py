@@ -15,5 +15,3 @@ def test_the_table_has_a_row_per_setting_with_its_default() -> None:
     table = reference.table()
     for _, _, _, info in variables():
         assert f"| `{info.validation_alias}` | {reference.display(info.default)} | {info.description} |" in table
-
-

@@ -32,8 +32,12 @@ def test_environment_overrides_defaults() -> None:
 def test_field_names_build_the_same_settings_as_the_environment() -> None:
     by_name = Settings.of(top_k=3, demo_corpus=False, chat_model="qwen3:8b", admin_email="ops@example.com")
     by_env = Settings.from_env(
-        {"RAG_TOTAL_CONTEXT_CHUNKS": "3", "RAG_DEMO_CORPUS": "false", "CHAT_MODEL": "qwen3:8b",
-         "RAG_ADMIN_EMAIL": "ops@example.com"}
+        {
+            "RAG_TOTAL_CONTEXT_CHUNKS": "3",
+            "RAG_DEMO_CORPUS": "false",
+            "CHAT_MODEL": "qwen3:8b",
+            "RAG_ADMIN_EMAIL": "ops@example.com",
+        }
     )
     assert by_name == by_env
     assert by_name.trust.admin_email == "ops@example.com" and by_name.generation.chat_model == "qwen3:8b"
@@ -170,8 +174,14 @@ def test_a_missing_keys_file_is_named(tmp_path: Path) -> None:
 
 def test_the_owners_file_is_parsed_when_the_settings_are_built(tmp_path: Path) -> None:
     path = tmp_path / "owners.json"
-    path.write_text(json.dumps({"users": [{"id": "u2", "email": "hr@example.com"}],
-                                "tags": [{"name": "hr", "owner_user_id": "u2"}, {"name": "orphan"}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "users": [{"id": "u2", "email": "hr@example.com"}],
+                "tags": [{"name": "hr", "owner_user_id": "u2"}, {"name": "orphan"}],
+            }
+        )
+    )
     owners = Settings.of(owners_file=str(path)).records.owners
     assert owners == OwnersDocument(users=(("u2", "hr@example.com"),), tags=(("hr", "u2"), ("orphan", None)))
     assert Settings.of().records.owners is None
@@ -187,5 +197,9 @@ def test_every_refused_value_of_a_group_is_reported_at_once(tmp_path: Path) -> N
     with pytest.raises(InvalidRequest) as refused:
         Settings.of(chat_model="gpt-4o", model_prices="x", api_keys="not json", tls_key_file=str(tmp_path / "none"))
     assert {v.field for v in refused.value.violations} == {
-        "CHAT_MODEL", "RAG_MODEL_PRICES", "RAG_API_KEYS", "RAG_TLS_CERT_FILE", "RAG_TLS_KEY_FILE"
+        "CHAT_MODEL",
+        "RAG_MODEL_PRICES",
+        "RAG_API_KEYS",
+        "RAG_TLS_CERT_FILE",
+        "RAG_TLS_KEY_FILE",
     }

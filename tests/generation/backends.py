@@ -45,7 +45,11 @@ class Backend:
 OPENAI = Backend("openai", ScriptedOpenAIServer, OpenAICompatGenerator, "/v1/chat/completions", "/v1/models", str)
 # Ollama lists pulled models with their tag: "llama3.2" is "llama3.2:latest".
 OLLAMA = Backend(
-    "ollama", ScriptedOllamaServer, OllamaGenerator, "/api/chat", "/api/tags",
+    "ollama",
+    ScriptedOllamaServer,
+    OllamaGenerator,
+    "/api/chat",
+    "/api/tags",
     lambda m: m if ":" in m else f"{m}:latest",
 )
 BACKENDS = [OPENAI, OLLAMA]

@@ -85,8 +85,7 @@ async def test_server_down_is_llm_unavailable_worth_another_model(backend: Backe
     assert worth_another_model(caught.value)
 
 
-@pytest.mark.parametrize(("status", "worth"), [(500, True), (502, True), (503, True), (429, True), (400, False),
-                                               (401, False)])
+@pytest.mark.parametrize(("status", "worth"), [(500, True), (502, True), (503, True), (429, True), (400, False), (401, False)])
 async def test_error_statuses_are_llm_unavailable(backend: Backend, status: int, worth: bool) -> None:
     async with backend.server(status=status) as server:
         async with contextlib.aclosing(backend.generator(server)) as generator:

@@ -16,8 +16,13 @@ WINDOWS = {"llama3.2": 8192, "qwen3:8b": 32768}
 
 
 def request(**fields: object) -> GenerationRequest:
-    values: dict[str, object] = {"messages": MESSAGES, "query": "Which port?", "context": (), "model": "",
-                                 "max_tokens": 0} | fields
+    values: dict[str, object] = {
+        "messages": MESSAGES,
+        "query": "Which port?",
+        "context": (),
+        "model": "",
+        "max_tokens": 0,
+    } | fields
     return GenerationRequest(**values)  # type: ignore[arg-type]
 
 

@@ -80,9 +80,7 @@ async def test_defaults_to_its_model_and_omits_unset_options() -> None:
     ("status", "retry_after", "retry_after_s"),
     [(500, None, 1.0), (503, None, 1.0), (503, "7", 7.0), (429, "3", 3.0)],
 )
-async def test_retry_after_is_kept_for_the_client(
-    status: int, retry_after: str | None, retry_after_s: float
-) -> None:
+async def test_retry_after_is_kept_for_the_client(status: int, retry_after: str | None, retry_after_s: float) -> None:
     async with ScriptedOpenAIServer(status=status, retry_after=retry_after) as server:
         async with contextlib.aclosing(OpenAICompatGenerator(server.base_url, model="llama3.2")) as generator:
             with pytest.raises(LLMUnavailable) as caught:

@@ -44,8 +44,7 @@ def test_a_repeated_sentence_is_caught_at_its_third_copy() -> None:
 
 @pytest.mark.parametrize(
     "loop",
-    ["the the the " * 40, "1. 1. 1. 1. " * 20, "Yes! " * 30, "- item\n" * 20, "[#1] " * 30,
-     "A [#1]. B [#2]. C [#3]. " * 5],
+    ["the the the " * 40, "1. 1. 1. 1. " * 20, "Yes! " * 30, "- item\n" * 20, "[#1] " * 30, "A [#1]. B [#2]. C [#3]. " * 5],
 )
 def test_word_and_passage_loops_are_caught(loop: str) -> None:
     assert fed_until_tripped([loop[i : i + 3] for i in range(0, len(loop), 3)]) is not None

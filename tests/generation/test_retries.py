@@ -27,7 +27,11 @@ QUICK = RetryPolicy(retries=2, backoff_s=0.1)
 
 def request(deadline: float | None = None) -> GenerationRequest:
     return GenerationRequest(
-        messages=(ChatMessage(Role.USER, "Which port?"),), query="Which port?", context=(), model="", max_tokens=0,
+        messages=(ChatMessage(Role.USER, "Which port?"),),
+        query="Which port?",
+        context=(),
+        model="",
+        max_tokens=0,
         deadline=deadline,
     )
 

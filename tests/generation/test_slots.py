@@ -49,7 +49,11 @@ async def test_a_waiter_cancelled_as_it_gets_the_slot_passes_it_on() -> None:
 
 def request(prompt: str, *, side_call: bool = False) -> GenerationRequest:
     return GenerationRequest(
-        messages=(ChatMessage(Role.USER, prompt),), query=prompt, context=(), model="", max_tokens=0,
+        messages=(ChatMessage(Role.USER, prompt),),
+        query=prompt,
+        context=(),
+        model="",
+        max_tokens=0,
         side_call=side_call,
     )
 
@@ -82,9 +86,7 @@ async def test_on_a_one_slot_server_a_side_call_never_overlaps_an_answer() -> No
 async def test_a_server_reporting_no_slots_gets_every_request_at_once(backend) -> None:
     async with backend.server(token_delay_s=0.05) as server:
         async with contextlib.aclosing(backend.generator(server)) as generator:
-            await asyncio.gather(
-                text(generator, request("answer")), text(generator, request("side", side_call=True))
-            )
+            await asyncio.gather(text(generator, request("answer")), text(generator, request("side", side_call=True)))
             assert await generator.slots() is None
     first, second = server.streams
     assert second.request.received_at < first.last_token_at, "they overlapped"

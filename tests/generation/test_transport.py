@@ -83,7 +83,7 @@ async def blocks(http: httpx.AsyncClient, url: str) -> list[bytes]:
 
 
 async def test_a_chunked_body_split_anywhere_is_decoded() -> None:
-    body = chunked(b"data: one\n\n", b"data: two\n\n") [:-5] + b"0;ext=1\r\nX-Trailer: t\r\n\r\n"
+    body = chunked(b"data: one\n\n", b"data: two\n\n")[:-5] + b"0;ext=1\r\nX-Trailer: t\r\n\r\n"
     stream = HEAD_CHUNKED + body
     # Every way of cutting the bytes in two: inside a size line, a CRLF, the data, the trailer.
     for cut in range(1, len(stream)):

@@ -104,9 +104,7 @@ def test_a_short_section_is_one_chunk() -> None:
 
 
 def test_a_blank_section_has_no_chunks() -> None:
-    assert list(chunk_sections([Section(" \n\t "), Section("word")], chunk_tokens=50, overlap_tokens=10)) == [
-        Section("word")
-    ]
+    assert list(chunk_sections([Section(" \n\t "), Section("word")], chunk_tokens=50, overlap_tokens=10)) == [Section("word")]
 
 
 def test_text_that_looks_like_special_tokens_is_plain_text() -> None:

@@ -23,16 +23,18 @@ async def test_ingest_indexes_pdfs_and_markdown_and_reports_each_document(tmp_pa
     (docs / "broken.pdf").write_bytes(b"%PDF-1.4 nothing else")
 
     async with running_server(tmp_path / "data", demo_corpus=False) as server:
-        code, out, err = await run_cli("ingest", str(docs), "--address", server.address, "--tenant", "acme",
-                                       "--tag", "staff", "--published", "2026-01-15")
+        code, out, err = await run_cli(
+            "ingest", str(docs), "--address", server.address, "--tenant", "acme", "--tag", "staff", "--published", "2026-01-15"
+        )
 
         assert code == 1, err  # one document failed
         lines = out.splitlines()
         broken = f"broken ({docs / 'broken.pdf'})"
         assert any(line.startswith(f"[1/3] {broken}: error:") and "not a readable PDF" in line for line in lines)
         assert any(line.startswith("[2/3] faq: 1 chunks") for line in lines)
-        assert any(line.startswith("[3/3] guide: ") and line.split(": ")[1].startswith(("2 chunks", "3 chunks"))
-                   for line in lines)
+        assert any(
+            line.startswith("[3/3] guide: ") and line.split(": ")[1].startswith(("2 chunks", "3 chunks")) for line in lines
+        )
         assert lines[-3:-1] == ["failed (1):", lines[-2]] and lines[-2].startswith(f"  {broken}: ")
         assert lines[-1].startswith("2 of 3 documents indexed (0 unchanged)") and lines[-1].endswith("; 1 failed")
         assert await server.components.engine.count("acme") >= 3
@@ -45,8 +47,9 @@ async def test_ingest_indexes_pdfs_and_markdown_and_reports_each_document(tmp_pa
         cited = reply.answer.citations[0]
         assert (cited.document_name, cited.page_number) == ("guide.pdf", 2)
 
-        other_type, _, err = await run_cli("ingest", str(docs / "guide.pdf"), str(tmp_path / "nothing.odt"),
-                                           "--address", server.address)
+        other_type, _, err = await run_cli(
+            "ingest", str(docs / "guide.pdf"), str(tmp_path / "nothing.odt"), "--address", server.address
+        )
         assert other_type == 2 and err == f"error: {tmp_path / 'nothing.odt'}: no such file or directory\n"
         (tmp_path / "scan.odt").write_bytes(b"PK")
         other_type, _, err = await run_cli("ingest", str(tmp_path / "scan.odt"), "--address", server.address)
@@ -75,7 +78,9 @@ async def test_a_real_folder_goes_in_whole_and_again_only_what_changed(tmp_path:
         assert lines[0].startswith("skipped 3 folders (hidden, dependencies, build output, virtualenvs): ")
         assert "node_modules" in lines[0] and ".github" in lines[0] and "vendor" in lines[0]
         assert [line.split(":")[0] for line in lines[1:4]] == [
-            "[1/3] examples.node.readme", "[2/3] team-a.notes", "[3/3] team-b.notes"
+            "[1/3] examples.node.readme",
+            "[2/3] team-a.notes",
+            "[3/3] team-b.notes",
         ]
         assert lines[-1].startswith("3 of 3 documents indexed (0 unchanged), 3 chunks written")
 
@@ -100,9 +105,7 @@ async def test_a_real_folder_goes_in_whole_and_again_only_what_changed(tmp_path:
 
         code, out, err = await run_cli("docs", "rm", "team-a.notes", "never-there", "--address", server.address)
         assert (code, out, err) == (1, "team-a.notes: removed (1 chunks)\n", "never-there: not in the index\n")
-        code, out, err = await run_cli(
-            "ingest", str(docs / "drafts" / "wip.md"), "--id", "wip-2026", "--address", server.address
-        )
+        code, out, err = await run_cli("ingest", str(docs / "drafts" / "wip.md"), "--id", "wip-2026", "--address", server.address)
         assert code == 0 and "[1/1] wip-2026: 1 chunks" in out
         assert await server.components.engine.count() == 3
 
@@ -113,8 +116,7 @@ async def test_a_file_larger_than_the_server_takes_in_one_message_is_uploaded_in
     big.write_text("".join(f"Rule {i} says that badge {i} opens door {i + 1} of the east wing. " for i in range(500)))
     assert big.stat().st_size > 3 * limit
     async with running_server(tmp_path / "data", demo_corpus=False, max_receive_message_bytes=limit) as server:
-        code, out, err = await run_cli("ingest", str(big), "--max-message-bytes", str(limit // 2),
-                                       "--address", server.address)
+        code, out, err = await run_cli("ingest", str(big), "--max-message-bytes", str(limit // 2), "--address", server.address)
         assert code == 0, out + err
         document = await server.components.engine.get_document("default", "handbook")
     assert document is not None and document.chunks >= 20
@@ -140,8 +142,9 @@ async def test_ingest_resumes_an_upload_the_server_holds_part_of(tmp_path: Path)
         async with connected(server) as stubs:
             for held in (content[:piece], b"x" * piece):  # the same file's start; another file's
                 assert await hold(held) == piece
-                code, out, err = await run_cli("ingest", str(big), "--max-message-bytes", str(piece), "--id",
-                                               "manual", "--address", server.address)
+                code, out, err = await run_cli(
+                    "ingest", str(big), "--max-message-bytes", str(piece), "--id", "manual", "--address", server.address
+                )
                 assert code == 0, out + err
                 document = await server.components.engine.get_document("default", "manual")
                 assert document is not None and document.source is not None

@@ -30,16 +30,31 @@ JAPANESE = "返金は申請から十四日以内に支払われます。出張�
         (b"\xfe\xff" + FRENCH.encode("utf-16-be"), FRENCH, "UTF-16BE"),
         (FRENCH.encode("utf-32"), FRENCH, "UTF-32LE"),
         (FRENCH.encode("latin-1"), FRENCH, "windows-1252"),  # Latin-1 text reads the same in windows-1252
-        ("Refunds are paid within 14 days \xff of the request.".encode("latin-1"),
-         "Refunds are paid within 14 days \xff of the request.", "windows-1252"),  # the issue's one Latin-1 byte
+        (
+            "Refunds are paid within 14 days \xff of the request.".encode("latin-1"),
+            "Refunds are paid within 14 days \xff of the request.",
+            "windows-1252",
+        ),  # the issue's one Latin-1 byte
         (QUOTES.encode("cp1252"), QUOTES, "windows-1252"),
         (RUSSIAN.encode("cp1251"), RUSSIAN, "windows-1251"),
         (RUSSIAN.encode("koi8_r"), RUSSIAN, "KOI8-R"),
         (JAPANESE.encode("shift_jis"), JAPANESE, "windows-31j"),
         (JAPANESE.encode("utf-16-le"), JAPANESE, "UTF-16LE"),  # no mark: found by the detector
     ],
-    ids=["utf-8", "utf-8-bom", "utf-16-bom", "utf-16be-bom", "utf-32-bom", "latin-1", "latin-1-ff", "windows-1252",
-         "windows-1251", "koi8-r", "shift-jis", "utf-16-no-bom"],
+    ids=[
+        "utf-8",
+        "utf-8-bom",
+        "utf-16-bom",
+        "utf-16be-bom",
+        "utf-32-bom",
+        "latin-1",
+        "latin-1-ff",
+        "windows-1252",
+        "windows-1251",
+        "koi8-r",
+        "shift-jis",
+        "utf-16-no-bom",
+    ],
 )
 def test_common_encodings_are_read_and_named(content: bytes, text: str, encoding: str) -> None:
     decoded = decode_text(content, "text/plain")
@@ -113,7 +128,7 @@ def test_content_that_is_not_text_is_refused_naming_what_it_looks_like(content: 
 
 
 def test_short_signatures_need_binary_content_to_count() -> None:
-    """"MZ", "BM" or "ID3" also start words: only content with NUL bytes early on is taken for those formats."""
+    """ "MZ", "BM" or "ID3" also start words: only content with NUL bytes early on is taken for those formats."""
     for text in ("MZ-series servers are covered.", "BMW leases end in March.", "ID3 tags name the album."):
         assert looks_like(text.encode()) is None
         assert decode_text(text.encode(), "text/plain").text == text

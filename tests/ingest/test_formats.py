@@ -27,8 +27,11 @@ def word_file() -> bytes:
     document.add_paragraph("Keep the receipt.", style="List Number")
     document.add_heading("Hotels", level=2)
     table = document.add_table(rows=3, cols=3)
-    for row, cells in zip(table.rows, [("City", "Limit", "Note"), ("Paris", "210 euros", "with breakfast"),
-                                       ("Berlin", "150 euros", "")], strict=True):
+    for row, cells in zip(
+        table.rows,
+        [("City", "Limit", "Note"), ("Paris", "210 euros", "with breakfast"), ("Berlin", "150 euros", "")],
+        strict=True,
+    ):
         for cell, text in zip(row.cells, cells, strict=True):
             cell.text = text
     merged = table.rows[2].cells[1].merge(table.rows[2].cells[2])

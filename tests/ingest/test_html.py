@@ -86,28 +86,52 @@ def test_headings_make_sections_in_markdown_shape() -> None:
 def test_navigation_scripts_styles_and_page_chrome_are_dropped() -> None:
     text = "\n".join(f"{s.heading} {s.text}" for s in sections_of(html(PAGE)))
 
-    for chrome in ("tracking", "color: red", "Previous page", "Handbook >", "Home | Handbook", "Related pages",
-                   "Copyright 2024", "Enable JavaScript", "Hidden text"):
+    for chrome in (
+        "tracking",
+        "color: red",
+        "Previous page",
+        "Handbook >",
+        "Home | Handbook",
+        "Related pages",
+        "Copyright 2024",
+        "Enable JavaScript",
+        "Hidden text",
+    ):
         assert chrome not in text, chrome
     assert "Owner: the finance team." in text, "an article's own footer is content"
 
 
 def test_docbook_navigation_and_table_of_contents_are_dropped() -> None:
     page = (
-        '<html><head><title>20.3. Connections</title></head><body>'
+        "<html><head><title>20.3. Connections</title></head><body>"
         '<div class="navheader"><table><tr><th>20.3. Connections</th></tr><tr><td><a href="p.html">Prev</a></td>'
         '<td><a href="n.html">Next</a></td></tr></table></div>'
         '<div class="sect1"><h2 class="title">20.3. Connections</h2>'
         '<div class="toc"><dl><dt><a href="#s">20.3.1. Connection Settings</a></dt></dl></div>'
         '<div class="sect2"><h3 class="title">20.3.1. Connection Settings</h3>'
         '<dl class="variablelist"><dt><code>port</code> (<code>integer</code>)</dt>'
-        '<dd><p>The TCP port the server listens on; 5432 by default.</p></dd></dl></div></div>'
+        "<dd><p>The TCP port the server listens on; 5432 by default.</p></dd></dl></div></div>"
         '<div class="navfooter"><table><tr><td>Prev</td><td>Home</td></tr></table></div></body></html>'
     )
 
     assert sections_of(html(page)) == [
         Section("port (integer)\n\nThe TCP port the server listens on; 5432 by default.", "20.3.1. Connection Settings")
     ]
+
+
+def test_sidebars_are_the_pages_text_and_publican_navigation_is_chrome() -> None:
+    """DocBook's and Sphinx's sidebars are boxes of the page's own text (a tip, an aside); Publican's docnav lists
+    are navigation."""
+    page = (
+        '<html><body><ul class="docnav"><li><a href="p.html">Prev</a></li><li><a href="n.html">Next</a></li></ul>'
+        "<h2>Networking</h2><p>Configure the interface in /etc/network/interfaces.</p>"
+        '<div class="sidebar"><div class="title">TIP Renaming interfaces</div><p>Use udev rules to name it.</p></div>'
+        '<aside class="sidebar"><p>See also the ip command.</p></aside></body></html>'
+    )
+
+    [section] = sections_of(html(page))
+    assert "Use udev rules to name it." in section.text and "See also the ip command." in section.text
+    assert "Prev" not in section.text and "Next" not in section.text
 
 
 def test_the_title_is_the_title_element_else_the_first_h1_outside_the_chrome() -> None:
@@ -171,9 +195,7 @@ async def test_an_html_document_ingested_over_grpc_is_answerable_with_its_sectio
         async with grpc.aio.insecure_channel(server.address) as channel:
             index = index_service_pb2_grpc.IndexServiceStub(channel)
             rag = rag_service_pb2_grpc.RagServiceStub(channel)
-            document = index_pb.Document(
-                document_id="travel", name="travel.html", content=PAGE.encode(), media_type="text/html"
-            )
+            document = index_pb.Document(document_id="travel", name="travel.html", content=PAGE.encode(), media_type="text/html")
             response = await index.IngestDocuments(
                 index_pb.IngestDocumentsRequest(tenant_id="acme", documents=[document]), timeout=60
             )

@@ -78,17 +78,18 @@ async def test_an_unchanged_document_is_skipped_and_recorded_with_its_source(
     assert (stored.source.content_bytes, stored.source.media_type) == (len(GUIDE.encode()), "text/markdown")
     assert stored.source.fingerprint == indexer.source(indexer.completed(guide())).fingerprint
     # Anything the chunks are made from counts as a change: the content, the metadata, the chunk settings.
-    for changed in (guide(content=GUIDE.encode() + b"\nOne more line."), guide(tags=("ops", "sre")),
-                    guide(tags=("ops", "sre"), confidential=True),
-                    guide(tags=("ops", "sre"), confidential=True, metadata={"region": "eu"})):
+    for changed in (
+        guide(content=GUIDE.encode() + b"\nOne more line."),
+        guide(tags=("ops", "sre")),
+        guide(tags=("ops", "sre"), confidential=True),
+        guide(tags=("ops", "sre"), confidential=True, metadata={"region": "eu"}),
+    ):
         assert not (await indexer.ingest(changed)).unchanged
     other_settings = Indexer(embedder, engine, schema, sources=SourceTrust.default(), chunk_tokens=60, overlap_tokens=16)
     assert not (await other_settings.ingest(guide(tags=("ops", "sre"), confidential=True))).unchanged
 
 
-async def test_chunks_carry_the_documents_metadata(
-    indexer: Indexer, engine: EdgeEngine, embedder: MiniLMEmbedder
-) -> None:
+async def test_chunks_carry_the_documents_metadata(indexer: Indexer, engine: EdgeEngine, embedder: MiniLMEmbedder) -> None:
     result = await indexer.ingest(guide())
     query = RetrievalQuery(
         "how do I restore a snapshot",
@@ -155,9 +156,7 @@ async def test_engine_failures_propagate(indexer: Indexer, engine: EdgeEngine) -
         await indexer.ingest(guide())
 
 
-def test_the_overlap_must_be_smaller_than_the_chunk(
-    embedder: MiniLMEmbedder, engine: EdgeEngine, schema: MetadataSchema
-) -> None:
+def test_the_overlap_must_be_smaller_than_the_chunk(embedder: MiniLMEmbedder, engine: EdgeEngine, schema: MetadataSchema) -> None:
     with pytest.raises(ValueError, match="need chunk_tokens > overlap_tokens >= 0"):
         Indexer(embedder, engine, schema, sources=SourceTrust.default(), chunk_tokens=50, overlap_tokens=50)
 

@@ -44,9 +44,7 @@ def test_the_issues_200000_nested_divs_are_refused_before_parsing() -> None:
     page = "<html><body>" + "<div>" * 200_000 + "deep" + "</div>" * 200_000 + "</body></html>"
     assert len(page) > 2_200_000
     error = refused(page, "text/html")
-    assert error.message == (
-        "content nests HTML elements more than 1,000 deep; the limit is RAG_INGEST_MAX_HTML_DEPTH=1000"
-    )
+    assert error.message == ("content nests HTML elements more than 1,000 deep; the limit is RAG_INGEST_MAX_HTML_DEPTH=1000")
     assert error.metadata == {"limit": "RAG_INGEST_MAX_HTML_DEPTH", "maximum": "1000"}
 
 
@@ -76,9 +74,7 @@ def test_an_html_element_with_100000_attributes_is_refused_before_parsing() -> N
 def test_a_line_longer_than_the_limit_is_refused(media_type: str) -> None:
     text = "Title\n=====\n\n" + "word " * 30_000 + "\n"
     error = refused(text, media_type)
-    assert error.message == (
-        "content has a line of 150,000 characters (line 4); the limit is RAG_INGEST_MAX_LINE_CHARS=100000"
-    )
+    assert error.message == ("content has a line of 150,000 characters (line 4); the limit is RAG_INGEST_MAX_LINE_CHARS=100000")
     assert read(text, media_type, line_chars=200_000)
 
 
@@ -132,8 +128,15 @@ def test_a_document_of_more_chunks_than_its_limit_is_refused_before_the_rest_is_
     assert caught.value.message == (
         "content makes more than 100 chunks; the limit is RAG_INGEST_MAX_CALL_CHUNKS=100; ingest it another way"
     )
-    small = Indexer(None, None, None, sources=SourceTrust.default(), chunk_tokens=40, overlap_tokens=0,  # type: ignore[arg-type]
-                    limits=DocumentLimits(chunks=50))
+    small = Indexer(
+        None,
+        None,
+        None,
+        sources=SourceTrust.default(),
+        chunk_tokens=40,
+        overlap_tokens=0,  # type: ignore[arg-type]
+        limits=DocumentLimits(chunks=50),
+    )
     with pytest.raises(DocumentLimitExceeded, match="RAG_INGEST_MAX_CHUNKS=50"):
         small.chunks(document)
 

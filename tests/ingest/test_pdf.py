@@ -32,8 +32,13 @@ OUTLINE = [("Introduction", 0), ("Time off", 1), ("Money", 2), ("IT", 3)]
 
 
 def handbook(**changes: object) -> SourceDocument:
-    fields = {"document_id": "handbook", "name": "handbook.pdf", "content": build_pdf(PAGES, outline=OUTLINE),
-              "media_type": PDF, "tenant_id": "acme"}
+    fields = {
+        "document_id": "handbook",
+        "name": "handbook.pdf",
+        "content": build_pdf(PAGES, outline=OUTLINE),
+        "media_type": PDF,
+        "tenant_id": "acme",
+    }
     return SourceDocument(**{**fields, **changes})  # type: ignore[arg-type]
 
 
@@ -66,9 +71,7 @@ def test_unreadable_pdfs_are_invalid_requests() -> None:
         pdf_sections(truncated, DocumentLimits())
 
 
-async def test_ingested_pdf_chunks_carry_their_page_numbers(
-    tmp_path: Path, embedder: MiniLMEmbedder, records: Backend
-) -> None:
+async def test_ingested_pdf_chunks_carry_their_page_numbers(tmp_path: Path, embedder: MiniLMEmbedder, records: Backend) -> None:
     engine = EdgeEngine.open(tmp_path / "shard")
     try:
         schema = MetadataSchema(MetadataKeyStore(records), engine)

@@ -39,8 +39,12 @@ def test_each_span_is_its_chunk_without_what_it_carries() -> None:
 
 
 def test_spans_count_the_sections_before_them() -> None:
-    sections = [Section("First page text. " * 30, page_number=1), Section("Second page text. " * 30, page_number=2),
-                Section("Same words. " * 20, heading="A"), Section("Same words. " * 20, heading="B")]
+    sections = [
+        Section("First page text. " * 30, page_number=1),
+        Section("Second page text. " * 30, page_number=2),
+        Section("Same words. " * 20, heading="A"),
+        Section("Same words. " * 20, heading="B"),
+    ]
     text, chunks, spans = spans_of(sections, tokens=40, overlap=8)
     for chunk, span in zip(chunks, spans, strict=True):
         assert span is not None and text[span[0] : span[1]] == chunk.text

@@ -47,9 +47,7 @@ async def test_stored_weights_win_over_the_environments_at_start(database: Backe
     await RankingControl(fresh, SettingStore(database)).load()
     assert fresh.weights == RankingWeights(0.7, 0.2, 0.1), "nothing stored: the environment's"
 
-    await SettingStore(database).put(
-        RANKING_WEIGHTS, {"similarity_weight": 0.5, "recency_weight": 0.0, "trust_weight": 0.5}
-    )
+    await SettingStore(database).put(RANKING_WEIGHTS, {"similarity_weight": 0.5, "recency_weight": 0.0, "trust_weight": 0.5})
     restarted = retriever()
     control = RankingControl(restarted, SettingStore(database))
     await control.load()

@@ -36,9 +36,7 @@ def announced() -> list[str]:
 
 
 @pytest.fixture
-def catalog(
-    database: Backend, registry: TemplateRegistry, cache: MemoryAnswerCache, announced: list[str]
-) -> TemplateCatalog:
+def catalog(database: Backend, registry: TemplateRegistry, cache: MemoryAnswerCache, announced: list[str]) -> TemplateCatalog:
     async def announce() -> None:
         announced.append("templates")
 
@@ -81,8 +79,7 @@ async def test_refusals_name_the_request_fields(catalog: TemplateCatalog) -> Non
     with pytest.raises(InvalidRequest) as caught:
         await catalog.update("ops", TemplateChange(user_prompt="{context} only"))
     assert [v.field for v in caught.value.violations] == ["prompt_template.user_prompt"]
-    for missing in (catalog.get("never"), catalog.update("never", TemplateChange(display_name="x")),
-                    catalog.delete("never")):
+    for missing in (catalog.get("never"), catalog.update("never", TemplateChange(display_name="x")), catalog.delete("never")):
         with pytest.raises(NotFound):
             await missing
 

@@ -18,16 +18,26 @@ EXAMPLE = ROOT / "docs" / "examples" / "node"
 
 
 def require_node() -> None:
-    missing = [what for what, there in (("node", shutil.which("node")),
-                                        ("docs/examples/node/node_modules (make node-example)",
-                                         (EXAMPLE / "node_modules" / "@grpc" / "grpc-js").exists())) if not there]
+    missing = [
+        what
+        for what, there in (
+            ("node", shutil.which("node")),
+            ("docs/examples/node/node_modules (make node-example)", (EXAMPLE / "node_modules" / "@grpc" / "grpc-js").exists()),
+        )
+        if not there
+    ]
     require_tools(f"not installed: {', '.join(missing)}" if missing else None)
 
 
 async def node(*args: str, address: str) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        "node", "ask.js", *args, cwd=EXAMPLE, env={**os.environ, "RAG_GRPC_ADDRESS": address},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        "node",
+        "ask.js",
+        *args,
+        cwd=EXAMPLE,
+        env={**os.environ, "RAG_GRPC_ADDRESS": address},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode is not None

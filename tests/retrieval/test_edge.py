@@ -26,8 +26,10 @@ DIMENSION = 32
 def random_document(document_id: str, chunks: int, seed: int, *, tenant: str = "acme") -> list[IndexedChunk]:
     rng = np.random.default_rng(seed)
     return [
-        IndexedChunk(Chunk(document_id, i, f"{document_id} part {i} of the archive", tenant_id=tenant),
-                     rng.standard_normal(DIMENSION).tolist())
+        IndexedChunk(
+            Chunk(document_id, i, f"{document_id} part {i} of the archive", tenant_id=tenant),
+            rng.standard_normal(DIMENSION).tolist(),
+        )
         for i in range(chunks)
     ]
 
@@ -37,9 +39,7 @@ async def fill(engine: EdgeEngine, documents: int, chunks_each: int) -> None:
         await engine.replace_document("acme", f"doc{d}", random_document(f"doc{d}", chunks_each, seed=d))
 
 
-async def test_data_survives_close_and_reopen_and_one_process_owns_a_shard(
-    tmp_path: Path, embedder: MiniLMEmbedder
-) -> None:
+async def test_data_survives_close_and_reopen_and_one_process_owns_a_shard(tmp_path: Path, embedder: MiniLMEmbedder) -> None:
     path = tmp_path / "shard"
     engine = EdgeEngine.open(path)
     await store(engine, embedder, [Chunk("refunds", 0, "Refunds within 14 days.", tenant_id="acme")])
@@ -61,9 +61,7 @@ async def test_a_shard_of_another_dimension_cannot_be_opened(tmp_path: Path) -> 
         EdgeEngine.open(tmp_path / "shard", dimension=768)
 
 
-async def test_concurrent_queries_and_replacements_see_whole_documents(
-    engine: EdgeEngine, embedder: MiniLMEmbedder
-) -> None:
+async def test_concurrent_queries_and_replacements_see_whole_documents(engine: EdgeEngine, embedder: MiniLMEmbedder) -> None:
     chunks = [Chunk("backups", i, f"Backup rule {i}.", tenant_id="acme") for i in range(3)]
     vectors = await embedder.embed_documents([c.text for c in chunks])
     indexed = [IndexedChunk(c, v) for c, v in zip(chunks, vectors, strict=True)]

@@ -30,9 +30,7 @@ TEXTS = {
 }
 
 
-def chunk(
-    document_id: str, index: int = 0, *, tenant: str = "acme", text: str | None = None, **fields: object
-) -> Chunk:
+def chunk(document_id: str, index: int = 0, *, tenant: str = "acme", text: str | None = None, **fields: object) -> Chunk:
     return Chunk(document_id, index, text or TEXTS[document_id], tenant_id=tenant, **fields)  # type: ignore[arg-type]
 
 
@@ -87,9 +85,7 @@ async def test_replacing_a_document_is_idempotent_and_drops_stale_chunks(
     assert sorted(await search(any_engine, embedder, "backup rule")) == [("backups", 0), ("vpn", 0)]
 
 
-async def test_deleting_a_document_reports_how_many_chunks_it_had(
-    any_engine: VectorEngine, embedder: MiniLMEmbedder
-) -> None:
+async def test_deleting_a_document_reports_how_many_chunks_it_had(any_engine: VectorEngine, embedder: MiniLMEmbedder) -> None:
     await store(any_engine, embedder, [chunk("backups", i, text=f"Backup rule {i}.") for i in range(3)] + [chunk("vpn")])
 
     assert await any_engine.delete_document("acme", "backups") == 3
@@ -98,9 +94,7 @@ async def test_deleting_a_document_reports_how_many_chunks_it_had(
 
 
 async def test_a_tenant_sees_only_its_own_chunks(any_engine: VectorEngine, embedder: MiniLMEmbedder) -> None:
-    await store(
-        any_engine, embedder, [chunk("refunds"), chunk("refunds", tenant="globex"), chunk("vpn", tenant="globex")]
-    )
+    await store(any_engine, embedder, [chunk("refunds"), chunk("refunds", tenant="globex"), chunk("vpn", tenant="globex")])
 
     assert await search(any_engine, embedder, "refund") == [("refunds", 0)]
     assert await any_engine.count("acme") == 1
@@ -144,9 +138,7 @@ async def test_the_hidden_untagged_policy_shows_only_chunks_sharing_a_tag(
         await engine.close()
 
 
-async def test_metadata_filters_keep_chunks_matching_any_listed_value(
-    any_engine: VectorEngine, embedder: MiniLMEmbedder
-) -> None:
+async def test_metadata_filters_keep_chunks_matching_any_listed_value(any_engine: VectorEngine, embedder: MiniLMEmbedder) -> None:
     await store(
         any_engine,
         embedder,
@@ -193,8 +185,7 @@ async def test_a_word_only_bm25_finds_is_fused_in(any_engine: VectorEngine, embe
     """The sparse leg: a chunk holding a rare token (an error code) that dense similarity alone ranks below the
     limit is among the fused results. The other chunks say the same as the query in other words, so that they
     lead the dense leg and share no token with it in the sparse leg: the fused order has no ties to break."""
-    texts = [f"Office {i}: the ID card printing machine jammed and shows a fault while making visitor passes."
-             for i in range(12)]
+    texts = [f"Office {i}: the ID card printing machine jammed and shows a fault while making visitor passes." for i in range(12)]
     texts.append("Parking garage level two reopens Monday; the contractor's ticket is ZX-4711.")
     await store(any_engine, embedder, [chunk("manual", i, text=t) for i, t in enumerate(texts)])
     query = "badge printer error ZX-4711"
@@ -222,8 +213,9 @@ async def test_equal_fused_scores_are_cut_at_the_limit_the_same_way_every_time(
 
     request = RetrievalQuery(query, tenant_id="acme")
 
-    drawn = {tuple((r.chunk.document_id, r.chunk.chunk_index) for r in await any_engine.query(request, dense, 1))
-             for _ in range(40)}
+    drawn = {
+        tuple((r.chunk.document_id, r.chunk.chunk_index) for r in await any_engine.query(request, dense, 1)) for _ in range(40)
+    }
 
     assert len(drawn) == 1, drawn
 
@@ -243,9 +235,7 @@ async def test_confidential_chunks_are_redacted_for_callers_without_clearance(
     dense = await embedder.embed_query("vacation days")
 
     plain = await any_engine.query(RetrievalQuery("vacation days", tenant_id="acme"), dense, 5)
-    cleared = await any_engine.query(
-        RetrievalQuery("vacation days", tenant_id="acme", user_tags=("confidential",)), dense, 5
-    )
+    cleared = await any_engine.query(RetrievalQuery("vacation days", tenant_id="acme", user_tags=("confidential",)), dense, 5)
 
     redacted = next(r for r in plain if r.chunk.document_id == "vacation")
     assert redacted.redacted
@@ -268,14 +258,19 @@ def source(content: bytes, *, fingerprint: str = "f1", at: float = 1_790_000_000
     return DocumentSource(hashlib.sha256(content).hexdigest(), len(content), "text/markdown", fingerprint, at)
 
 
-async def store_document(engine: VectorEngine, document_id: str, chunks: int, *, tenant: str = "acme",
-                         content: bytes | None = None, **fields: object) -> None:
+async def store_document(
+    engine: VectorEngine, document_id: str, chunks: int, *, tenant: str = "acme", content: bytes | None = None, **fields: object
+) -> None:
     text = f"Paragraph of {document_id}."
     stored_source = None if content is None else source(content)
-    await engine.replace_document(tenant, document_id, [
-        IndexedChunk(chunk(document_id, i, tenant=tenant, text=text, **fields), [0.1 + i] * 384, stored_source)
-        for i in range(chunks)
-    ])
+    await engine.replace_document(
+        tenant,
+        document_id,
+        [
+            IndexedChunk(chunk(document_id, i, tenant=tenant, text=text, **fields), [0.1 + i] * 384, stored_source)
+            for i in range(chunks)
+        ],
+    )
 
 
 async def test_documents_are_listed_per_tenant_in_id_order_page_by_page(any_engine: VectorEngine) -> None:
@@ -295,14 +290,29 @@ async def test_documents_are_listed_per_tenant_in_id_order_page_by_page(any_engi
 
 
 async def test_a_document_comes_back_with_its_source_and_fields(any_engine: VectorEngine) -> None:
-    await store_document(any_engine, "refunds", 2, content=b"# Refunds\n\n14 days.", document_name="refunds.md",
-                         page_title="Refunds", tags=("billing",), source_url="https://example.com/r", confidential=True)
+    await store_document(
+        any_engine,
+        "refunds",
+        2,
+        content=b"# Refunds\n\n14 days.",
+        document_name="refunds.md",
+        page_title="Refunds",
+        tags=("billing",),
+        source_url="https://example.com/r",
+        confidential=True,
+    )
     await store_document(any_engine, "legacy", 1)  # stored without a source, as older versions did
 
     document = await any_engine.get_document("acme", "refunds")
     assert document == StoredDocument(
-        document_id="refunds", name="refunds.md", title="Refunds", tags=("billing",),
-        source_url="https://example.com/r", confidential=True, chunks=2, source=source(b"# Refunds\n\n14 days."),
+        document_id="refunds",
+        name="refunds.md",
+        title="Refunds",
+        tags=("billing",),
+        source_url="https://example.com/r",
+        confidential=True,
+        chunks=2,
+        source=source(b"# Refunds\n\n14 days."),
     )
     legacy = await any_engine.get_document("acme", "legacy")
     assert legacy is not None and (legacy.chunks, legacy.source, legacy.name) == (1, None, "legacy")
@@ -378,14 +388,11 @@ async def test_both_engines_return_the_same_results(tmp_path: Path, embedder: Mi
             await engine.close()
 
 
-async def test_the_retriever_honours_the_per_request_options(
-    any_engine: VectorEngine, embedder: MiniLMEmbedder
-) -> None:
+async def test_the_retriever_honours_the_per_request_options(any_engine: VectorEngine, embedder: MiniLMEmbedder) -> None:
     """top_k (1-20), score_threshold (0-1) and metadata filters, end to end through a real engine."""
     texts = [f"Backup rule {i}: snapshots of volume {i} are kept for {i + 1} weeks." for i in range(25)]
     chunks = [
-        chunk(f"rules-{i}", text=t, source_url=f"https://ops.example/{i % 2}", section="Backups")
-        for i, t in enumerate(texts)
+        chunk(f"rules-{i}", text=t, source_url=f"https://ops.example/{i % 2}", section="Backups") for i, t in enumerate(texts)
     ]
     await store(any_engine, embedder, chunks)
     retriever = HybridRetriever(embedder, any_engine, RetrievalSettings(min_similarity=0.0, chunk_overlap_threshold=1.0))
@@ -398,8 +405,9 @@ async def test_the_retriever_honours_the_per_request_options(
     assert len(await hits(top_k=7)) == 7
     assert len(await hits(top_k=20)) == 20
     assert await hits(top_k=5, score_threshold=1.0) == []
-    strict = await retriever.retrieve(RetrievalQuery("How long are backup snapshots kept?", tenant_id="acme",
-                                                     top_k=5, score_threshold=0.6))
+    strict = await retriever.retrieve(
+        RetrievalQuery("How long are backup snapshots kept?", tenant_id="acme", top_k=5, score_threshold=0.6)
+    )
     assert all(h.score >= 0.6 for h in strict.hits)
     assert all(r.score < 0.6 for r in strict.rejected)
     odd = await hits(top_k=20, filters=MetadataFilter(source_urls=("https://ops.example/1",)))
@@ -444,8 +452,14 @@ def test_no_chunk_of_another_tenant_or_without_a_shared_tag_is_ever_returned(
     def check(corpus: list[tuple[str, frozenset[str], bool]], caller: tuple[str, frozenset[str]], query_vector: int) -> None:
         example = next(_examples)  # every example indexes into tenants of its own
         chunks = [
-            Chunk(f"doc{i}", 0, f"policy text number {i} about {' '.join(sorted(tags))}",
-                  tenant_id=f"{tenant}-{example}", tags=tuple(sorted(tags)), confidential=confidential)
+            Chunk(
+                f"doc{i}",
+                0,
+                f"policy text number {i} about {' '.join(sorted(tags))}",
+                tenant_id=f"{tenant}-{example}",
+                tags=tuple(sorted(tags)),
+                confidential=confidential,
+            )
             for i, (tenant, tags, confidential) in enumerate(corpus)
         ]
         for c in chunks:
@@ -497,7 +511,11 @@ async def test_term_counts_are_document_frequencies_over_what_the_caller_sees(
     nobody = await any_engine.term_counts(RetrievalQuery("x", "initech"), terms)
 
     assert everyone.chunks == 2 and everyone.frequencies == {
-        "refund": 1, "policy": 1, "vacat": 0, "max_vacation_days": 0, "pgbouncer": 0
+        "refund": 1,
+        "policy": 1,
+        "vacat": 0,
+        "max_vacation_days": 0,
+        "pgbouncer": 0,
     }, "the page title counts; the hr chunk is not visible"
     assert hr.chunks == 3 and hr.frequencies["vacat"] == 1 and hr.frequencies["max_vacation_days"] == 1
     assert nobody.chunks == 0 and set(nobody.frequencies.values()) == {0}

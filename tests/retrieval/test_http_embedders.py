@@ -132,10 +132,14 @@ async def test_a_served_embedder_drives_retrieval_end_to_end(tmp_path: Path) -> 
         embedder = OllamaEmbedder(server.base_url, model="nomic-embed-text")
         engine = EdgeEngine.open(tmp_path / "shard", dimension=await embedder.probe())
         try:
-            await store(engine, embedder, [  # type: ignore[arg-type]
-                Chunk("refunds", 0, "refunds of annual plans within fourteen days", tenant_id="acme"),
-                Chunk("backups", 0, "nightly backups of the storage cluster", tenant_id="acme"),
-            ])
+            await store(
+                engine,
+                embedder,
+                [  # type: ignore[arg-type]
+                    Chunk("refunds", 0, "refunds of annual plans within fourteen days", tenant_id="acme"),
+                    Chunk("backups", 0, "nightly backups of the storage cluster", tenant_id="acme"),
+                ],
+            )
             retriever = HybridRetriever(embedder, engine, RetrievalSettings(min_similarity=0.3))
             result = await retriever.retrieve(RetrievalQuery("backups of the cluster", tenant_id="acme"))
         finally:

@@ -11,7 +11,7 @@ import pytest
 from ragsvc.config import RetrievalSettings
 from ragsvc.domain import Chunk, RetrievalQuery, ScoredChunk
 from ragsvc.errors import RetrievalUnavailable
-from ragsvc.lexical import index_terms
+from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.base import Candidate, IndexedChunk, VectorEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
 from ragsvc.retrieval.hybrid import OVERFETCH, HybridRetriever
@@ -29,11 +29,16 @@ def axis(i: int, dimension: int = 64) -> np.ndarray:
     return vector
 
 
-def candidate(document_id: str, score: float, *, index: int = 0, vector: np.ndarray | None = None,
-              redacted: bool = False, **fields: object) -> Candidate:
+def candidate(
+    document_id: str, score: float, *, index: int = 0, vector: np.ndarray | None = None, redacted: bool = False, **fields: object
+) -> Candidate:
     chunk = Chunk(document_id, index, f"text of {document_id}:{index}", tenant_id="t", **fields)  # type: ignore[arg-type]
-    return Candidate(redact(chunk) if redacted else chunk, score, axis(hash((document_id, index)) % 64) if vector is None
-                     else vector, redacted=redacted)
+    return Candidate(
+        redact(chunk) if redacted else chunk,
+        score,
+        axis(hash((document_id, index)) % 64) if vector is None else vector,
+        redacted=redacted,
+    )
 
 
 class FixedEngine:
@@ -72,10 +77,8 @@ def retriever_over(
 ) -> HybridRetriever:
     """A retriever with RetrievalSettings `settings` (by field name; min_similarity 0 unless given)."""
     if weights is not None:
-        settings |= {"similarity_weight": weights.similarity, "recency_weight": weights.recency,
-                     "trust_weight": weights.trust}
-    return HybridRetriever(embedder, engine, RetrievalSettings(**{"min_similarity": 0.0, **settings}),
-                           today=lambda: TODAY)
+        settings |= {"similarity_weight": weights.similarity, "recency_weight": weights.recency, "trust_weight": weights.trust}
+    return HybridRetriever(embedder, engine, RetrievalSettings(**{"min_similarity": 0.0, **settings}), today=lambda: TODAY)
 
 
 def ids(scored: Sequence[ScoredChunk]) -> list[str]:
@@ -134,12 +137,14 @@ async def test_near_duplicates_keep_only_the_best_ranked(embedder: MiniLMEmbedde
     base = axis(0)
     almost = base + 0.3 * axis(1)  # cosine 0.958 to base
     related = base + 0.6 * axis(2)  # cosine 0.857 to base
-    engine = FixedEngine([
-        candidate("a", 0.70, vector=almost / np.linalg.norm(almost)),
-        candidate("b", 0.80, vector=base),
-        candidate("c", 0.60, vector=related / np.linalg.norm(related)),
-        candidate("d", 0.50, vector=base),
-    ])
+    engine = FixedEngine(
+        [
+            candidate("a", 0.70, vector=almost / np.linalg.norm(almost)),
+            candidate("b", 0.80, vector=base),
+            candidate("c", 0.60, vector=related / np.linalg.norm(related)),
+            candidate("d", 0.50, vector=base),
+        ]
+    )
 
     default = await retriever_over(engine, embedder).retrieve(RetrievalQuery("q", tenant_id="t", top_k=5))
     strict = await retriever_over(engine, embedder, chunk_overlap_threshold=0.8).retrieve(
@@ -161,22 +166,26 @@ async def test_each_document_contributes_at_most_the_cap(embedder: MiniLMEmbedde
     )
 
     capped = await retriever_over(engine, embedder).retrieve(RetrievalQuery("q", tenant_id="t", top_k=5))
-    one = await retriever_over(engine, embedder, max_chunks_per_doc=1).retrieve(
-        RetrievalQuery("q", tenant_id="t", top_k=5)
-    )
+    one = await retriever_over(engine, embedder, max_chunks_per_doc=1).retrieve(RetrievalQuery("q", tenant_id="t", top_k=5))
 
     assert [(h.chunk.document_id, h.chunk.chunk_index) for h in capped.hits] == [
-        ("big", 0), ("big", 1), ("big", 2), ("small", 0), ("other", 0)
+        ("big", 0),
+        ("big", 1),
+        ("big", 2),
+        ("small", 0),
+        ("other", 0),
     ]
     assert ids(one.hits) == ["big", "small", "other"]
 
 
 async def test_ranking_weighs_similarity_recency_and_trust(embedder: MiniLMEmbedder) -> None:
-    engine = FixedEngine([
-        candidate("old-trusted", 0.80, vector=axis(0), published_at="2019-01-01", trust=1.0),
-        candidate("fresh", 0.70, vector=axis(1), published_at="2026-06-20", trust=0.5),
-        candidate("undated", 0.75, vector=axis(2), trust=0.5),
-    ])
+    engine = FixedEngine(
+        [
+            candidate("old-trusted", 0.80, vector=axis(0), published_at="2019-01-01", trust=1.0),
+            candidate("fresh", 0.70, vector=axis(1), published_at="2026-06-20", trust=0.5),
+            candidate("undated", 0.75, vector=axis(2), trust=0.5),
+        ]
+    )
     query = RetrievalQuery("q", tenant_id="t", top_k=3)
 
     default = await retriever_over(engine, embedder).retrieve(query)
@@ -193,10 +202,12 @@ async def test_ranking_weighs_similarity_recency_and_trust(embedder: MiniLMEmbed
 
 
 async def test_new_weights_rank_from_the_next_query_on(embedder: MiniLMEmbedder) -> None:
-    engine = FixedEngine([
-        candidate("old-trusted", 0.80, vector=axis(0), published_at="2019-01-01", trust=1.0),
-        candidate("fresh", 0.70, vector=axis(1), published_at="2026-06-20", trust=0.5),
-    ])
+    engine = FixedEngine(
+        [
+            candidate("old-trusted", 0.80, vector=axis(0), published_at="2019-01-01", trust=1.0),
+            candidate("fresh", 0.70, vector=axis(1), published_at="2026-06-20", trust=0.5),
+        ]
+    )
     retriever = retriever_over(engine, embedder)
     query = RetrievalQuery("q", tenant_id="t", top_k=2)
     assert retriever.weights == RankingWeights(0.7, 0.2, 0.1)
@@ -209,20 +220,32 @@ async def test_new_weights_rank_from_the_next_query_on(embedder: MiniLMEmbedder)
 
 @pytest.mark.parametrize(
     ("published", "boost"),
-    [("2026-06-30", 0.3), ("2026-05-31", 0.3), ("2026-05-30", 0.2), ("2026-04-01", 0.2), ("2026-03-31", 0.1),
-     ("2025-06-30", 0.1), ("2025-06-29", 0.0), ("2027-01-01", 0.3), ("2026-06-01T10:00:00Z", 0.3), ("", 0.0),
-     ("not a date", 0.0)],
+    [
+        ("2026-06-30", 0.3),
+        ("2026-05-31", 0.3),
+        ("2026-05-30", 0.2),
+        ("2026-04-01", 0.2),
+        ("2026-03-31", 0.1),
+        ("2025-06-30", 0.1),
+        ("2025-06-29", 0.0),
+        ("2027-01-01", 0.3),
+        ("2026-06-01T10:00:00Z", 0.3),
+        ("", 0.0),
+        ("not a date", 0.0),
+    ],
 )
 def test_recency_boost_steps(published: str, boost: float) -> None:
     assert recency_boost(published, TODAY) == boost
 
 
 async def test_confidential_chunks_are_reported_redacted_never_as_evidence(embedder: MiniLMEmbedder) -> None:
-    engine = FixedEngine([
-        candidate("secret", 0.9, vector=axis(0), redacted=True, confidential=True),
-        candidate("public", 0.6, vector=axis(1)),
-        candidate("faint-secret", 0.1, vector=axis(2), redacted=True, confidential=True),
-    ])
+    engine = FixedEngine(
+        [
+            candidate("secret", 0.9, vector=axis(0), redacted=True, confidential=True),
+            candidate("public", 0.6, vector=axis(1)),
+            candidate("faint-secret", 0.1, vector=axis(2), redacted=True, confidential=True),
+        ]
+    )
 
     result = await retriever_over(engine, embedder, min_similarity=0.3).retrieve(RetrievalQuery("q", tenant_id="t"))
 
@@ -286,8 +309,7 @@ async def test_a_chunk_whose_label_names_what_is_asked_ranks_above_one_naming_it
     embedder: MiniLMEmbedder,
 ) -> None:
     passing = Chunk("wal", 0, "Independently of max_wal_size, recent WAL files are kept.", tenant_id="t")
-    entry = Chunk("config", 3, "max_wal_size (integer)\n\nMaximum size to let the WAL grow. The default is 1 GB.",
-                  tenant_id="t")
+    entry = Chunk("config", 3, "max_wal_size (integer)\n\nMaximum size to let the WAL grow. The default is 1 GB.", tenant_id="t")
     engine = FixedEngine([Candidate(passing, 0.66, axis(0)), Candidate(entry, 0.59, axis(1))])
 
     hits = (await retriever_over(engine, embedder).retrieve(RetrievalQuery("max_wal_size default", "t", top_k=2))).hits

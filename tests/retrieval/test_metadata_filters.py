@@ -124,9 +124,9 @@ trees = st.recursive(
 
 
 @pytest.fixture(params=ENGINE_KINDS, ids=lambda kind: kind.name)
-async def filled(request: pytest.FixtureRequest, tmp_path: Path, embedder: MiniLMEmbedder) -> AsyncIterator[
-    tuple[VectorEngine, list[float]]
-]:
+async def filled(
+    request: pytest.FixtureRequest, tmp_path: Path, embedder: MiniLMEmbedder
+) -> AsyncIterator[tuple[VectorEngine, list[float]]]:
     kind: EngineKind = request.param
     engine = await kind.open(tmp_path / "engine")
     for key, type_ in KEYS.items():

@@ -44,9 +44,7 @@ async def test_filters_apply_in_every_mode(any_engine: VectorEngine, embedder: M
         assert await any_engine.query(query, await embedder.embed_query("zq7 backup"), 10) == [], mode
 
 
-async def test_a_chunks_span_comes_back_and_old_chunks_have_none(
-    any_engine: VectorEngine, embedder: MiniLMEmbedder
-) -> None:
+async def test_a_chunks_span_comes_back_and_old_chunks_have_none(any_engine: VectorEngine, embedder: MiniLMEmbedder) -> None:
     await store(any_engine, embedder, [
         Chunk("vacation", 0, DOCUMENTS["vacation"], tenant_id="acme", char_start=120, char_end=176, page_number=4),
         Chunk("vpn", 0, DOCUMENTS["vpn"], tenant_id="acme"),  # as stored before spans were recorded

@@ -78,7 +78,9 @@ def test_passages_are_paragraphs_with_offsets_into_the_selection() -> None:
         assert SELECTION[passage.char_start : passage.char_end] == passage.text
         assert passage.chunk_index == index
         assert (passage.document_id, passage.source_url, passage.page_title) == (
-            SELECTION_DOCUMENT_ID, SELECTION_SOURCE_URL, SELECTION_TITLE
+            SELECTION_DOCUMENT_ID,
+            SELECTION_SOURCE_URL,
+            SELECTION_TITLE,
         )
 
 
@@ -125,9 +127,7 @@ async def test_selection_passages_are_scored_against_the_query_and_the_engine_is
     try:
         retriever = HybridRetriever(embedder, engine, RetrievalSettings(min_similarity=0.3))
 
-        answerable = await retriever.retrieve_selection(
-            "How long are backups kept?", SELECTION, top_k=2, score_threshold=None
-        )
+        answerable = await retriever.retrieve_selection("How long are backups kept?", SELECTION, top_k=2, score_threshold=None)
         unanswerable = await retriever.retrieve_selection("What is the boiling point of tin?", SELECTION, top_k=2)
 
         assert engine.calls == []

@@ -12,9 +12,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragsvc.domain import Chunk, RetrievalQuery
-from ragsvc.lexical import index_terms
-from ragsvc.retrieval.base import IndexedChunk, TermCounts
+from ragsvc.domain import Chunk, RetrievalQuery, TermCounts
+from ragsvc.reading.text import index_terms
+from ragsvc.retrieval.base import IndexedChunk
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.layout import AccessPolicy, indexed_text
 from ragsvc.retrieval.term_table import TermRow, TermTable
@@ -39,8 +39,7 @@ def expected(stored: dict[tuple[str, str], list[Chunk]], query: RetrievalQuery, 
         set(index_terms(indexed_text(chunk)))
         for (tenant, _), chunks in stored.items()
         for chunk in chunks
-        if tenant == query.tenant_id
-        and ((access.untagged_visible and not chunk.tags) or set(chunk.tags) & set(query.user_tags))
+        if tenant == query.tenant_id and ((access.untagged_visible and not chunk.tags) or set(chunk.tags) & set(query.user_tags))
     ]
     with_terms = [terms for terms in seen if terms]
     return TermCounts(len(with_terms), {word: sum(word in terms for terms in with_terms) for word in WORDS})

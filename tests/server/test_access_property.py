@@ -197,8 +197,7 @@ programs = st.tuples(
 # IndexService programs: index calls by every key among ingests and asks (which must see deletions and overwrites).
 index_programs = st.tuples(
     st.lists(ingests, min_size=2, max_size=4),
-    st.lists(st.one_of(index_calls, index_calls, index_calls, partial_uploads, ingests, calls), min_size=6,
-             max_size=12),
+    st.lists(st.one_of(index_calls, index_calls, index_calls, partial_uploads, ingests, calls), min_size=6, max_size=12),
 )
 
 
@@ -316,8 +315,9 @@ async def received(stubs: Stubs, step: Call, example: int) -> str | grpc.aio.Aio
     metadata = bearer(step.key)
     try:
         if step.rpc == "GetSession":
-            read = pb.GetSessionRequest(session_id=session_id(example, step.session_named or 0),
-                                        user_tags=fields.get("user_tags", ()))  # type: ignore[arg-type]
+            read = pb.GetSessionRequest(
+                session_id=session_id(example, step.session_named or 0), user_tags=fields.get("user_tags", ())
+            )  # type: ignore[arg-type]
             return str(await stubs.rag.GetSession(read, metadata=metadata, timeout=30))
         if step.rpc == "Ask":
             return str(await stubs.rag.Ask(pb.AskRequest(**fields), metadata=metadata, timeout=30))  # type: ignore[arg-type]
@@ -436,8 +436,15 @@ def check_reads(loop: asyncio.AbstractEventLoop, stubs: Stubs) -> None:
     check()
     print(f"\n{EXAMPLES} examples (derandomized), {len(model.documents)} documents, outcomes: {dict(outcomes)}")
     assert next(_examples) >= EXAMPLES
-    for outcome in ("OK with secrets", "REPLAY with secrets", "IDEMPOTENCY_KEY_REUSED", "NOT_FOUND",
-                    "PERMISSION_DENIED", "GetSession OK with secrets", "GetSession NOT_FOUND"):
+    for outcome in (
+        "OK with secrets",
+        "REPLAY with secrets",
+        "IDEMPOTENCY_KEY_REUSED",
+        "NOT_FOUND",
+        "PERMISSION_DENIED",
+        "GetSession OK with secrets",
+        "GetSession NOT_FOUND",
+    ):
         assert outcomes[outcome], f"the programs never gave {outcome}: {dict(outcomes)}"
 
 
@@ -465,7 +472,17 @@ def test_index_calls_touch_only_the_documents_the_keys_tags_show(tmp_path: Path)
 
         check()
         print(f"\n{EXAMPLES} examples (derandomized), {len(model.documents)} documents, outcomes: {dict(outcomes)}")
-        for outcome in ("ListDocuments", "GetIndexStats", "GetDocument OK", "GetDocument NOT_FOUND",
-                        "DeleteDocument OK", "DeleteDocument NOT_FOUND", "GetUploadStatus seen",
-                        "GetUploadStatus hidden", "Overwrite OK", "Overwrite refused", "OK with secrets"):
+        for outcome in (
+            "ListDocuments",
+            "GetIndexStats",
+            "GetDocument OK",
+            "GetDocument NOT_FOUND",
+            "DeleteDocument OK",
+            "DeleteDocument NOT_FOUND",
+            "GetUploadStatus seen",
+            "GetUploadStatus hidden",
+            "Overwrite OK",
+            "Overwrite refused",
+            "OK with secrets",
+        ):
             assert outcomes[outcome], f"the programs never gave {outcome}: {dict(outcomes)}"

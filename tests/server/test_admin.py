@@ -45,6 +45,7 @@ def violations(details: Details) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 async def admin_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RagServer]:
+    # Every grounded answer CITEd, so cacheable whatever the reader's calibration.
     async with running_server(tmp_path_factory.mktemp("admin-data"), cache_max_entries=100) as server:
         yield server
 
@@ -70,9 +71,7 @@ def simulate(
 ) -> admin_pb.SimulateAskRequest:
     retrieval = pb.RetrievalOptions(score_threshold=score_threshold) if score_threshold is not None else None
     generation = pb.GenerationOptions(template_id=template_id)
-    return admin_pb.SimulateAskRequest(
-        request=pb.AskRequest(query=query, generation=generation, retrieval=retrieval, **fields)
-    )
+    return admin_pb.SimulateAskRequest(request=pb.AskRequest(query=query, generation=generation, retrieval=retrieval, **fields))
 
 
 def user_message(response: admin_pb.SimulateAskResponse) -> str:
@@ -89,9 +88,7 @@ async def test_the_built_in_templates_are_listed_and_read_only(admin: admin_serv
     ).prompt_template
     assert terse.built_in and terse.response_style == pb.RESPONSE_STYLE_CONCISE and "{query}" in terse.user_prompt
 
-    deleted = await refused(
-        admin.DeletePromptTemplate(admin_pb.DeletePromptTemplateRequest(name="promptTemplates/rag-v1"))
-    )
+    deleted = await refused(admin.DeletePromptTemplate(admin_pb.DeletePromptTemplateRequest(name="promptTemplates/rag-v1")))
     assert (deleted.code, deleted.reason) == (grpc.StatusCode.FAILED_PRECONDITION, "BUILT_IN_TEMPLATE")
     changed = await refused(
         admin.UpdatePromptTemplate(
@@ -102,9 +99,7 @@ async def test_the_built_in_templates_are_listed_and_read_only(admin: admin_serv
     )
     assert (changed.code, changed.reason) == (grpc.StatusCode.FAILED_PRECONDITION, "BUILT_IN_TEMPLATE")
     shadowed = await refused(
-        admin.CreatePromptTemplate(
-            admin_pb.CreatePromptTemplateRequest(prompt_template_id="rag-v1", prompt_template=template())
-        )
+        admin.CreatePromptTemplate(admin_pb.CreatePromptTemplateRequest(prompt_template_id="rag-v1", prompt_template=template()))
     )
     assert shadowed.code == grpc.StatusCode.ALREADY_EXISTS
     assert (
@@ -117,9 +112,7 @@ async def test_templates_that_cannot_render_or_do_not_exist_are_refused(
 ) -> None:
     missing = await refused(
         admin.CreatePromptTemplate(
-            admin_pb.CreatePromptTemplateRequest(
-                prompt_template_id="no-context", prompt_template=template("Question: {query}")
-            )
+            admin_pb.CreatePromptTemplateRequest(prompt_template_id="no-context", prompt_template=template("Question: {query}"))
         )
     )
     assert (missing.code, missing.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "VALIDATION_ERROR")
@@ -135,9 +128,7 @@ async def test_templates_that_cannot_render_or_do_not_exist_are_refused(
         )
         assert expected in violations(bad)["prompt_template.user_prompt"]
     bad_id = await refused(
-        admin.CreatePromptTemplate(
-            admin_pb.CreatePromptTemplateRequest(prompt_template_id="Bad_Id", prompt_template=template())
-        )
+        admin.CreatePromptTemplate(admin_pb.CreatePromptTemplateRequest(prompt_template_id="Bad_Id", prompt_template=template()))
     )
     assert "prompt_template_id" in violations(bad_id)
 
@@ -206,9 +197,7 @@ async def test_a_template_update_changes_the_simulation_and_drops_its_cached_ans
     refusal = await refused(
         admin.UpdatePromptTemplate(
             admin_pb.UpdatePromptTemplateRequest(
-                prompt_template=admin_pb.PromptTemplate(
-                    name="promptTemplates/ops-runbook", user_prompt="{context} only"
-                ),
+                prompt_template=admin_pb.PromptTemplate(name="promptTemplates/ops-runbook", user_prompt="{context} only"),
                 update_mask=field_mask_pb2.FieldMask(paths=["user_prompt"]),
             )
         )
@@ -234,7 +223,7 @@ async def test_a_template_update_changes_the_simulation_and_drops_its_cached_ans
 async def test_a_templates_stop_sequences_and_citation_policy_are_checked_and_changed_by_mask(
     admin: admin_service_pb2_grpc.AdminServiceStub,
 ) -> None:
-    built_in = (await admin.GetPromptTemplate(admin_pb.GetPromptTemplateRequest(name="promptTemplates/rag-v1")))
+    built_in = await admin.GetPromptTemplate(admin_pb.GetPromptTemplateRequest(name="promptTemplates/rag-v1"))
     assert list(built_in.prompt_template.stop_sequences) == ["\n\n[Question]"], "seed 002's stop, in English"
     assert built_in.prompt_template.citation_policy == pb.CITATION_POLICY_UNSPECIFIED, "the server's default"
 
@@ -242,9 +231,7 @@ async def test_a_templates_stop_sequences_and_citation_policy_are_checked_and_ch
     too_many.stop_sequences.extend(["a", "", "x" * 65, "b", "c"])
     bad = violations(
         await refused(
-            admin.CreatePromptTemplate(
-                admin_pb.CreatePromptTemplateRequest(prompt_template_id="stops", prompt_template=too_many)
-            )
+            admin.CreatePromptTemplate(admin_pb.CreatePromptTemplateRequest(prompt_template_id="stops", prompt_template=too_many))
         )
     )
     assert bad == {
@@ -256,9 +243,7 @@ async def test_a_templates_stop_sequences_and_citation_policy_are_checked_and_ch
     unknown.citation_policy = 7  # type: ignore[assignment]  # a number a newer client may send
     assert violations(
         await refused(
-            admin.CreatePromptTemplate(
-                admin_pb.CreatePromptTemplateRequest(prompt_template_id="stops", prompt_template=unknown)
-            )
+            admin.CreatePromptTemplate(admin_pb.CreatePromptTemplateRequest(prompt_template_id="stops", prompt_template=unknown))
         )
     ) == {"prompt_template.citation_policy": "unsupported value 7"}
 
@@ -323,9 +308,7 @@ async def test_ranking_weights_are_validated_and_rank_the_next_query(
     zero = await refused(
         admin.UpdateRankingWeights(admin_pb.UpdateRankingWeightsRequest(ranking_weights=admin_pb.RankingWeights()))
     )
-    assert set(violations(zero)) == {
-        f"ranking_weights.{w}" for w in ("similarity_weight", "recency_weight", "trust_weight")
-    }
+    assert set(violations(zero)) == {f"ranking_weights.{w}" for w in ("similarity_weight", "recency_weight", "trust_weight")}
     assert admin_server.components.retriever.weights == RankingWeights(), "a refused update changes nothing"
 
     # Two documents: the more similar one is barely trusted, the trusted one is less similar.
@@ -407,9 +390,7 @@ async def test_templates_and_weights_survive_a_restart(tmp_path: Path) -> None:
 
     async with running_server(tmp_path) as server, connected(server) as stubs:
         admin = stubs.admin
-        kept = (
-            await admin.GetPromptTemplate(admin_pb.GetPromptTemplateRequest(name="promptTemplates/kept"))
-        ).prompt_template
+        kept = (await admin.GetPromptTemplate(admin_pb.GetPromptTemplateRequest(name="promptTemplates/kept"))).prompt_template
         assert (kept.display_name, kept.instructions, kept.user_prompt) == ("Ops", "- Answer like a runbook.", USER)
         assert list(kept.stop_sequences) == ["\n\nQuestion for", "END"]
         assert kept.citation_policy == pb.CITATION_POLICY_DROP_INVALID

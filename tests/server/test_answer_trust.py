@@ -48,9 +48,11 @@ async def rows(server: RagServer, tenant: str = "default") -> list[dict[str, Any
 
 
 async def test_self_score_and_follow_ups_come_from_the_model(tmp_path: Path) -> None:
+    """The rule reader's confidence weighs the model's self-score (the trained reader's is P(answer right))."""
     async with ScriptedOpenAIServer(deltas=scripted(["The overall confidence is 30 times the retrieval score [#1]."])) as llm:
-        async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url,
-                                  llm_self_score=True, follow_up_count=2) as server:
+        async with running_server(
+            tmp_path, generator="openai", openai_base_url=llm.base_url, llm_self_score=True, follow_up_count=2, reader="rules"
+        ) as server:
             answer = await ask(server)
     assert answer.grounded and answer.confidence.llm == 85.0
     c = answer.confidence
@@ -63,8 +65,9 @@ async def test_self_score_and_follow_ups_come_from_the_model(tmp_path: Path) -> 
 async def test_an_unparsable_self_score_falls_back_to_the_answers_support(tmp_path: Path) -> None:
     reply = "The confidence score is computed from coverage [#1]."
     async with ScriptedOpenAIServer(deltas=scripted([reply], score="no idea")) as llm:
-        async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url,
-                                  llm_self_score=True, default_llm_score=50.0) as server:
+        async with running_server(
+            tmp_path, generator="openai", openai_base_url=llm.base_url, llm_self_score=True, default_llm_score=50.0
+        ) as server:
             answer = await ask(server)
     # No model scored the answer: the mean of its support for the question (1: "confidence", "score" and
     # "computed" are all in it) and the evidence's answerability (above 0: the gate let it through) takes the place
@@ -76,8 +79,7 @@ async def test_an_unparsable_self_score_falls_back_to_the_answers_support(tmp_pa
 async def test_a_hallucinated_marker_is_rerun_with_the_strict_prompt(tmp_path: Path) -> None:
     replies = ["Confidence comes from the moon [#7].", "The overall confidence is 30 times the retrieval score [#1]."]
     async with ScriptedOpenAIServer(deltas=scripted(replies)) as llm:
-        async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url,
-                                  hallucination_retries=2) as server:
+        async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url, hallucination_retries=2) as server:
             async with connected(server) as stubs:
                 messages = [m async for m in stubs.rag.AskStream(pb.AskStreamRequest(query=QUESTION), timeout=30)]
     streamed = "".join(m.text_delta for m in messages if m.HasField("text_delta"))
@@ -92,8 +94,9 @@ async def test_a_hallucinated_marker_is_rerun_with_the_strict_prompt(tmp_path: P
 async def test_a_marker_that_stays_invalid_is_stripped_with_a_disclaimer(tmp_path: Path) -> None:
     bad = "The retrieval score counts 30 percent [#1] and the moon decides the rest [#9]."
     async with ScriptedOpenAIServer(deltas=scripted([bad, bad])) as llm:
-        async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url,
-                                  hallucination_retries=1, citation_policy="strict") as server:
+        async with running_server(
+            tmp_path, generator="openai", openai_base_url=llm.base_url, hallucination_retries=1, citation_policy="strict"
+        ) as server:
             answer = await ask(server, explain=True)
     draft = answer.explanation.draft
     assert "[#9]" not in draft and "[#1]" in draft and "needs verification" in draft, "operators see the draft"
@@ -106,7 +109,9 @@ async def test_a_marker_that_stays_invalid_is_stripped_with_a_disclaimer(tmp_pat
 async def test_every_outcome_writes_an_answers_row(tmp_path: Path) -> None:
     replies = ["The overall confidence is 30 times the retrieval score [#1].", "Partial answer that then fails"]
     async with ScriptedOpenAIServer(deltas=scripted(replies)) as llm:
-        async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url) as server:
+        # every grounded answer CITEd (threshold 0): "answered", not "routed", whatever the reader's P(right)
+        settings = {"generator": "openai", "openai_base_url": llm.base_url, "confidence_threshold": 0}
+        async with running_server(tmp_path, **settings) as server:
             await ask(server)  # answered
             await ask(server, query="Best recipe for banana bread?")  # refused by the gate
             await ask(server, tenant_id="empty-tenant")  # no chunks
@@ -129,8 +134,14 @@ async def test_every_outcome_writes_an_answers_row(tmp_path: Path) -> None:
 
 async def test_gate_refusals_never_call_the_llm(tmp_path: Path) -> None:
     async with ScriptedOpenAIServer(deltas=scripted([])) as llm:
-        async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url,
-                                  llm_self_score=True, follow_up_count=2, hallucination_retries=2) as server:
+        async with running_server(
+            tmp_path,
+            generator="openai",
+            openai_base_url=llm.base_url,
+            llm_self_score=True,
+            follow_up_count=2,
+            hallucination_retries=2,
+        ) as server:
             gate = await ask(server, query="Best recipe for banana bread?")
             none = await ask(server, tenant_id="nobody")
     assert gate.refusal_reason == pb.REFUSAL_REASON_SCORE_GATE and none.refusal_reason == pb.REFUSAL_REASON_NO_CHUNKS
@@ -138,8 +149,11 @@ async def test_gate_refusals_never_call_the_llm(tmp_path: Path) -> None:
 
 
 async def test_a_session_reuses_its_stored_history(tmp_path: Path) -> None:
-    replies = ["The overall confidence is 30 times the retrieval score [#1].", "Coverage counts 40 percent [#1].",
-               "Coverage counts 40 percent [#1]."]
+    replies = [
+        "The overall confidence is 30 times the retrieval score [#1].",
+        "Coverage counts 40 percent [#1].",
+        "Coverage counts 40 percent [#1].",
+    ]
     follow_up = "How much does coverage count in the confidence score?"
     session = str(uuid.uuid4())
     async with ScriptedOpenAIServer(deltas=scripted(replies)) as llm:
@@ -156,23 +170,33 @@ async def test_a_session_reuses_its_stored_history(tmp_path: Path) -> None:
 
 async def test_routes_go_to_the_owner_of_the_primary_tag(tmp_path: Path) -> None:
     owners = tmp_path / "owners.json"
-    owners.write_text(json.dumps({"users": [{"id": "u7", "email": "travel-lead@example.com"}],
-                                  "tags": [{"name": "travel", "owner_user_id": "u7"}]}))
+    owners.write_text(
+        json.dumps(
+            {"users": [{"id": "u7", "email": "travel-lead@example.com"}], "tags": [{"name": "travel", "owner_user_id": "u7"}]}
+        )
+    )
     # RAG_CONFIDENCE_THRESHOLD is at most 100; the extractive answer's confidence is at most 85 (its self-score is
     # the default 50), so every answer here is ROUTEd.
     async with running_server(tmp_path / "data", owners_file=str(owners), confidence_threshold=100.0) as server:
         async with connected(server) as stubs:
-            document = index_pb.Document(document_id="travel", name="travel.md", media_type="text/markdown",
-                                         tags=["travel"],
-                                         content=b"# Travel\n\nFlights are booked through the travel desk two weeks ahead.")
+            document = index_pb.Document(
+                document_id="travel",
+                name="travel.md",
+                media_type="text/markdown",
+                tags=["travel"],
+                content=b"# Travel\n\nFlights are booked through the travel desk two weeks ahead.",
+            )
             await stubs.index.IngestDocuments(index_pb.IngestDocumentsRequest(tenant_id="acme", documents=[document]))
         routed = await ask(server, query="How are flights booked?", tenant_id="acme", user_tags=["travel"])
         fallback = await ask(server)  # the demo corpus has no tags: admin fallback
     assert routed.action == pb.ACTION_ROUTE and routed.grounded
     assert (routed.route.tag, routed.route.owner_user_id, routed.route.owner_email, routed.route.fallback) == (
-        "travel", "u7", "travel-lead@example.com", False,
+        "travel",
+        "u7",
+        "travel-lead@example.com",
+        False,
     )
-    assert routed.route.reason.startswith("Low confidence:")
+    assert routed.route.reason.startswith("Confidence ") and "the least an answer is cited with" in routed.route.reason
     assert fallback.route.fallback and fallback.route.owner_email == "admin@example.com" and fallback.route.tag == "system"
 
 
@@ -190,8 +214,12 @@ async def test_citations_only_ever_point_into_the_prompt(tmp_path: Path, reply: 
     async with ScriptedOpenAIServer(deltas=lambda body: [reply(body["messages"][-1]["content"].count("<<<"))]) as llm:
         async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url) as server:
             async with connected(server) as stubs:
-                secret = index_pb.Document(document_id="secret", name="s.md", media_type="text/markdown",
-                                           content=b"# Confidence\n\nThe confidence score is computed by the secret formula.")
+                secret = index_pb.Document(
+                    document_id="secret",
+                    name="s.md",
+                    media_type="text/markdown",
+                    content=b"# Confidence\n\nThe confidence score is computed by the secret formula.",
+                )
                 await stubs.index.IngestDocuments(index_pb.IngestDocumentsRequest(tenant_id="other", documents=[secret]))
             answer = await ask(server, explain=True)
     packed = {c.marker: c.source_id for c in answer.explanation.packed_chunks}

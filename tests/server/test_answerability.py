@@ -33,10 +33,8 @@ async def ask(stubs: object, query: str, tenant: str = "") -> pb.Answer:
 async def test_the_travel_policy_question_is_answered_from_the_travel_policy(tmp_path: Path) -> None:
     async with running_server(tmp_path, demo_corpus=False) as server, connected(server) as stubs:
         documents = [
-            index_pb.Document(document_id="travel", content=TRAVEL_POLICY, media_type="text/markdown",
-                              title="Travel Policy"),
-            index_pb.Document(document_id="expenses", content=EXPENSES, media_type="text/markdown",
-                              title="Expense Reports"),
+            index_pb.Document(document_id="travel", content=TRAVEL_POLICY, media_type="text/markdown", title="Travel Policy"),
+            index_pb.Document(document_id="expenses", content=EXPENSES, media_type="text/markdown", title="Expense Reports"),
         ]
         await stubs.index.IngestDocuments(index_pb.IngestDocumentsRequest(tenant_id="acme", documents=documents))
 

@@ -54,8 +54,9 @@ async def test_a_given_embedder_embeds_the_corpus_and_the_questions(tmp_path: Pa
         timings = answer.timings
         assert 0 < timings.embedding.ToNanoseconds() <= timings.retrieval.ToNanoseconds()
         assert timings.validation.ToNanoseconds() > 0
-        assert timings.total.ToNanoseconds() >= (timings.retrieval.ToNanoseconds() + timings.budget.ToNanoseconds()
-                                                 + timings.generation.ToNanoseconds())
+        assert timings.total.ToNanoseconds() >= (
+            timings.retrieval.ToNanoseconds() + timings.budget.ToNanoseconds() + timings.generation.ToNanoseconds()
+        )
     assert not embedder.closed, "an embedder the caller gave stays the caller's to close"
 
 

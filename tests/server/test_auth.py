@@ -27,8 +27,7 @@ KEYS = {
         {"name": "acme-finance", "token": "tok-finance", "tenant": "acme", "tags": ["finance"]},
         {"name": "acme-plain", "token": "tok-plain", "tenant": "acme", "tags": []},
         # Stored as a digest: the file need not hold the secret.
-        {"name": "acme-admin", "token_sha256": token_digest("tok-admin"), "tenant": "acme", "tags": ["*"],
-         "index": True},
+        {"name": "acme-admin", "token_sha256": token_digest("tok-admin"), "tenant": "acme", "tags": ["*"], "index": True},
     ]
 }
 QUESTION = "What is the travel budget for the finance team?"
@@ -44,9 +43,7 @@ def bearer(token: str) -> tuple[tuple[str, str], ...]:
 async def auth_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RagServer]:
     keys_file = tmp_path_factory.mktemp("keys") / "keys.json"
     keys_file.write_text(json.dumps(KEYS))
-    async with running_server(
-        tmp_path_factory.mktemp("auth-data"), auth_enabled=True, api_keys_file=str(keys_file)
-    ) as server:
+    async with running_server(tmp_path_factory.mktemp("auth-data"), auth_enabled=True, api_keys_file=str(keys_file)) as server:
         await ingest_finance_and_hr(server, "tok-admin")
         yield server
 
@@ -92,8 +89,11 @@ async def test_a_call_without_a_token_is_unauthenticated(rag) -> None:
     assert dict(await call.initial_metadata())["x-request-id"], "a refused call still gets its request id"
 
 
-@pytest.mark.parametrize("metadata", [bearer("tok-wrong"), (("authorization", "Basic dG9rLWFkbWlu"),),
-                                      (("authorization", "Bearer"),)], ids=["unknown", "basic", "empty"])
+@pytest.mark.parametrize(
+    "metadata",
+    [bearer("tok-wrong"), (("authorization", "Basic dG9rLWFkbWlu"),), (("authorization", "Bearer"),)],
+    ids=["unknown", "basic", "empty"],
+)
 async def test_a_bad_token_is_unauthenticated(rag, metadata) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         async for _ in rag.AskStream(pb.AskStreamRequest(query=QUESTION), metadata=metadata, timeout=10):

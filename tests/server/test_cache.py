@@ -17,11 +17,15 @@ from tests.support.servers import Stubs, connected, running_server
 
 @pytest.fixture(scope="module")
 async def cached(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RagServer]:
+    # Every grounded answer CITEd, so cacheable whatever the reader's calibration.
     async with running_server(tmp_path_factory.mktemp("cache-data"), cache_max_entries=100) as server:
         async with connected(server) as stubs:
             for tenant, amount in (("acme", "12000"), ("globex", "300")):
                 document = index_pb.Document(
-                    document_id="travel", name="travel.md", media_type="text/markdown", tags=["finance"],
+                    document_id="travel",
+                    name="travel.md",
+                    media_type="text/markdown",
+                    tags=["finance"],
                     content=f"# Travel\n\nThe travel budget of the finance team is {amount} euros a quarter.".encode(),
                 )
                 await stubs.index.IngestDocuments(

@@ -54,8 +54,10 @@ async def test_the_llm_classifies_when_one_is_configured(tmp_path: Path) -> None
 
 
 async def test_a_clarification_is_searched_with_the_previous_user_turn(tmp_path: Path) -> None:
-    history = [pb.ChatMessage(role=pb.ROLE_USER, content="How is the confidence score computed?"),
-               pb.ChatMessage(role=pb.ROLE_ASSISTANT, content="From three signals.")]
+    history = [
+        pb.ChatMessage(role=pb.ROLE_USER, content="How is the confidence score computed?"),
+        pb.ChatMessage(role=pb.ROLE_ASSISTANT, content="From three signals."),
+    ]
     async with running_server(tmp_path) as srv:
         alone = await ask(srv, query="And why is that?")
         followed = await ask(srv, query="And why is that?", chat_history=history)
@@ -66,8 +68,9 @@ async def test_a_clarification_is_searched_with_the_previous_user_turn(tmp_path:
 
 async def test_cost_estimate_from_the_price_table(tmp_path: Path) -> None:
     async with ScriptedOpenAIServer(deltas=llm()) as model:
-        async with running_server(tmp_path, generator="openai", openai_base_url=model.base_url,
-                                  model_prices="llama3.2=1000/2000") as srv:
+        async with running_server(
+            tmp_path, generator="openai", openai_base_url=model.base_url, model_prices="llama3.2=1000/2000"
+        ) as srv:
             answer = await ask(srv)
     usage = answer.usage
     assert usage.prompt_tokens > 0 and usage.completion_tokens > 0
@@ -80,8 +83,7 @@ async def test_local_models_and_the_extractive_generator_cost_nothing(server: Ra
 
 async def test_a_retry_with_the_same_idempotency_key_gets_the_recorded_answer(tmp_path: Path) -> None:
     async with ScriptedOpenAIServer(deltas=llm()) as model:
-        async with running_server(tmp_path, generator="openai", openai_base_url=model.base_url,
-                                  cache_max_entries=100) as srv:
+        async with running_server(tmp_path, generator="openai", openai_base_url=model.base_url, cache_max_entries=100) as srv:
             first = await ask(srv, idempotency_key="order-42", explain=True)  # explain bypasses the plain cache
             retry = await ask(srv, idempotency_key="order-42", explain=True)
             other_tenant = await ask(srv, idempotency_key="order-42", explain=True, tenant_id="nobody")

@@ -36,8 +36,11 @@ class Mode:
     llm: ScriptedOpenAIServer | None
 
     def condensing_requests(self) -> list[str]:
-        prompts = [r.body["messages"][-1]["content"] for r in (self.llm.requests if self.llm else [])
-                   if r.path.endswith("/chat/completions")]
+        prompts = [
+            r.body["messages"][-1]["content"]
+            for r in (self.llm.requests if self.llm else [])
+            if r.path.endswith("/chat/completions")
+        ]
         return [prompt for prompt in prompts if CONDENSING in prompt]
 
 

@@ -19,9 +19,12 @@ SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.Health
 
 async def test_llm_outage_is_reported_by_health_and_by_ask(tmp_path) -> None:
     async with ScriptedOpenAIServer(deltas=("Answer", " [#1]"), models=("llama3.2",)) as llm:
-        async with running_server(
-            tmp_path, generator="openai", openai_base_url=llm.base_url, health_probe_interval_s=PROBE_INTERVAL_S
-        ) as server, connected(server) as stubs:
+        async with (
+            running_server(
+                tmp_path, generator="openai", openai_base_url=llm.base_url, health_probe_interval_s=PROBE_INTERVAL_S
+            ) as server,
+            connected(server) as stubs,
+        ):
             health = stubs.health
             for service in ("", "ragsvc.v1.RagService", "llm", "retrieval"):
                 await wait_for_health(health, service, SERVING, within_s=1)

@@ -24,8 +24,9 @@ def handbook_docx() -> bytes:
     document.add_heading("Hotels", level=1)
     document.add_paragraph("Hotel nights are reimbursed up to the city's limit, with an itemised receipt.")
     table = document.add_table(rows=3, cols=2)
-    for row, (city, limit) in zip(table.rows, [("City", "Nightly hotel limit"), ("Paris", "210 euros"),
-                                               ("Berlin", "150 euros")], strict=True):
+    for row, (city, limit) in zip(
+        table.rows, [("City", "Nightly hotel limit"), ("Paris", "210 euros"), ("Berlin", "150 euros")], strict=True
+    ):
         row.cells[0].text, row.cells[1].text = city, limit
     buffer = io.BytesIO()
     document.save(buffer)

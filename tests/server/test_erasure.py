@@ -93,9 +93,7 @@ def _sqlite_dump(path: Path) -> str:
 async def _postgres_dump(url: str) -> str:
     connection = await asyncpg.connect(url)
     try:
-        tables = await connection.fetch(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
-        )
+        tables = await connection.fetch("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")
         assert {t["table_name"] for t in tables} >= {"answers", "sessions", "session_messages", "operations"}
         return "".join([repr(await connection.fetch(f'SELECT * FROM "{t["table_name"]}"')) for t in tables])
     finally:
@@ -122,9 +120,7 @@ def _memory_dump(store: AnswerStore | None) -> str:
 
 
 @pytest.fixture(params=["embedded", "shared"])
-async def deployment(
-    request: pytest.FixtureRequest, tmp_path: Path, embedder: MiniLMEmbedder
-) -> AsyncIterator[Deployment]:
+async def deployment(request: pytest.FixtureRequest, tmp_path: Path, embedder: MiniLMEmbedder) -> AsyncIterator[Deployment]:
     """A server on SQLite with in-memory caches, or on PostgreSQL and Redis (both with the cache on)."""
     keys_file = tmp_path / "keys.json"
     keys_file.write_text(json.dumps(KEYS))

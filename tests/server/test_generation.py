@@ -61,16 +61,19 @@ async def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     backend: Backend = request.param
     async with backend.server(models=("llama3.2", "qwen3:8b")) as llm:
         url = {"ollama_base_url": llm.base_url} if backend is OLLAMA else {"openai_base_url": llm.base_url}
-        async with running_server(
-            Path(tmp_path_factory.mktemp(f"generation-{backend.name}")),
-            generator=backend.name,
-            models=DEFAULT_MODELS + ",tiny=1024/256",
-            fallback_model="qwen3:8b",
-            health_probe_interval_s=3600.0,
-            model_list_ttl_s=3600.0,
-            llm_retry_backoff_s=0.01,
-            **url,
-        ) as server, connected(server) as stubs:
+        async with (
+            running_server(
+                Path(tmp_path_factory.mktemp(f"generation-{backend.name}")),
+                generator=backend.name,
+                models=DEFAULT_MODELS + ",tiny=1024/256",
+                fallback_model="qwen3:8b",
+                health_probe_interval_s=3600.0,
+                model_list_ttl_s=3600.0,
+                llm_retry_backoff_s=0.01,
+                **url,
+            ) as server,
+            connected(server) as stubs,
+        ):
             yield Stack(backend, llm, server, stubs.rag)
 
 
@@ -194,8 +197,9 @@ async def test_invalid_citations_are_dropped_by_default_and_refused_when_a_reque
 
 async def test_temperature_and_seed_reach_the_llm(stack: Stack) -> None:
     stack.script()
-    options = pb.GenerationOptions(temperature=0.0, seed=99, model="qwen3:8b", template_id="rag-v1-detailed",
-                                   citation_style=pb.CITATION_STYLE_SOURCE_ID)
+    options = pb.GenerationOptions(
+        temperature=0.0, seed=99, model="qwen3:8b", template_id="rag-v1-detailed", citation_style=pb.CITATION_STYLE_SOURCE_ID
+    )
     answer = (await stack.stub.Ask(pb.AskRequest(query=QUESTION, generation=options), timeout=30)).answer
     body = stack.chats()[-1].body
     sampling = body if stack.backend.name == "openai" else body["options"]
@@ -206,8 +210,11 @@ async def test_temperature_and_seed_reach_the_llm(stack: Stack) -> None:
 
 async def test_dry_run_sends_nothing_to_the_llm(stack: Stack) -> None:
     requests_before = len(stack.llm.requests)
-    request = pb.AskRequest(query=QUESTION, dry_run=True, generation=pb.GenerationOptions(model="qwen3:8b",
-                            template_id="rag-v1-terse", strictness=pb.STRICTNESS_LENIENT))
+    request = pb.AskRequest(
+        query=QUESTION,
+        dry_run=True,
+        generation=pb.GenerationOptions(model="qwen3:8b", template_id="rag-v1-terse", strictness=pb.STRICTNESS_LENIENT),
+    )
     answer = (await stack.stub.Ask(request, timeout=30)).answer
     assert len(stack.llm.requests) == requests_before
     assert answer.text == "" and answer.model == f"{stack.backend.name}:qwen3:8b"

@@ -21,11 +21,21 @@ from tests.support.cli import run_cli
 def test_the_defaults_build_the_whole_chain() -> None:
     hardening = Hardening.build(Settings.of())
     names = [type(unit).__name__ for unit in hardening.interceptors]
-    assert names == ["RequestIdInterceptor", "RequestLogInterceptor", "MetricsInterceptor",
-                     "RateLimitInterceptor", "ConcurrencyLimitInterceptor"]
+    assert names == [
+        "RequestIdInterceptor",
+        "RequestLogInterceptor",
+        "MetricsInterceptor",
+        "RateLimitInterceptor",
+        "ConcurrencyLimitInterceptor",
+    ]
     assert hardening.credentials is None and hardening.settings.hardening.keys is None
-    settings = Settings.of(auth_enabled=True, api_keys='{"keys": [{"token": "t", "tenant": "a"}]}',
-                           cache_max_entries=0, rate_limit_per_minute=0, request_log=False)
+    settings = Settings.of(
+        auth_enabled=True,
+        api_keys='{"keys": [{"token": "t", "tenant": "a"}]}',
+        cache_max_entries=0,
+        rate_limit_per_minute=0,
+        request_log=False,
+    )
     names = [type(unit).__name__ for unit in Hardening.build(settings).interceptors]
     assert names == ["RequestIdInterceptor", "MetricsInterceptor", "AuthInterceptor", "ConcurrencyLimitInterceptor"]
 
@@ -33,8 +43,13 @@ def test_the_defaults_build_the_whole_chain() -> None:
 def test_transport_options_come_from_the_settings() -> None:
     options = dict(
         server_options(
-            Settings.of(max_receive_message_bytes=1000, max_send_message_bytes=2000, keepalive_time_s=30,
-                        keepalive_timeout_s=5, keepalive_min_ping_interval_s=15).hardening
+            Settings.of(
+                max_receive_message_bytes=1000,
+                max_send_message_bytes=2000,
+                keepalive_time_s=30,
+                keepalive_timeout_s=5,
+                keepalive_min_ping_interval_s=15,
+            ).hardening
         )
     )
     assert options["grpc.max_receive_message_length"] == 1000 and options["grpc.max_send_message_length"] == 2000

@@ -104,13 +104,26 @@ async def test_each_name_says_what_its_callers_need(
 async def test_serving_means_it_can_answer_when_the_llm_is_down(
     fallback: bool, backends: tuple[ScriptedOpenAIServer, ScriptedOpenAIServer], tmp_path: Path
 ) -> None:
-    """"" says whether this replica can answer: with the fallback it does (degraded), without it it cannot."""
+    """ "" says whether this replica can answer: with the fallback it does (degraded), without it it cannot."""
     llm, emb = backends
     settings = Settings.of(
-        grpc_address="127.0.0.1:0", data_dir=tmp_path, request_log=False, health_probe_interval_s=60.0,
-        generator="openai", openai_base_url=llm.base_url, llm_classify=False, llm_self_score=False,
-        follow_up_count=0, embedder="openai", embedding_base_url=emb.base_url, fallback_extractive=fallback,
-        score_gate=0.0, min_similarity=0.0, answerability_gate=False, cache_max_entries=0, rate_limit_per_minute=0,
+        grpc_address="127.0.0.1:0",
+        data_dir=tmp_path,
+        request_log=False,
+        health_probe_interval_s=60.0,
+        generator="openai",
+        openai_base_url=llm.base_url,
+        llm_classify=False,
+        llm_self_score=False,
+        follow_up_count=0,
+        embedder="openai",
+        embedding_base_url=emb.base_url,
+        fallback_extractive=fallback,
+        score_gate=0.0,
+        min_similarity=0.0,
+        answerability_gate=False,
+        cache_max_entries=0,
+        rate_limit_per_minute=0,
     )
     server = await RagServer.start(settings)
     try:

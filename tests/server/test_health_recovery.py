@@ -21,9 +21,12 @@ async def test_watch_sees_the_llm_server_stop_and_come_back(tmp_path) -> None:
     await llm.__aenter__()
     port = llm.port
     try:
-        async with running_server(
-            tmp_path, generator="openai", openai_base_url=llm.base_url, health_probe_interval_s=PROBE_INTERVAL_S
-        ) as server, connected(server) as stubs:
+        async with (
+            running_server(
+                tmp_path, generator="openai", openai_base_url=llm.base_url, health_probe_interval_s=PROBE_INTERVAL_S
+            ) as server,
+            connected(server) as stubs,
+        ):
             health = stubs.health
             overall = health.Watch(health_pb2.HealthCheckRequest(service=""))
             component = health.Watch(health_pb2.HealthCheckRequest(service="llm"))

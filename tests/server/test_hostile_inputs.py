@@ -77,7 +77,8 @@ async def test_200000_nested_divs_are_refused_at_once_naming_the_depth_limit(stu
     [result] = await ingest(stubs, "bad-divs", document("nested", page, "text/html"))
     failure = refusal(result)
     assert (failure.reason, dict(failure.metadata)) == (
-        "DOCUMENT_LIMIT_EXCEEDED", {"limit": "RAG_INGEST_MAX_HTML_DEPTH", "maximum": "1000"}
+        "DOCUMENT_LIMIT_EXCEEDED",
+        {"limit": "RAG_INGEST_MAX_HTML_DEPTH", "maximum": "1000"},
     )
     assert [v.field for v in failure.field_violations] == ["documents[0].content"]
     assert result.elapsed.ToTimedelta().total_seconds() < 5, "refused before the parser saw it"

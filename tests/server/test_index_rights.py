@@ -42,8 +42,14 @@ async def stubs(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     (tmp_path / "keys.json").write_text(json.dumps(KEYS))
     try:
         async with (
-            running_server(tmp_path / "data", embedder=shared_embedder(), engine=engine, demo_corpus=False,
-                           auth_enabled=True, api_keys_file=str(tmp_path / "keys.json")) as server,  # fmt: skip
+            running_server(
+                tmp_path / "data",
+                embedder=shared_embedder(),
+                engine=engine,
+                demo_corpus=False,
+                auth_enabled=True,
+                api_keys_file=str(tmp_path / "keys.json"),
+            ) as server,  # fmt: skip
             connected(server) as stubs,
         ):
             yield stubs

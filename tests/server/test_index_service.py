@@ -85,19 +85,25 @@ async def test_empty_batch_is_invalid_argument(index_stub) -> None:
 
 
 def markdown(document_id: str, text: str, **fields: object) -> index_pb.Document:
-    return index_pb.Document(document_id=document_id, name=f"{document_id}.md", content=text.encode(),
-                             media_type="text/markdown", **fields)  # type: ignore[arg-type]
+    return index_pb.Document(
+        document_id=document_id, name=f"{document_id}.md", content=text.encode(), media_type="text/markdown", **fields
+    )  # type: ignore[arg-type]
 
 
 async def test_documents_are_listed_page_by_page_with_counts_sizes_hashes_and_times(index_stub) -> None:
     tenant = "listing"
     started = time.time()
-    texts = {name: f"# {name.title()}\n\nThe {name} notes say {name} happens on Mondays.\n" for name in
-             ("delta", "alpha", "echo", "charlie", "bravo")}
+    texts = {
+        name: f"# {name.title()}\n\nThe {name} notes say {name} happens on Mondays.\n"
+        for name in ("delta", "alpha", "echo", "charlie", "bravo")
+    }
     texts["alpha"] += "\n## More\n\nA second section makes a second chunk.\n"
-    await index_stub.IngestDocuments(index_pb.IngestDocumentsRequest(
-        tenant_id=tenant, documents=[markdown(name, text, tags=["ops"]) for name, text in texts.items()]
-    ), timeout=60)
+    await index_stub.IngestDocuments(
+        index_pb.IngestDocumentsRequest(
+            tenant_id=tenant, documents=[markdown(name, text, tags=["ops"]) for name, text in texts.items()]
+        ),
+        timeout=60,
+    )
 
     pages: list[list[str]] = []
     token = ""
@@ -159,8 +165,16 @@ BIG = "".join(
 ).encode()
 
 
-def pieces(document: index_pb.Document, content: bytes, *, start: int = 0, size: int = 4096, finish: bool = True,
-           tenant: str = "archive", sha: str = "") -> list[index_pb.UploadDocumentRequest]:
+def pieces(
+    document: index_pb.Document,
+    content: bytes,
+    *,
+    start: int = 0,
+    size: int = 4096,
+    finish: bool = True,
+    tenant: str = "archive",
+    sha: str = "",
+) -> list[index_pb.UploadDocumentRequest]:
     """The messages of an upload of content[start:], the first carrying the document."""
     messages = []
     for offset in range(start, len(content), size):
@@ -182,8 +196,9 @@ async def stream(messages: Sequence[index_pb.UploadDocumentRequest]) -> AsyncIte
 @pytest.fixture(scope="module")
 async def upload_stub(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[index_service_pb2_grpc.IndexServiceStub]:
     data = tmp_path_factory.mktemp("upload-data")
-    async with running_server(data, demo_corpus=False, max_receive_message_bytes=LIMIT,
-                              max_document_bytes=len(BIG) + 10) as server:
+    async with running_server(
+        data, demo_corpus=False, max_receive_message_bytes=LIMIT, max_document_bytes=len(BIG) + 10
+    ) as server:
         async with connected(server) as stubs:
             yield stubs.index
 
@@ -201,12 +216,13 @@ async def test_a_document_larger_than_the_message_limit_is_ingested_in_pieces(up
     assert response.committed_size == len(BIG) > 3 * LIMIT
     assert response.result.document_id == "shipments" and not response.result.error
     assert response.result.chunks_indexed >= 20
-    indexed = (await upload_stub.GetDocument(
-        index_pb.GetDocumentRequest(tenant_id="archive", document_id="shipments"), timeout=30)).document
-    assert (indexed.size_bytes, indexed.content_sha256, indexed.chunk_count) == (
-        len(BIG), sha, response.result.chunks_indexed)
+    indexed = (
+        await upload_stub.GetDocument(index_pb.GetDocumentRequest(tenant_id="archive", document_id="shipments"), timeout=30)
+    ).document
+    assert (indexed.size_bytes, indexed.content_sha256, indexed.chunk_count) == (len(BIG), sha, response.result.chunks_indexed)
     status = await upload_stub.GetUploadStatus(
-        index_pb.GetUploadStatusRequest(tenant_id="archive", document_id="shipments"), timeout=30)
+        index_pb.GetUploadStatusRequest(tenant_id="archive", document_id="shipments"), timeout=30
+    )
     assert status.committed_size == 0, "a finished upload leaves nothing behind"
 
 
@@ -230,8 +246,9 @@ async def test_an_interrupted_upload_resumes_where_it_stopped(upload_stub) -> No
     sha = hashlib.sha256(content).hexdigest()
     done = await upload_stub.UploadDocument(stream(pieces(document, content, start=3 * 4096, sha=sha)), timeout=60)
     assert done.committed_size == len(content) and done.result.chunks_indexed > 0 and not done.result.error
-    indexed = (await upload_stub.GetDocument(
-        index_pb.GetDocumentRequest(tenant_id="archive", document_id="resumed"), timeout=30)).document
+    indexed = (
+        await upload_stub.GetDocument(index_pb.GetDocumentRequest(tenant_id="archive", document_id="resumed"), timeout=30)
+    ).document
     assert indexed.content_sha256 == sha
 
 
@@ -277,5 +294,6 @@ async def test_unfinished_uploads_survive_a_restart(tmp_path: Path) -> None:
         async with connected(server) as stubs:
             assert (await stubs.index.GetUploadStatus(status_request, timeout=30)).committed_size == 2000
             done = await stubs.index.UploadDocument(
-                stream(pieces(document, content, start=2000, size=1000, tenant="")), timeout=60)
+                stream(pieces(document, content, start=2000, size=1000, tenant="")), timeout=60
+            )
     assert done.committed_size == 3000 and not done.result.error

@@ -43,8 +43,11 @@ class Held:
     def now(cls) -> Held:
         threads = {t for t in threading.enumerate() if not t.name.startswith("asyncio_")}
         current = asyncio.current_task()
-        return cls(frozenset(os.listdir("/proc/self/fd")), frozenset(threads),
-                   frozenset(t for t in asyncio.all_tasks() if t is not current))
+        return cls(
+            frozenset(os.listdir("/proc/self/fd")),
+            frozenset(threads),
+            frozenset(t for t in asyncio.all_tasks() if t is not current),
+        )
 
 
 @contextlib.contextmanager
@@ -92,7 +95,6 @@ async def settled(before: Held) -> Held:
     return Held.now()
 
 
-
 @pytest.mark.parametrize(
     ("case", "expected"),
     [
@@ -111,10 +113,12 @@ async def test_a_start_that_fails_late_leaves_nothing_open(
             "grpc port taken": {"grpc_address": f"127.0.0.1:{taken}"},
             "metrics port taken": {"metrics_port": taken},
             "database cannot open": {"database_path": str(tmp_path / "a-file" / "ragsvc.sqlite3")},
-            "qdrant server unreachable": {"qdrant_url": f"http://127.0.0.1:{closed_port()}", "qdrant_prefer_grpc": False,
-                                          "qdrant_timeout_s": 1.0},
-            "embedding server unreachable": {"embedder": "openai",
-                                             "embedding_base_url": f"http://127.0.0.1:{closed_port()}/v1"},
+            "qdrant server unreachable": {
+                "qdrant_url": f"http://127.0.0.1:{closed_port()}",
+                "qdrant_prefer_grpc": False,
+                "qdrant_timeout_s": 1.0,
+            },
+            "embedding server unreachable": {"embedder": "openai", "embedding_base_url": f"http://127.0.0.1:{closed_port()}/v1"},
         }[case]
         (tmp_path / "a-file").write_text("a file where the database's directory should be")
         settings = Settings.of(**{**QUIET, **overrides, "data_dir": tmp_path / "data"})

@@ -92,10 +92,7 @@ async def test_the_rate_limit_is_per_client_and_says_when_to_retry(rag, limited_
 async def test_asks_beyond_the_in_flight_cap_are_refused_at_once(rag, llm, limited_stubs: Stubs) -> None:
     llm.token_delay_s = 0.05  # each stream takes ~0.5 s
     try:
-        streams = [
-            rag.AskStream(raw_stream(), metadata=bearer(f"stream-{i}"), timeout=30)
-            for i in range(MAX_IN_FLIGHT)
-        ]
+        streams = [rag.AskStream(raw_stream(), metadata=bearer(f"stream-{i}"), timeout=30) for i in range(MAX_IN_FLIGHT)]
         for stream in streams:
             assert (await stream.read()).WhichOneof("event") == "text_delta"
 

@@ -45,19 +45,38 @@ def document(document_id: str, text: str, metadata: dict[str, str | float | bool
 
 
 CORPUS = [
-    document("contract-act", "# Contract Act, section 10\n\nA valid contract requires free consent of parties "
-             "competent to contract, a lawful consideration and a lawful object.",
-             {"jurisdiction": "India", "year": 1872, "binding": True, "source_type": "statute"},
-             published_date="1872-09-01"),
-    document("uk-judgment", "# Judgment on formation\n\nThe court held that a valid contract requires offer, acceptance, "
-             "consideration and an intention to create legal relations.",
-             {"jurisdiction": "UK", "year": 2019, "binding": True, "source_type": "high_court",
-              "published_at": datetime(2019, 5, 1, 10, tzinfo=UTC)}),
-    document("blog-post", "# Contracts explained\n\nIn plain words, a valid contract requires that both sides agree "
-             "and that something of value is exchanged.",
-             {"jurisdiction": "India", "year": 2024, "binding": False}, published_date="2024-03-01"),
-    document("study-notes", "# Study notes on contracts\n\nElements a valid contract requires: agreement, capacity, "
-             "consideration, legality.", {"year": 2021.5, "source_type": "secondary"}, trust=0.8),
+    document(
+        "contract-act",
+        "# Contract Act, section 10\n\nA valid contract requires free consent of parties "
+        "competent to contract, a lawful consideration and a lawful object.",
+        {"jurisdiction": "India", "year": 1872, "binding": True, "source_type": "statute"},
+        published_date="1872-09-01",
+    ),
+    document(
+        "uk-judgment",
+        "# Judgment on formation\n\nThe court held that a valid contract requires offer, acceptance, "
+        "consideration and an intention to create legal relations.",
+        {
+            "jurisdiction": "UK",
+            "year": 2019,
+            "binding": True,
+            "source_type": "high_court",
+            "published_at": datetime(2019, 5, 1, 10, tzinfo=UTC),
+        },
+    ),
+    document(
+        "blog-post",
+        "# Contracts explained\n\nIn plain words, a valid contract requires that both sides agree "
+        "and that something of value is exchanged.",
+        {"jurisdiction": "India", "year": 2024, "binding": False},
+        published_date="2024-03-01",
+    ),
+    document(
+        "study-notes",
+        "# Study notes on contracts\n\nElements a valid contract requires: agreement, capacity, consideration, legality.",
+        {"year": 2021.5, "source_type": "secondary"},
+        trust=0.8,
+    ),
 ]
 
 
@@ -69,8 +88,9 @@ async def stubs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
         engine = await QdrantServerEngine.create(AsyncQdrantClient(location=":memory:"), dimension=384)
     try:
         async with (
-            running_server(tmp_path_factory.mktemp("data"), embedder=shared_embedder(), engine=engine,
-                           demo_corpus=False) as server,  # fmt: skip
+            running_server(
+                tmp_path_factory.mktemp("data"), embedder=shared_embedder(), engine=engine, demo_corpus=False
+            ) as server,  # fmt: skip
             connected(server) as stubs,
         ):
             response = await stubs.index.IngestDocuments(

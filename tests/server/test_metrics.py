@@ -36,6 +36,7 @@ async def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], flo
 
 async def test_the_metrics_endpoint_counts_what_happened(tmp_path) -> None:
     port = free_port()
+    # Every grounded answer CITEd (so cacheable), whatever the reader's calibration.
     async with running_server(tmp_path, metrics_port=port, cache_max_entries=10) as server:
         async with connected(server) as stubs:
             stub = stubs.rag

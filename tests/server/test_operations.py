@@ -240,12 +240,8 @@ async def test_every_operations_rpc_refuses_a_bad_name_and_answers_not_found_for
     calls = {
         "GetOperation": lambda name, who: operations.GetOperation(lro.GetOperationRequest(name=name), metadata=key(who)),
         "WaitOperation": lambda name, who: operations.WaitOperation(lro.WaitOperationRequest(name=name), metadata=key(who)),
-        "CancelOperation": lambda name, who: operations.CancelOperation(
-            lro.CancelOperationRequest(name=name), metadata=key(who)
-        ),
-        "DeleteOperation": lambda name, who: operations.DeleteOperation(
-            lro.DeleteOperationRequest(name=name), metadata=key(who)
-        ),
+        "CancelOperation": lambda name, who: operations.CancelOperation(lro.CancelOperationRequest(name=name), metadata=key(who)),
+        "DeleteOperation": lambda name, who: operations.DeleteOperation(lro.DeleteOperationRequest(name=name), metadata=key(who)),
     }
     for method, call in calls.items():
         for bad in ("", "operations/xyz", "runbook", submitted.name.upper()):

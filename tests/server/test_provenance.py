@@ -115,7 +115,7 @@ async def test_a_response_style_reaches_the_model_per_request_and_per_template(t
                     admin_pb.CreatePromptTemplateRequest(prompt_template=created, prompt_template_id="short")
                 )
                 await ask(stubs, generation=pb.GenerationOptions(template_id="short"))
-                stored = (await stubs.admin.GetPromptTemplate(admin_pb.GetPromptTemplateRequest(name="promptTemplates/short")))
+                stored = await stubs.admin.GetPromptTemplate(admin_pb.GetPromptTemplateRequest(name="promptTemplates/short"))
     systems = [r.body["messages"][0]["content"] for r in model.requests if r.path.endswith("/chat/completions")]
     assert "bullet points" in systems[0] and "three short sentences" in systems[1]
     assert stored.prompt_template.response_style == pb.RESPONSE_STYLE_CONCISE
@@ -129,8 +129,13 @@ async def test_the_cost_metric_adds_up_the_answers_costs(tmp_path: Path) -> None
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     async with ScriptedOpenAIServer(deltas=["Hotels: 180 euros a night in capitals [#1]."]) as model:
-        settings = {"generator": "openai", "openai_base_url": model.base_url, "model_prices": "llama3.2=1000/2000",
-                    "metrics_port": port, "cache_max_entries": 0}
+        settings = {
+            "generator": "openai",
+            "openai_base_url": model.base_url,
+            "model_prices": "llama3.2=1000/2000",
+            "metrics_port": port,
+            "cache_max_entries": 0,
+        }
         async with running_server(tmp_path, demo_corpus=False, **settings) as server:
             async with connected(server) as stubs:
                 await ingest(stubs)

@@ -66,9 +66,7 @@ async def test_ask_and_ask_stream_give_the_same_answer(rag_stub) -> None:
 
 
 async def test_request_id_comes_from_metadata(rag_stub) -> None:
-    response = await rag_stub.Ask(
-        pb.AskRequest(query=QUESTION), metadata=(("x-request-id", "req-123"),), timeout=30
-    )
+    response = await rag_stub.Ask(pb.AskRequest(query=QUESTION), metadata=(("x-request-id", "req-123"),), timeout=30)
     assert response.answer.request_id == "req-123"
 
 

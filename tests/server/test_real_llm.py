@@ -136,9 +136,7 @@ async def test_no_text_of_a_refused_answer_reaches_a_validated_stream(llm_backed
 
 
 @pytest.mark.parametrize("query", VALIDATED_QUESTIONS)
-async def test_drop_invalid_leaves_only_valid_citations_in_a_grounded_answer(
-    llm_backed_server: RagServer, query: str
-) -> None:
+async def test_drop_invalid_leaves_only_valid_citations_in_a_grounded_answer(llm_backed_server: RagServer, query: str) -> None:
     """The lenient citation policy against the real model: whatever it cites, a grounded answer carries only
     markers of packed chunks, and the validated stream showed exactly its text."""
     request = pb.AskStreamRequest(

@@ -44,12 +44,13 @@ async def server(llm: ScriptedOpenAIServer, tmp_path: Path) -> Any:
         yield served
 
 
-async def test_a_partial_answer_is_grounded_flagged_and_less_confident(
-    server: RagServer, llm: ScriptedOpenAIServer
-) -> None:
-    whole = await ask(server)
-    llm.deltas = [CLAIM + NOTE]
-    partial = await ask(server)
+async def test_a_partial_answer_is_grounded_flagged_and_less_confident(llm: ScriptedOpenAIServer, tmp_path: Path) -> None:
+    """With the rule reader, whose confidence counts the answer's phrases the evidence holds (the trained reader's
+    is the probability that its cited claim is right)."""
+    async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url, reader="rules") as server:
+        whole = await ask(server)
+        llm.deltas = [CLAIM + NOTE]
+        partial = await ask(server)
     assert partial.grounded and partial.refusal_reason == pb.REFUSAL_REASON_NONE and partial.flags.partial
     assert partial.text == CLAIM + NOTE and [c.marker for c in partial.citations] == [1]
     assert not whole.flags.partial
@@ -63,9 +64,7 @@ async def test_a_note_without_a_valid_cited_claim_is_a_refusal(server: RagServer
     assert not answer.flags.partial and "taxis" in answer.explanation.draft
 
 
-async def test_in_selected_text_mode_the_refusal_is_seed_001s_sentence(
-    server: RagServer, llm: ScriptedOpenAIServer
-) -> None:
+async def test_in_selected_text_mode_the_refusal_is_seed_001s_sentence(server: RagServer, llm: ScriptedOpenAIServer) -> None:
     llm.deltas = ["The selected text does not contain information about taxis."]
     selected = {"mode": pb.MODE_SELECTED_TEXT, "selected_text": SELECTION, "query": SELECTED_QUESTION}
     refused = await ask(server, **selected)
@@ -76,8 +75,7 @@ async def test_in_selected_text_mode_the_refusal_is_seed_001s_sentence(
         'The provided selection does not contain information about "Are hotel receipts needed for taxis too". '
         "Would you like me to search the full documentation?"
     )
-    llm.deltas = ["Hotel receipts are required for every night [#1]. The selected text does not contain information "
-                  "about taxis."]
+    llm.deltas = ["Hotel receipts are required for every night [#1]. The selected text does not contain information about taxis."]
     answered = await ask(server, **selected)
     assert answered.grounded and answered.flags.partial, "a claim from the selection with a note: a partial answer"
     assert answered.text.startswith("Hotel receipts are required")
@@ -94,12 +92,22 @@ async def test_usage_and_cost_add_up_every_model_call(tmp_path: Path) -> None:
             "follow-up questions": "How long is the grace period?\nWhat is NOT_SERVING?\n",
         },
     )
-    history = [pb.ChatMessage(role=pb.ROLE_USER, content="How does the server shut down?"),
-               pb.ChatMessage(role=pb.ROLE_ASSISTANT, content="Gracefully [#1].")]
+    history = [
+        pb.ChatMessage(role=pb.ROLE_USER, content="How does the server shut down?"),
+        pb.ChatMessage(role=pb.ROLE_ASSISTANT, content="Gracefully [#1]."),
+    ]
     async with ScriptedOpenAIServer(deltas=replies) as llm:
-        async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url,
-                                  model_prices="llama3.2=1000/2000", llm_condense=True, llm_classify=True,
-                                  llm_self_score=True, follow_up_count=2, hallucination_retries=1) as server:
+        async with running_server(
+            tmp_path,
+            generator="openai",
+            openai_base_url=llm.base_url,
+            model_prices="llama3.2=1000/2000",
+            llm_condense=True,
+            llm_classify=True,
+            llm_self_score=True,
+            follow_up_count=2,
+            hallucination_retries=1,
+        ) as server:
             answer = await ask(server, query="And on SIGTERM?", chat_history=history, explain=True)
         calls = [r for r in llm.requests if r.path == "/v1/chat/completions"]
         reported_prompt = sum(len(str(m["content"]).split()) for r in calls for m in r.body["messages"])

@@ -83,8 +83,14 @@ async def test_one_json_line_per_call_with_seed_003_fields(rag_stub) -> None:
     assert set(ok["latency"]) >= {"search_ms", "build_ms", "inference_ms", "total_ms", "server_ms"}
     assert ok["latency"]["server_ms"] >= ok["latency"]["total_ms"] > 0
     assert ok["flags"] == {
-        "cache_hit": False, "hallucination": False, "mitigation_applied": False, "degraded": False,
-        "injection_suspected": False, "redactions_applied": False, "partial": False, "repetition_stopped": False,
+        "cache_hit": False,
+        "hallucination": False,
+        "mitigation_applied": False,
+        "degraded": False,
+        "injection_suspected": False,
+        "redactions_applied": False,
+        "partial": False,
+        "repetition_stopped": False,
         "citations_dropped": False,
     }
     assert ok["search"] == {"rewrite": "none", "changed": False} and ok["model_calls"] == {"answer": 1}

@@ -40,9 +40,7 @@ async def test_sigterm_sets_not_serving_and_drains_the_in_flight_stream(tmp_path
                 watch = stubs.health.Watch(health_pb2.HealthCheckRequest(service=""))
                 assert await next_health(watch, within_s=10) == SERVING
 
-                stream = stubs.rag.AskStream(
-                    pb.AskStreamRequest(query="How is the confidence score computed?"), timeout=30
-                )
+                stream = stubs.rag.AskStream(pb.AskStreamRequest(query="How is the confidence score computed?"), timeout=30)
                 first = await stream.read()
                 assert first.WhichOneof("event") == "text_delta"
 
@@ -63,9 +61,7 @@ async def test_new_calls_are_refused_after_sigterm(tmp_path: Path) -> None:
             async with connected(served.address) as stubs:
                 watch = stubs.health.Watch(health_pb2.HealthCheckRequest(service=""))
                 assert await next_health(watch, within_s=10) == SERVING
-                stream = stubs.rag.AskStream(
-                    pb.AskStreamRequest(query="How is the confidence score computed?"), timeout=30
-                )
+                stream = stubs.rag.AskStream(pb.AskStreamRequest(query="How is the confidence score computed?"), timeout=30)
                 await stream.read()
 
                 served.process.send_signal(signal.SIGTERM)

@@ -77,12 +77,8 @@ async def test_the_owner_or_an_admin_of_its_tenant_deletes_a_session(stubs: Stub
         assert (details.code, details.message) == (grpc.StatusCode.NOT_FOUND, f"no session {mine!r}"), token
     assert len((await get_session(stubs, "tok-fin", mine)).session.turns) == 2, "the refused deletes changed nothing"
 
-    deleted = await stubs.rag.DeleteSession(
-        pb.DeleteSessionRequest(session_id=mine), metadata=bearer("tok-fin"), timeout=10
-    )
-    by_admin = await stubs.rag.DeleteSession(
-        pb.DeleteSessionRequest(session_id=theirs), metadata=bearer("tok-ops"), timeout=10
-    )
+    deleted = await stubs.rag.DeleteSession(pb.DeleteSessionRequest(session_id=mine), metadata=bearer("tok-fin"), timeout=10)
+    by_admin = await stubs.rag.DeleteSession(pb.DeleteSessionRequest(session_id=theirs), metadata=bearer("tok-ops"), timeout=10)
     assert (deleted.turns_deleted, by_admin.turns_deleted) == (2, 2)
     for session in (mine, theirs):
         assert (await refused(get_session(stubs, "tok-fin", session))).code == grpc.StatusCode.NOT_FOUND

@@ -91,10 +91,7 @@ class Load:
 
 async def statuses(stubs: Stubs) -> dict[str, int]:
     names = ("", "db", "redis", "retrieval", "embedder", "liveness", "ragsvc.v1.AdminService")
-    return {
-        name: (await stubs.health.Check(health_pb2.HealthCheckRequest(service=name), timeout=5)).status
-        for name in names
-    }
+    return {name: (await stubs.health.Check(health_pb2.HealthCheckRequest(service=name), timeout=5)).status for name in names}
 
 
 async def test_postgresql_stopped_mid_run_is_unavailable_then_recovers_without_a_restart(

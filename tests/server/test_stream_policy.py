@@ -50,9 +50,13 @@ async def server(
 ) -> AsyncIterator[RagServer]:
     """A server refusing invalid citations (RAG_CITATION_POLICY=strict): what the stream showed of a draft that
     ends refused."""
-    async with running_server(Path(tmp_path_factory.mktemp("stream-policy")), generator="openai",
-                              openai_base_url=llm.base_url, metrics_port=metrics_port,
-                              citation_policy="strict") as server:
+    async with running_server(
+        Path(tmp_path_factory.mktemp("stream-policy")),
+        generator="openai",
+        openai_base_url=llm.base_url,
+        metrics_port=metrics_port,
+        citation_policy="strict",
+    ) as server:
         yield server
 
 
@@ -135,9 +139,7 @@ async def test_a_draft_without_a_valid_cited_claim_shows_nothing(server: RagServ
     assert messages[-1].answer.refusal_reason == pb.REFUSAL_REASON_UNSUPPORTED_ANSWER
 
 
-async def test_raw_relays_the_draft_and_the_final_answer_replaces_it(
-    server: RagServer, llm: ScriptedOpenAIServer
-) -> None:
+async def test_raw_relays_the_draft_and_the_final_answer_replaces_it(server: RagServer, llm: ScriptedOpenAIServer) -> None:
     script(llm, VALID + WRONG, token_delay_s=0.01)
     messages = await stream(server, pb.STREAM_POLICY_RAW)
     streamed = "".join(m.text_delta for m in messages if m.HasField("text_delta"))
@@ -147,8 +149,7 @@ async def test_raw_relays_the_draft_and_the_final_answer_replaces_it(
 
 async def test_the_server_default_is_a_setting(tmp_path: Path, llm: ScriptedOpenAIServer) -> None:
     script(llm, VALID + WRONG)
-    async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url,
-                              stream_policy="raw") as raw_by_default:
+    async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url, stream_policy="raw") as raw_by_default:
         messages = await stream(raw_by_default)
         validated = await stream(raw_by_default, pb.STREAM_POLICY_VALIDATED)
     assert "Mars" in "".join(m.text_delta for m in messages)

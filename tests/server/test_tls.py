@@ -48,9 +48,17 @@ def make_ca(common_name: str) -> tuple[Pem, ec.EllipticCurvePrivateKey, x509.Cer
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
-            x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                          key_encipherment=False, data_encipherment=False, key_agreement=False,
-                          encipher_only=False, decipher_only=False),
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
             critical=True,
         )
         .sign(key, hashes.SHA256())
@@ -156,12 +164,13 @@ async def test_tls_without_a_client_ca_needs_no_client_certificate(pki: Pki, tmp
         ({"tls_cert_file": "server.pem"}, "RAG_TLS_KEY_FILE"),  # a certificate without its key
         ({"tls_client_ca_file": "ca.pem"}, "RAG_TLS_CERT_FILE"),  # client certificates, but no TLS
         ({"tls_key_file": "server.key"}, "RAG_TLS_CERT_FILE"),
-        ({"tls_cert_file": "server.pem", "tls_key_file": "server.key", "tls_client_ca_file": "/nonexistent/ca.pem"},
-         "RAG_TLS_CLIENT_CA_FILE"),
+        (
+            {"tls_cert_file": "server.pem", "tls_key_file": "server.key", "tls_client_ca_file": "/nonexistent/ca.pem"},
+            "RAG_TLS_CLIENT_CA_FILE",
+        ),
     ],
 )
-def test_a_bad_tls_configuration_is_refused_naming_the_variable(pki: Pki, tmp_path: Path, settings: dict,
-                                                                field: str) -> None:
+def test_a_bad_tls_configuration_is_refused_naming_the_variable(pki: Pki, tmp_path: Path, settings: dict, field: str) -> None:
     (tmp_path / "not-pem.txt").write_text("just some text")
     files = {**pki.files, "not-pem.txt": str(tmp_path / "not-pem.txt")}
     with pytest.raises(InvalidRequest) as caught:

@@ -134,9 +134,7 @@ async def test_sigterm_drains_the_streams_in_flight_on_every_worker_and_exits_0(
             channels = []
             try:
                 for _ in range(40):  # a stream in flight on each worker, each over a connection of its own
-                    channel = grpc.aio.insecure_channel(
-                        served.address, options=[("grpc.use_local_subchannel_pool", 1)]
-                    )
+                    channel = grpc.aio.insecure_channel(served.address, options=[("grpc.use_local_subchannel_pool", 1)])
                     channels.append(channel)
                     request = pb.AskStreamRequest(query=QUESTION)
                     stream = rag_service_pb2_grpc.RagServiceStub(channel).AskStream(request, timeout=60)

@@ -26,10 +26,20 @@ async def test_every_outcome_is_recorded(database: Backend) -> None:
     log.record_failure(question(), LLMUnavailable("x"), cancelled=True)
     rows = await log.recent("acme")
     assert [r["outcome"] for r in reversed(rows)] == [
-        "answered", "routed", "refused", "dry_run", "failed", "failed", "failed", "cancelled",
+        "answered",
+        "routed",
+        "refused",
+        "dry_run",
+        "failed",
+        "failed",
+        "failed",
+        "cancelled",
     ]
     assert [r["error_reason"] for r in reversed(rows)][4:] == [
-        "LLM_UNAVAILABLE", "VALIDATION_ERROR", "INTERNAL", "CANCELLED",
+        "LLM_UNAVAILABLE",
+        "VALIDATION_ERROR",
+        "INTERNAL",
+        "CANCELLED",
     ]
     first = rows[-1]
     assert first["answer"] == "Up to 180 euros [#1]." and first["grounded"] is True

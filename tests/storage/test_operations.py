@@ -35,7 +35,11 @@ async def test_an_operation_is_created_queued_and_leased_then_runs_reports_and_f
         request_sha256="cd" * 32, lease_owner=RUNNER, lease_s=30.0,
     )  # fmt: skip
     assert (record.state, record.done, record.kind, record.started_at, record.finished_at) == (
-        OperationState.QUEUED, False, OperationKind.ASK, None, None
+        OperationState.QUEUED,
+        False,
+        OperationKind.ASK,
+        None,
+        None,
     )
     assert timedelta(seconds=29) < record.lease_expires_at - record.created_at <= timedelta(seconds=30)
 

@@ -22,13 +22,17 @@ async def directory(database: Backend) -> OwnerDirectory:
 async def test_tag_with_an_owner_routes_to_the_owner(directory: OwnerDirectory) -> None:
     route = await directory.route("finance", "low confidence: 45%")
     assert (route.tag, route.owner_user_id, route.owner_email, route.fallback) == (
-        "finance", "u1", "finance-lead@example.com", False,
+        "finance",
+        "u1",
+        "finance-lead@example.com",
+        False,
     )
     assert route.reason.startswith("low confidence: 45%")
 
 
-@pytest.mark.parametrize(("tag", "why"), [("", "no tags"), ("orphan", "no owner"), ("unknown", "no owner"),
-                                          ("ghost", "owner user not found")])
+@pytest.mark.parametrize(
+    ("tag", "why"), [("", "no tags"), ("orphan", "no owner"), ("unknown", "no owner"), ("ghost", "owner user not found")]
+)
 async def test_admin_fallback(directory: OwnerDirectory, tag: str, why: str) -> None:
     route = await directory.route(tag, "low confidence")
     assert route.fallback and route.owner_email == "admin@example.com" and not route.owner_user_id
@@ -37,8 +41,7 @@ async def test_admin_fallback(directory: OwnerDirectory, tag: str, why: str) -> 
 
 
 async def test_owners_load_from_the_owners_document(database: Backend) -> None:
-    text = json.dumps({"users": [{"id": "u2", "email": "hr@example.com"}],
-                       "tags": [{"name": "hr", "owner_user_id": "u2"}]})
+    text = json.dumps({"users": [{"id": "u2", "email": "hr@example.com"}], "tags": [{"name": "hr", "owner_user_id": "u2"}]})
     owners = OwnerDirectory(database, admin_email="admin@example.com")
     await owners.load(parse_owners(text))
     assert (await owners.route("hr", "r")).owner_email == "hr@example.com"

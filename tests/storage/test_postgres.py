@@ -94,9 +94,7 @@ async def test_two_replicas_appending_to_one_session_keep_every_message(postgres
         await replica.aclose()
 
 
-async def test_an_answer_is_not_sent_while_the_server_is_down(
-    postgres_server: PostgresServer, postgres_url: str
-) -> None:
+async def test_an_answer_is_not_sent_while_the_server_is_down(postgres_server: PostgresServer, postgres_url: str) -> None:
     database = await open_database(postgres_url)
     log = AnswerLog(database)
     await asyncio.to_thread(postgres_server.stop, "immediate")
@@ -115,9 +113,7 @@ async def test_an_answer_is_not_sent_while_the_server_is_down(
     await database.aclose()
 
 
-async def test_a_hung_server_is_unavailable_within_the_timeouts(
-    postgres_server: PostgresServer, postgres_url: str
-) -> None:
+async def test_a_hung_server_is_unavailable_within_the_timeouts(postgres_server: PostgresServer, postgres_url: str) -> None:
     database = await open_database(postgres_url, connect_timeout_s=1.0, command_timeout_s=1.0)  # health: 2 s
     settings = SettingStore(database)
     await settings.put("k", 1)

@@ -119,9 +119,7 @@ class _Wire:
         request_line, *header_lines = self._buffer[:head_end].decode("latin-1").split("\r\n")
         del self._buffer[: head_end + 4]
         method, target, _version = request_line.split(" ", 2)
-        headers = {
-            name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in header_lines)
-        }
+        headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in header_lines)}
         length = int(headers.get("content-length", "0"))
         while len(self._buffer) < length:
             if not await self.fill():
@@ -362,9 +360,7 @@ def _head(status: int, headers: dict[str, str], *, chunked: bool = False) -> byt
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-async def _send_json(
-    writer: asyncio.StreamWriter, status: int, payload: Any, headers: dict[str, str] | None = None
-) -> None:
+async def _send_json(writer: asyncio.StreamWriter, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
     body = json.dumps(payload).encode()
     headers = {"Content-Type": "application/json", "Content-Length": str(len(body)), **(headers or {})}
     writer.write(_head(status, headers) + body)

@@ -49,7 +49,10 @@ class LlamaServer:
 
     async def __aenter__(self) -> LlamaServer:
         self._process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tests.support.llama_server", str(self.port),
+            sys.executable,
+            "-m",
+            "tests.support.llama_server",
+            str(self.port),
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -69,9 +72,7 @@ class LlamaServer:
         await self.__aexit__(None, None, None)
         raise TimeoutError(f"llama server not ready within {self._start_timeout_s} s")
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if self._process is not None and self._process.returncode is None:
             self._process.kill()
             await asyncio.wait_for(self._process.wait(), 10)

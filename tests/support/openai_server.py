@@ -61,8 +61,7 @@ from tests.support.http_server import (
     hashed_embedding,
 )
 
-__all__ = ["ConnectionRecord", "Deltas", "Fault", "RecordedRequest", "ScriptedOpenAIServer", "StreamRecord",
-           "hashed_embedding"]
+__all__ = ["ConnectionRecord", "Deltas", "Fault", "RecordedRequest", "ScriptedOpenAIServer", "StreamRecord", "hashed_embedding"]
 
 
 class ScriptedOpenAIServer(ScriptedHTTPServer):
@@ -234,9 +233,7 @@ class ScriptedOpenAIServer(ScriptedHTTPServer):
         record.completed = outcome is Outcome.FINISHED
         return True
 
-    async def _answer_whole(
-        self, writer: asyncio.StreamWriter, model: str, deltas: list[str], prompt_tokens: int
-    ) -> bool:
+    async def _answer_whole(self, writer: asyncio.StreamWriter, model: str, deltas: list[str], prompt_tokens: int) -> bool:
         await asyncio.sleep(self.first_token_delay_s + self.token_delay_s * max(len(deltas) - 1, 0))
         if self.fault is Fault.STALL:
             await _forever()
@@ -279,4 +276,3 @@ def replies_by_prompt(answers: Iterable[str], routes: Mapping[str, str]) -> Call
         return [routed] if routed is not None else re.findall(r"\S+\s*", next(replies))
 
     return deltas
-

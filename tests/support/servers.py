@@ -97,9 +97,7 @@ async def connected(
         yield Stubs.over(channel)
 
 
-async def wait_for_health(
-    health: health_pb2_grpc.HealthStub, service: str, status: int, *, within_s: float
-) -> float:
+async def wait_for_health(health: health_pb2_grpc.HealthStub, service: str, status: int, *, within_s: float) -> float:
     """Seconds until `service` reports `status` (polled); AssertionError after `within_s`."""
     started = time.monotonic()
     while True:
@@ -136,7 +134,10 @@ async def serve_process(data_dir: Path, env: Mapping[str, str]) -> AsyncIterator
     leaving the block it is terminated (when still running) and waited for, and killed if it does not exit within
     SERVE_STOP_TIMEOUT_S."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ragsvc.cli", "serve",
+        sys.executable,
+        "-m",
+        "ragsvc.cli",
+        "serve",
         env={**os.environ, "RAG_GRPC_ADDRESS": "127.0.0.1:0", "RAG_DATA_DIR": str(data_dir), **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -16,6 +16,7 @@ CASES = [
     (errors.TokenBudgetExceeded([errors.FieldViolation("query", "too long")]), grpc.StatusCode.INVALID_ARGUMENT),
     (errors.NotFound("no such document"), grpc.StatusCode.NOT_FOUND),
     (errors.ModelUnavailable("not served"), grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.IndexOutdated("terms of analyser 1, this is 2"), grpc.StatusCode.FAILED_PRECONDITION),
     (errors.LLMUnavailable("down", retry_after_s=2.5), grpc.StatusCode.UNAVAILABLE),
     (errors.EmbeddingFailed("onnx"), grpc.StatusCode.UNAVAILABLE),
     (errors.RetrievalUnavailable("engine"), grpc.StatusCode.UNAVAILABLE),

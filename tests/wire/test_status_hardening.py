@@ -15,8 +15,10 @@ CASES = [
     (errors.Unauthenticated("missing bearer token"), grpc.StatusCode.UNAUTHENTICATED),
     (errors.PermissionDenied("no", metadata={"tenant": "globex"}), grpc.StatusCode.PERMISSION_DENIED),
     (errors.InjectionSuspected([errors.FieldViolation("query", "injection")]), grpc.StatusCode.INVALID_ARGUMENT),
-    (errors.RateLimited("slow down", retry_after_s=12.5, metadata={"client": "key:a", "quota": "60 per minute"}),
-     grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (
+        errors.RateLimited("slow down", retry_after_s=12.5, metadata={"client": "key:a", "quota": "60 per minute"}),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+    ),
     (errors.Overloaded("busy", retry_after_s=1.0, metadata={"limit": "10"}), grpc.StatusCode.RESOURCE_EXHAUSTED),
 ]
 

@@ -91,7 +91,12 @@ def gate_refusal(
 
 
 def dry_run(
-    question: Question, retrieved: Retrieved, model: str, packing: Packing, prompt: Prompt, timings: Timings,
+    question: Question,
+    retrieved: Retrieved,
+    model: str,
+    packing: Packing,
+    prompt: Prompt,
+    timings: Timings,
     ledger: UsageLedger,
 ) -> Answer:
     """What a dry run reports: the prompt that would be sent, and nothing generated."""

@@ -8,11 +8,12 @@ resolved), the model, the mode and selection, and the remaining knobs that chang
 strictness, temperature, seed, search mode, response style, citation policy). Tenant and tags are part of the key,
 so an answer is never served to another tenant or tag set.
 
-What is cached: grounded answers with action CITE only. Refusals are not: the gate refusals (NO_CHUNKS,
-SCORE_GATE) cost no LLM call, so caching them saves little, and the others (UNSUPPORTED_ANSWER,
-INVALID_CITATIONS) come from one unlucky generation that a new call may well get right; ROUTEd answers are
-left for the human they are routed to. Questions with chat history or a session, dry runs and explain requests
-bypass the cache.
+What is cached: grounded answers, CITEd or ROUTEd (the action is kept with the answer: a cached ROUTE is routed
+again). The trained reader CITEs only from a P(right) chosen for 95% precision, which most answers do not clear;
+keeping ROUTEd answers out left the cache empty under the defaults. Refusals are not cached: the gate refusals
+(NO_CHUNKS, SCORE_GATE) cost no LLM call, so caching them saves little, and the others (UNSUPPORTED_ANSWER,
+INVALID_CITATIONS) come from one unlucky generation that a new call may well get right. Questions with chat
+history or a session, dry runs and explain requests bypass the cache.
 
 Idempotency (R-003-03, with Stripe's and AIP-155's semantics): an answer recorded for an idempotency key is bound
 to the caller that sent it (`Question.caller`: its key, or its peer without authentication) in its tenant, and
@@ -45,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from ragsvc.domain import Action, Answer, Question, RefusalReason
+from ragsvc.domain import Answer, Question, RefusalReason
 from ragsvc.sanitize import clean_text
 
 
@@ -92,8 +93,12 @@ def _answer_shaping(question: Question) -> list[object]:
         question.top_k,
         question.citation_style.value,
         sorted(set(question.user_tags)),
-        [sorted(filters.source_urls), sorted(filters.page_titles), sorted(filters.section_headings),
-         repr(filters.where) if filters.where is not None else filters.expression],
+        [
+            sorted(filters.source_urls),
+            sorted(filters.page_titles),
+            sorted(filters.section_headings),
+            repr(filters.where) if filters.where is not None else filters.expression,
+        ],
         question.model,
         question.mode.value,
         question.selected_text,
@@ -117,7 +122,7 @@ def bypasses_cache(question: Question) -> bool:
 
 
 def is_cacheable(answer: Answer) -> bool:
-    return answer.grounded and answer.action is Action.CITE and answer.refusal is RefusalReason.NONE
+    return answer.grounded and answer.refusal is RefusalReason.NONE
 
 
 def keeps_every_answer(answer: Answer) -> bool:
@@ -204,9 +209,7 @@ class MemoryAnswerCache:
             return False
         templates = frozenset(t for t in (question.template_id, answer.template_version) if t)
         recorded = Recorded(answer, request_fingerprint(question))
-        self._entries[key] = _Entry(
-            recorded, question.tenant_id, question.caller, templates, self._clock() + self.ttl_s
-        )
+        self._entries[key] = _Entry(recorded, question.tenant_id, question.caller, templates, self._clock() + self.ttl_s)
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)

@@ -13,7 +13,7 @@ log (their metadata stays: `storage.answers`).
 A follow-up ("How long is the grace period?" after "What happens on SIGTERM?") finds nothing searched on its own.
 With a model that follows instructions it is condensed with the conversation into a standalone question, a short
 call bounded by RAG_CONDENSE_TIMEOUT_SECONDS: the one LLM call an answer waits for before its own generation starts.
-Without one, or when that call fails, the rule `follow_up_search` rewrites it.
+Without one, or when that call fails, the reader's rule (Reader.follow_up_search) rewrites it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,9 +32,7 @@ from ragsvc.domain import Answer, CallPurpose, ChatMessage, QueryRewrite, Questi
 from ragsvc.errors import NotFound, RagError
 from ragsvc.generation.base import Generator
 from ragsvc.judge import LLMJudge
-from ragsvc.lexical import STOPWORDS, content_terms, key_phrases, question_terms, stem
-from ragsvc.paraphrase import plain
-from ragsvc.relevance import asks_how_to
+from ragsvc.reading import Reader
 from ragsvc.retrieval.layout import AccessPolicy
 from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.sessions import SessionKey, SessionStore, StoredMessage, StoredTurn
@@ -54,29 +51,6 @@ class SessionPage:
 
 
 _log = logging.getLogger(__name__)
-
-# A follow-up that points back at the conversation: a pronoun or a "the other one" ...
-_REFERS_BACK = re.compile(
-    r"\b(it|its|it's|they|them|their|this|that|these|those|there|one|ones|former|latter)\b", re.IGNORECASE
-)
-# ... or one that continues the previous question ("and ...", "what about ...").
-_CONTINUES = re.compile(r"^\W*(and|also|but|so|or|then|what about|how about|what if|why not|what else)\b", re.IGNORECASE)
-# Words that name an attribute of something rather than the thing: "the default?", "what range is allowed?".
-_ATTRIBUTES = frozenset(
-    stem(word)
-    for word in """default defaults value values range ranges limit limits maximum minimum max min size sizes example
-    examples type types option options setting settings unit units allowed valid recommended reason reasons purpose
-    difference meaning mean work works happen happens change changed instead""".split()
-)
-_WORD = re.compile(r"[\w.-]*\w")
-_DETERMINERS = frozenset("a an the this that these those my our your its their".split())
-# The pronoun a follow-up names the earlier subject with ("they", "them" often stand for something the answer
-# brought up: "And how long do they get to finish?") ...
-_PERSONAL = re.compile(r"\b(?:it|its)\b", re.IGNORECASE)
-# ... and the "it" that stands for nothing: "is it ok to ...", "it is possible to ...", "is it worth ...ing".
-_EMPTY_IT = re.compile(
-    r"\b(?:is|was|would|will|isn't)\s+(it)\s+\w+\s+(?:to|\w+ing)\b|\b(it)(?:\s+is|'s)\s+\w+\s+to\b", re.IGNORECASE
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,17 +155,18 @@ class Condenser:
     """What a question is searched as: by the model when it follows instructions and `by_model` is on (within
     `timeout_s`), else (and whenever that call fails) by the rule."""
 
-    def __init__(self, generator: Generator, *, default_model: str, by_model: bool, timeout_s: float) -> None:
+    def __init__(self, generator: Generator, reader: Reader, *, default_model: str, by_model: bool, timeout_s: float) -> None:
         self._generator = generator
+        self._reader = reader
         self._default_model = default_model
         self._by_model = by_model and generator.capabilities.follows_instructions
         self.timeout_s = timeout_s
 
     async def search_for(self, question: Question, budget: RequestBudget, ledger: UsageLedger) -> SearchQuery:
-        if not _turns(question.chat_history):
+        if not any(message.role is Role.USER for message in question.chat_history):
             return SearchQuery(question.query)
         if not self._by_model:
-            return SearchQuery(follow_up_search(question.query, question.chat_history), QueryRewrite.RULE)
+            return SearchQuery(self._reader.follow_up_search(question.query, question.chat_history), QueryRewrite.RULE)
         model = question.model or self._default_model
         deadline = budget.stage("condense", self.timeout_s, "RAG_CONDENSE_TIMEOUT_SECONDS")
         judge = LLMJudge(
@@ -207,98 +182,6 @@ class Condenser:
             _log.warning("condensing the follow-up failed, rewriting it by rule: %s", exc)
             condensed = None
         if condensed is None:
-            return SearchQuery(follow_up_search(question.query, question.chat_history), QueryRewrite.RULE_FALLBACK)
+            rewritten = self._reader.follow_up_search(question.query, question.chat_history)
+            return SearchQuery(rewritten, QueryRewrite.RULE_FALLBACK)
         return SearchQuery(condensed, QueryRewrite.LLM)
-
-
-def follow_up_search(query: str, history: Sequence[ChatMessage]) -> str:
-    """`query` as a standalone search: a follow-up that lacks a subject of its own (see `lacks_subject`) gets the
-    subject words of the earlier questions it continues, in place of the pronoun that stands for them ("How do I
-    migrate away from it?" -> "How do I migrate away from md5 authentication method?"), else before it
-    (`with_subject`)."""
-    turns = _turns(history)
-    if not turns or not lacks_subject(query, turns[-1][1]):
-        return query
-    subject = _subject(turns, own_action=asks_how_to(query))
-    pronoun = _standing_for_the_subject(query)
-    if not subject or pronoun is None:
-        return with_subject(query, history)
-    possessive = pronoun.group().lower() == "its"
-    return query[: pronoun.start()] + subject + ("'s" if possessive else "") + query[pronoun.end() :]
-
-
-def with_subject(query: str, history: Sequence[ChatMessage]) -> str:
-    """`query` after the subject words of the earlier questions (the retrieve stage's second try for a follow-up
-    that seemed to stand alone but finds nothing searched as asked)."""
-    return " ".join(filter(None, [_subject(_turns(history), own_action=asks_how_to(query)), query.strip()]))
-
-
-def _subject(turns: Sequence[tuple[str, str]], *, own_action: bool) -> str:
-    """The subject words of the earlier questions, the latest back to the first that had its own. A follow-up that
-    asks how to do something (`own_action`: "and how do I delete one?") brings its own action, so the earlier
-    questions' actions are left out; any other follow-up is about what they asked ("What if I don't pass -D?"
-    after "How do I start the server by hand?"), so every word of theirs that is not a stopword is carried."""
-    subjects: list[str] = []
-    for index in range(len(turns) - 1, -1, -1):
-        question = turns[index][0]
-        subjects.insert(0, _subject_words(question) if own_action else _content_words(question))
-        if index == 0 or not lacks_subject(question, turns[index - 1][1]):
-            break
-    return " ".join(filter(None, subjects))
-
-
-def _standing_for_the_subject(query: str) -> re.Match[str] | None:
-    """The last "it" or "its" of `query` that refers to something, not the empty "it" of "is it ok to ..." or "it is
-    possible to ..."."""
-    empty = {m.span(group) for m in _EMPTY_IT.finditer(query) for group in (1, 2)}
-    referring = [m for m in _PERSONAL.finditer(query) if m.span() not in empty]
-    return referring[-1] if referring else None
-
-
-def lacks_subject(query: str, previous_answer: str = "") -> bool:
-    """Whether `query` needs the conversation to be understood: it refers back ("it", "those"), continues ("and
-    ...", "what about ..."), names no more than an attribute ("default?"), or asks about something the previous
-    answer brought up (a phrase of two words or more from it: "How long is the grace period?")."""
-    if _REFERS_BACK.search(query) or _CONTINUES.search(query):
-        return True
-    if all(term in _ATTRIBUTES for term in content_terms(query)):
-        return True
-    answered = " " + " ".join(content_terms(previous_answer)) + " "
-    return any(len(phrase) > 1 and " " + " ".join(phrase) + " " in answered for phrase in key_phrases(query))
-
-
-def _subject_words(question: str) -> str:
-    """The words of `question` that carry its subject, in order, attribute words left out: its noun phrases (the
-    words after "a", "the", ...) and its names ("shared_buffers", "SIGTERM", "md5"), not its verbs ("How do I
-    create a database from the shell?" -> "database shell"); every word but stopwords when it has neither."""
-    words = _WORD.findall(question)
-    names = {term.surface for term in question_terms(question) if term.named}
-    picked: list[str] = []
-    in_phrase = False
-    for word in words:
-        lower = word.lower()
-        if lower in _DETERMINERS or lower in STOPWORDS:
-            in_phrase = lower in _DETERMINERS
-        elif in_phrase or word in names:
-            picked.append(word)
-    if not picked:
-        picked = [word for word in words if word.lower() not in STOPWORDS]
-    return " ".join(word for word in picked if stem(word.lower()) not in _ATTRIBUTES)
-
-
-def _content_words(question: str) -> str:
-    """The words of `question` but stopwords and attribute words, in order, its phrases read as the documentation's
-    words ("by hand" as "manually": `paraphrase.plain`)."""
-    words = (word for word in _WORD.findall(plain(question)) if word.lower() not in STOPWORDS)
-    return " ".join(word for word in words if stem(word.lower()) not in _ATTRIBUTES)
-
-
-def _turns(history: Sequence[ChatMessage]) -> list[tuple[str, str]]:
-    """The user's questions, each with the answer that followed it ("" when none did)."""
-    turns: list[tuple[str, str]] = []
-    for message in history:
-        if message.role is Role.USER:
-            turns.append((message.content, ""))
-        elif message.role is Role.ASSISTANT and turns:
-            turns[-1] = (turns[-1][0], turns[-1][1] + " " + message.content)
-    return turns

@@ -24,6 +24,7 @@ from ragsvc.domain import (
     GenerationRequest,
     Question,
     ScoredChunk,
+    TermCounts,
     TextDelta,
     Usage,
 )
@@ -65,9 +66,7 @@ class Completion:
 
 
 class GenerateStage:
-    def __init__(
-        self, generators: FallbackChain, packer: Packer, models: ModelCatalog, settings: GenerationSettings
-    ) -> None:
+    def __init__(self, generators: FallbackChain, packer: Packer, models: ModelCatalog, settings: GenerationSettings) -> None:
         self.generators = generators
         self._packer = packer
         self._models = models
@@ -83,6 +82,7 @@ class GenerateStage:
         deadline: StageDeadline,
         clock: Clock,
         ledger: UsageLedger,
+        counts: TermCounts | None = None,
     ) -> AsyncGenerator[Drafting | TextDelta | Citation | Generated, None]:
         """For each attempt a `Drafting`, then its text deltas and the citations their markers complete; at the
         end one `Generated`. A step that fails before its first delta hands over to the next (when the failure is
@@ -101,7 +101,7 @@ class GenerateStage:
                 guard = RepetitionGuard()
                 reported: Usage | None = None
                 first_token_ms = 0.0
-                request = self.request(question, search, attempt.model, packing, prompt, deadline)
+                request = self.request(question, search, attempt.model, packing, prompt, deadline, counts)
                 yield Drafting(packing.context)
                 async with contextlib.aclosing(self.attempt_stream(attempt, request, deadline, guard)) as deltas:
                     async for delta in deltas:
@@ -135,7 +135,11 @@ class GenerateStage:
                 _log.warning("%s failed before answering, falling back: %s", failed, exc)
 
     async def complete(
-        self, attempt: Attempt, packing: Packing, request: GenerationRequest, deadline: StageDeadline,
+        self,
+        attempt: Attempt,
+        packing: Packing,
+        request: GenerationRequest,
+        deadline: StageDeadline,
         ledger: UsageLedger,
     ) -> Completion:
         """The whole text of one generation over `packing`, not streamed (a strict re-run)."""
@@ -160,9 +164,17 @@ class GenerateStage:
         return Usage(packing.prompt_tokens, self._models.budget(model).count(text))
 
     def request(
-        self, question: Question, search: str, model: str, packing: Packing, prompt: Prompt, deadline: StageDeadline
+        self,
+        question: Question,
+        search: str,
+        model: str,
+        packing: Packing,
+        prompt: Prompt,
+        deadline: StageDeadline,
+        counts: TermCounts | None = None,
     ) -> GenerationRequest:
-        """What `model` is asked to write over `packing`: it stops at the template's stop sequences."""
+        """What `model` is asked to write over `packing`: it stops at the template's stop sequences; `counts` are
+        the corpus statistics the question was read with (the extractive generator reads it again)."""
         return GenerationRequest(
             messages=packing.messages,
             query=search,
@@ -174,6 +186,7 @@ class GenerateStage:
             question=question.query if search != question.query else "",
             stop=prompt.template.stop,
             deadline=deadline.at,
+            term_counts=counts,
         )
 
     @staticmethod

@@ -3,7 +3,7 @@
 Each stage has its own module, inputs and outputs; this module only runs them in order, gives each its deadline
 (`deadlines.RequestBudget`) and times them::
 
-    history -> retrieve (a follow-up condensed first) -> gate (score, then answerability) -> pack
+    history -> retrieve (a follow-up condensed first) -> gate (score) -> read (does the evidence answer?) -> pack
         -> generate (with fallback) -> release -> validate (re-runs) -> assemble -> remember
 
 What of the draft reaches the caller before the final answer is the stream policy's decision (release.py). Every
@@ -19,20 +19,20 @@ from collections.abc import AsyncGenerator
 from dataclasses import replace
 
 from ragsvc.answering import assemble
-from ragsvc.answering.answerability import AnswerabilityGate
 from ragsvc.answering.conversation import Conversation
 from ragsvc.answering.deadlines import Clock, RequestBudget
 from ragsvc.answering.gate import Gate
 from ragsvc.answering.generate import Generated, GenerateStage
 from ragsvc.answering.pack import Packer
+from ragsvc.answering.read import ReadStage
 from ragsvc.answering.release import release_for
-from ragsvc.answering.retrieve import RetrieveStage
+from ragsvc.answering.retrieve import Retrieved, RetrieveStage
 from ragsvc.answering.usage import UsageLedger
 from ragsvc.answering.validate import ValidateStage
 from ragsvc.citation_policy import resolve
 from ragsvc.config import GenerationSettings, ServerSettings
-from ragsvc.domain import Action, Event, Mode, Question, RefusalReason, RouteTarget, Timings
-from ragsvc.prompts import TemplateRegistry, get_prompt
+from ragsvc.domain import Action, Answer, Event, Mode, Question, RefusalReason, RouteTarget, Timings
+from ragsvc.prompts import Prompt, TemplateRegistry, get_prompt
 from ragsvc.storage.owners import OwnerDirectory
 from ragsvc.validation import AnswerPolicy, Verdict
 
@@ -43,7 +43,7 @@ class Pipeline:
         *,
         retrieve: RetrieveStage,
         gate: Gate,
-        answerability: AnswerabilityGate | None,
+        read: ReadStage,
         packer: Packer,
         generate: GenerateStage,
         validate: ValidateStage,
@@ -56,7 +56,7 @@ class Pipeline:
     ) -> None:
         self._retrieve = retrieve
         self._gate = gate
-        self._answerability = answerability
+        self._read = read
         self._packer = packer
         self._generate = generate
         self._validate = validate
@@ -89,21 +89,24 @@ class Pipeline:
             retrieval = retrieved.retrieval
             retrieved_in = Timings(clock.lap(), embedding_ms=retrieval.embedding_ms, store_ms=retrieval.store_ms)
 
+            search = retrieved.search.text
             refusal = self._gate.refusal(retrieval)
-            text = assemble.refusal_text(question)
-            answerability = 1.0  # the evidence's answerability, when the gate judges it (see AnswerPolicy.judge)
-            if refusal is None and self._answerability is not None and question.mode is not Mode.SELECTED_TEXT:
-                assessment = await self._answerability.assess(question, retrieved.search.text, retrieval.hits)
-                answerability = assessment.score
-                if not assessment.answerable:
-                    refusal, text = RefusalReason.INSUFFICIENT_EVIDENCE, assessment.refusal_text()
             if refusal is not None:
-                refusal = assemble.refusal_reason(question, refusal)
-                evidence = (retrieval.hits or retrieval.rejected)[: assemble.GATE_CANDIDATES]
-                verdict = self._policy.judge(text, evidence, refusal=refusal)
-                timings = replace(retrieved_in, total_ms=clock.total())
-                answer = assemble.gate_refusal(
-                    question, retrieved, refusal, verdict, await self._route(verdict), prompt, timings, ledger, text=text
+                answer = await self._refused(question, retrieved, refusal, prompt, retrieved_in, clock, ledger)
+                await self._conversation.remember(turn, answer, retrieval)
+                yield answer
+                return
+            reading = await self._read.run(question, search, retrieval.hits)
+            if self._read.refuses and question.mode is not Mode.SELECTED_TEXT and not reading.assessment.answerable:
+                answer = await self._refused(
+                    question,
+                    retrieved,
+                    RefusalReason.INSUFFICIENT_EVIDENCE,
+                    prompt,
+                    retrieved_in,
+                    clock,
+                    ledger,
+                    text=reading.assessment.refusal_text(),
                 )
                 await self._conversation.remember(turn, answer, retrieval)
                 yield answer
@@ -122,12 +125,13 @@ class Pipeline:
             generated: Generated | None = None
             citations = resolve(question.citation_policy, prompt.template.citation_policy, self._generation.citation_policy)
             release = release_for(
-                question.stream_policy or self._generation.stream_policy, prompt.citation_style, question.strictness,
+                question.stream_policy or self._generation.stream_policy,
+                prompt.citation_style,
+                question.strictness,
                 citations,
             )
-            search = retrieved.search.text
             stream = self._generate.stream(
-                question, search, prompt, retrieval.hits, packing, generation_deadline, clock, ledger
+                question, search, prompt, retrieval.hits, packing, generation_deadline, clock, ledger, reading.counts
             )
             async with contextlib.aclosing(stream):  # a caller leaving closes the upstream LLM stream at once
                 async for item in stream:
@@ -143,8 +147,7 @@ class Pipeline:
             generation_ms = clock.lap()
 
             validated = await self._validate.run(
-                question, search, prompt, generated, generation_deadline, ledger, citations=citations,
-                answerability=answerability,
+                question, search, prompt, generated, generation_deadline, ledger, reading, citations=citations
             )
             validation_ms = clock.lap()
             timings = replace(
@@ -161,6 +164,29 @@ class Pipeline:
             yield answer
         finally:
             retrieved.classification.settle()  # a classification still running is not waited for
+
+    async def _refused(
+        self,
+        question: Question,
+        retrieved: Retrieved,
+        refusal: RefusalReason,
+        prompt: Prompt,
+        retrieved_in: Timings,
+        clock: Clock,
+        ledger: UsageLedger,
+        *,
+        text: str | None = None,
+    ) -> Answer:
+        """The answer of a question refused before generation, with the nearest evidence as its candidates."""
+        retrieval = retrieved.retrieval
+        refusal = assemble.refusal_reason(question, refusal)
+        evidence = (retrieval.hits or retrieval.rejected)[: assemble.GATE_CANDIDATES]
+        shown = assemble.refusal_text(question) if text is None else text
+        verdict = self._policy.judge(shown, evidence, refusal=refusal)
+        timings = replace(retrieved_in, total_ms=clock.total())
+        return assemble.gate_refusal(
+            question, retrieved, refusal, verdict, await self._route(verdict), prompt, timings, ledger, text=shown
+        )
 
     async def _route(self, verdict: Verdict) -> RouteTarget | None:
         if verdict.action is not Action.ROUTE:

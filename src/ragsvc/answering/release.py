@@ -58,9 +58,7 @@ def release_for(
 ) -> Release:
     if policy is StreamPolicy.RAW:
         return RawRelease()
-    return ValidatedRelease(
-        style, strict=strictness is Strictness.STRICT, drop_invalid=citations is CitationPolicy.DROP_INVALID
-    )
+    return ValidatedRelease(style, strict=strictness is Strictness.STRICT, drop_invalid=citations is CitationPolicy.DROP_INVALID)
 
 
 class RawRelease:
@@ -155,4 +153,3 @@ class ValidatedRelease:
         if self._style is CitationStyle.SOURCE_ID:
             return normalize_source_ids(sentence, self._context)
         return sentence
-

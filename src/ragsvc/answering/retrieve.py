@@ -12,11 +12,10 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from ragsvc.answering.conversation import Condenser, with_subject
+from ragsvc.answering.conversation import Condenser
 from ragsvc.answering.deadlines import RequestBudget
 from ragsvc.answering.gate import Gate
 from ragsvc.answering.usage import UsageLedger
-from ragsvc.classify import classify
 from ragsvc.config import RetrievalSettings
 from ragsvc.domain import (
     CallPurpose,
@@ -31,6 +30,7 @@ from ragsvc.domain import (
 from ragsvc.errors import RagError
 from ragsvc.generation.base import Generator
 from ragsvc.judge import LLMJudge
+from ragsvc.reading import Reader
 from ragsvc.retrieval.base import Retriever
 
 _log = logging.getLogger(__name__)
@@ -76,13 +76,14 @@ class QueryClassifier:
     on, in a call alongside retrieval whose class is used only when it arrives in time (see `Classification`).
     Not on a server that reports a single slot: the call would hold the slot the answer is about to need."""
 
-    def __init__(self, generator: Generator, *, default_model: str, by_model: bool) -> None:
+    def __init__(self, generator: Generator, reader: Reader, *, default_model: str, by_model: bool) -> None:
         self._generator = generator
+        self._reader = reader
         self._default_model = default_model
         self.by_model = by_model and generator.capabilities.follows_instructions
 
     async def start(self, question: Question, budget: RequestBudget, ledger: UsageLedger) -> Classification:
-        by_rules = classify(question.query, question.chat_history)
+        by_rules = self._reader.classify(question.query, question.chat_history)
         if not self.by_model or await self._generator.slots() == 1:
             return Classification(by_rules)
         return Classification(by_rules, asyncio.create_task(self._by_model(question, budget, ledger)))
@@ -107,12 +108,14 @@ class RetrieveStage:
     def __init__(
         self,
         retriever: Retriever,
+        reader: Reader,
         classifier: QueryClassifier,
         condenser: Condenser,
         gate: Gate,
         settings: RetrievalSettings,
     ) -> None:
         self._retriever = retriever
+        self._reader = reader
         self._classifier = classifier
         self._condenser = condenser
         self._gate = gate
@@ -129,21 +132,21 @@ class RetrieveStage:
             classification.settle()  # a failed request: the model's call is not waited for
             raise
 
-    async def _retrieve(
-        self, question: Question, search: SearchQuery, budget: RequestBudget
-    ) -> tuple[Retrieval, SearchQuery]:
+    async def _retrieve(self, question: Question, search: SearchQuery, budget: RequestBudget) -> tuple[Retrieval, SearchQuery]:
         deadline = budget.stage("retrieval", self._settings.retrieval_timeout_s, "RAG_RETRIEVAL_TIMEOUT_SECONDS")
         async with deadline.bound():
             if question.mode is Mode.SELECTED_TEXT:  # R-001-07: evidence only from the selection, never the index
                 retrieval = await self._retriever.retrieve_selection(
-                    search.text, question.selected_text, top_k=self._top_k(question),
+                    search.text,
+                    question.selected_text,
+                    top_k=self._top_k(question),
                     score_threshold=question.score_threshold,
                 )
                 return retrieval, search
             retrieval = await self._search(question, search.text)
             by_rule = search.rewrite in (QueryRewrite.RULE, QueryRewrite.RULE_FALLBACK)
             if by_rule and search.text == question.query and self._gate.refusal(retrieval) is not None:
-                widened = SearchQuery(with_subject(question.query, question.chat_history), search.rewrite)
+                widened = SearchQuery(self._reader.with_subject(question.query, question.chat_history), search.rewrite)
                 second = await self._search(question, widened.text)
                 if self._gate.refusal(second) is None:
                     return second, widened

@@ -121,9 +121,7 @@ class AnsweringService:
                         event = await self._hints.explained(event, question, call.principal)
                     event = _with_provenance(event, question, index_version)
                     if report.injection_patterns:
-                        event = dataclasses.replace(
-                            event, flags=dataclasses.replace(event.flags, injection_suspected=True)
-                        )
+                        event = dataclasses.replace(event, flags=dataclasses.replace(event.flags, injection_suspected=True))
                     report.answer = event
                     for (store, key), generation in zip(stores, generations, strict=True):
                         await store.put(key, event, question=question, generation=generation)
@@ -156,15 +154,11 @@ class AnsweringService:
 
 def _with_provenance(answer: Answer, question: Question, index_version: str) -> Answer:
     """The pipeline's answer with its provenance: index version, creation time, the question's language."""
-    return dataclasses.replace(
-        answer, index_version=index_version, created_at=datetime.now(UTC), language=question.language
-    )
+    return dataclasses.replace(answer, index_version=index_version, created_at=datetime.now(UTC), language=question.language)
 
 
 def _as_served(answer: Answer, question: Question, patterns: tuple[str, ...], elapsed_ms: float) -> Answer:
     """A stored answer as served now: this request's id and flags (cache_hit says no model was called and no stage
     ran, so the only timing is the total); its usage stays the original answer's, what the answer cost to write."""
     flags: Flags = dataclasses.replace(answer.flags, cache_hit=True, injection_suspected=bool(patterns))
-    return dataclasses.replace(
-        answer, request_id=question.request_id, timings=Timings(total_ms=elapsed_ms), flags=flags
-    )
+    return dataclasses.replace(answer, request_id=question.request_id, timings=Timings(total_ms=elapsed_ms), flags=flags)

@@ -14,6 +14,7 @@ from typing import TypeVar
 from ragsvc.answering.deadlines import StageDeadline
 from ragsvc.answering.generate import Generated, GenerateStage
 from ragsvc.answering.pack import Packer
+from ragsvc.answering.read import Reading
 from ragsvc.answering.usage import UsageLedger
 from ragsvc.budget import Packing
 from ragsvc.citation_policy import Markers, drop_invalid
@@ -23,6 +24,7 @@ from ragsvc.errors import RagError
 from ragsvc.generation.fallback import Attempt
 from ragsvc.judge import LLMJudge
 from ragsvc.prompts import Prompt, TemplateRegistry, get_prompt
+from ragsvc.reading import Reader
 from ragsvc.validation import AnswerPolicy, Verdict, normalize_source_ids, strip_invalid_markers
 
 _T = TypeVar("_T")
@@ -57,12 +59,14 @@ class _Settled:
 class ValidateStage:
     def __init__(
         self,
+        reader: Reader,
         policy: AnswerPolicy,
         generate: GenerateStage,
         packer: Packer,
         templates: TemplateRegistry,
         settings: GenerationSettings,
     ) -> None:
+        self._reader = reader
         self._policy = policy
         self._generate = generate
         self._packer = packer
@@ -77,25 +81,25 @@ class ValidateStage:
         generated: Generated,
         deadline: StageDeadline,
         ledger: UsageLedger,
+        reading: Reading,
         *,
         citations: CitationPolicy = CitationPolicy.STRICT,
-        answerability: float = 1.0,
     ) -> Validated:
         """An answer citing unknown markers keeps, under DROP_INVALID, its validly cited sentences when a claim is
         among them. Otherwise it is regenerated with the strict prompt (not streamed: the final answer is
         authoritative) up to RAG_MAX_RETRIES_ON_HALLUCINATION times; if no run is clean, the invalid markers are
-        stripped and a disclaimer added, and the answer stays ungrounded. `answerability` is the answerability
-        gate's score of the evidence (1 when no gate judged it): see `AnswerPolicy.judge`."""
-        draft = self._judged(question, prompt, generated.packing, generated.text, answerability)
+        stripped and a disclaimer added, and the answer stays ungrounded. Each answer is judged by the reader with the
+        question's `reading` (see `AnswerPolicy.judge`)."""
+        draft = self._judged(question, prompt, generated.packing, generated.text, reading)
         settled = _Settled(generated.text, draft, generated.packing)
         if draft.invalid_markers:
             dropped = None
             if citations is CitationPolicy.DROP_INVALID:
-                dropped = self._dropped(question, prompt, generated.packing, generated.text, answerability)
+                dropped = self._dropped(question, prompt, generated.packing, generated.text, reading)
             settled = dropped or await self._rerun(
-                question, search, prompt, generated, draft, deadline, ledger, citations, answerability
+                question, search, prompt, generated, draft, deadline, ledger, citations, reading
             )
-        verdict, follow_ups = await self._side_calls(question, prompt, generated.attempt, settled, deadline, ledger)
+        verdict, follow_ups = await self._side_calls(question, prompt, generated.attempt, settled, deadline, ledger, reading)
         return Validated(
             settled.text,
             verdict,
@@ -105,12 +109,10 @@ class ValidateStage:
             citations_dropped=settled.dropped,
         )
 
-    def _dropped(
-        self, question: Question, prompt: Prompt, packing: Packing, text: str, answerability: float
-    ) -> _Settled | None:
+    def _dropped(self, question: Question, prompt: Prompt, packing: Packing, text: str, reading: Reading) -> _Settled | None:
         """`text` without the sentences backed only by invalid markers, when a valid cited claim remains."""
         kept = drop_invalid(text, Markers(packing.context, prompt.citation_style), question.request_id).text
-        verdict = self._judged(question, prompt, packing, kept, answerability)
+        verdict = self._judged(question, prompt, packing, kept, reading)
         return _Settled(kept, verdict, packing, dropped=True) if verdict.grounded else None
 
     async def _rerun(
@@ -123,7 +125,7 @@ class ValidateStage:
         deadline: StageDeadline,
         ledger: UsageLedger,
         citations: CitationPolicy,
-        answerability: float,
+        reading: Reading,
     ) -> _Settled:
         """The first strict re-run without invalid citations (under DROP_INVALID: with a valid claim left once they
         are dropped); else the draft with its invalid markers stripped, ungrounded."""
@@ -132,26 +134,31 @@ class ValidateStage:
         looped = False
         for _ in range(self._settings.hallucination_retries):
             packing = self._packer.pack(attempt.model, strict, question, generated.packing.context)
-            request = self._generate.request(question, search, attempt.model, packing, strict, deadline)
+            request = self._generate.request(question, search, attempt.model, packing, strict, deadline, reading.counts)
             rerun = await self._generate.complete(attempt, packing, request, deadline, ledger)
             looped = looped or rerun.repetition_stopped
-            rerun_verdict = self._judged(question, strict, packing, rerun.text, answerability)
+            rerun_verdict = self._judged(question, strict, packing, rerun.text, reading)
             if not rerun_verdict.invalid_markers:
                 return _Settled(rerun.text, rerun_verdict, packing, looped)
             if citations is CitationPolicy.DROP_INVALID:
-                dropped = self._dropped(question, strict, packing, rerun.text, answerability)
+                dropped = self._dropped(question, strict, packing, rerun.text, reading)
                 if dropped is not None:
                     return _Settled(dropped.text, dropped.verdict, packing, looped, dropped=True)
         marked = _markers_of(prompt, generated.text, generated.packing)
         return _Settled(strip_invalid_markers(marked, verdict.invalid_markers), verdict, generated.packing, looped)
 
-    def _judged(self, question: Question, prompt: Prompt, packing: Packing, text: str, answerability: float) -> Verdict:
+    def _judged(
+        self, question: Question, prompt: Prompt, packing: Packing, text: str, reading: Reading, llm_score: float | None = None
+    ) -> Verdict:
+        """The verdict on `text`, judged by the reader (and weighed with a model's own `llm_score` when given)."""
+        judged = _markers_of(prompt, text, packing)
         return self._policy.judge(
-            _markers_of(prompt, text, packing),
+            judged,
             packing.context,
             strict=question.strictness is Strictness.STRICT,
-            question=question.query,
-            answerability=answerability,
+            judgement=self._reader.judge(reading.analysis, judged, packing.context),
+            answerability=reading.assessment.score,
+            llm_score=llm_score,
         )
 
     async def _side_calls(
@@ -162,6 +169,7 @@ class ValidateStage:
         settled: _Settled,
         deadline: StageDeadline,
         ledger: UsageLedger,
+        reading: Reading,
     ) -> tuple[Verdict, tuple[str, ...]]:
         """For a grounded answer whose text is final, the model's support score (the verdict judged again with
         it) and follow-up questions, asked at once; each left out when it fails."""
@@ -172,19 +180,26 @@ class ValidateStage:
         scoring = self._settings.llm_self_score
         score, follow_ups = await asyncio.gather(
             _ask(
-                attempt, deadline, ledger, CallPurpose.SELF_SCORE,
+                attempt,
+                deadline,
+                ledger,
+                CallPurpose.SELF_SCORE,
                 lambda judge: judge.support_score(question.query, settled.text, settled.packing.context),
-            ) if scoring else _nothing(),
+            )
+            if scoring
+            else _nothing(),
             _ask(
-                attempt, deadline, ledger, CallPurpose.FOLLOW_UPS,
+                attempt,
+                deadline,
+                ledger,
+                CallPurpose.FOLLOW_UPS,
                 lambda judge: judge.follow_ups(question.query, settled.text, count),
-            ) if count else _nothing(),
+            )
+            if count
+            else _nothing(),
         )
         if score is not None:
-            verdict = self._policy.judge(
-                _markers_of(prompt, settled.text, settled.packing), settled.packing.context, llm_score=score,
-                strict=question.strictness is Strictness.STRICT,
-            )
+            verdict = self._judged(question, prompt, settled.packing, settled.text, reading, llm_score=score)
         return verdict, follow_ups or ()
 
 

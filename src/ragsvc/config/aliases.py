@@ -154,9 +154,7 @@ class Resolution:
         return f"{' and '.join(names)} (read as {variable})" if names else variable
 
 
-def resolve(
-    environ: Environ, variables: Mapping[str, FieldInfo], names: Sequence[SeedName] = SEED_NAMES
-) -> Resolution:
+def resolve(environ: Environ, variables: Mapping[str, FieldInfo], names: Sequence[SeedName] = SEED_NAMES) -> Resolution:
     """Read the specifications' names in `environ` as ragsvc's `variables` (see the module's docstring)."""
     readings: dict[str, list[SeedName]] = {}
     for seed_name in names:
@@ -203,9 +201,7 @@ def _ambiguous(name: str, meanings: Sequence[SeedName]) -> str:
     return f"means different settings in different specifications ({said}): set {use} instead, and unset {name}"
 
 
-def _disagreement(
-    variable: str, values: Mapping[str, str], own: str | None, info: FieldInfo | None
-) -> tuple[str, str] | None:
+def _disagreement(variable: str, values: Mapping[str, str], own: str | None, info: FieldInfo | None) -> tuple[str, str] | None:
     """A refusal (blaming an alias) when the aliases of `variable`, or one of them and `own` (its value under
     ragsvc's name, when set), say different values; None when they agree."""
     secret = info is not None and info.annotation is SecretStr

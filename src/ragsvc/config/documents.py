@@ -26,8 +26,7 @@ def parse_owners(text: str) -> OwnersDocument:
     try:
         users = tuple((str(u["id"]), str(u["email"])) for u in data.get("users", []))
         tags = tuple(
-            (str(t["name"]), None if t.get("owner_user_id") is None else str(t["owner_user_id"]))
-            for t in data.get("tags", [])
+            (str(t["name"]), None if t.get("owner_user_id") is None else str(t["owner_user_id"])) for t in data.get("tags", [])
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"each user needs an id and an email, each tag a name: {exc!r}") from None

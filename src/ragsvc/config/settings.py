@@ -99,6 +99,11 @@ class GeneratorKind(enum.StrEnum):
     OLLAMA = "ollama"  # an Ollama server (/api/chat)
 
 
+class ReaderKind(enum.StrEnum):
+    TRAINED = "trained"  # the models trained on labelled questions (ragsvc/reading/models)
+    RULES = "rules"  # hand-set word rules
+
+
 class EmbedderKind(enum.StrEnum):
     MINILM = "minilm"  # the bundled all-MiniLM-L6-v2 ONNX model
     OLLAMA = "ollama"  # an Ollama server (/api/embed)
@@ -132,9 +137,7 @@ class ServerSettings(Group):
         "whole-request budget; stages end by it (and by the caller's deadline)",
         gt=0,
     )
-    data_dir: Path = env(
-        Path(".ragsvc-data"), "RAG_DATA_DIR", "where the embedded engine and database keep their data"
-    )
+    data_dir: Path = env(Path(".ragsvc-data"), "RAG_DATA_DIR", "where the embedded engine and database keep their data")
     demo_corpus: bool = env(True, "RAG_DEMO_CORPUS", "index the bundled demo corpus on start when the store is empty")
     workers: int = env(
         1,
@@ -215,17 +218,13 @@ class HardeningSettings(Group):
     reject_injection: bool = env(
         False, "RAG_REJECT_INJECTION", "refuse such input with INVALID_ARGUMENT INJECTION_SUSPECTED instead"
     )
-    cache_max_entries: int = env(
-        1000, "RAG_CACHE_MAX_ENTRIES", "answers kept in the in-memory cache; 0: no cache", ge=0
-    )
+    cache_max_entries: int = env(1000, "RAG_CACHE_MAX_ENTRIES", "answers kept in the in-memory cache; 0: no cache", ge=0)
     cache_ttl_s: float = env(3600.0, "RAG_CACHE_TTL_SECONDS", "how long a cached answer may be served", gt=0)
     idempotency_ttl_s: float = env(
         86400.0, "RAG_IDEMPOTENCY_TTL_SECONDS", "how long an idempotency key replays its caller's recorded answer", gt=0
     )
     request_log: bool = env(True, "RAG_REQUEST_LOG", "log one JSON line per call (logger ragsvc.requests)")
-    metrics_port: int = env(
-        0, "RAG_METRICS_PORT", "serve Prometheus /metrics on this port (same host); 0: off", ge=0, le=65535
-    )
+    metrics_port: int = env(0, "RAG_METRICS_PORT", "serve Prometheus /metrics on this port (same host); 0: off", ge=0, le=65535)
     otel_endpoint: str = env(
         "", "OTEL_EXPORTER_OTLP_ENDPOINT", "OpenTelemetry: send a span per call to this OTLP/gRPC collector; empty: off"
     )
@@ -306,9 +305,7 @@ class RetrievalSettings(Group):
     # The vector engine: the embedded qdrant-edge shard, or a Qdrant server when RAG_QDRANT_URL is set.
     qdrant_url: str = env("", "RAG_QDRANT_URL", "Qdrant server URL (e.g. http://qdrant:6333); empty: embedded engine")
     qdrant_api_key: SecretStr = env(SecretStr(""), "RAG_QDRANT_API_KEY", "API key for the Qdrant server")
-    qdrant_collection: str = env(
-        "ragsvc_chunks", "RAG_QDRANT_COLLECTION", "collection on the Qdrant server", min_length=1
-    )
+    qdrant_collection: str = env("ragsvc_chunks", "RAG_QDRANT_COLLECTION", "collection on the Qdrant server", min_length=1)
     qdrant_prefer_grpc: bool = env(True, "RAG_QDRANT_PREFER_GRPC", "talk to the Qdrant server over gRPC (port 6334)")
     qdrant_timeout_s: float = env(10.0, "RAG_QDRANT_TIMEOUT_SECONDS", "timeout of one Qdrant server call", gt=0)
     edge_index_after_points: int = env(
@@ -332,16 +329,12 @@ class RetrievalSettings(Group):
     embedding_model: str = env(
         "", "EMBEDDING_MODEL", "embedding model; empty: nomic-embed-text (ollama), text-embedding-3-small (openai)"
     )
-    embedding_dimension: int = env(
-        0, "EMBEDDING_DIMENSION", "dimension of the served embeddings (0: ask at start)", ge=0
-    )
+    embedding_dimension: int = env(0, "EMBEDDING_DIMENSION", "dimension of the served embeddings (0: ask at start)", ge=0)
     embedding_base_url: str = env(
         "", "RAG_EMBEDDING_BASE_URL", "embedding server URL (default OLLAMA_BASE_URL or OPENAI_BASE_URL)"
     )
     embedding_batch_size: int = env(64, "RAG_EMBEDDING_BATCH_SIZE", "texts per embedding request", ge=1)
-    embedding_timeout_s: float = env(
-        30.0, "RAG_EMBEDDING_TIMEOUT_SECONDS", "timeout of one embedding request", gt=0
-    )
+    embedding_timeout_s: float = env(30.0, "RAG_EMBEDDING_TIMEOUT_SECONDS", "timeout of one embedding request", gt=0)
 
     @property
     def served_embedding_model(self) -> str:
@@ -359,8 +352,7 @@ class IngestSettings(Group):
     max_document_bytes: int = env(
         256 * 1024 * 1024,
         "RAG_MAX_DOCUMENT_BYTES",
-        "largest document IndexService.UploadDocument accepts in pieces (bytes); unfinished uploads wait in "
-        "RAG_DATA_DIR/uploads",
+        "largest document IndexService.UploadDocument accepts in pieces (bytes); unfinished uploads wait in RAG_DATA_DIR/uploads",
         ge=1,
     )
     source_trust_table: str = env(
@@ -404,9 +396,7 @@ class IngestSettings(Group):
         "most bytes one PDF stream, or one part of a .docx, may decompress to",
         ge=1,
     )
-    max_chunks: int = env(
-        _READING.chunks, limits.MAX_CHUNKS, "most chunks one document may make, however it is ingested", ge=1
-    )
+    max_chunks: int = env(_READING.chunks, limits.MAX_CHUNKS, "most chunks one document may make, however it is ingested", ge=1)
     max_call_chunks: int = env(
         1000,
         limits.MAX_CALL_CHUNKS,
@@ -512,9 +502,7 @@ class GenerationSettings(Group):
     llm_classify: bool = env(
         True, "RAG_LLM_CLASSIFY", "classify questions with the LLM (a short call; rules when it fails or with extractive)"
     )
-    llm_self_score: bool = env(
-        True, "RAG_LLM_SELF_SCORE", "ask the LLM to rate its answer's support (a second, short call)"
-    )
+    llm_self_score: bool = env(True, "RAG_LLM_SELF_SCORE", "ask the LLM to rate its answer's support (a second, short call)")
     follow_up_count: int = env(
         2,
         "RAG_DEFAULT_FOLLOW_UP_COUNT",
@@ -547,9 +535,7 @@ class GenerationSettings(Group):
         gt=0,
         le=10,
     )
-    model_prices: str = env(
-        "", "RAG_MODEL_PRICES", "USD per 1M tokens, model=prompt/completion,... (unlisted models cost 0)"
-    )
+    model_prices: str = env("", "RAG_MODEL_PRICES", "USD per 1M tokens, model=prompt/completion,... (unlisted models cost 0)")
     stream_policy: StreamPolicy = env(
         StreamPolicy.VALIDATED,
         "RAG_STREAM_POLICY",
@@ -621,13 +607,35 @@ class TrustSettings(Group):
     score_gate: float = env(
         0.15, "RAG_SCORE_GATE", "refuse without calling the LLM when the best chunk scores lower", ge=-1, le=1
     )
-    confidence_threshold: float = env(
-        60.0,
+    reader: ReaderKind = env(
+        ReaderKind.TRAINED,
+        "RAG_READER",
+        "what reads questions against the evidence: trained (the shipped model) or rules (hand-set word rules)",
+    )
+    reader_model: str = env(
+        "", "RAG_READER_MODEL", "the trained reader's model file (.npz from `make train-reader`); empty: the shipped one"
+    )
+    confidence_threshold: float | None = env(
+        None,
         "RAG_CONFIDENCE_THRESHOLD",
-        "minimum confidence (0-100) to CITE; below it the answer is ROUTEd",
+        "minimum confidence (0-100) to CITE, below it the answer is ROUTEd; empty: the reader's own (the trained "
+        "model's, set for 95% precision on its training corpora; 60 for the rules)",
         ge=0,
         le=100,
     )
+
+    @field_validator("confidence_threshold", mode="before")
+    @classmethod
+    def _empty_is_the_readers(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("reader_model")
+    @classmethod
+    def _model_file_exists(cls, value: str) -> str:
+        if value and not Path(value).is_file():
+            raise ValueError(f"no model file at {value}")
+        return value
+
     default_llm_score: float = env(
         50.0, "RAG_DEFAULT_LLM_SCORE", "LLM self-score (0-100) used when no LLM scores the answer", ge=0, le=100
     )
@@ -663,15 +671,10 @@ class RecordsSettings(Group):
     database_url: SecretStr = env(
         SecretStr(""),
         "RAG_DATABASE_URL",
-        "PostgreSQL for the records instead, shared by replicas: postgresql://user:password@host:5432/db; "
-        "empty: the SQLite file",
+        "PostgreSQL for the records instead, shared by replicas: postgresql://user:password@host:5432/db; empty: the SQLite file",
     )
-    database_pool_min_size: int = env(
-        1, "RAG_DATABASE_POOL_MIN_SIZE", "PostgreSQL connections each replica keeps open", ge=0
-    )
-    database_pool_max_size: int = env(
-        10, "RAG_DATABASE_POOL_MAX_SIZE", "most PostgreSQL connections of one replica", ge=1
-    )
+    database_pool_min_size: int = env(1, "RAG_DATABASE_POOL_MIN_SIZE", "PostgreSQL connections each replica keeps open", ge=0)
+    database_pool_max_size: int = env(10, "RAG_DATABASE_POOL_MAX_SIZE", "most PostgreSQL connections of one replica", ge=1)
     database_connect_timeout_s: float = env(
         5.0,
         "RAG_DATABASE_CONNECT_TIMEOUT_SECONDS",
@@ -684,12 +687,8 @@ class RecordsSettings(Group):
     owners_file: str = env(
         "", "RAG_OWNERS_FILE", 'JSON {"users": [{id, email}], "tags": [{name, owner_user_id}]} loaded at start'
     )
-    session_history_messages: int = env(
-        10, "RAG_SESSION_HISTORY_MESSAGES", "stored messages reused as a session's history", ge=0
-    )
-    session_retention_days: float = env(
-        30.0, "RAG_SESSION_RETENTION_DAYS", "session messages older than this are purged", gt=0
-    )
+    session_history_messages: int = env(10, "RAG_SESSION_HISTORY_MESSAGES", "stored messages reused as a session's history", ge=0)
+    session_retention_days: float = env(30.0, "RAG_SESSION_RETENTION_DAYS", "session messages older than this are purged", gt=0)
     audit_retention_days: float = env(
         0.0,
         "RAG_AUDIT_RETENTION_DAYS",
@@ -732,8 +731,7 @@ class RecordsSettings(Group):
         if self.database_pool_min_size > self.database_pool_max_size:
             checks.refuse(
                 "RAG_DATABASE_POOL_MIN_SIZE",
-                f"{self.database_pool_min_size} refused: more than RAG_DATABASE_POOL_MAX_SIZE "
-                f"({self.database_pool_max_size})",
+                f"{self.database_pool_min_size} refused: more than RAG_DATABASE_POOL_MAX_SIZE ({self.database_pool_max_size})",
             )
         checks.done()
         return self
@@ -905,9 +903,7 @@ class Settings(BaseSettings):
 
 
 def _invalid(violations: list[FieldViolation]) -> InvalidRequest:
-    return InvalidRequest(
-        violations, "invalid configuration: " + "; ".join(f"{v.field}: {v.description}" for v in violations)
-    )
+    return InvalidRequest(violations, "invalid configuration: " + "; ".join(f"{v.field}: {v.description}" for v in violations))
 
 
 class _FlatEnvironment(PydanticBaseSettingsSource):

@@ -176,9 +176,7 @@ class StreamState(Protocol):
     def read(self, item: Any, raw: bytes) -> str: ...
 
 
-def read_delta(
-    items: list[bytes], what: str, stream: StreamState
-) -> tuple[GenerationDelta | None, BadResponse | None]:
+def read_delta(items: list[bytes], what: str, stream: StreamState) -> tuple[GenerationDelta | None, BadResponse | None]:
     """The delta of one network read's events or lines: their text, each parsed (`_parsed`) and read by `stream`,
     joined, with the usage when this read reported it (None when the read said neither); and the failure that
     stopped the reading (raised by the caller after the text before it went out)."""
@@ -401,7 +399,10 @@ class HttpGenerator(abc.ABC):
                     raise
                 _log.warning(
                     "the LLM server failed: %r; trying again in %.2f s (retry %d of %d)",
-                    exc, wait_s, retry + 1, self._retry.retries,
+                    exc,
+                    wait_s,
+                    retry + 1,
+                    self._retry.retries,
                 )
                 await asyncio.sleep(wait_s)
         raise AssertionError("unreachable: the loop returns or raises")

@@ -48,9 +48,7 @@ class OllamaGenerator(HttpGenerator):
         retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        super().__init__(
-            base_url, model=model, timeout_s=timeout_s, models_ttl_s=models_ttl_s, retry=retry, transport=transport
-        )
+        super().__init__(base_url, model=model, timeout_s=timeout_s, models_ttl_s=models_ttl_s, retry=retry, transport=transport)
         self._context_windows = dict(context_windows or {})
         self._keep_alive = _keep_alive(keep_alive)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from ragsvc.reading.sentences import sentences
+
 MIN_COPIES = 3
 MIN_LOOP_CHARS = 64
 MAX_UNIT_CHARS = 200
@@ -18,8 +20,6 @@ _TAIL_CHARS = MAX_UNIT_CHARS * MIN_COPIES
 # loop is longer than a passage plus this: MIN_LOOP_CHARS and MIN_COPIES see to it).
 _PROBE_CHARS = 8
 _WHITESPACE = re.compile(r"\s+")
-# A sentence with the markers after its closing punctuation, as validation splits them; or an unfinished one.
-_SENTENCE = re.compile(r"\s*[^.!?]+[.!?]+(?:\s*\[#\d{1,3}\])*|\s*[^.!?]+$")
 
 
 class RepetitionGuard:
@@ -63,11 +63,10 @@ def without_repeats(text: str) -> str:
     sentence it was cut in dropped."""
     seen: set[str] = set()
     kept: list[str] = []
-    for match in _SENTENCE.finditer(text):
-        sentence = match.group(0)
+    for sentence in sentences(text):
         key = _WHITESPACE.sub(" ", sentence).strip().lower()
         if key in seen or not sentence.rstrip().endswith((".", "!", "?", "]")):
             continue
         seen.add(key)
         kept.append(sentence)
-    return "".join(kept).strip()
+    return " ".join(kept)

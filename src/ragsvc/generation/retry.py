@@ -40,7 +40,6 @@ class RetryPolicy:
         return wait_s if wait_s <= MAX_WAIT_S else None
 
 
-
 def retried(exc: Exception) -> bool:
     """Whether `exc`, raised before a response began, is worth another try."""
     if isinstance(exc, httpx.HTTPStatusError):

@@ -221,7 +221,10 @@ class Connection(asyncio.Protocol):
         keep_alive = version == b"HTTP/1.1" and not _has_token(headers, b"connection", b"close")
         body.reusable = keep_alive and not _has_token(request.headers.raw, b"connection", b"close")
         return httpx.Response(
-            status, headers=headers, stream=body, request=request,
+            status,
+            headers=headers,
+            stream=body,
+            request=request,
             extensions={"http_version": version, "reason_phrase": reason},
         )
 
@@ -284,8 +287,6 @@ class Connection(asyncio.Protocol):
         return self._buffer
 
 
-
-
 class Framing:
     """How a body ends: `length` bytes (None: at the connection's end), or chunked."""
 
@@ -322,10 +323,7 @@ def _keep_alive_timeout(headers: list[tuple[bytes, bytes]]) -> float | None:
 
 
 def _has_token(headers: list[tuple[bytes, bytes]], name: bytes, token: bytes) -> bool:
-    return any(
-        key.lower() == name and token in (part.strip().lower() for part in value.split(b","))
-        for key, value in headers
-    )
+    return any(key.lower() == name and token in (part.strip().lower() for part in value.split(b",")) for key, value in headers)
 
 
 _INCOMPLETE = "peer closed connection without sending complete message body"
@@ -336,7 +334,11 @@ class Body(httpx.AsyncByteStream):
     connection goes back to the pool; closed before, the connection is closed."""
 
     def __init__(
-        self, connection: Connection, request: httpx.Request, timeout_s: float | None, release: Release,
+        self,
+        connection: Connection,
+        request: httpx.Request,
+        timeout_s: float | None,
+        release: Release,
         framing: Framing,
     ) -> None:
         self._connection = connection

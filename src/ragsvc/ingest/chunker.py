@@ -1,7 +1,7 @@
 """Split sections into overlapping chunks of at most N tokens (cl100k_base), cut between words.
 
 A chunk carries what it needs to be read alone: when it starts inside a labelled entry (a definition term such as
-"max_connections (integer)" before the paragraphs that describe it, see ragsvc.passages) whose label is not in
+"max_connections (integer)" before the paragraphs that describe it, see ragsvc.reading.passages) whose label is not in
 it, it starts with that label; when it starts or ends inside a fenced code block, the fence is opened or closed at
 its border, so that code never reads as prose. What it carries counts towards its tokens."""
 
@@ -18,8 +18,8 @@ from ragsvc.budget import COUNTED_ENCODING
 from ragsvc.encodings import get_encoding
 from ragsvc.ingest.limits import Deadline
 from ragsvc.ingest.sections import Section
-from ragsvc.passages import is_label
 from ragsvc.prompts import fenced
+from ragsvc.reading.passages import is_label
 
 _WORD = re.compile(r"\S+")
 _FENCE = re.compile(r"^[ \t]*(```|~~~)", re.MULTILINE)
@@ -105,9 +105,7 @@ class _Carried:
         return bisect.bisect_left(self._fences, offset) % 2 == 1
 
 
-def _chunk_text(
-    encoding: tiktoken.Encoding, text: str, limit: int, overlap: int, deadline: Deadline | None
-) -> Iterator[str]:
+def _chunk_text(encoding: tiktoken.Encoding, text: str, limit: int, overlap: int, deadline: Deadline | None) -> Iterator[str]:
     units = _units(encoding, text, limit, deadline)
     carried = _Carried(encoding, text, limit)
     first = 0

@@ -23,9 +23,7 @@ _CHECK_EVERY = 1024  # rows between two looks at the deadline
 csv.field_size_limit(2**31 - 1)
 
 
-def delimited_sections(
-    text: str, media_type: str, *, chunk_tokens: int, deadline: Deadline | None = None
-) -> list[Section]:
+def delimited_sections(text: str, media_type: str, *, chunk_tokens: int, deadline: Deadline | None = None) -> list[Section]:
     """The rows of CSV or TSV `text` (as `media_type` says) in sections of at most `chunk_tokens` tokens (a row
     longer than that alone). The csv module reads any text (an unclosed quote runs to the end)."""
     delimiter = "\t" if media_type == TSV else _delimiter(text)
@@ -68,7 +66,7 @@ def _delimiter(text: str) -> str:
 
 
 def _line(header: list[str], row: list[str]) -> str:
-    """"column: value" for each non-empty value, joined by "; " (columns past the header are "column N")."""
+    """ "column: value" for each non-empty value, joined by "; " (columns past the header are "column N")."""
     named = []
     for i, cell in enumerate(row):
         value = " ".join(cell.split())

@@ -60,14 +60,14 @@ def html_title(content: bytes, limits: DocumentLimits = DocumentLimits()) -> str
 
 
 _HTML_SKIPPED = frozenset(
-    "head script style noscript template nav iframe object embed svg math canvas form button select textarea "
-    "input dialog".split()
+    "head script style noscript template nav iframe object embed svg math canvas form button select textarea input dialog".split()
 )
 _HTML_CHROME_ROLES = frozenset({"navigation", "banner", "contentinfo", "search", "menu", "menubar"})
-# Class or id tokens of navigation chrome in common site generators (DocBook's navheader/navfooter/toc, Sphinx's
-# related/sphinxsidebar, MkDocs and Bootstrap navbars, breadcrumbs, skip links).
+# Class or id tokens of navigation chrome in common site generators (DocBook's navheader/navfooter/toc, Publican's
+# docnav, Sphinx's related/sphinxsidebar/footer, MkDocs and Bootstrap navbars, breadcrumbs, skip links). Not "sidebar":
+# DocBook's and Sphinx's sidebars are boxes of the page's own text (tips, warnings, asides).
 _HTML_CHROME_NAMES = frozenset(
-    "navheader navfooter navbar navigation nav-menu breadcrumb breadcrumbs toc sidebar sphinxsidebar related "
+    "navheader navfooter navbar navigation nav-menu breadcrumb breadcrumbs toc docnav sphinxsidebar related footer "
     "skip-link skiplink skip-to-content site-header site-footer cookie-banner".split()
 )
 _HTML_CONTAINERS = frozenset({"article", "main", "section"})
@@ -211,8 +211,6 @@ def _cell_text(cell: LexborNode) -> str:
     return _collapse(" ".join(part for s in sections for part in ((s.heading or ""), s.text))).replace("|", "\\|")
 
 
-
-
 def _decoded(content: bytes, charset: str | None) -> DecodedText:
     return decode_text(content, HTML, charset=charset, declared=_declared_charset(content))
 
@@ -237,9 +235,7 @@ def _declared_charset(content: bytes) -> str | None:
 
 _NAME = re.compile(r"<(/?)([A-Za-z][^\s/>]*)")  # a start or end tag's name
 _VALUE = re.compile(r"\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s>]*)")  # an attribute's value, with its "="
-_VOID = frozenset(
-    "area base br col embed hr img input link meta param source track wbr keygen basefont bgsound frame".split()
-)
+_VOID = frozenset("area base br col embed hr img input link meta param source track wbr keygen basefont bgsound frame".split())
 # Elements whose end tag may be left out: the parser closes them itself, so an unclosed one adds no depth.
 _OPTIONAL_END = frozenset(
     "p li dt dd option optgroup tr td th thead tbody tfoot colgroup caption rb rt rtc rp html head body".split()

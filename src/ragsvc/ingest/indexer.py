@@ -190,9 +190,7 @@ class Indexer:
         elif not published_at and PUBLISHED_AT in metadata:
             published_at = as_text(metadata[PUBLISHED_AT])[:10]
         trust = self.sources.weight(str(metadata[SOURCE_TYPE])) if document.trust is None else document.trust
-        return dataclasses.replace(
-            document, metadata=dict(sorted(metadata.items())), published_at=published_at, trust=trust
-        )
+        return dataclasses.replace(document, metadata=dict(sorted(metadata.items())), published_at=published_at, trust=trust)
 
     def source(self, document: SourceDocument) -> DocumentSource:
         """What the (completed) document's chunks are made from, as stored with them (ingested now)."""
@@ -260,9 +258,7 @@ class Indexer:
         own = ChunkLimit(self._limits.chunks)
         return limit if limit is not None and limit.maximum < own.maximum else own
 
-    async def _take(
-        self, document: SourceDocument, tags: Collection[str] | None, limit: ChunkLimit
-    ) -> _Pending | IngestResult:
+    async def _take(self, document: SourceDocument, tags: Collection[str] | None, limit: ChunkLimit) -> _Pending | IngestResult:
         """The document taken up: its chunks to embed, or already its result (unchanged, unreadable, past a limit,
         or refused)."""
         started = time.perf_counter()

@@ -60,9 +60,7 @@ def load_document(document: SourceDocument, limits: DocumentLimits, *, chunk_tok
     return Loaded(sections, decoded.encoding)
 
 
-def source_documents_from_paths(
-    paths: Sequence[Path], *, tenant_id: str, tags: Sequence[str] = ()
-) -> list[SourceDocument]:
+def source_documents_from_paths(paths: Sequence[Path], *, tenant_id: str, tags: Sequence[str] = ()) -> list[SourceDocument]:
     """All or nothing: the documents of every file `find_files` finds under `paths`. Raises InvalidRequest as
     `find_files` does, and for any file it could not give an id; OSError when a file cannot be read."""
     selection = find_files(paths)
@@ -192,8 +190,10 @@ def find_files(
                 file_id = document_id
             if file_id in owners:
                 if owners[file_id] != file:  # the same file named twice is taken once
-                    clash = f"its document id {file_id!r} is also that of {owners[file_id]}: leave one out with " \
+                    clash = (
+                        f"its document id {file_id!r} is also that of {owners[file_id]}: leave one out with "
                         "--exclude, or ingest it alone with --id"
+                    )
                     selection.problems.append(FileProblem(file, clash))
                 continue
             owners[file_id] = file
@@ -205,9 +205,7 @@ def find_files(
     return selection
 
 
-def _walk(
-    root: Path, include: Sequence[str], exclude: Sequence[str], selection: FileSelection
-) -> list[tuple[Path, str, str]]:
+def _walk(root: Path, include: Sequence[str], exclude: Sequence[str], selection: FileSelection) -> list[tuple[Path, str, str]]:
     """(file, name, document id) of each file to take under `root`, in sorted order."""
     found: list[tuple[Path, str, str]] = []
     for folder, subfolders, names in os.walk(root):
@@ -244,7 +242,7 @@ def _matches(relative: str, name: str, patterns: Sequence[str]) -> bool:
 
 
 def _relative_id(relative: Path) -> str:
-    """"guides/Getting Started.md" -> "guides.getting-started"; shortened with a hash beyond 128 characters."""
+    """ "guides/Getting Started.md" -> "guides.getting-started"; shortened with a hash beyond 128 characters."""
     parts = [slugify(part) for part in relative.parts[:-1]] + [slugify(relative.stem)]
     document_id = ".".join(parts)
     if len(document_id) > MAX_DOCUMENT_ID:

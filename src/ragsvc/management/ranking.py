@@ -24,9 +24,7 @@ def weights_from_store(value: object) -> RankingWeights | None:
     if not isinstance(value, dict):
         return None
     try:
-        weights = RankingWeights(
-            float(value["similarity_weight"]), float(value["recency_weight"]), float(value["trust_weight"])
-        )
+        weights = RankingWeights(float(value["similarity_weight"]), float(value["recency_weight"]), float(value["trust_weight"]))
     except (KeyError, TypeError, ValueError):
         return None
     return None if weights.violations() else weights

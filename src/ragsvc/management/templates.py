@@ -220,7 +220,7 @@ def _violations(template: PromptTemplate, fields: Iterable[str]) -> list[FieldVi
     if "user_prompt" in fields:
         found += user_prompt_violations(template.user, prefix + "user_prompt")
     if "language" in fields and not LANGUAGE.fullmatch(template.language):
-        found.append(FieldViolation(prefix + "language", "an ISO 639 code of 2 or 3 lower-case letters, e.g. \"de\""))
+        found.append(FieldViolation(prefix + "language", 'an ISO 639 code of 2 or 3 lower-case letters, e.g. "de"'))
     if "stop_sequences" in fields:
         found += stop_violations(template.stop, prefix + "stop_sequences")
     return found

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from ragsvc.domain import Chunk, DocumentSource, IndexStats, Retrieval, RetrievalQuery, ScoredChunk, StoredDocument
+from ragsvc.domain import Chunk, DocumentSource, IndexStats, Retrieval, RetrievalQuery, ScoredChunk, StoredDocument, TermCounts
 from ragsvc.metadata import MetadataType, MetadataValue
 
 if TYPE_CHECKING:  # layout imports this module
@@ -70,15 +70,6 @@ class Candidate:
         return ScoredChunk(self.chunk, self.score, self.rank_score)
 
 
-@dataclass(frozen=True, slots=True)
-class TermCounts:
-    """Corpus statistics of some terms over the chunks a caller can see: how many of those chunks carry index
-    terms (`chunks`), and in how many of them each term occurs."""
-
-    chunks: int
-    frequencies: dict[str, int]
-
-
 class VectorEngine(Protocol):
     """A Qdrant engine holding chunks of every tenant. Raises RetrievalUnavailable.
 
@@ -133,6 +124,10 @@ class VectorEngine(Protocol):
 
     async def check_health(self) -> None:
         """Returns when the engine answers a query; raises RetrievalUnavailable otherwise."""
+        ...
+
+    async def analyser_version(self) -> int:
+        """The version of the analyser the stored index terms were written with (see `stored_terms`)."""
         ...
 
     async def close(self) -> None: ...

@@ -26,12 +26,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.metadata
+import json
 import logging
 import os
 import shutil
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,10 +42,11 @@ from typing import Any, TypeVar
 import numpy as np
 import qdrant_edge as qe
 
-from ragsvc.domain import IndexStats, RetrievalQuery, StoredDocument
+from ragsvc.domain import IndexStats, RetrievalQuery, StoredDocument, TermCounts
 from ragsvc.errors import RetrievalUnavailable
 from ragsvc.metadata import MetadataType
-from ragsvc.retrieval.base import Candidate, DocumentPage, IndexedChunk, TermCounts
+from ragsvc.reading.text import ANALYSER_VERSION
+from ragsvc.retrieval.base import Candidate, DocumentPage, IndexedChunk
 from ragsvc.retrieval.layout import (
     DENSE,
     DOCUMENT_FIELDS,
@@ -71,6 +74,7 @@ from ragsvc.retrieval.layout import (
     stored_document,
     unit_rows,
 )
+from ragsvc.retrieval.stored_terms import FIELDS, MARKER, StoredTerms, TermsPage, recorded_version
 from ragsvc.retrieval.term_table import TermRow, TermTable
 
 _T = TypeVar("_T")
@@ -89,6 +93,9 @@ _META_INDEXES = {
     MetadataType.BOOL: qe.PayloadSchemaType.Keyword,
     MetadataType.TIMESTAMP: qe.PayloadSchemaType.Datetime,
 }
+# In the shard's directory, so that it is copied, swapped and given to workers with the shard: the analyser version
+# of its stored terms (see stored_terms).
+ANALYSER_FILE = "ragsvc-analyser.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,8 +237,7 @@ class EdgeEngine:
         except Exception as exc:
             if "WouldBlock" in str(exc):  # the WAL's lock: another process has the shard open
                 raise RetrievalUnavailable(
-                    f"the vector store at {path} is in use by another process "
-                    "(another `ragsvc serve` on the same RAG_DATA_DIR?)"
+                    f"the vector store at {path} is in use by another process (another `ragsvc serve` on the same RAG_DATA_DIR?)"
                 ) from exc
             raise RetrievalUnavailable(f"cannot open the vector store at {path}: {exc}") from exc
         # Only now, owning the shard (its WAL lock), drop what an interrupted build or swap left behind.
@@ -242,12 +248,12 @@ class EdgeEngine:
             shard.update(qe.UpdateOperation.create_field_index(TENANT_FIELD, qe.KeywordIndexParams(is_tenant=True)))
             for name in KEYWORD_FIELDS:
                 shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
+            if not exists:
+                write_analyser_version(path, ANALYSER_VERSION)
         except Exception as exc:
             shard.close()
             raise RetrievalUnavailable(f"cannot index the vector store at {path}: {exc}") from exc
-        return cls(
-            path, shard, config, access=access, index_after_points=index_after_points, index_delay_s=index_delay_s
-        )
+        return cls(path, shard, config, access=access, index_after_points=index_after_points, index_delay_s=index_delay_s)
 
     # -- the VectorEngine protocol --------------------------------------------------------------------------
 
@@ -356,8 +362,12 @@ class EdgeEngine:
             points = await asyncio.shield(snapshot)
             copied = time.perf_counter()
             self._child = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "ragsvc.retrieval.edge_optimize", str(building),
-                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+                sys.executable,
+                "-m",
+                "ragsvc.retrieval.edge_optimize",
+                str(building),
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
             )
             _, stderr = await self._child.communicate()
             if self._child.returncode != 0:
@@ -431,8 +441,10 @@ class EdgeEngine:
         if not info.points_count:
             return
         dimension = self._config.vectors[DENSE].size
-        for query in (qe.Query.Nearest([1.0] * dimension, using=DENSE),
-                      qe.Query.Nearest(self._sparse.edge_query("warm up"), using=SPARSE)):
+        for query in (
+            qe.Query.Nearest([1.0] * dimension, using=DENSE),
+            qe.Query.Nearest(self._sparse.edge_query("warm up"), using=SPARSE),
+        ):
             self._shard.query(qe.QueryRequest(limit=1, query=query, with_payload=True, with_vector=[DENSE]))
 
     # -- shard access ----------------------------------------------------------------------------------------
@@ -550,9 +562,7 @@ class EdgeEngine:
             self._shard.update(qe.UpdateOperation.delete_points_by_filter(document))
         return removed
 
-    def _chunk_counts(
-        self, tenant_id: str, document_id: str | None = None, tags: frozenset[str] | None = None
-    ) -> dict[str, int]:
+    def _chunk_counts(self, tenant_id: str, document_id: str | None = None, tags: frozenset[str] | None = None) -> dict[str, int]:
         """Chunks per document of the tenant (of one document when given) that `tags` show."""
         documents = _documents(tenant_id, document_id, tags, self._access)
         if documents is None:
@@ -617,9 +627,7 @@ class EdgeEngine:
         stored = unit_rows(_dense_rows(points))
         return candidates_from([p.payload or {} for p in points], stored, cosines(stored, dense), query, self._access)
 
-    def _prefetches(
-        self, query: RetrievalQuery, dense: Sequence[float], limit: int, visible: qe.Filter
-    ) -> list[qe.Prefetch]:
+    def _prefetches(self, query: RetrievalQuery, dense: Sequence[float], limit: int, visible: qe.Filter) -> list[qe.Prefetch]:
         """One filtered prefetch per vector the query's search mode ranks by (R-002-03)."""
         prefetches = []
         for name in searched_vectors(query.search_mode):
@@ -646,9 +654,7 @@ class EdgeEngine:
             return found
 
         indexed = count(None, qe.Filter(must_not=[qe.IsEmptyCondition(TERMS_FIELD)]))
-        return TermCounts(
-            indexed, {term: count(term, _match(TERMS_FIELD, term)) if indexed else 0 for term in terms}
-        )
+        return TermCounts(indexed, {term: count(term, _match(TERMS_FIELD, term)) if indexed else 0 for term in terms})
 
     def _close(self) -> None:
         with self._gate.exclusive(), self._write_lock:
@@ -659,6 +665,96 @@ class EdgeEngine:
                 self._shard.flush()
             finally:
                 self._shard.close()
+
+    # -- the stored terms' analyser version, and their rewrite (see stored_terms) ----------------------------
+
+    async def analyser_version(self) -> int:
+        return await self._run(self._analyser_version)
+
+    async def record_analyser_version(self, version: int) -> None:
+        await self._run(self._record_analyser_version, version)
+
+    async def stored_terms(self, start: str | None, limit: int) -> TermsPage:
+        return await self._run(self._read, self._stored_terms, start, limit)
+
+    async def rewrite_stored_terms(self, terms: Mapping[str, Sequence[str]]) -> None:
+        await self._run(self._rewrite_stored_terms, {point: list(point_terms) for point, point_terms in terms.items()})
+
+    def _analyser_version(self) -> int:
+        with self._gate.shared(), self._write_lock:
+            if self._closed:
+                raise RetrievalUnavailable("the vector store is closed")
+            chunks = int(self._shard.count(qe.CountRequest(exact=True)))
+            version = recorded_version(read_analyser_version(self._path), chunks)
+            if version is None:  # empty: what is written from now on is the current analyser's
+                self._mark_analyser(ANALYSER_VERSION)
+                version = ANALYSER_VERSION
+            return version
+
+    def _record_analyser_version(self, version: int) -> None:
+        with self._gate.shared(), self._write_lock:
+            if self._closed:
+                raise RetrievalUnavailable("the vector store is closed")
+            self._mark_analyser(version)
+
+    def _mark_analyser(self, version: int) -> None:
+        """Records the version once the terms it speaks for are flushed; after a background build's swap, again."""
+        self._shard.flush()
+        write_analyser_version(self._path, version)
+        if self._journal is not None:
+            self._journal.append((write_analyser_version, (self._path, version)))
+
+    def _stored_terms(self, start: str | None, limit: int) -> TermsPage:
+        records, next_start = self._shard.scroll(qe.ScrollRequest(
+            offset=None if start is None else uuid.UUID(start), limit=limit,
+            with_payload=qe.PayloadSelector.Include(FIELDS), with_vector=False,
+        ))  # fmt: skip
+        return TermsPage([StoredTerms.of(r.id, r.payload) for r in records], None if next_start is None else str(next_start))
+
+    def _rewrite_stored_terms(self, terms: dict[str, list[str]]) -> None:
+        """Sets the points' terms, keeping the term table in step (as `_write` does)."""
+        with self._gate.shared(), self._write_lock:
+            if self._closed:
+                raise RetrievalUnavailable("the vector store is closed")
+            points = qe.Filter(must=[qe.HasIdCondition({uuid.UUID(point) for point in terms})])
+            before = self._term_rows(points)
+            try:
+                self._set_terms(terms)
+            finally:
+                self._terms.remove(before)
+                self._terms.add(self._term_rows(points))
+                self._counted.version += 1
+            if self._journal is not None:
+                self._journal.append((self._set_terms, (terms,)))
+
+    def _set_terms(self, terms: dict[str, list[str]]) -> None:
+        for point, point_terms in terms.items():
+            self._shard.update(qe.UpdateOperation.set_payload([uuid.UUID(point)], {TERMS_FIELD: point_terms}))
+
+
+def read_analyser_version(path: Path) -> object:
+    """What the shard at `path` records as its analyser version (None when nothing)."""
+    try:
+        return json.loads((path / ANALYSER_FILE).read_text(encoding="utf-8")).get(MARKER)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, AttributeError) as exc:
+        raise RetrievalUnavailable(f"cannot read {path / ANALYSER_FILE}: {exc}") from exc
+
+
+def write_analyser_version(path: Path, version: int) -> None:
+    """Records `version` in the shard at `path`, atomically (a new file renamed over the old, both synced)."""
+    staged = path / (ANALYSER_FILE + ".new")
+    with open(staged, "w", encoding="utf-8") as file:
+        json.dump({MARKER: version}, file)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(staged, path / ANALYSER_FILE)
+    directory = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 def _copy_sparse(source: str, target: str) -> None:
@@ -725,9 +821,7 @@ def _shown(tags: Collection[str], access: AccessPolicy) -> qe.Filter | None:
     return qe.Filter(should=visible) if visible else None
 
 
-def _documents(
-    tenant_id: str, document_id: str | None, tags: frozenset[str] | None, access: AccessPolicy
-) -> qe.Filter | None:
+def _documents(tenant_id: str, document_id: str | None, tags: frozenset[str] | None, access: AccessPolicy) -> qe.Filter | None:
     """The chunks of the tenant (of one document) that a key holding `tags` (None: any tag) may touch; None when
     it may touch none."""
     must: list[Any] = [_match(TENANT_FIELD, tenant_id)]
@@ -769,9 +863,7 @@ def _visibility(query: RetrievalQuery, access: AccessPolicy) -> qe.Filter | None
     if shown is None:
         return None
     must: list[Any] = [_match(TENANT_FIELD, query.tenant_id), shown]
-    must.extend(
-        qe.FieldCondition(key, match=qe.MatchAny(list(values))) for key, values in metadata_constraints(query.filters)
-    )
+    must.extend(qe.FieldCondition(key, match=qe.MatchAny(list(values))) for key, values in metadata_constraints(query.filters))
     if (where := resolved_where(query.filters)) is not None:
         must.append(render(where, _Filters()))
     return qe.Filter(must=must)

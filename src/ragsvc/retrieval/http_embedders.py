@@ -37,9 +37,7 @@ class _HttpEmbedder:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(
-            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport
-        )
+        self._client = httpx.AsyncClient(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport)
         self._model = model
         self._dimension = dimension
         self._batch_size = batch_size

@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from ragsvc.config import RetrievalSettings
-from ragsvc.domain import Retrieval, RetrievalQuery, ScoredChunk
-from ragsvc.lexical import index_terms
-from ragsvc.retrieval.base import Candidate, Embedder, TermCounts, VectorEngine
+from ragsvc.domain import Retrieval, RetrievalQuery, ScoredChunk, TermCounts
+from ragsvc.reading.text import index_terms
+from ragsvc.retrieval.base import Candidate, Embedder, VectorEngine
 from ragsvc.retrieval.layout import cosines, unit_rows
 from ragsvc.retrieval.quality import (
     RankingWeights,

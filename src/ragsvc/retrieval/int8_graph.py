@@ -35,8 +35,15 @@ def int8_compute(model: onnx.ModelProto) -> onnx.ModelProto:
         column_scales = numpy_helper.from_array(numpy_helper.to_array(initializers[scale]).reshape(-1), f"{scale}_columns")
         graph.initializer.append(column_scales)
         x_u8, x_scale, x_zero = quantized[x]
-        nodes.append(helper.make_node("MatMulIntegerToFloat", [x_u8, values, x_scale, column_scales.name, x_zero],
-                                      list(node.output), name=f"{node.name}_int8", domain="com.microsoft"))
+        nodes.append(
+            helper.make_node(
+                "MatMulIntegerToFloat",
+                [x_u8, values, x_scale, column_scales.name, x_zero],
+                list(node.output),
+                name=f"{node.name}_int8",
+                domain="com.microsoft",
+            )
+        )
     if not quantized:
         raise ValueError("the model has no MatMul by a stored int8 weight")
     del graph.node[:]

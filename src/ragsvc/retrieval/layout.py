@@ -45,8 +45,8 @@ import qdrant_edge as qe
 from ragsvc.access import Evidence
 from ragsvc.domain import Chunk, DocumentSource, MetadataFilter, RetrievalQuery, SearchMode, StoredDocument
 from ragsvc.filters import And, Condition, Match, Node, Or, Range, Where
-from ragsvc.lexical import index_terms
 from ragsvc.metadata import MetadataType, MetadataValue, format_timestamp, parse_timestamp, type_of
+from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.base import Candidate
 
 DENSE = "dense"
@@ -59,8 +59,22 @@ TERMS_FIELD = "terms"
 KEYWORD_FIELDS = ("tags", "document_id", "source_url", "page_title", "section", TERMS_FIELD)
 # What a query returns of a point's payload: the chunk, not its index terms.
 RETURNED_FIELDS = [
-    "document_id", "chunk_index", "text", "document_name", "tenant_id", "tags", "source_url", "page_title",
-    "section", "page_number", "trust", "published_at", "confidential", "token_count", "char_start", "char_end",
+    "document_id",
+    "chunk_index",
+    "text",
+    "document_name",
+    "tenant_id",
+    "tags",
+    "source_url",
+    "page_title",
+    "section",
+    "page_number",
+    "trust",
+    "published_at",
+    "confidential",
+    "token_count",
+    "char_start",
+    "char_end",
 ]
 REDACTED_TEXT = "[REDACTED]"
 META_FIELD = "meta"
@@ -68,8 +82,20 @@ META_FIELD = "meta"
 META_CODES = {MetadataType.STRING: "s", MetadataType.NUMBER: "n", MetadataType.BOOL: "b", MetadataType.TIMESTAMP: "t"}
 # The payload fields that describe the chunk's document (what a listing reads from chunk 0).
 DOCUMENT_FIELDS = (
-    "document_id", "document_name", "page_title", "tags", "source_url", "confidential",
-    "content_sha256", "content_bytes", "media_type", "ingest_fingerprint", "ingested_at", "trust", META_FIELD, "encoding",
+    "document_id",
+    "document_name",
+    "page_title",
+    "tags",
+    "source_url",
+    "confidential",
+    "content_sha256",
+    "content_bytes",
+    "media_type",
+    "ingest_fingerprint",
+    "ingested_at",
+    "trust",
+    META_FIELD,
+    "encoding",
 )
 
 
@@ -109,9 +135,7 @@ class AccessPolicy:
 def redact(chunk: Chunk) -> Chunk:
     """The chunk with everything that tells its content removed: text, section heading and title. What
     identifies the document (id, name, URL, page) stays, so a caller can ask for access."""
-    return replace(
-        chunk, text=REDACTED_TEXT, section=None, page_title="", token_count=None, char_start=None, char_end=None
-    )
+    return replace(chunk, text=REDACTED_TEXT, section=None, page_title="", token_count=None, char_start=None, char_end=None)
 
 
 def point_id(tenant_id: str, document_id: str, chunk_index: int) -> uuid.UUID:
@@ -376,7 +400,5 @@ def candidates_from(
     for data, vector, similarity in zip(payloads, stored, similarities, strict=True):
         chunk = chunk_from_payload(data)
         readable = access.may_read(chunk, query.user_tags)
-        candidates.append(
-            Candidate(chunk if readable else redact(chunk), float(similarity), vector, redacted=not readable)
-        )
+        candidates.append(Candidate(chunk if readable else redact(chunk), float(similarity), vector, redacted=not readable))
     return candidates

@@ -24,10 +24,11 @@ import numpy as np
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as m
 
-from ragsvc.domain import IndexStats, RetrievalQuery, StoredDocument
+from ragsvc.domain import IndexStats, RetrievalQuery, StoredDocument, TermCounts
 from ragsvc.errors import RetrievalUnavailable
 from ragsvc.metadata import MetadataType
-from ragsvc.retrieval.base import Candidate, DocumentPage, IndexedChunk, TermCounts
+from ragsvc.reading.text import ANALYSER_VERSION
+from ragsvc.retrieval.base import Candidate, DocumentPage, IndexedChunk
 from ragsvc.retrieval.layout import (
     DENSE,
     DOCUMENT_FIELDS,
@@ -55,6 +56,7 @@ from ragsvc.retrieval.layout import (
     stored_document,
     unit_rows,
 )
+from ragsvc.retrieval.stored_terms import FIELDS, MARKER, StoredTerms, TermsPage, recorded_version
 
 DEFAULT_COLLECTION = "ragsvc_chunks"
 UPSERT_BATCH = 256
@@ -146,6 +148,7 @@ class QdrantServerEngine:
                 self._collection,
                 vectors_config={DENSE: m.VectorParams(size=dimension, distance=m.Distance.COSINE)},
                 sparse_vectors_config={SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
+                metadata={MARKER: ANALYSER_VERSION},
             )
         await self._create_index(TENANT_FIELD, m.KeywordIndexParams(type=m.KeywordIndexType.KEYWORD, is_tenant=True))
         for name in KEYWORD_FIELDS:
@@ -180,12 +183,8 @@ class QdrantServerEngine:
         )
         async with self._write_lock:
             for start in range(0, len(points), UPSERT_BATCH):
-                await self._call(
-                    self._client.upsert(self._collection, points[start : start + UPSERT_BATCH], wait=True)
-                )
-            await self._call(
-                self._client.delete(self._collection, m.FilterSelector(filter=stale), wait=True)
-            )
+                await self._call(self._client.upsert(self._collection, points[start : start + UPSERT_BATCH], wait=True))
+            await self._call(self._client.delete(self._collection, m.FilterSelector(filter=stale), wait=True))
 
     async def delete_document(self, tenant_id: str, document_id: str, *, tags: Collection[str] | None = None) -> int:
         document = _documents(tenant_id, document_id, tags, self._access)
@@ -217,9 +216,7 @@ class QdrantServerEngine:
         stored = unit_rows(np.array([_dense_of(p) for p in points], dtype=np.float32))
         return candidates_from([p.payload or {} for p in points], stored, cosines(stored, dense), query, self._access)
 
-    def _prefetches(
-        self, query: RetrievalQuery, dense: Sequence[float], limit: int, visible: m.Filter
-    ) -> list[m.Prefetch]:
+    def _prefetches(self, query: RetrievalQuery, dense: Sequence[float], limit: int, visible: m.Filter) -> list[m.Prefetch]:
         """One filtered prefetch per vector the query's search mode ranks by (R-002-03)."""
         prefetches = []
         for name in searched_vectors(query.search_mode):
@@ -335,6 +332,43 @@ class QdrantServerEngine:
             payload=payload(chunk, indexed.source, indexed.metadata),
         )
 
+    # -- the stored terms' analyser version (in the collection's metadata), and their rewrite (see stored_terms) -
+
+    async def analyser_version(self) -> int:
+        info = await self._call(self._client.get_collection(self._collection))
+        marker = (info.config.metadata or {}).get(MARKER)
+        chunks = 0 if marker is not None else await self.count()
+        version = recorded_version(marker, chunks)
+        if version is None:  # empty: what is written from now on is the current analyser's
+            await self.record_analyser_version(ANALYSER_VERSION)
+            version = ANALYSER_VERSION
+        return version
+
+    async def record_analyser_version(self, version: int) -> None:
+        """Records `version` in the collection's metadata (a server before Qdrant 1.16 does not keep it: refused)."""
+        await self._call(self._client.update_collection(self._collection, metadata={MARKER: version}))
+        info = await self._call(self._client.get_collection(self._collection))
+        if (info.config.metadata or {}).get(MARKER) != version:
+            raise RetrievalUnavailable(
+                f"the Qdrant server did not keep the metadata of collection {self._collection!r}, where ragsvc records "
+                "its analyser version (collection metadata needs Qdrant 1.16 or later)"
+            )
+
+    async def stored_terms(self, start: str | None, limit: int) -> TermsPage:
+        records, next_start = await self._call(
+            self._client.scroll(self._collection, limit=limit, offset=start, with_payload=FIELDS, with_vectors=False)
+        )
+        return TermsPage([StoredTerms.of(r.id, r.payload) for r in records], None if next_start is None else str(next_start))
+
+    async def rewrite_stored_terms(self, terms: Mapping[str, Sequence[str]]) -> None:
+        """One batch of set-payload operations, a point each."""
+        operations: list[m.SetPayloadOperation] = [
+            m.SetPayloadOperation(set_payload=m.SetPayload(payload={TERMS_FIELD: list(point_terms)}, points=[point]))
+            for point, point_terms in terms.items()
+        ]
+        async with self._write_lock:
+            await self._call(self._client.batch_update_points(self._collection, operations, wait=True))
+
 
 def _dense_of(point: m.ScoredPoint) -> list[float]:
     vector: Any = point.vector
@@ -355,9 +389,7 @@ def _shown(tags: Collection[str], access: AccessPolicy) -> m.Filter | None:
     return m.Filter(should=visible) if visible else None
 
 
-def _documents(
-    tenant_id: str, document_id: str | None, tags: Collection[str] | None, access: AccessPolicy
-) -> m.Filter | None:
+def _documents(tenant_id: str, document_id: str | None, tags: Collection[str] | None, access: AccessPolicy) -> m.Filter | None:
     """The same filter as the embedded engine's (edge._documents), in qdrant-client's models."""
     must: list[Any] = [_match(TENANT_FIELD, tenant_id)]
     if document_id is not None:
@@ -398,8 +430,7 @@ def _visibility(query: RetrievalQuery, access: AccessPolicy) -> m.Filter | None:
         return None
     must: list[Any] = [_match(TENANT_FIELD, query.tenant_id), shown]
     must.extend(
-        m.FieldCondition(key=key, match=m.MatchAny(any=list(values)))
-        for key, values in metadata_constraints(query.filters)
+        m.FieldCondition(key=key, match=m.MatchAny(any=list(values))) for key, values in metadata_constraints(query.filters)
     )
     if (where := resolved_where(query.filters)) is not None:
         must.append(render(where, _Filters()))

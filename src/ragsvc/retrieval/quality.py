@@ -15,14 +15,14 @@ import numpy as np
 
 from ragsvc.domain import Chunk
 from ragsvc.errors import FieldViolation
-from ragsvc.lexical import index_terms
-from ragsvc.passages import is_label
+from ragsvc.reading.passages import is_label
+from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.base import Candidate
 
 # R-003-08's recency boost: documents up to 30 days old +0.3, up to 90 days +0.2, up to 365 days +0.1.
 RECENCY_STEPS = ((30, 0.3), (90, 0.2), (365, 0.1))
 
-# A chunk whose labels (paragraphs of one short line without closing punctuation: ragsvc.passages.is_label) hold
+# A chunk whose labels (paragraphs of one short line without closing punctuation: ragsvc.reading.passages.is_label) hold
 # the query's terms is about them, not only near them: "max_wal_size default" ranks the entry under
 # "max_wal_size (integer)" above a sentence naming max_wal_size in passing. The boost is this times the share of
 # the query's index terms (a name and each of its parts) found in the chunk's labels, added to the rank.
@@ -66,9 +66,7 @@ def recency_boost(published_at: str, today: dt.date) -> float:
 
 def rank_score(chunk: Chunk, similarity: float, weights: RankingWeights, today: dt.date) -> float:
     return (
-        similarity * weights.similarity
-        + recency_boost(chunk.published_at, today) * weights.recency
-        + chunk.trust * weights.trust
+        similarity * weights.similarity + recency_boost(chunk.published_at, today) * weights.recency + chunk.trust * weights.trust
     )
 
 
@@ -78,10 +76,7 @@ def rank(
     """Best rank first, each with its rank score (R-003-14): the weighted rank plus the label boost for
     `query_terms` (`lexical.index_terms` of the query); equal ranks keep the engine's fused order."""
     asked = frozenset(query_terms)
-    scores = [
-        rank_score(c.chunk, c.score, weights, today) + LABEL_BOOST * label_match(c.chunk.text, asked)
-        for c in candidates
-    ]
+    scores = [rank_score(c.chunk, c.score, weights, today) + LABEL_BOOST * label_match(c.chunk.text, asked) for c in candidates]
     order = sorted(range(len(candidates)), key=lambda i: -scores[i])
     return [dataclasses.replace(candidates[i], rank_score=scores[i]) for i in order]
 

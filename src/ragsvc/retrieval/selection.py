@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from ragsvc.domain import Chunk
+from ragsvc.reading.sentences import spans as sentence_spans
 
 SELECTION_DOCUMENT_ID = "selection"
 SELECTION_NAME = "Selected text"
@@ -14,7 +15,6 @@ SELECTION_TITLE = "User Selection"
 MAX_PASSAGE_CHARS = 600  # about 150 tokens: small enough to pinpoint, large enough to answer from
 
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t\r\f\v]*\n")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _SPACE = re.compile(r"\s+")
 
 
@@ -76,7 +76,7 @@ def _fit(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int
         return [(start, end)]
     units = [
         word
-        for sentence in _pieces(text, start, end, _SENTENCE_END)
+        for sentence in sentence_spans(text, start, end)
         for word in ([sentence] if sentence[1] - sentence[0] <= max_chars else _pieces(text, *sentence, _SPACE))
     ]
     spans: list[tuple[int, int]] = []

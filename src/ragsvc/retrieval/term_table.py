@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ragsvc.retrieval.base import TermCounts
+from ragsvc.domain import TermCounts
 from ragsvc.retrieval.layout import AccessPolicy
 
 

@@ -115,9 +115,7 @@ def _weights_to_proto(weights: RankingWeights) -> admin_pb.RankingWeights:
     )
 
 
-def _mask_paths(
-    mask: field_mask_pb2.FieldMask, allowed: Sequence[str], default: Sequence[str] | None = None
-) -> tuple[str, ...]:
+def _mask_paths(mask: field_mask_pb2.FieldMask, allowed: Sequence[str], default: Sequence[str] | None = None) -> tuple[str, ...]:
     """The fields an update changes: the mask's paths (`default`, else all of `allowed`, when empty); InvalidRequest
     on others."""
     paths = tuple(mask.paths) or tuple(allowed if default is None else default)
@@ -216,13 +214,9 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
             sets_citation_policy="citation_policy" in paths,
         )
         if "response_style" in paths:
-            change = dataclasses.replace(
-                change, response_style=_response_style(given.response_style), sets_response_style=True
-            )
+            change = dataclasses.replace(change, response_style=_response_style(given.response_style), sets_response_style=True)
         entry, dropped = await self._templates.update(template_id, change)
-        return admin_pb.UpdatePromptTemplateResponse(
-            prompt_template=_template_to_proto(entry), cached_answers_dropped=dropped
-        )
+        return admin_pb.UpdatePromptTemplateResponse(prompt_template=_template_to_proto(entry), cached_answers_dropped=dropped)
 
     @unary_boundary
     async def DeletePromptTemplate(
@@ -258,9 +252,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
         return admin_pb.UpdateRankingWeightsResponse(ranking_weights=_weights_to_proto(weights))
 
     @unary_boundary
-    async def SimulateAsk(
-        self, request: admin_pb.SimulateAskRequest, context: Context
-    ) -> admin_pb.SimulateAskResponse:
+    async def SimulateAsk(self, request: admin_pb.SimulateAskRequest, context: Context) -> admin_pb.SimulateAskResponse:
         call = call_context(context)
         try:
             question = convert.question_from_proto(request.request, call.request_id)
@@ -354,4 +346,3 @@ def _identity_problem(value: str) -> str:
     if not value.isprintable():
         return "must not contain control characters"
     return ""
-

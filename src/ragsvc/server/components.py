@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragsvc.answering.admission import Admission
-from ragsvc.answering.answerability import AnswerabilityGate
 from ragsvc.answering.cache import AnswerStore, MemoryAnswerCache, keeps_every_answer
 from ragsvc.answering.conversation import Condenser, Conversation
 from ragsvc.answering.gate import Gate
@@ -32,11 +31,13 @@ from ragsvc.answering.hints import NoChunksHint
 from ragsvc.answering.language import LanguageGate
 from ragsvc.answering.pack import Packer
 from ragsvc.answering.pipeline import Pipeline
+from ragsvc.answering.read import ReadStage
 from ragsvc.answering.retrieve import QueryClassifier, RetrieveStage
 from ragsvc.answering.service import AnsweringService
 from ragsvc.answering.validate import ValidateStage
 from ragsvc.budget import ModelCatalog
-from ragsvc.config import EmbedderKind, GeneratorKind, Settings
+from ragsvc.config import EmbedderKind, GeneratorKind, ReaderKind, Settings, TrustSettings
+from ragsvc.errors import FieldViolation, InvalidRequest
 from ragsvc.generation.base import Generator
 from ragsvc.generation.extractive import ExtractiveGenerator
 from ragsvc.generation.fallback import FallbackChain
@@ -52,6 +53,9 @@ from ragsvc.management.owners import OwnerControl
 from ragsvc.management.ranking import RankingControl
 from ragsvc.management.templates import TemplateCatalog
 from ragsvc.prompts import TemplateRegistry
+from ragsvc.reading import Reader
+from ragsvc.reading.rules import RuleReader
+from ragsvc.reading.trained import Model, TrainedReader
 from ragsvc.retrieval.base import Embedder, VectorEngine
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.embedders import INT8_NAME, MiniLMEmbedder
@@ -60,6 +64,7 @@ from ragsvc.retrieval.hybrid import HybridRetriever
 from ragsvc.retrieval.layout import AccessPolicy
 from ragsvc.retrieval.qdrant_server import QdrantServerEngine
 from ragsvc.retrieval.schema import MetadataSchema
+from ragsvc.retrieval.stored_terms import check_analyser
 from ragsvc.server.health import Probe
 from ragsvc.server.limits import RateLimit, TokenBuckets
 from ragsvc.server.operation_runner import OperationRunner
@@ -80,6 +85,7 @@ if TYPE_CHECKING:
     from ragsvc.shared.state import SharedState
 
 _log = logging.getLogger(__name__)
+RULES_CITE_THRESHOLD = 60.0  # the rule reader's confidence (0-100) from which an answer is CITEd
 
 
 def demo_corpus_path() -> Path:
@@ -146,7 +152,12 @@ async def open_components(
         if engine is None:
             engine = await open_engine(settings, embedder, injected=injected, directory=engine_dir)
             stack.push_async_callback(engine.close)
-        generator = build_generator(settings, models)
+            location = engine_location(settings, embedder, injected=injected)
+        else:
+            location = f"the {type(engine).__name__} given to the server"
+        await check_analyser(engine, location)
+        reader = build_reader(settings.trust)
+        generator = build_generator(settings, models, reader)
         stack.push_async_callback(generator.aclose)
         records = settings.records
         database = await open_database(
@@ -157,9 +168,7 @@ async def open_components(
             command_timeout_s=records.database_command_timeout_s,
         )
         stack.push_async_callback(database.aclose)
-        answers = AnswerLog(
-            database, default_tenant=settings.server.default_tenant, before_answer=records.audit_before_answer
-        )
+        answers = AnswerLog(database, default_tenant=settings.server.default_tenant, before_answer=records.audit_before_answer)
         stack.push_async_callback(answers.drain)  # the last rows are written before the database closes
 
         owners = OwnerDirectory(database, admin_email=settings.trust.admin_email)
@@ -187,7 +196,7 @@ async def open_components(
         catalog, weights = await open_management(database, registry, retriever, cache, shared)
 
         conversation = Conversation(sessions, retrieval_access(settings), answers=answers)
-        pipeline = build_pipeline(settings, retriever, generator, models, registry, owners, conversation)
+        pipeline = build_pipeline(settings, retriever, generator, reader, models, registry, owners, conversation)
         schema = MetadataSchema(MetadataKeyStore(database), engine)
         index_versions = IndexVersions(database)
         answering = AnsweringService(
@@ -289,9 +298,7 @@ def answer_stores(settings: Settings, shared: SharedState | None) -> tuple[Answe
         return shared.answer_stores(ttl_s=hardening.cache_ttl_s, replay_ttl_s=hardening.idempotency_ttl_s)
     return (
         MemoryAnswerCache(max_entries=hardening.cache_max_entries, ttl_s=hardening.cache_ttl_s),
-        MemoryAnswerCache(
-            max_entries=hardening.cache_max_entries, ttl_s=hardening.idempotency_ttl_s, admits=keeps_every_answer
-        ),
+        MemoryAnswerCache(max_entries=hardening.cache_max_entries, ttl_s=hardening.idempotency_ttl_s, admits=keeps_every_answer),
     )
 
 
@@ -308,6 +315,7 @@ def build_pipeline(
     settings: Settings,
     retriever: HybridRetriever,
     generator: Generator,
+    reader: Reader,
     models: ModelCatalog,
     templates: TemplateRegistry,
     owners: OwnerDirectory,
@@ -318,28 +326,29 @@ def build_pipeline(
     chain = FallbackChain(
         generator,
         fallback_model=generation.fallback_model,
-        extractive=ExtractiveGenerator() if generation.fallback_extractive else None,
+        extractive=ExtractiveGenerator(reader) if generation.fallback_extractive else None,
     )
     policy = AnswerPolicy(
-        confidence_threshold=settings.trust.confidence_threshold, default_llm_score=settings.trust.default_llm_score
+        confidence_threshold=cite_threshold(settings.trust, reader), default_llm_score=settings.trust.default_llm_score
     )
     packer = Packer(models)
     generate = GenerateStage(chain, packer, models, generation)
-    classifier = QueryClassifier(generator, default_model=generation.chat_model, by_model=generation.llm_classify)
+    classifier = QueryClassifier(generator, reader, default_model=generation.chat_model, by_model=generation.llm_classify)
     condenser = Condenser(
         generator,
+        reader,
         default_model=generation.chat_model,
         by_model=generation.llm_condense,
         timeout_s=generation.condense_timeout_s,
     )
     gate = Gate(settings.trust)
     return Pipeline(
-        retrieve=RetrieveStage(retriever, classifier, condenser, gate, settings.retrieval),
+        retrieve=RetrieveStage(retriever, reader, classifier, condenser, gate, settings.retrieval),
         gate=gate,
-        answerability=AnswerabilityGate(retriever, settings.trust) if settings.trust.answerability_gate else None,
+        read=ReadStage(reader, retriever, refuses=settings.trust.answerability_gate),
         packer=packer,
         generate=generate,
-        validate=ValidateStage(policy, generate, packer, templates, generation),
+        validate=ValidateStage(reader, policy, generate, packer, templates, generation),
         policy=policy,
         conversation=conversation,
         owners=owners,
@@ -349,7 +358,26 @@ def build_pipeline(
     )
 
 
-def build_generator(settings: Settings, models: ModelCatalog) -> Generator:
+def build_reader(settings: TrustSettings) -> Reader:
+    """The reader RAG_READER names: the trained models (RAG_READER_MODEL, else the shipped ones) or the rules."""
+    if settings.reader is ReaderKind.RULES:
+        return RuleReader(min_coverage=settings.answerability_min_coverage, rare_share=settings.answerability_rare_share)
+    try:
+        model = Model.load(Path(settings.reader_model) if settings.reader_model else None)
+    except (OSError, ValueError, KeyError) as exc:
+        which = settings.reader_model or "the shipped model"
+        raise InvalidRequest([FieldViolation("RAG_READER_MODEL", f"cannot load {which}: {exc}")]) from exc
+    return TrainedReader(model, rare_share=settings.answerability_rare_share)
+
+
+def cite_threshold(settings: TrustSettings, reader: Reader) -> float:
+    """RAG_CONFIDENCE_THRESHOLD, else the reader's own calibration (as a confidence, 0-100), else 60."""
+    if settings.confidence_threshold is not None:
+        return settings.confidence_threshold
+    return 100 * reader.cite_threshold if reader.cite_threshold is not None else RULES_CITE_THRESHOLD
+
+
+def build_generator(settings: Settings, models: ModelCatalog, reader: Reader) -> Generator:
     """The configured generator: RAG_GENERATOR picks extractive, openai or ollama."""
     generation = settings.generation
     retry = RetryPolicy(retries=generation.llm_retries, backoff_s=generation.llm_retry_backoff_s)
@@ -372,7 +400,7 @@ def build_generator(settings: Settings, models: ModelCatalog) -> Generator:
             models_ttl_s=generation.model_list_ttl_s,
             retry=retry,
         )
-    return ExtractiveGenerator()
+    return ExtractiveGenerator(reader)
 
 
 async def open_embedder(settings: Settings) -> Embedder:
@@ -407,7 +435,7 @@ def retrieval_access(settings: Settings) -> AccessPolicy:
 
 async def open_engine(
     settings: Settings, embedder: Embedder, *, injected: bool, directory: Path | None = None
-) -> VectorEngine:
+) -> EdgeEngine | QdrantServerEngine:
     """The Qdrant server engine when RAG_QDRANT_URL is set, else the embedded qdrant-edge shard in `directory`
     (default RAG_DATA_DIR)."""
     retrieval = settings.retrieval
@@ -429,6 +457,15 @@ async def open_engine(
         index_after_points=retrieval.edge_index_after_points,
         index_delay_s=retrieval.edge_index_delay_s,
     )
+
+
+def engine_location(settings: Settings, embedder: Embedder, *, injected: bool) -> str:
+    """Where `open_engine`'s store is, as an operator finds it: the Qdrant collection, or the embedded engine's
+    shard in RAG_DATA_DIR (the live one, of which a worker serves a copy)."""
+    retrieval = settings.retrieval
+    if retrieval.qdrant_url:
+        return f"collection {retrieval.qdrant_collection!r} of the Qdrant server at {retrieval.qdrant_url}"
+    return str(settings.server.data_dir / _edge_shard(settings, embedder, injected=injected))
 
 
 def _edge_shard(settings: Settings, embedder: Embedder, *, injected: bool) -> str:

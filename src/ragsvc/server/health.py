@@ -47,9 +47,7 @@ REPEAT_LOG_S = 300.0
 _log = logging.getLogger(__name__)
 
 
-def requirements(
-    *, rag_service: str, index_service: str, admin_service: str, llm_fallback: bool
-) -> dict[str, frozenset[str]]:
+def requirements(*, rag_service: str, index_service: str, admin_service: str, llm_fallback: bool) -> dict[str, frozenset[str]]:
     """The dependencies each service name needs (see the module docstring)."""
     answering = frozenset({"retrieval", "embedder", "db"} | (set() if llm_fallback else {"llm"}))
     return {

@@ -219,9 +219,7 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
             except Exception:  # noqa: BLE001 - the call is over: a failing observer must not stop the others
                 _log.exception("%s failed to record %s", type(unit).__name__, call.method)
 
-    async def _enter(
-        self, stack: contextlib.AsyncExitStack, call: CallInput, context: Context
-    ) -> None:
+    async def _enter(self, stack: contextlib.AsyncExitStack, call: CallInput, context: Context) -> None:
         """Enter every unit (outermost first), then start sending the response metadata they collected."""
         for unit in self._units:
             await stack.enter_async_context(unit.intercept(call))

@@ -56,8 +56,11 @@ class Metrics:
             "rag_queries_total", "Questions by final status", ["tenant", "template", "status"], registry=registry
         )
         self.query_duration = Histogram(
-            "rag_query_duration_seconds", "Server time per question", ["tenant", "template"],
-            buckets=_SECONDS, registry=registry,
+            "rag_query_duration_seconds",
+            "Server time per question",
+            ["tenant", "template"],
+            buckets=_SECONDS,
+            registry=registry,
         )
         self.stage_duration = Histogram(
             "rag_stage_duration_seconds", "Time per pipeline stage", ["stage"], buckets=_SECONDS, registry=registry
@@ -68,29 +71,34 @@ class Metrics:
         self.search_latency = Histogram(
             "rag_search_latency_seconds", "Retrieval time", ["tenant"], buckets=_SECONDS, registry=registry
         )
-        self.model_calls = Counter(
-            "rag_model_calls_total", "Generations run", ["provider", "model"], registry=registry
-        )
+        self.model_calls = Counter("rag_model_calls_total", "Generations run", ["provider", "model"], registry=registry)
         self.model_tokens = Counter(
             "rag_model_tokens_used", "Tokens used by generations", ["provider", "kind"], registry=registry
         )
         self.model_cost = Counter(
-            "rag_model_cost_estimate", "Estimated US dollars of the model calls made (RAG_MODEL_PRICES)", ["provider"],
+            "rag_model_cost_estimate",
+            "Estimated US dollars of the model calls made (RAG_MODEL_PRICES)",
+            ["provider"],
             registry=registry,
         )
         self.citations = Histogram(
             "rag_citations_per_response", "Citations per answer", ["template"], buckets=_COUNTS, registry=registry
         )
         self.confidence = Histogram(
-            "rag_confidence_score", "Overall confidence of answers", ["template"], buckets=_CONFIDENCE,
+            "rag_confidence_score",
+            "Overall confidence of answers",
+            ["template"],
+            buckets=_CONFIDENCE,
             registry=registry,
         )
         self.hallucinations = Counter(
             "rag_hallucinations_detected_total", "Answers with invalid citations", ["tenant"], registry=registry
         )
         self.repetition_stops = Counter(
-            "rag_repetition_stops_total", "Generations stopped early because the model was looping",
-            ["provider", "model"], registry=registry,
+            "rag_repetition_stops_total",
+            "Generations stopped early because the model was looping",
+            ["provider", "model"],
+            registry=registry,
         )
         self.cache_hits = Counter("rag_cache_hits_total", "Answer cache hits", ["tenant"], registry=registry)
         self.cache_misses = Counter("rag_cache_misses_total", "Answer cache misses", ["tenant"], registry=registry)

@@ -51,9 +51,7 @@ class OperationsServicer(lro_grpc.OperationsServicer):
         return operation_to_proto(await self._owned(request.name, call_context(context)))
 
     @unary_boundary
-    async def ListOperations(
-        self, request: lro.ListOperationsRequest, context: Context
-    ) -> lro.ListOperationsResponse:
+    async def ListOperations(self, request: lro.ListOperationsRequest, context: Context) -> lro.ListOperationsResponse:
         call = call_context(context)
         violations = []
         if request.name not in ("", COLLECTION):
@@ -71,9 +69,7 @@ class OperationsServicer(lro_grpc.OperationsServicer):
             call.caller, before_seq=int(after) if after else None, limit=size + 1, done=_FILTERS[request.filter.strip()]
         )
         token = page_token(scope, str(records[size - 1].seq)) if len(records) > size else ""
-        return lro.ListOperationsResponse(
-            operations=[operation_to_proto(r) for r in records[:size]], next_page_token=token
-        )
+        return lro.ListOperationsResponse(operations=[operation_to_proto(r) for r in records[:size]], next_page_token=token)
 
     @unary_boundary
     async def DeleteOperation(self, request: lro.DeleteOperationRequest, context: Context) -> empty_pb2.Empty:

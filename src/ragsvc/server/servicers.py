@@ -88,9 +88,7 @@ class RagServicer(rag_grpc.RagServiceServicer):
         return operation_to_proto(record)
 
     @stream_boundary
-    async def AskStream(
-        self, request: pb.AskStreamRequest, context: Context
-    ) -> AsyncIterator[pb.AskStreamResponse]:
+    async def AskStream(self, request: pb.AskStreamRequest, context: Context) -> AsyncIterator[pb.AskStreamResponse]:
         call = call_context(context)
         question = convert.question_from_proto(request, call.request_id)
         # aclosing: a cancelled call closes the answering (and the upstream LLM stream) at once.
@@ -235,9 +233,7 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         return operation_to_proto(record)
 
     @unary_boundary
-    async def DeleteDocument(
-        self, request: index_pb.DeleteDocumentRequest, context: Context
-    ) -> index_pb.DeleteDocumentResponse:
+    async def DeleteDocument(self, request: index_pb.DeleteDocumentRequest, context: Context) -> index_pb.DeleteDocumentResponse:
         validate_document_id(request.document_id)
         tenant = self._tenant(request.tenant_id, context)
         try:
@@ -249,9 +245,7 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         return index_pb.DeleteDocumentResponse(chunks_deleted=deleted)
 
     @unary_boundary
-    async def ListDocuments(
-        self, request: index_pb.ListDocumentsRequest, context: Context
-    ) -> index_pb.ListDocumentsResponse:
+    async def ListDocuments(self, request: index_pb.ListDocumentsRequest, context: Context) -> index_pb.ListDocumentsResponse:
         tenant = self._tenant(request.tenant_id, context)
         size = page_size_of(request.page_size)
         after = page_after(request.page_token, tenant)
@@ -271,9 +265,7 @@ class IndexServicer(index_grpc.IndexServiceServicer):
         return index_pb.GetDocumentResponse(document=convert.stored_document_to_proto(document))
 
     @unary_boundary
-    async def GetIndexStats(
-        self, request: index_pb.GetIndexStatsRequest, context: Context
-    ) -> index_pb.GetIndexStatsResponse:
+    async def GetIndexStats(self, request: index_pb.GetIndexStatsRequest, context: Context) -> index_pb.GetIndexStatsResponse:
         tenant = self._tenant(request.tenant_id, context)
         stats = await self._engine.stats(tenant, tags=self._reader(context))
         return convert.index_stats_to_proto(stats, await self._schema.declared(tenant))

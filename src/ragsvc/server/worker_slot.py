@@ -15,9 +15,7 @@ from ragsvc.errors import ReadOnlyIndex
 from ragsvc.server.interceptors import INDEX_PREFIX, CallInput, Interceptor
 
 WORKER_KEY = "ragsvc-worker"  # response metadata: which worker served the call, "<index>:<pid>"
-INDEX_WRITES = frozenset(
-    INDEX_PREFIX + name for name in ("IngestDocuments", "SubmitIngest", "DeleteDocument", "UploadDocument")
-)
+INDEX_WRITES = frozenset(INDEX_PREFIX + name for name in ("IngestDocuments", "SubmitIngest", "DeleteDocument", "UploadDocument"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -233,9 +233,7 @@ class AnswerLog:
         """The tenant's latest rows, newest first, with JSON columns decoded (every row handed over before
         included)."""
         await self.drain()
-        rows = await self._db.fetch_all(
-            "SELECT * FROM answers WHERE tenant_id = ? ORDER BY id DESC LIMIT ?", (tenant_id, limit)
-        )
+        rows = await self._db.fetch_all("SELECT * FROM answers WHERE tenant_id = ? ORDER BY id DESC LIMIT ?", (tenant_id, limit))
         decoded = []
         for row in rows:
             record = dict(row)

@@ -221,9 +221,7 @@ class OperationStore:
     async def abandon_expired(self, error: bytes, *, now: datetime | None = None) -> list[str]:
         """Fail every unfinished operation whose lease ran out (its replica died) with `error`; their names."""
         now = now or utc_now()
-        rows = await self._db.fetch_all(
-            "SELECT name FROM operations WHERE done = 0 AND lease_expires_at < ?", (now,)
-        )
+        rows = await self._db.fetch_all("SELECT name FROM operations WHERE done = 0 AND lease_expires_at < ?", (now,))
         abandoned = []
         for row in rows:  # one by one, each conditional: a runner renewing meanwhile keeps its operation
             if await self._db.execute(

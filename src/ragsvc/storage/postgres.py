@@ -137,9 +137,7 @@ class PostgresDatabase:
             _log.warning("closing the PostgreSQL pool: %s", exc or type(exc).__name__)
             self._pool.terminate()
 
-    async def _run(
-        self, work: Callable[[asyncpg.Connection], Awaitable[T]], *, acquire_timeout_s: float | None = None
-    ) -> T:
+    async def _run(self, work: Callable[[asyncpg.Connection], Awaitable[T]], *, acquire_timeout_s: float | None = None) -> T:
         """The one boundary: a pooled connection for `work`, and every driver error as DatabaseUnavailable."""
         try:
             async with self._pool.acquire(timeout=acquire_timeout_s or self._acquire_timeout_s) as connection:

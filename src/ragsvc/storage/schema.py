@@ -173,6 +173,4 @@ MIGRATIONS: tuple[str, ...] = (
 
 # The columns declared {timestamp} above: SQLite keeps them as ISO 8601 text, which the SQLite backend turns
 # back into datetimes on the way out (a test checks this set against PostgreSQL's catalogue).
-TIMESTAMP_COLUMNS = frozenset(
-    {"created_at", "updated_at", "started_at", "finished_at", "lease_expires_at", "text_erased_at"}
-)
+TIMESTAMP_COLUMNS = frozenset({"created_at", "updated_at", "started_at", "finished_at", "lease_expires_at", "text_erased_at"})

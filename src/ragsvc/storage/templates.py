@@ -70,8 +70,16 @@ class TemplateStore:
         changed = await self._db.execute(
             f"INSERT INTO prompt_templates ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",  # noqa: S608 - a constant
             (
-                template.version, template.display_name, template.length_rule, template.user, template.language,
-                _style(template), json.dumps(list(template.stop)), _policy(template), now, now,
+                template.version,
+                template.display_name,
+                template.length_rule,
+                template.user,
+                template.language,
+                _style(template),
+                json.dumps(list(template.stop)),
+                _policy(template),
+                now,
+                now,
             ),
         )
         return StoredTemplate(template, now, now) if changed else None
@@ -82,8 +90,15 @@ class TemplateStore:
             "UPDATE prompt_templates SET display_name = ?, instructions = ?, user_prompt = ?, language = ?, "
             "response_style = ?, stop_sequences = ?, citation_policy = ?, updated_at = ? WHERE id = ?",
             (
-                template.display_name, template.length_rule, template.user, template.language, _style(template),
-                json.dumps(list(template.stop)), _policy(template), utc_now(), template.version,
+                template.display_name,
+                template.length_rule,
+                template.user,
+                template.language,
+                _style(template),
+                json.dumps(list(template.stop)),
+                _policy(template),
+                utc_now(),
+                template.version,
             ),
         )
         return await self.get(template.version) if changed else None

@@ -20,23 +20,38 @@ if TYPE_CHECKING:  # the CLI imports this module: it stays free of the answering
 
 _V = TypeVar("_V")
 
-_MODES = {pb.MODE_UNSPECIFIED: domain.Mode.GENERAL, pb.MODE_GENERAL: domain.Mode.GENERAL,
-          pb.MODE_SELECTED_TEXT: domain.Mode.SELECTED_TEXT}
-_ROLES = {pb.ROLE_USER: domain.Role.USER, pb.ROLE_ASSISTANT: domain.Role.ASSISTANT,
-          pb.ROLE_SYSTEM: domain.Role.SYSTEM}
+_MODES = {
+    pb.MODE_UNSPECIFIED: domain.Mode.GENERAL,
+    pb.MODE_GENERAL: domain.Mode.GENERAL,
+    pb.MODE_SELECTED_TEXT: domain.Mode.SELECTED_TEXT,
+}
+_ROLES = {pb.ROLE_USER: domain.Role.USER, pb.ROLE_ASSISTANT: domain.Role.ASSISTANT, pb.ROLE_SYSTEM: domain.Role.SYSTEM}
 _ROLES_TO_PROTO = {role: number for number, role in _ROLES.items()}
-_STYLES = {pb.CITATION_STYLE_UNSPECIFIED: domain.CitationStyle.MARKER,
-           pb.CITATION_STYLE_MARKER: domain.CitationStyle.MARKER,
-           pb.CITATION_STYLE_SOURCE_ID: domain.CitationStyle.SOURCE_ID,
-           pb.CITATION_STYLE_END_LIST: domain.CitationStyle.END_LIST}
-_SEARCH_MODES = {pb.SEARCH_MODE_UNSPECIFIED: domain.SearchMode.HYBRID, pb.SEARCH_MODE_HYBRID: domain.SearchMode.HYBRID,
-                 pb.SEARCH_MODE_DENSE: domain.SearchMode.DENSE, pb.SEARCH_MODE_SPARSE: domain.SearchMode.SPARSE}
-RESPONSE_STYLES = {pb.RESPONSE_STYLE_UNSPECIFIED: None, pb.RESPONSE_STYLE_CONCISE: domain.ResponseStyle.CONCISE,
-                   pb.RESPONSE_STYLE_DETAILED: domain.ResponseStyle.DETAILED,
-                   pb.RESPONSE_STYLE_BULLETS: domain.ResponseStyle.BULLETS}
+_STYLES = {
+    pb.CITATION_STYLE_UNSPECIFIED: domain.CitationStyle.MARKER,
+    pb.CITATION_STYLE_MARKER: domain.CitationStyle.MARKER,
+    pb.CITATION_STYLE_SOURCE_ID: domain.CitationStyle.SOURCE_ID,
+    pb.CITATION_STYLE_END_LIST: domain.CitationStyle.END_LIST,
+}
+_SEARCH_MODES = {
+    pb.SEARCH_MODE_UNSPECIFIED: domain.SearchMode.HYBRID,
+    pb.SEARCH_MODE_HYBRID: domain.SearchMode.HYBRID,
+    pb.SEARCH_MODE_DENSE: domain.SearchMode.DENSE,
+    pb.SEARCH_MODE_SPARSE: domain.SearchMode.SPARSE,
+}
+RESPONSE_STYLES = {
+    pb.RESPONSE_STYLE_UNSPECIFIED: None,
+    pb.RESPONSE_STYLE_CONCISE: domain.ResponseStyle.CONCISE,
+    pb.RESPONSE_STYLE_DETAILED: domain.ResponseStyle.DETAILED,
+    pb.RESPONSE_STYLE_BULLETS: domain.ResponseStyle.BULLETS,
+}
 RESPONSE_STYLES_TO_PROTO = {style: number for number, style in RESPONSE_STYLES.items()}
-_STRICTNESS = {pb.STRICTNESS_UNSPECIFIED: domain.Strictness.NORMAL, pb.STRICTNESS_LENIENT: domain.Strictness.LENIENT,
-               pb.STRICTNESS_NORMAL: domain.Strictness.NORMAL, pb.STRICTNESS_STRICT: domain.Strictness.STRICT}
+_STRICTNESS = {
+    pb.STRICTNESS_UNSPECIFIED: domain.Strictness.NORMAL,
+    pb.STRICTNESS_LENIENT: domain.Strictness.LENIENT,
+    pb.STRICTNESS_NORMAL: domain.Strictness.NORMAL,
+    pb.STRICTNESS_STRICT: domain.Strictness.STRICT,
+}
 _QUERY_CLASSES = {
     domain.QueryClass.FACTUAL: pb.QUERY_CLASS_FACTUAL,
     domain.QueryClass.PROCEDURAL: pb.QUERY_CLASS_PROCEDURAL,
@@ -44,10 +59,16 @@ _QUERY_CLASSES = {
     domain.QueryClass.GREETING: pb.QUERY_CLASS_GREETING,
 }
 _ACTIONS = {domain.Action.CITE: pb.ACTION_CITE, domain.Action.ROUTE: pb.ACTION_ROUTE}
-_STREAM_POLICIES = {pb.STREAM_POLICY_UNSPECIFIED: None, pb.STREAM_POLICY_VALIDATED: domain.StreamPolicy.VALIDATED,
-                    pb.STREAM_POLICY_RAW: domain.StreamPolicy.RAW}
-CITATION_POLICIES = {pb.CITATION_POLICY_UNSPECIFIED: None, pb.CITATION_POLICY_STRICT: domain.CitationPolicy.STRICT,
-                     pb.CITATION_POLICY_DROP_INVALID: domain.CitationPolicy.DROP_INVALID}
+_STREAM_POLICIES = {
+    pb.STREAM_POLICY_UNSPECIFIED: None,
+    pb.STREAM_POLICY_VALIDATED: domain.StreamPolicy.VALIDATED,
+    pb.STREAM_POLICY_RAW: domain.StreamPolicy.RAW,
+}
+CITATION_POLICIES = {
+    pb.CITATION_POLICY_UNSPECIFIED: None,
+    pb.CITATION_POLICY_STRICT: domain.CitationPolicy.STRICT,
+    pb.CITATION_POLICY_DROP_INVALID: domain.CitationPolicy.DROP_INVALID,
+}
 CITATION_POLICIES_TO_PROTO = {policy: number for number, policy in CITATION_POLICIES.items()}
 _REWRITES = {
     domain.QueryRewrite.NONE: pb.QUERY_REWRITE_NONE,
@@ -385,9 +406,7 @@ def stored_document_to_proto(document: domain.StoredDocument) -> index_pb.Indexe
     return message
 
 
-def index_stats_to_proto(
-    stats: domain.IndexStats, keys: Mapping[str, MetadataType]
-) -> index_pb.GetIndexStatsResponse:
+def index_stats_to_proto(stats: domain.IndexStats, keys: Mapping[str, MetadataType]) -> index_pb.GetIndexStatsResponse:
     return index_pb.GetIndexStatsResponse(
         document_count=stats.documents,
         chunk_count=stats.chunks,

@@ -66,4 +66,3 @@ def metadata_of(record: OperationRecord) -> ops_pb.AskOperationMetadata | ops_pb
         chunks_total=progress.chunks_total,
         current_document_id=progress.current_document_id,
     )
-

@@ -31,6 +31,7 @@ _CODES: tuple[tuple[type[errors.RagError], grpc.StatusCode], ...] = (
     (errors.OperationDone, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.OperationCancelled, grpc.StatusCode.CANCELLED),
     (errors.OperationAbandoned, grpc.StatusCode.ABORTED),
+    (errors.IndexOutdated, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
     (errors.DependencyUnavailable, grpc.StatusCode.UNAVAILABLE),
     (errors.StageTimeout, grpc.StatusCode.DEADLINE_EXCEEDED),
@@ -79,8 +80,7 @@ def to_rpc_status(exc: errors.RagError) -> status_pb2.Status:
     details = [_pack(error_details_pb2.ErrorInfo(reason=exc.reason, domain=DOMAIN, metadata=exc.metadata))]
     if isinstance(exc, errors.InvalidRequest):
         violations = [
-            error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.description)
-            for v in exc.violations
+            error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.description) for v in exc.violations
         ]
         details.append(_pack(error_details_pb2.BadRequest(field_violations=violations)))
     if isinstance(exc, errors.RetryableError):

@@ -1,0 +1,78 @@
+"""The reader's training examples: each benchmark question with its evidence, every candidate sentence's features
+and label, computed by ragsvc's own reading code (src/ragsvc/reading/features.py), as in serving.
+
+A candidate sentence is positive when it holds one of the question's key facts (what makes an answer right, as
+bench/quality/questions.contains judges it). An unanswerable question has no positive sentence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bench.quality.questions import Question, contains
+from ragsvc.domain import Chunk, ScoredChunk, TermCounts
+from ragsvc.reading import features
+from ragsvc.reading.relevance import Candidate, candidates
+
+PACKED = 5  # the evidence the extractive answer quotes from: the default top-k
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    corpus: str
+    question: Question
+    analysis: features.Analysis
+    counts: TermCounts  # the tenant's statistics of the searched terms
+    evidence: tuple[ScoredChunk, ...]
+    found: tuple[Candidate, ...]
+    rows: np.ndarray  # candidates x SENTENCE_FEATURES
+    labels: np.ndarray  # 1 where the candidate holds a key fact
+
+    @property
+    def answerable(self) -> bool:
+        return self.question.should_answer
+
+    @property
+    def has_positive(self) -> bool:
+        return bool(self.labels.any())
+
+
+def scored_chunks(hits: list[dict[str, Any]]) -> tuple[ScoredChunk, ...]:
+    return tuple(
+        ScoredChunk(
+            Chunk(
+                document_id=h["document_id"],
+                chunk_index=h["chunk_index"],
+                text=h["text"],
+                section=h["section"],
+                page_title=h["page_title"],
+            ),
+            h["score"],
+        )
+        for h in hits
+    )
+
+
+def as_hit(scored: ScoredChunk) -> dict[str, Any]:
+    """A scored chunk as evidence.py stores it (`scored_chunks` reads it back)."""
+    chunk = scored.chunk
+    return {"document_id": chunk.document_id, "chunk_index": chunk.chunk_index, "text": chunk.text,
+            "section": chunk.section, "page_title": chunk.page_title, "score": scored.score}  # fmt: skip
+
+
+def example(corpus: str, question: Question, row: dict[str, Any], *, packed: int = PACKED) -> Example:
+    evidence = scored_chunks(row["hits"])[:packed]
+    counts = TermCounts(row["chunks"], row["frequencies"])
+    analysis = features.analyse(row["search"], question.question, counts)
+    found = tuple(candidates(evidence))
+    rows = np.asarray(features.sentence_features(analysis, found, evidence), dtype=np.float64).reshape(
+        len(found), len(features.SENTENCE_FEATURES)
+    )
+    labels = np.asarray(
+        [1 if question.should_answer and any(contains(c.quote, f) for f in question.key_facts) else 0 for c in found],
+        dtype=np.int32,
+    )
+    return Example(corpus, question, analysis, counts, evidence, found, rows, labels)

@@ -1,0 +1,214 @@
+"""Fitting the reader's two models with LightGBM (a training-only dependency: the `train` extra), deterministic for
+a fixed seed, and the offline judgement of a fitted reader on examples it never saw.
+
+- The sentence model ranks each question's candidate sentences (LambdaRank over questions that have a sentence
+  holding a key fact).
+- The answer model gives P(answer right) from ANSWER_FEATURES of the answer the sentence model composes (binary
+  log-loss). Its training rows come from sentence scores *cross-fitted* by corpus: a corpus's answers are composed by
+  a sentence model that never saw that corpus, as an unseen corpus's will be.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bench.quality.questions import contains
+from bench.reader.dataset import Example
+from ragsvc.reading import features
+from ragsvc.reading.forest import Forest
+from ragsvc.reading.trained import choose
+
+SEED = 20261127
+
+
+def _lightgbm() -> Any:
+    import lightgbm  # training only
+
+    return lightgbm
+
+
+SENTENCE_PARAMS = {
+    "objective": "lambdarank",
+    "learning_rate": 0.05,
+    "num_leaves": 15,
+    "min_data_in_leaf": 20,
+    "feature_fraction": 0.8,
+    "bagging_fraction": 0.8,
+    "bagging_freq": 1,
+    "lambda_l2": 1.0,
+    "lambdarank_truncation_level": 10,
+    "verbose": -1,
+    "deterministic": True,
+    "num_threads": 1,
+    "force_row_wise": True,
+}
+SENTENCE_ROUNDS = 200
+ANSWER_PARAMS = {
+    "objective": "binary",
+    "learning_rate": 0.05,
+    "num_leaves": 7,
+    "min_data_in_leaf": 20,
+    "feature_fraction": 0.8,
+    "bagging_fraction": 0.8,
+    "bagging_freq": 1,
+    "lambda_l2": 1.0,
+    "verbose": -1,
+    "deterministic": True,
+    "num_threads": 1,
+    "force_row_wise": True,
+}
+ANSWER_ROUNDS = 150
+
+
+def fit_sentences(examples: Sequence[Example], *, seed: int = SEED) -> Forest:
+    lgb = _lightgbm()
+    used = [e for e in examples if e.has_positive and len(e.found) > 1]
+    rows = np.vstack([e.rows for e in used])
+    labels = np.concatenate([e.labels for e in used])
+    data = lgb.Dataset(rows, labels, group=[len(e.found) for e in used], free_raw_data=False)
+    booster = lgb.train({**SENTENCE_PARAMS, "seed": seed}, data, num_boost_round=SENTENCE_ROUNDS)
+    return Forest.from_lightgbm(booster.dump_model())
+
+
+def fit_answers(rows: np.ndarray, labels: np.ndarray, *, seed: int = SEED) -> Forest:
+    lgb = _lightgbm()
+    data = lgb.Dataset(rows, labels, free_raw_data=False)
+    booster = lgb.train({**ANSWER_PARAMS, "seed": seed}, data, num_boost_round=ANSWER_ROUNDS)
+    return Forest.from_lightgbm(booster.dump_model())
+
+
+@dataclass(frozen=True, slots=True)
+class Composed:
+    """An example's answer as the fitted reader composes it."""
+
+    chosen: tuple[int, ...]  # candidate indices quoted, lead first
+    row: list[float]  # ANSWER_FEATURES
+    right: bool  # a quoted sentence holds a key fact
+
+
+_ANSWER_MASK: list[int] = []  # answer columns zeroed (an ablation: `answer_mask`)
+
+
+@contextlib.contextmanager
+def answer_mask(columns: Sequence[int]) -> Iterator[None]:
+    """Compose answer rows with `columns` zeroed while the block runs (an ablation of answer features)."""
+    _ANSWER_MASK[:] = columns
+    try:
+        yield
+    finally:
+        _ANSWER_MASK[:] = []
+
+
+def top3(examples: Sequence[Example], sentences: Forest) -> float | None:
+    """Share of the examples whose evidence holds the answer in which a chosen quote holds it."""
+    held = [e for e in examples if e.has_positive]
+    found = sum(1 for e in held if any(e.labels[i] for i in choose(e.found, sentences.predict(e.rows).tolist())))
+    return round(found / len(held), 4) if held else None
+
+
+def compose(example: Example, sentences: Forest) -> Composed:
+    scores = sentences.predict(example.rows) if len(example.found) else np.zeros(0)
+    chosen = choose(example.found, scores)
+    lead = chosen[0] if chosen else -1
+    row = features.answer_features(
+        example.analysis, example.found, example.rows.tolist(), scores.tolist(), lead, example.evidence, chosen
+    )
+    for column in _ANSWER_MASK:
+        row[column] = 0.0
+    facts = example.question.key_facts
+    right = example.question.should_answer and any(contains(example.found[i].quote, f) for i in chosen for f in facts)
+    return Composed(tuple(chosen), row, right)
+
+
+def cross_fitted(by_corpus: dict[str, list[Example]], *, seed: int = SEED) -> tuple[np.ndarray, np.ndarray, list[Example]]:
+    """Answer rows and labels of every example, each corpus's composed by a sentence model fitted on the others."""
+    rows: list[list[float]] = []
+    labels: list[int] = []
+    order: list[Example] = []
+    for name, examples in by_corpus.items():
+        others = [e for other, group in by_corpus.items() if other != name for e in group]
+        model = fit_sentences(others, seed=seed)
+        for e in examples:
+            if e.question.kind == "injection":
+                continue
+            composed = compose(e, model)
+            rows.append(composed.row)
+            labels.append(int(composed.right))
+            order.append(e)
+    return np.asarray(rows, dtype=np.float64), np.asarray(labels, dtype=np.int32), order
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def cite_threshold(p: np.ndarray, right: np.ndarray, *, precision: float = 0.95, min_cited: int = 20) -> float:
+    """The lowest threshold at which the answers with P >= it are right at least `precision` of the time (counting
+    at least `min_cited` answers); 1.0 when none is."""
+    order = np.argsort(-p, kind="stable")
+    best = 1.0
+    hits = 0
+    for n, i in enumerate(order, start=1):
+        hits += int(right[i])
+        if n >= min_cited and hits / n >= precision:
+            best = float(p[i])
+    return best
+
+
+def refuse_threshold(p: np.ndarray, answerable: np.ndarray, *, false_refusals: float = 0.05) -> float:
+    """The highest threshold below which refusing turns away at most `false_refusals` of the questions whose
+    evidence holds the answer (a refusal that should have been an answer is a defect; unsure answers are routed,
+    not refused)."""
+    held = np.sort(p[answerable])
+    if held.size == 0:
+        return 0.0
+    return float(held[int(np.floor(false_refusals * held.size))])
+
+
+def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
+    pos = [s for s, y in zip(scores, labels, strict=True) if y]
+    neg = [s for s, y in zip(scores, labels, strict=True) if not y]
+    if not pos or not neg:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def judge(examples: Sequence[Example], sentences: Forest, answers: Forest, cite_t: float, refuse_t: float) -> dict[str, Any]:
+    """Offline metrics of a fitted reader on `examples` (the benchmark's definitions)."""
+    outcomes = []
+    for e in examples:
+        composed = compose(e, sentences)
+        p = float(sigmoid(answers.predict(np.asarray([composed.row])))[0])
+        answered = p >= refuse_t and bool(composed.chosen)
+        outcomes.append((e, p, answered, answered and composed.right, answered and p >= cite_t))
+
+    def kind(*kinds: str) -> list[Any]:
+        return [o for o in outcomes if o[0].question.kind in kinds]
+
+    answerable, followups, unanswerable = kind("answerable"), kind("followup"), kind("unanswerable")
+    scored = kind("answerable", "followup", "unanswerable")
+    cited = [o for o in scored if o[4]]
+    ratio = lambda a, b: round(a / b, 4) if b else None  # noqa: E731
+    return {
+        "n": len(scored),
+        "coverage": ratio(sum(1 for o in answerable if o[4] and o[3]), len(answerable)),
+        "cite_precision": ratio(sum(1 for o in cited if o[3]), len(cited)),
+        "cited": len(cited),
+        "unanswerable_cited": ratio(sum(1 for o in unanswerable if o[4]), len(unanswerable)),
+        "unanswerable_refused": ratio(sum(1 for o in unanswerable if not o[2]), len(unanswerable)),
+        "answered_and_right": ratio(sum(1 for o in answerable if o[3]), len(answerable)),
+        "followups_right": ratio(sum(1 for o in followups if o[3]), len(followups)),
+        "key_fact_packed": ratio(sum(1 for o in answerable if o[0].has_positive), len(answerable)),
+        "auroc": _round(auroc([o[1] for o in scored], [o[3] for o in scored])),
+    }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else round(value, 4)

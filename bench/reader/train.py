@@ -1,0 +1,156 @@
+"""`make train-reader`: train the reader on the benchmark's labelled questions, the shipped model on every corpus and
+one model per corpus left out (bench/quality/folds/without-<corpus>.npz, what `make eval` judges each corpus with).
+
+    python -m bench.reader.train [--corpus NAME ...] [--seed N] [--no-write]
+
+Everything is deterministic for a seed: LightGBM with deterministic=True on one thread, examples in file order.
+Each corpus's evidence is retrieved once from its ingested index (bench/reader/evidence.py, cached under
+.bench/reader/) and every feature is computed by ragsvc's own reading code.
+
+The answer model's rows, and the thresholds, are made without looking at a corpus's own labels: a corpus's answers
+are composed by a sentence model fitted on the other training corpora, and the thresholds are chosen on
+probabilities given by answer models fitted on the other training corpora (`cross_fitted`, `held_out_p`).
+
+Writes the models, and bench/results/reader-train-DATE.json: per fold the offline metrics on the corpus left out,
+the thresholds, and the scores of a fixed probe set (tests/reading/test_shipped_model.py checks the shipped model
+scores it as recorded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.quality import corpus, datasets
+from bench.reader import dataset, evidence, fit
+from bench.reader.dataset import Example
+from ragsvc.reading.trained import MODEL_FILE, Model, TrainedReader
+
+ROOT = Path(__file__).resolve().parents[2]
+CACHE = ROOT / ".bench" / "reader"
+SHIPPED = ROOT / "src" / "ragsvc" / "reading" / "models" / MODEL_FILE
+FOLDS = ROOT / "bench" / "quality" / "folds"
+RESULTS = ROOT / "bench" / "results"
+PRECISION = 0.95  # CITE precision the threshold is chosen for, on the training corpora
+PROBE = ROOT / "tests" / "reading" / "data" / "reader-probe.json"
+PROBE_KINDS = ("answerable", "unanswerable", "followup")  # the first question of each kind, per corpus
+
+
+def examples(name: str) -> list[Example]:
+    """The corpus's examples, its evidence retrieved from its index on first use (the index ingested first when the
+    benchmark's cache has none for this corpus and this ingestion code)."""
+    questions = datasets.questions(name)
+    data_dir = datasets.ingested_data_dir(name)
+    path = CACHE / f"evidence-{name}-{evidence.key(data_dir, questions)}.jsonl"
+    if not path.exists():
+        evidence.save(asyncio.run(evidence.collect(data_dir, corpus.get(name).tenant, questions)), path)
+    found = evidence.load(path)
+    return [dataset.example(name, q, found[q.id]) for q in questions]
+
+
+def held_out_p(rows: np.ndarray, labels: np.ndarray, groups: Sequence[str], *, seed: int) -> np.ndarray:
+    """Each answer row's P(right) from an answer model fitted on the other corpora's rows."""
+    p = np.zeros(len(rows))
+    names = np.asarray(groups)
+    for name in dict.fromkeys(groups):
+        inside = names == name
+        model = fit.fit_answers(rows[~inside], labels[~inside], seed=seed)
+        p[inside] = fit.sigmoid(model.predict(rows[inside]))
+    return p
+
+
+def train(by_corpus: dict[str, list[Example]], *, seed: int) -> tuple[Model, dict[str, Any]]:
+    """A model trained on `by_corpus` (at least two corpora), with its thresholds, and what was measured."""
+    rows, labels, order = fit.cross_fitted(by_corpus, seed=seed)
+    groups = [e.corpus for e in order]
+    p = held_out_p(rows, labels, groups, seed=seed)
+    should = np.asarray([e.question.should_answer and e.has_positive for e in order])
+    cite = fit.cite_threshold(p, labels.astype(bool), precision=PRECISION)
+    refuse = fit.refuse_threshold(p, should)
+    sentences = fit.fit_sentences([e for group in by_corpus.values() for e in group], seed=seed)
+    answers = fit.fit_answers(rows, labels, seed=seed)
+    meta = {
+        "corpora": sorted(by_corpus),
+        "seed": seed,
+        "examples": sum(len(g) for g in by_corpus.values()),
+        "answer_rows": len(rows),
+        "right_share": round(float(labels.mean()), 4),
+        "trained_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    return Model(sentences, answers, cite, refuse, meta), {"cite_threshold": cite, "refuse_below": refuse}
+
+
+def judged(model: Model, examples_: Sequence[Example]) -> dict[str, Any]:
+    return fit.judge(examples_, model.sentences, model.answers, model.cite_threshold, model.refuse_below)
+
+
+def probe(by_corpus: dict[str, list[Example]], model: Model, digest: str) -> dict[str, Any]:
+    """A fixed probe set (per corpus, its first question of each of PROBE_KINDS, with its evidence and term counts)
+    and how `model`, served by TrainedReader, reads it: P(right) and the quotes."""
+    reader = TrainedReader(model, rare_share=0.002)  # RAG_ANSWERABILITY_RARE_SHARE's default
+    cases = []
+    for group in by_corpus.values():
+        for kind in PROBE_KINDS:
+            e = next(e for e in group if e.question.kind == kind)
+            analysis = reader.analyse(e.analysis.search, e.question.question, e.counts)
+            assessment = reader.assess(analysis, e.evidence)
+            cases.append({
+                "id": f"{e.corpus}/{e.question.id}",
+                "search": e.analysis.search,
+                "question": e.question.question,
+                "counts": {"chunks": e.counts.chunks, "frequencies": e.counts.frequencies},
+                "evidence": [dataset.as_hit(scored) for scored in e.evidence],
+                "p_right": assessment.score,
+                "answerable": assessment.answerable,
+                "quotes": [c.quote for c in reader.quotes(analysis, e.evidence, limit=3)],
+            })  # fmt: skip
+    return {"model_sha256": digest, "cases": cases}
+
+
+def save(model: Model, path: Path) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:
+        np.savez_compressed(handle, **model.arrays())
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", action="append", help="train on these corpora only (default: every corpus)")
+    parser.add_argument("--seed", type=int, default=fit.SEED)
+    parser.add_argument("--no-write", action="store_true", help="report only: write no model")
+    args = parser.parse_args(argv)
+    names = args.corpus or list(corpus.CORPORA)
+    by_corpus = {name: examples(name) for name in names}
+    report: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "seed": args.seed, "folds": {}}
+    for left_out in names:
+        training = {n: e for n, e in by_corpus.items() if n != left_out}
+        model, chosen = train(training, seed=args.seed)
+        metrics = judged(model, by_corpus[left_out])
+        report["folds"][left_out] = {**chosen, "trained_on": sorted(training), "unseen": metrics}
+        print(f"without {left_out}: {json.dumps(metrics)} thresholds {chosen}", flush=True)
+        if not args.no_write:
+            report["folds"][left_out]["sha256"] = save(model, FOLDS / f"without-{left_out}.npz")
+    shipped, chosen = train(by_corpus, seed=args.seed)
+    report["shipped"] = {**chosen, "trained_on": names, "size_bytes": None}
+    if not args.no_write:
+        report["shipped"]["sha256"] = save(shipped, SHIPPED)
+        PROBE.parent.mkdir(parents=True, exist_ok=True)
+        PROBE.write_text(json.dumps(probe(by_corpus, shipped, report["shipped"]["sha256"]), indent=1) + "\n")
+        report["shipped"]["size_bytes"] = SHIPPED.stat().st_size
+        stamp = datetime.now(UTC).strftime("%Y-%m-%d")
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / f"reader-train-{stamp}.json").write_text(json.dumps(report, indent=1) + "\n")
+    print(json.dumps(report["shipped"]))
+
+
+if __name__ == "__main__":
+    main()

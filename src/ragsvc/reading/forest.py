@@ -1,0 +1,111 @@
+"""Gradient-boosted trees evaluated with numpy: the trained reader's models, as `make train-reader` writes them
+(LightGBM's trees, flattened into arrays; LightGBM itself is a training-only dependency and is never imported here).
+
+A node is a split (`feature` >= 0: go left when the row's value is <= `threshold`) or a leaf (`feature` == -1,
+`value` is its output). A forest's output for a row is the sum of its trees' leaves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int32]
+
+
+@dataclass(frozen=True, slots=True)
+class Forest:
+    feature: IntArray
+    threshold: FloatArray
+    left: IntArray
+    right: IntArray
+    value: FloatArray
+    roots: IntArray  # the root node of each tree
+    depth: int  # the longest path from a root to a leaf
+
+    def predict(self, rows: FloatArray) -> FloatArray:
+        """The forest's output for each row of `rows` (n x features)."""
+        if rows.shape[0] == 0 or self.roots.size == 0:
+            return np.zeros(rows.shape[0])
+        node = np.broadcast_to(self.roots, (rows.shape[0], self.roots.size)).copy()
+        row_index = np.arange(rows.shape[0])[:, None]
+        for _ in range(self.depth):
+            feature = self.feature[node]
+            split = feature >= 0
+            if not split.any():
+                break
+            values = rows[row_index, np.where(split, feature, 0)]
+            going_left = values <= self.threshold[node]
+            node = np.where(split, np.where(going_left, self.left[node], self.right[node]), node)
+        return np.asarray(self.value[node].sum(axis=1), dtype=np.float64)
+
+    def arrays(self, prefix: str) -> dict[str, npt.NDArray[Any]]:
+        """The forest as named arrays (for an .npz file)."""
+        return {
+            f"{prefix}.feature": self.feature,
+            f"{prefix}.threshold": self.threshold,
+            f"{prefix}.left": self.left,
+            f"{prefix}.right": self.right,
+            f"{prefix}.value": self.value,
+            f"{prefix}.roots": self.roots,
+            f"{prefix}.depth": np.asarray([self.depth], dtype=np.int32),
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays: Any, prefix: str) -> Forest:
+        return cls(
+            feature=np.asarray(arrays[f"{prefix}.feature"], dtype=np.int32),
+            threshold=np.asarray(arrays[f"{prefix}.threshold"], dtype=np.float64),
+            left=np.asarray(arrays[f"{prefix}.left"], dtype=np.int32),
+            right=np.asarray(arrays[f"{prefix}.right"], dtype=np.int32),
+            value=np.asarray(arrays[f"{prefix}.value"], dtype=np.float64),
+            roots=np.asarray(arrays[f"{prefix}.roots"], dtype=np.int32),
+            depth=int(arrays[f"{prefix}.depth"][0]),
+        )
+
+    @classmethod
+    def from_lightgbm(cls, dump: dict[str, Any]) -> Forest:
+        """A forest from LightGBM's `Booster.dump_model()` (numerical splits with "<=" only)."""
+        feature: list[int] = []
+        threshold: list[float] = []
+        left: list[int] = []
+        right: list[int] = []
+        value: list[float] = []
+        roots: list[int] = []
+        depth = 0
+
+        def add(node: dict[str, Any], level: int) -> int:
+            nonlocal depth
+            index = len(feature)
+            feature.append(-1)
+            threshold.append(0.0)
+            left.append(index)
+            right.append(index)
+            value.append(0.0)
+            if "leaf_value" in node:
+                value[index] = float(node["leaf_value"])
+                depth = max(depth, level)
+                return index
+            if node.get("decision_type", "<=") != "<=":
+                raise ValueError(f"unsupported split {node.get('decision_type')!r}")
+            feature[index] = int(node["split_feature"])
+            threshold[index] = float(node["threshold"])
+            left[index] = add(node["left_child"], level + 1)
+            right[index] = add(node["right_child"], level + 1)
+            return index
+
+        for tree in dump["tree_info"]:
+            roots.append(add(tree["tree_structure"], 0))
+        return cls(
+            feature=np.asarray(feature, dtype=np.int32),
+            threshold=np.asarray(threshold, dtype=np.float64),
+            left=np.asarray(left, dtype=np.int32),
+            right=np.asarray(right, dtype=np.int32),
+            value=np.asarray(value, dtype=np.float64),
+            roots=np.asarray(roots, dtype=np.int32),
+            depth=depth,
+        )

@@ -1,0 +1,220 @@
+"""The trained reader (RAG_READER=trained): two models trained by `make train-reader` on labelled questions over
+several documentation corpora (bench/reader), shipped in the package (reading/models/reader.npz) and evaluated
+with numpy.
+
+- The **sentence model** scores every candidate sentence of the evidence (features.SENTENCE_FEATURES); an
+  extractive answer quotes the best ones.
+- The **answer model** gives the probability that an answer is right from features.ANSWER_FEATURES of the answer:
+  its leading sentence's score and features, how the other candidates score, how much of the question the
+  evidence holds, the names and rare terms it lacks.
+
+The evidence answers the question when the best answer it holds is right with probability `refuse_below` or more
+(else INSUFFICIENT_EVIDENCE); an answer is CITEd from `cite_threshold` on, chosen when training for 95% precision
+on the training corpora. An LLM's answer is judged the same way: its sentences are scored as candidates would be.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragsvc.domain import Chunk, ScoredChunk, TermCounts
+from ragsvc.reading import Assessment, Judgement
+from ragsvc.reading.features import (
+    ANSWER_FEATURES,
+    SENTENCE_FEATURES,
+    Analysis,
+    analyse,
+    answer_features,
+    counted_terms,
+    sentence_features,
+)
+from ragsvc.reading.followups import FollowUpRules
+from ragsvc.reading.forest import Forest
+from ragsvc.reading.relevance import Candidate, candidates, quoted_answer
+from ragsvc.reading.sentences import sentences, without_markers
+
+MAX_QUOTES = 3  # sentences an extractive answer quotes
+_DUPLICATE_OVERLAP = 0.8  # share of the smaller passage's terms that makes two passages the same
+MODEL_FILE = "reader.npz"
+_MARKER_NUMBER = re.compile(r"\[#(\d{1,3})\]")
+_RECENT = 64  # readings kept (see TrainedReader.read)
+
+
+def choose(found: Sequence[Candidate], scores: Sequence[float], *, max_quotes: int = MAX_QUOTES) -> list[int]:
+    """The candidates to quote (indices into `found`), best score first, near-duplicates (overlapping chunks repeat
+    text) once."""
+    order = sorted(range(len(found)), key=lambda i: (-scores[i], found[i].marker, found[i].position))
+    chosen: list[int] = []
+    for i in order:
+        if any(near_duplicates(found[i], found[j]) for j in chosen):
+            continue
+        chosen.append(i)
+        if len(chosen) == max_quotes:
+            break
+    return chosen
+
+
+def near_duplicates(a: Candidate, b: Candidate) -> bool:
+    """True when most terms of the smaller passage also occur in the other."""
+    return len(a.terms & b.terms) >= _DUPLICATE_OVERLAP * min(len(a.terms), len(b.terms))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Model:
+    """A trained reader's weights and calibration, as `make train-reader` writes them."""
+
+    sentences: Forest
+    answers: Forest
+    cite_threshold: float  # P(right) from which an answer is CITEd
+    refuse_below: float  # P(right) of the best answer under which the evidence does not answer
+    meta: dict[str, Any]
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> Model:
+        """The model at `path`, or the one shipped in the package."""
+        source = path if path is not None else resources.files("ragsvc.reading").joinpath("models", MODEL_FILE)
+        with source.open("rb") as handle, np.load(handle) as arrays:
+            meta = json.loads(str(arrays["meta"]))
+            if tuple(meta["sentence_features"]) != SENTENCE_FEATURES or tuple(meta["answer_features"]) != ANSWER_FEATURES:
+                raise ValueError("trained on other features than this ragsvc computes (retrain: make train-reader)")
+            return cls(
+                sentences=Forest.from_arrays(arrays, "sentences"),
+                answers=Forest.from_arrays(arrays, "answers"),
+                cite_threshold=float(meta["cite_threshold"]),
+                refuse_below=float(meta["refuse_below"]),
+                meta=meta,
+            )
+
+    def arrays(self) -> dict[str, Any]:
+        """The model as the named arrays of its .npz file."""
+        meta = {**self.meta, "cite_threshold": self.cite_threshold, "refuse_below": self.refuse_below,
+                "sentence_features": list(SENTENCE_FEATURES), "answer_features": list(ANSWER_FEATURES)}  # fmt: skip
+        return {**self.sentences.arrays("sentences"), **self.answers.arrays("answers"), "meta": np.asarray(json.dumps(meta))}
+
+    def p_right(self, row: Sequence[float]) -> float:
+        return 1.0 / (1.0 + math.exp(-float(self.answers.predict(np.asarray([row], dtype=np.float64))[0])))
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """The evidence as read for one question: its candidate sentences, their rows and scores, the quotes chosen."""
+
+    found: tuple[Candidate, ...]
+    rows: list[list[float]]
+    scores: list[float]
+    chosen: tuple[int, ...]
+
+
+class TrainedReader(FollowUpRules):
+    def __init__(self, model: Model, *, rare_share: float) -> None:
+        self._model = model
+        self._rare_share = rare_share
+        self._recent: OrderedDict[tuple[object, ...], Read] = OrderedDict()
+
+    @property
+    def name(self) -> str:
+        return "trained"
+
+    @property
+    def model(self) -> Model:
+        return self._model
+
+    @property
+    def cite_threshold(self) -> float | None:
+        return self._model.cite_threshold
+
+    def counted_terms(self, search: str) -> list[str]:
+        return counted_terms(search)
+
+    def analyse(self, search: str, question: str, counts: TermCounts | None) -> Analysis:
+        return analyse(search, question, counts, rare_share=self._rare_share)
+
+    def assess(self, analysis: Analysis, evidence: Sequence[ScoredChunk]) -> Assessment:
+        read = self.read(analysis, tuple(evidence))
+        lead = read.chosen[0] if read.chosen else -1
+        p = self._model.p_right(answer_features(analysis, read.found, read.rows, read.scores, lead, evidence, read.chosen))
+        everywhere: set[str] = set()
+        for candidate in read.found:
+            everywhere |= candidate.terms | candidate.label | candidate.heading
+        missing = tuple(
+            dict.fromkeys(  # a name of two terms ("ZEBRA-4412") is named once
+                analysis.surfaces[t]
+                for t in analysis.terms
+                if t in analysis.names and t not in everywhere and analysis.rare.get(t, False)
+            )
+        )
+        return Assessment(answerable=bool(read.chosen) and p >= self._model.refuse_below, score=p, missing=missing)
+
+    def quotes(self, analysis: Analysis, evidence: Sequence[ScoredChunk], *, limit: int) -> list[Candidate]:
+        read = self.read(analysis, tuple(evidence))
+        return [read.found[i] for i in read.chosen[:limit]]
+
+    def judge(self, analysis: Analysis, answer: str, evidence: Sequence[ScoredChunk]) -> Judgement:
+        """An extractive answer is judged by the quotes it is made of; a model's answer by its first sentence, read as
+        a candidate of the chunk it cites first."""
+        read = self.read(analysis, tuple(evidence))
+        chosen = [read.chosen[:n] for n in range(1, len(read.chosen) + 1)]
+        quoted = next((c for c in chosen if quoted_answer([read.found[i] for i in c]) == answer.strip()), ())
+        found, rows, scores = list(read.found), list(read.rows), list(read.scores)
+        lead = quoted[0] if quoted else -1
+        first = next((s for s in sentences(answer) if without_markers(s).strip()), "")
+        if lead < 0 and first:
+            own = _as_candidate(" ".join(without_markers(first).split()), _first_marker(first, len(evidence)), evidence)
+            if own is not None:
+                found.append(own)
+                rows.append(sentence_features(analysis, [*read.found, own], evidence)[-1])
+                scores.append(float(self._model.sentences.predict(np.asarray([rows[-1]], dtype=np.float64))[0]))
+                lead = len(found) - 1
+        p = self._model.p_right(answer_features(analysis, found, rows, scores, lead, evidence, quoted))
+        return Judgement(support=_share(scores, lead), p_right=p)
+
+    def read(self, analysis: Analysis, evidence: tuple[ScoredChunk, ...]) -> Read:
+        """The evidence read for the question: kept for the next few calls, since the read stage, the extractive
+        generator and validation read the same evidence for one question."""
+        key = (analysis.search, analysis.question, tuple(analysis.weights.items()), evidence)
+        read = self._recent.get(key)
+        if read is None:
+            found = tuple(candidates(evidence))
+            rows = sentence_features(analysis, found, evidence)
+            matrix = np.asarray(rows, dtype=np.float64).reshape(len(found), len(SENTENCE_FEATURES))
+            scores = self._model.sentences.predict(matrix).tolist()
+            read = Read(found, rows, scores, tuple(choose(found, scores)))
+            self._recent[key] = read
+            while len(self._recent) > _RECENT:
+                self._recent.popitem(last=False)
+        return read
+
+
+def _share(scores: Sequence[float], lead: int) -> float:
+    """The lead's softmax share among the candidates' scores (0 without a lead)."""
+    if lead < 0 or not scores:
+        return 0.0
+    peak = max(scores)
+    return math.exp(scores[lead] - peak) / sum(math.exp(s - peak) for s in scores)
+
+
+def _first_marker(sentence: str, size: int) -> int:
+    digits = [int(n) for n in _MARKER_NUMBER.findall(sentence)]
+    return next((n for n in digits if 1 <= n <= size), 1)
+
+
+def _as_candidate(text: str, marker: int, evidence: Sequence[ScoredChunk]) -> Candidate | None:
+    """A sentence of a model's answer as a candidate of the chunk it cites (its headings, its score)."""
+    if not evidence:
+        return None
+    cited = evidence[marker - 1]
+    chunk = Chunk(cited.chunk.document_id, cited.chunk.chunk_index, text, page_title=cited.chunk.page_title,
+                  section=cited.chunk.section)  # fmt: skip
+    own = next(candidates([ScoredChunk(chunk, cited.score)]), None)
+    return None if own is None else dataclasses.replace(own, marker=marker, scope=(marker, -1, -1))
