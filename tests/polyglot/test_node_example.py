@@ -51,7 +51,7 @@ async def test_the_node_example_streams_an_answer_and_prints_the_health_status(t
     assert code == 0, err
     lines = out.splitlines()
     assert "NOT_SERVING" in lines[0] and lines[0].endswith("[#1]"), "the streamed answer"
-    assert "grounded, ACTION_CITE" in lines
+    assert {"grounded, ACTION_CITE", "grounded, ACTION_ROUTE"} & set(lines), "grounded, and cited or routed by the reader"
     assert "  [#1] operations.md, section 'Graceful shutdown'" in lines, "no page for a Markdown source"
     assert lines[-1] == "health ragsvc.v1.RagService: SERVING"
 
