@@ -89,7 +89,7 @@ async def test_an_address_in_use_is_said_plainly_on_one_line(tmp_path: Path) -> 
                       "or choose another address)"], err  # fmt: skip
 
 
-def test_an_address_of_another_host_is_said_plainly() -> None:
+async def test_an_address_of_another_host_is_said_plainly() -> None:  # grpc.aio.server() needs a running loop
     with pytest.raises(InvalidRequest) as caught:
         Hardening.build(Settings.of()).bind(grpc.aio.server(), "192.0.2.1:50051")
     assert [(v.field, v.description) for v in caught.value.violations] == [

@@ -50,6 +50,7 @@ def serve_env(llm: ScriptedOpenAIServer, **extra: str) -> dict[str, str]:
         "RAG_GRACE_PERIOD_SECONDS": "1",
         "RAG_OPERATION_LEASE_SECONDS": str(LEASE_S),
         "RAG_OPERATION_POLL_SECONDS": "0.1",
+        "RAG_CACHE_MAX_ENTRIES": "0",  # each submission runs: the cache would answer a repeated question at once
         **extra,
     }
 
