@@ -1,4 +1,4 @@
-"""Prompt-injection detection (seed 003's patterns): flagged input, and ordinary questions left alone."""
+"""Prompt-injection detection (R-003-02's patterns): flagged input, and ordinary questions left alone."""
 
 from __future__ import annotations
 

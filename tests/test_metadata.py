@@ -95,7 +95,7 @@ def test_values_read_back_as_written() -> None:
     assert as_text(1872.0) == "1872" and as_text(2.5) == "2.5"
 
 
-def test_source_types_weigh_as_seed_003_says_and_an_upload_is_not_fully_trusted() -> None:
+def test_source_types_weigh_as_r_003_08_says_and_an_upload_is_not_fully_trusted() -> None:
     trust = SourceTrust.default()
     assert trust.default_type == DEFAULT_SOURCE_TYPE == "user_upload"
     assert trust.weight("user_upload") == 0.5 and trust.weight("high_court") == 0.9

@@ -1,9 +1,9 @@
 """The citation policy: what becomes of an answer whose markers name no packed chunk (an invalid citation).
 
-- STRICT (seed 002: an unknown marker refuses the answer; seed 003's re-runs): the answer is regenerated with the
+- STRICT (R-002-10: an unknown marker refuses the answer; R-003-18's re-runs): the answer is regenerated with the
   strict prompt (RAG_MAX_RETRIES_ON_HALLUCINATION times); when no run cites only valid markers it is refused
   (INVALID_CITATIONS) with the invalid markers stripped from its draft.
-- DROP_INVALID (seed 000: unknown source ids are logged as warnings and left out of the citations): each sentence
+- DROP_INVALID (R-000-16: unknown source ids are logged as warnings and left out of the citations): each sentence
   backed only by invalid markers is dropped, and an invalid marker beside a valid one is removed from its
   sentence; every removal is logged as a warning naming the marker (never the answer's words). When a valid cited
   claim remains, the answer stands, grounded and flagged (`Flags.citations_dropped`); only when none remains is it

@@ -11,8 +11,8 @@ data.
 
 A built-in version's text never changes: a different wording is a new version (tests pin every rendering), so
 an answer's `prompt_template_version` always names the exact prompt it was written from. A template also names
-where the model stops (`stop`: the built-ins stop at a new "[Question]" block, as seed 002's rag-v1 does) and may
-name its citation policy (see citation_policy.py).
+where the model stops (`stop`, R-002-07: the built-ins stop at a new "[Question]" block, as the specification's
+rag-v1 does) and may name its citation policy (see citation_policy.py).
 
 Custom templates (AdminService, R-003-21) live beside the built-ins in a `TemplateRegistry`: the server loads
 them from its database at start and the admin RPCs change them. A custom template keeps its id when its text
@@ -116,8 +116,8 @@ def refusal_sentence(language: str) -> str:
     return WORDINGS.get(language, ENGLISH).refusal
 
 
-# Where the model stops (seed 002: rag-v1 stops at "\n\n[질문]"): a model that goes on past its answer into a
-# question of its own starts it as the user message does.
+# Where the model stops (R-002-07: the specification's rag-v1 stops at "\n\n[질문]"): a model that goes on past
+# its answer into a question of its own starts it as the user message does.
 QUESTION_STOP = "\n\n[Question]"
 MAX_STOP_SEQUENCES = 4  # OpenAI's limit
 MAX_STOP_CHARS = 64

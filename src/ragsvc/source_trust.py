@@ -1,4 +1,4 @@
-"""Source types and their trust weights (seed 003's source trust scores), the `trust` part of the ranking.
+"""Source types and their trust weights (R-003-08's source trust scores), the `trust` part of the ranking.
 
 Each document has a source type (its `source_type` metadata key); the type's weight, 0 to 1, is the document's
 trust unless the document sets `trust` itself. A document that names no type gets the server's default type,
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 __all__ = ["DEFAULT_SOURCE_TRUST", "DEFAULT_SOURCE_TYPE", "SourceTrust", "parse_weights"]
 
-# Seed 003's scores (Supreme Court 1.0, High Court 0.9, Acts/Statutes 1.0, secondary sources 0.7, user uploads
+# R-003-08's scores (Supreme Court 1.0, High Court 0.9, Acts/Statutes 1.0, secondary sources 0.7, user uploads
 # 0.5), plus `official` for a publisher's own documents.
 DEFAULT_SOURCE_TRUST = "official=1.0,supreme_court=1.0,high_court=0.9,statute=1.0,secondary=0.7,user_upload=0.5"
 DEFAULT_SOURCE_TYPE = "user_upload"

@@ -140,7 +140,7 @@ async def test_the_templates_stop_sequences_reach_the_llm_with_the_answer_and_it
     sent = [(kind_of(r.body), stop_of(r.body)) for r in chats(server, backend)]
     assert sent == [
         ("answer", ["\n\n[Question]"]),
-        ("score", None),  # the built-in's stop (seed 002); none for a side call
+        ("score", None),  # the built-in's stop (R-002-07); none for a side call
         ("answer", ["END", "\n\nQ:"]),
         ("answer", ["END", "\n\nQ:"]),
         ("score", None),  # the draft, then its re-run

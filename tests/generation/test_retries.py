@@ -82,7 +82,7 @@ async def test_503_is_retried_after_its_retry_after(backend: Backend) -> None:
     assert all(later - earlier >= 1.0 for earlier, later in itertools.pairwise(times)), "Retry-After: 1"
 
 
-async def test_retries_end_after_seed_001s_count_with_a_growing_backoff(backend: Backend) -> None:
+async def test_retries_end_after_the_count_of_r_001_21_with_a_growing_backoff(backend: Backend) -> None:
     async with backend.server(fail_next=10) as server:
         async with contextlib.aclosing(backend.generator(server, retry=QUICK)) as generator:
             with pytest.raises(LLMUnavailable) as caught:

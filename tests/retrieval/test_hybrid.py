@@ -1,4 +1,4 @@
-"""The retriever's quality pipeline (seeds 000 and 003) over scripted engine results, then over real engines."""
+"""The retriever's quality pipeline (R-000-19, R-003-08) over scripted engine results, then over real engines."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Selected-text mode (seed 001): passages come only from the selection, with offsets into it."""
+"""Selected-text mode (R-001-06, R-001-07): passages come only from the selection, with offsets into it."""
 
 from __future__ import annotations
 
@@ -143,7 +143,7 @@ async def test_selection_passages_are_scored_against_the_query_and_the_engine_is
         await engine.close()
 
 
-def test_the_not_in_selection_message_is_seed_001s() -> None:
+def test_the_not_in_selection_message_is_the_one_of_r_001_07() -> None:
     assert not_in_selection_message("What is the boiling point of tin?") == (
         'The provided selection does not contain information about "What is the boiling point of tin". '
         "Would you like me to search the full documentation?"

@@ -224,7 +224,7 @@ async def test_a_templates_stop_sequences_and_citation_policy_are_checked_and_ch
     admin: admin_service_pb2_grpc.AdminServiceStub,
 ) -> None:
     built_in = await admin.GetPromptTemplate(admin_pb.GetPromptTemplateRequest(name="promptTemplates/rag-v1"))
-    assert list(built_in.prompt_template.stop_sequences) == ["\n\n[Question]"], "seed 002's stop, in English"
+    assert list(built_in.prompt_template.stop_sequences) == ["\n\n[Question]"], "R-002-07's stop, in English"
     assert built_in.prompt_template.citation_policy == pb.CITATION_POLICY_UNSPECIFIED, "the server's default"
 
     too_many = template()

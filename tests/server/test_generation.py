@@ -165,7 +165,7 @@ async def test_the_fallback_model_answers_flagged_degraded(stack: Stack) -> None
     chats_before = len(stack.chats())
     answer = (await stack.stub.Ask(pb.AskRequest(query=QUESTION), timeout=30)).answer
     asked = [r.body["model"] for r in stack.chats()[chats_before:]]
-    assert asked == ["llama3.2"] * 3 + ["qwen3:8b"], "tried and retried twice (seed 001), then the fallback"
+    assert asked == ["llama3.2"] * 3 + ["qwen3:8b"], "tried and retried twice (R-001-21), then the fallback"
     assert answer.model == f"{stack.backend.name}:qwen3:8b" and answer.flags.degraded
     assert answer.text == "".join(ANSWER)
 

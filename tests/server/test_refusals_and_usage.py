@@ -1,5 +1,5 @@
 """Through the real gRPC server and the scripted LLM: a partial answer (a valid cited claim and a note of what is
-missing) is grounded and flagged; in selected-text mode a refusal is seed 001's sentence; and the answer's usage
+missing) is grounded and flagged; in selected-text mode a refusal is R-001-07's sentence; and the answer's usage
 and cost add up every model call made for it, broken down by purpose."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ async def test_a_note_without_a_valid_cited_claim_is_a_refusal(server: RagServer
     assert not answer.flags.partial and "taxis" in answer.explanation.draft
 
 
-async def test_in_selected_text_mode_the_refusal_is_seed_001s_sentence(server: RagServer, llm: ScriptedOpenAIServer) -> None:
+async def test_in_selected_text_mode_the_refusal_is_r_001_07s_sentence(server: RagServer, llm: ScriptedOpenAIServer) -> None:
     llm.deltas = ["The selected text does not contain information about taxis."]
     selected = {"mode": pb.MODE_SELECTED_TEXT, "selected_text": SELECTION, "query": SELECTED_QUESTION}
     refused = await ask(server, **selected)

@@ -66,7 +66,7 @@ async def test_a_request_id_is_generated_when_none_or_a_bad_one_is_sent(rag_stub
         assert len(generated) == 32 and messages[-1].answer.request_id == generated
 
 
-async def test_one_json_line_per_call_with_seed_003_fields(rag_stub) -> None:
+async def test_one_json_line_per_call_with_the_fields_of_r_003_24(rag_stub) -> None:
     with request_log() as lines:
         await rag_stub.Ask(pb.AskRequest(query=QUESTION), metadata=(("x-request-id", "log-1"),), timeout=30)
         with pytest.raises(grpc.aio.AioRpcError):

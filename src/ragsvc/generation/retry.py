@@ -1,5 +1,4 @@
-"""Retries of transient LLM failures (seed 001's error table: a failing agent is retried twice, a rate limit with
-backoff).
+"""Retries of transient LLM failures (R-001-21: an LLM call is retried twice, a rate limit with backoff).
 
 A request is tried again when it failed before its response began: the server could not be reached, dropped the
 connection before answering, or answered 429 or 500, 502, 503, 504. Each retry waits an exponentially growing
@@ -28,7 +27,7 @@ RETRIED_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocol
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """`retries` after the first try (seed 001: 2); the n-th retry (from 0) waits `backoff_s` * 2**n, half of it
+    """`retries` after the first try (R-001-21: 2); the n-th retry (from 0) waits `backoff_s` * 2**n, half of it
     random, or the server's Retry-After when longer; None when that is longer than MAX_WAIT_S."""
 
     retries: int = 2
