@@ -208,3 +208,8 @@ class RagsvcInProcess(Worker):
         """The passages packed into each prompt, in marker order (an untimed explained answer)."""
         ids: list[list[str]] = self._call({"op": "context_ids", "queries": [list(q) for q in queries]})["ids"]
         return ids
+
+    def raw_engine(self) -> dict[str, Any]:
+        """The `raw_engine` row for the latest `ask`: each QueryRequest ragsvc sent its shard, sent again and timed
+        bare (see `ragsvc_inprocess.raw_engine`)."""
+        return self._call({"op": "raw_engine"})

@@ -5,6 +5,7 @@ test_engines.py.)"""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from pathlib import Path
@@ -52,6 +53,26 @@ async def test_data_survives_close_and_reopen_and_one_process_owns_a_shard(
         assert await reopened.count("acme") == 1
     finally:
         await reopened.close()
+
+
+async def test_the_search_pool_has_the_threads_it_is_opened_with(tmp_path: Path) -> None:
+    """RAG_EDGE_SEARCH_THREADS: the count is given on every open (the shard keeps the last one it was given), 0 is
+    one per CPU; queries answer the same."""
+    path = tmp_path / "shard"
+    engine = EdgeEngine.open(path, DIMENSION)
+    await fill(engine, 3, 2)
+    await engine.close()
+    query = RetrievalQuery("doc1 archive", tenant_id="acme")
+    dense = random_document("doc1", 1, seed=1)[0].dense
+    answers = []
+    for threads, persisted in ((2, 2), (0, os.cpu_count()), (1, 1)):
+        engine = EdgeEngine.open(path, DIMENSION, search_threads=threads)
+        try:
+            answers.append([(c.chunk.source_id, c.score) for c in await engine.query(query, dense, limit=3)])
+        finally:
+            await engine.close()
+        assert json.loads((path / "edge_config.json").read_text())["max_search_threads"] == persisted
+    assert answers[0][0][0] == "doc1:0" and all(answer == answers[0] for answer in answers)
 
 
 async def test_a_shard_of_another_dimension_cannot_be_opened(tmp_path: Path) -> None:
