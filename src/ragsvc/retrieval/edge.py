@@ -82,6 +82,14 @@ BUILDING_SUFFIX = ".indexing"  # the copy being optimized
 TERM_COUNTS_KEPT = 50_000  # document frequencies kept between writes (see _TermCounts)
 SCROLL_PAGE = 256  # points per page when the term table reads the shard (the engine holds the GIL for a page)
 _TERM_ROW_FIELDS = [TENANT_FIELD, "tags", TERMS_FIELD]
+# The index terms, stored as one string of terms separated by spaces (`_terms_as_text`), are indexed as text split
+# at spaces only, each term kept as it is: a term is matched whole (MatchText), exactly as a keyword would be, and
+# a list of terms (the form older versions stored) is indexed the same way. A result's payload is read whole by
+# the engine, whatever fields a query returns, and one string reads at a fraction of the cost of ~70 (measured at
+# 10k points: 0.14 ms of a 1.1 ms query; layout's docstring).
+TERMS_INDEX = qe.TextIndexParams(
+    tokenizer=qe.TokenizerType.Whitespace, lowercase=False, ascii_folding=False, phrase_matching=False
+)
 PREVIOUS_SUFFIX = ".previous"  # the replaced shard, until it is deleted
 # The payload index of a metadata key's type (booleans are stored as keywords: see layout).
 _META_INDEXES = {
@@ -247,9 +255,11 @@ class EdgeEngine:
         shutil.rmtree(path.with_name(path.name + BUILDING_SUFFIX), ignore_errors=True)
         try:
             # Creating an existing index is a no-op, so shards made by an older version gain new indexes.
+            # A shard of an older version had its terms under a keyword index: the text index replaces it.
             shard.update(qe.UpdateOperation.create_field_index(TENANT_FIELD, qe.KeywordIndexParams(is_tenant=True)))
             for name in KEYWORD_FIELDS:
-                shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
+                index = TERMS_INDEX if name == TERMS_FIELD else qe.PayloadSchemaType.Keyword
+                shard.update(qe.UpdateOperation.create_field_index(name, index))
         except Exception as exc:
             shard.close()
             raise RetrievalUnavailable(f"cannot index the vector store at {path}: {exc}") from exc
@@ -523,7 +533,7 @@ class EdgeEngine:
             for record in records:
                 data = record.payload or {}
                 rows.append(TermRow(str(data.get(TENANT_FIELD, "")), frozenset(data.get("tags") or ()),
-                                    frozenset(data.get(TERMS_FIELD) or ())))  # fmt: skip
+                                    _stored_terms(data.get(TERMS_FIELD))))  # fmt: skip
             if offset is None:
                 return rows
 
@@ -606,7 +616,7 @@ class EdgeEngine:
             SPARSE: self._sparse.edge_document(indexed_text(chunk)),
         }
         point = point_id(chunk.tenant_id, chunk.document_id, chunk.chunk_index)
-        return qe.Point(point, vectors, payload(chunk, indexed.source, indexed.metadata))
+        return qe.Point(point, vectors, _terms_as_text(payload(chunk, indexed.source, indexed.metadata)))
 
     def _query(self, query: RetrievalQuery, dense: Sequence[float], limit: int) -> list[Candidate]:
         visible = _visibility(query, self._access)
@@ -654,9 +664,7 @@ class EdgeEngine:
             return found
 
         indexed = count(None, qe.Filter(must_not=[qe.IsEmptyCondition(TERMS_FIELD)]))
-        return TermCounts(
-            indexed, {term: count(term, _match(TERMS_FIELD, term)) if indexed else 0 for term in terms}
-        )
+        return TermCounts(indexed, {term: count(term, _has_term(term)) if indexed else 0 for term in terms})
 
     def _close(self) -> None:
         with self._gate.exclusive(), self._write_lock:
@@ -712,6 +720,27 @@ def _vectors(point: qe.ScoredPoint) -> Any:
 
 def _match(key: str, value: str) -> qe.FieldCondition:
     return qe.FieldCondition(key, match=qe.MatchValue(value))
+
+
+def _terms_as_text(data: dict[str, Any]) -> dict[str, Any]:
+    """A point's payload (`layout.payload`) with its index terms as one string, space-separated, and without the
+    field when the chunk has none (an empty string is not an empty field: it would count as indexed)."""
+    terms = data.pop(TERMS_FIELD, None)
+    if terms:
+        data[TERMS_FIELD] = " ".join(terms)
+    return data
+
+
+def _stored_terms(value: Any) -> frozenset[str]:
+    """The index terms of a stored payload: one string (`_terms_as_text`), or a list (shards of older versions)."""
+    if isinstance(value, str):
+        return frozenset(value.split())
+    return frozenset(value or ())
+
+
+def _has_term(term: str) -> qe.FieldCondition:
+    """The points carrying `term` among their index terms, whichever form they are stored in (`TERMS_INDEX`)."""
+    return qe.FieldCondition(TERMS_FIELD, match=qe.MatchText(term))
 
 
 def _frozen(tags: Collection[str] | None) -> frozenset[str] | None:

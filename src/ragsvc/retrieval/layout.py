@@ -7,10 +7,12 @@ from (tenant, document, chunk index), so re-ingesting a document overwrites its 
 - a sparse vector "bm25": term weights from qdrant-edge's `Bm25` model (mmh3 token ids, the same model as
   Qdrant's server-side BM25), with the IDF modifier applied by the engine at query time,
 - the chunk as payload, with keyword indexes on tenant_id (`is_tenant`), tags, document_id, source_url,
-  page_title and section, and on "terms": the chunk's distinct index terms (`lexical.index_terms`), from which the
-  engine counts document frequencies per tenant (`term_counts`) for the answerability gate. Queries do not
-  return "terms". Each chunk also carries its document's source (content hash and size, media type, ingest
-  fingerprint and time: the same on every chunk of a document).
+  page_title and section, and an index on "terms": the chunk's distinct index terms (`lexical.index_terms`), from
+  which the engine counts document frequencies per tenant (`term_counts`) for the answerability gate. Queries do
+  not return "terms". The Qdrant server engine stores them as a list under a keyword index; the embedded engine as
+  one string under a text index split at spaces (edge.TERMS_INDEX: a query reads each result's whole payload, and
+  one string reads far faster than a list of ~70). Each chunk also carries its document's source (content hash
+  and size, media type, ingest fingerprint and time: the same on every chunk of a document).
 
 Both vectors are of the chunk's `indexed_text`: its page title and section heading, then its text, so that a
 passage is found by the words of the headings it sits under ("Travel Policy", "max_connections").
