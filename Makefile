@@ -25,7 +25,7 @@ DATA_DIR := .ragsvc-data
 PIP := PYTHONWARNINGS='ignore:Editable installation' $(BIN)/python -m pip
 
 .PHONY: help serve llm serve-llm test check generate docs lint-proto format-proto breaking release-contract \
-	go-tools ts-tools node-example go-example bench bench-operations bench-peers profile eval clean clean-data
+	go-tools ts-tools node-example go-example bench bench-operations bench-peers bench-llm profile eval clean clean-data
 
 help:  ## this list
 	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:.*## / {printf "  make %-17s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -104,6 +104,14 @@ bench-operations: $(VENV)/.dev  ## big documents ingested as operations, docs/op
 # Each peer gets its own venv under .bench/venvs/, from bench/peers/requirements/.
 bench-peers: $(VENV)/.bench  ## ragsvc against the frameworks, docs/benchmarks.md (about 14 minutes on 2 cores)
 	$(BIN)/python -m bench.peers.run
+
+# The LLM path with the local LLM (docs/llm.md): ragsvc's added time to the first visible text over llama.cpp's own
+# first token, 50 AskStream calls with default settings (bench/llm_path.py), and the citation policies side by side
+# (bench/citation_policy.py). Each starts `ragsvc llm` as `make llm` does; LLM_URL=http://.../v1 uses a running one.
+LLM_URL ?=
+bench-llm: $(VENV)/.dev  ## the LLM path and the citation policies with the local LLM, docs/llm.md (LLM_URL=...)
+	$(BIN)/python -m bench.llm_path $(if $(LLM_URL),--llm $(LLM_URL))
+	$(BIN)/python -m bench.citation_policy $(if $(LLM_URL),--llm $(LLM_URL))
 
 # Where an answer's time goes, to the function: the bench-peers job at 10k passages under py-spy (bench/profile_ask.py).
 # Writes docs/profile/$(PROFILE_NAME).{svg,md,json}.

@@ -57,6 +57,12 @@ def test_chunks_are_packed_by_rank_until_the_context_budget_is_full() -> None:
     assert 0 < packing.context_tokens <= 500
 
 
+def test_no_more_chunks_than_the_cap_are_packed_however_many_fit() -> None:
+    assert len(budget().pack(RAG_V1, "q", (), chunks(5, words=10)).context) == 5
+    capped = budget(max_context_chunks=2).pack(RAG_V1, "q", (), chunks(5, words=10))
+    assert [s.chunk.document_id for s in capped.context] == ["d0", "d1"], "the best ones"
+
+
 def test_reports_what_the_packed_context_and_the_whole_prompt_cost() -> None:
     b = budget()
     packing = b.pack(RAG_V1, "Which port?", (), chunks(3))

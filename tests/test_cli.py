@@ -160,12 +160,29 @@ async def test_a_session_is_shown_then_forgotten(server: RagServer) -> None:
     assert f"sources: {cited}" in lines and cited
 
     code, out, _ = await run_cli("session", "rm", session, "--address", server.address)
-    assert (code, out) == (0, f"{session}: deleted (1 turns)\n")
+    assert (code, out) == (0, f"{session}: deleted (1 turns; the text of 1 audit rows erased)\n")
     code, out, err = await run_cli("session", "show", session, "--address", server.address)
     assert code == 1 and not out
     assert err.strip() == f"error: NOT_FOUND NOT_FOUND: no session {session!r}"
     code, _, err = await run_cli("session", "rm", "not-a-session", "--address", server.address)
     assert code == 1 and "session_id: must be a UUID version 4" in err
+
+
+async def test_a_caller_is_erased(server: RagServer) -> None:
+    """This test's peer, erased in a tenant of its own (no other test's records are touched; with no documents
+    there, the answers are refusals: replayable, not cached)."""
+    tenant, session = "cli-erasure", "2c9d8e7f-6a5b-4c3d-8e1f-0a9b8c7d6e5f"
+    async with connected(server) as stubs:
+        for fields in ({"idempotency_key": "once"}, {"session_id": session}):
+            await stubs.rag.Ask(pb.AskRequest(query="What happens on SIGTERM?", tenant_id=tenant, **fields), timeout=30)
+    code, out, err = await run_cli("erase", "--peer", "ipv4:127.0.0.1", "--tenant", tenant, "--address", server.address)
+    assert (code, err) == (0, "")
+    assert out == ("erased peer ipv4:127.0.0.1: 1 sessions (2 messages), the text of 2 audit rows, 0 operations, "
+                   "0 cached and 1 replayable answers\n")  # fmt: skip
+    rows = await server.components.answers.recent(tenant)
+    assert [(row["query"], row["caller"]) for row in rows] == [("", "")] * 2
+    code, _, err = await run_cli("erase", "--address", server.address)
+    assert code == 2 and "one of the arguments --key --peer is required" in err
 
 
 async def test_the_owner_directory_is_listed_set_and_removed(server: RagServer) -> None:

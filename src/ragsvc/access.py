@@ -106,6 +106,16 @@ class Evidence:
         return cls(tuple(tuple(tags) for tags in data["tag_sets"]), bool(data["confidential"]))
 
 
+def key_caller(tenant_id: str, key_name: str) -> str:
+    """The caller a key stands for, as stored state (sessions, replays, audit rows) is bound to it."""
+    return f"key:{tenant_id}/{key_name}"
+
+
+def peer_caller(peer: str) -> str:
+    """The caller a call without a key comes from (authentication off): its peer identity."""
+    return f"peer:{peer}"
+
+
 def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 

@@ -6,7 +6,8 @@ overhead, plus the reply header) never takes more than W - R tokens as counted w
 model's tokenizer (`ragsvc.encodings.encoding_for_model`). Within that: the system prompt is reserved (at least
 RAG_SYSTEM_PROMPT_TOKENS), the question is never cut, history is kept newest first up to
 RAG_MAX_HISTORY_TOKENS and at most a third of what is left, and context chunks go in by rank up to
-RAG_MAX_CONTEXT_TOKENS until the next one would not fit; at least one chunk is kept, cut to fit.
+RAG_MAX_CONTEXT_TOKENS until the next one would not fit, and no more than RAG_MAX_CONTEXT_CHUNKS of them; at least
+one chunk is kept, cut to fit.
 
 What is counted per request: the system prompt (remembered), the question in its template (only when its bytes,
 which bound its tokens, could make a cap bind), the history, and each passage's header. A passage's text between
@@ -71,6 +72,7 @@ class TokenBudget:
     system_prompt_tokens: int
     max_context_tokens: int
     max_history_tokens: int
+    max_context_chunks: int | None = None  # the most chunks packed (RAG_MAX_CONTEXT_CHUNKS); None: no cap
 
     def count(self, text: str) -> int:
         return _count(self.encoding, text)
@@ -124,7 +126,7 @@ class TokenBudget:
         context: list[ScoredChunk] = []
         costs: list[int] = []
         context_cap = min(self.max_context_tokens, remaining)
-        for marker, scored in enumerate(candidates, start=1):
+        for marker, scored in enumerate(candidates[: self.max_context_chunks], start=1):
             cost = self._passage_cost(prompt, marker, scored)
             if sum(costs) + cost > context_cap:
                 break
@@ -236,6 +238,7 @@ class ModelCatalog:
                 system_prompt_tokens=settings.system_prompt_tokens,
                 max_context_tokens=settings.max_context_tokens,
                 max_history_tokens=settings.max_history_tokens,
+                max_context_chunks=settings.max_context_chunks,
             )
             for name, limits in self._limits.items()
         }

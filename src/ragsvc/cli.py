@@ -1,4 +1,4 @@
-"""`ragsvc serve | llm | ingest | docs | ask | chat | session | owners`: the server, a local LLM for it, and
+"""`ragsvc serve | llm | ingest | docs | ask | chat | session | owners | erase`: the server, a local LLM for it, and
 clients that talk to it over gRPC.
 
 Clients send RAG_API_TOKEN, when set, as their bearer token (for a server with RAG_AUTH_ENABLED)."""
@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     llm = commands.add_parser("llm", help="run a local LLM for ragsvc: llama.cpp with SmolLM2-135M (see `make llm`)")
     llm.add_argument("--host", default="127.0.0.1")
     llm.add_argument("--port", type=int, default=local_llm.DEFAULT_PORT)
-    llm.add_argument("--threads", type=int, default=min(4, os.cpu_count() or 1))
+    llm.add_argument("--threads", type=int, default=local_llm.default_threads(), help="llama.cpp threads (default: cores - 1)")
     llm.add_argument("--env", action="store_true", help="print the settings of `ragsvc serve` against it, and exit")
 
     def client(name: str, help_text: str, parent: Any = commands) -> argparse.ArgumentParser:
@@ -144,6 +144,16 @@ def _parser() -> argparse.ArgumentParser:
     for name in ("tag", "user_id", "email"):
         set_owner.add_argument(name)
     client("rm", "remove a tag's owner (its questions go to the admin)", owners_commands).add_argument("tag")
+
+    erase = client(
+        "erase",
+        "erase every text the server stored from one caller: its sessions, the text of its audit rows, its "
+        "long-running operations and its cached answers (an admin key's call, AdminService.EraseCaller)",
+    )
+    erased = erase.add_mutually_exclusive_group(required=True)
+    erased.add_argument("--key", dest="key_name", help="the caller's API key name (in --tenant, default the admin key's)")
+    erased.add_argument("--peer", help="a caller without a key: its peer as the request log shows it, e.g. "
+                        "ipv4:10.0.0.7 (every tenant unless --tenant names one)")
 
     streamed(client("chat", "an interactive conversation: streamed answers, sources, follow-ups in one session")).add_argument(
         "--tag", action="append", default=[], dest="tags", help="a user tag (repeatable)"
@@ -522,7 +532,8 @@ async def _session(args: argparse.Namespace, address: str) -> int:
         if args.session_command == "rm":
             delete = pb.DeleteSessionRequest(tenant_id=args.tenant, session_id=args.session_id)
             deleted = await stub.DeleteSession(delete, **call)
-            print(f"{args.session_id}: deleted ({deleted.turns_deleted} turns)")
+            print(f"{args.session_id}: deleted ({deleted.turns_deleted} turns; the text of "
+                  f"{deleted.audit_records_erased} audit rows erased)")  # fmt: skip
             return 0
         turns: list[pb.SessionTurn] = []
         token = ""
@@ -569,6 +580,19 @@ async def _owners(args: argparse.Namespace, address: str) -> int:
         for tag, owner in zip(tags, owners, strict=True):
             print(f"{tag:<{width}}  {owner.owner_user_id} <{owner.owner_email}>")
         return 0
+
+
+async def _erase(args: argparse.Namespace, address: str) -> int:
+    request = admin_pb.EraseCallerRequest(tenant_id=args.tenant, key_name=args.key_name or "", peer=args.peer or "")
+    async with grpc.aio.insecure_channel(address) as channel:
+        erased = await admin_grpc.AdminServiceStub(channel).EraseCaller(
+            request, timeout=args.timeout, metadata=call_metadata()
+        )
+    print(f"erased {f'key {args.key_name}' if args.key_name else f'peer {args.peer}'}: "
+          f"{erased.sessions_deleted} sessions ({erased.session_messages_deleted} messages), "
+          f"the text of {erased.audit_records_erased} audit rows, {erased.operations_deleted} operations, "
+          f"{erased.cached_answers_dropped} cached and {erased.replayed_answers_dropped} replayable answers")  # fmt: skip
+    return 0
 
 
 # -- errors and main ------------------------------------------------------------------------------------------
@@ -642,6 +666,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_session(args, address))
         if args.command == "owners":
             return asyncio.run(_owners(args, address))
+        if args.command == "erase":
+            return asyncio.run(_erase(args, address))
         if args.command == "chat":
             asyncio.run(_reachable(address, args.timeout))
             asyncio.run(chat.run(address, tenant=args.tenant, tags=args.tags, deadline_s=args.timeout,

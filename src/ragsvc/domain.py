@@ -46,6 +46,13 @@ class SearchMode(enum.Enum):
     SPARSE = "sparse"
 
 
+class CitationPolicy(enum.Enum):
+    """What becomes of an answer citing markers that name no packed chunk (see citation_policy.py)."""
+
+    STRICT = "strict"  # it is re-run strictly, and refused when no run cites only valid markers
+    DROP_INVALID = "drop_invalid"  # the sentences backed only by invalid markers are dropped
+
+
 class Strictness(enum.Enum):
     LENIENT = "lenient"
     NORMAL = "normal"
@@ -234,6 +241,7 @@ class Question:
     response_style: ResponseStyle | None = None  # None: the template's
     # The question's language (ISO 639-1), set at admission (answering/language.py); "" when too short to tell.
     language: str = ""
+    citation_policy: CitationPolicy | None = None  # None: the template's, else the server default
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +284,9 @@ class GenerationRequest:
     temperature: float | None = None
     seed: int | None = None
     question: str = ""  # the user's own words when `query` is a follow-up's standalone search, else ""
+    stop: tuple[str, ...] = ()  # where the model stops writing (the template's stop sequences)
+    deadline: float | None = None  # event loop time by which the generation must end; no retry waits past it
+    side_call: bool = False  # an auxiliary call around an answer: a server's free slot goes to answers first
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,6 +354,7 @@ class Flags:
     redactions_applied: bool = False
     partial: bool = False  # grounded, and says what the documents do not cover
     repetition_stopped: bool = False  # the model looped; its generation was stopped early
+    citations_dropped: bool = False  # sentences backed only by invalid markers were dropped (DROP_INVALID)
 
 
 @dataclass(frozen=True, slots=True)

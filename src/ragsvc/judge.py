@@ -1,7 +1,8 @@
 """Short auxiliary LLM calls around an answer (R-000-13, R-003-16): condensing a follow-up into a standalone
 question, query classification, the model's own support score for the hybrid confidence, and follow-up
 questions. Each is optional: a reply that cannot be parsed gives None and the caller falls back to its default.
-Each call's usage goes to `on_usage`, so that the answer's usage counts it."""
+Each call's usage goes to `on_usage`, so that the answer's usage counts it. Each is a side call
+(`GenerationRequest.side_call`): on a server that reports its slots, a free slot goes to an answer first."""
 
 from __future__ import annotations
 
@@ -74,11 +75,18 @@ def context_summary(context: Sequence[ScoredChunk]) -> str:
 
 class LLMJudge:
     def __init__(
-        self, generator: Generator, *, model: str, on_usage: Callable[[Usage], None] | None = None
+        self,
+        generator: Generator,
+        *,
+        model: str,
+        on_usage: Callable[[Usage], None] | None = None,
+        deadline: float | None = None,
     ) -> None:
+        """`deadline` (event loop time) is when the calls must end: no retry waits past it."""
         self._generator = generator
         self._model = model
         self._on_usage = on_usage
+        self._deadline = deadline
 
     async def support_score(self, query: str, answer: str, context: Sequence[ScoredChunk]) -> float | None:
         """The model's 0-100 rating of how well `answer` is supported."""
@@ -114,6 +122,8 @@ class LLMJudge:
             model=self._model,
             max_tokens=max_tokens,
             temperature=0.0,
+            deadline=self._deadline,
+            side_call=True,
         )
         parts: list[str] = []
         usage: Usage | None = None

@@ -9,6 +9,7 @@ is downloaded when it runs. `serve_env` is how `ragsvc serve` talks to it (`make
 from __future__ import annotations
 
 import importlib.util
+import os
 import signal
 import threading
 from pathlib import Path
@@ -17,6 +18,14 @@ from typing import Any
 MODEL_ALIAS = "smollm2"
 DEFAULT_PORT = 8080  # OPENAI_BASE_URL's default port
 CONTEXT_TOKENS = 4096
+
+
+def default_threads() -> int:
+    """One thread fewer than the machine has cores (at least one), leaving a core to ragsvc beside it: llama.cpp's
+    threads wait for each other spinning, so one core taken by another process slows every token. Measured on 2
+    busy cores (load ~10), 574 prompt tokens and 32 new ones: with 2 threads 16.7 s for the prompt and 1.5 tokens/s,
+    with 1 thread 6.4 s and 27 tokens/s (docs/llm.md)."""
+    return max(1, (os.cpu_count() or 1) - 1)
 
 
 def serve_env(host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> dict[str, str]:
@@ -50,11 +59,12 @@ def start(
     *,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
-    threads: int = 2,
+    threads: int | None = None,
     context_tokens: int = CONTEXT_TOKENS,
     seed: int | None = None,
 ) -> Any:
-    """Starts llama.cpp's server in this process (its own threads); it serves while the returned object lives."""
+    """Starts llama.cpp's server in this process (its own `threads`, `default_threads()` unless given); it serves
+    while the returned object lives."""
     try:
         import xllamacpp
     except ImportError as exc:
@@ -63,8 +73,7 @@ def start(
     params.model.path = str(model_path())
     params.model_alias = {MODEL_ALIAS}
     params.n_ctx = context_tokens
-    params.cpuparams.n_threads = threads
-    params.cpuparams_batch.n_threads = threads
+    params.cpuparams.n_threads = params.cpuparams_batch.n_threads = threads or default_threads()
     params.hostnames = [host]
     params.port = port
     if seed is not None:

@@ -10,7 +10,9 @@ then its text between `<<<` and `>>>` fences, and the system prompt says that in
 data.
 
 A built-in version's text never changes: a different wording is a new version (tests pin every rendering), so
-an answer's `prompt_template_version` always names the exact prompt it was written from.
+an answer's `prompt_template_version` always names the exact prompt it was written from. A template also names
+where the model stops (`stop`: the built-ins stop at a new "[Question]" block, as seed 002's rag-v1 does) and may
+name its citation policy (see citation_policy.py).
 
 Custom templates (AdminService, R-003-21) live beside the built-ins in a `TemplateRegistry`: the server loads
 them from its database at start and the admin RPCs change them. A custom template keeps its id when its text
@@ -27,7 +29,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ragsvc.domain import ChatMessage, Citation, CitationStyle, ResponseStyle, Role, ScoredChunk, Strictness
+from ragsvc.domain import ChatMessage, Citation, CitationPolicy, CitationStyle, ResponseStyle, Role, ScoredChunk, Strictness
 from ragsvc.errors import FieldViolation, InvalidRequest, NotFound
 
 REFUSAL_SENTENCE = "I don't have information about that in the available documentation."
@@ -115,11 +117,20 @@ def refusal_sentence(language: str) -> str:
     return WORDINGS.get(language, ENGLISH).refusal
 
 
+# Where the model stops (seed 002: rag-v1 stops at "\n\n[질문]"): a model that goes on past its answer into a
+# question of its own starts it as the user message does.
+QUESTION_STOP = "\n\n[Question]"
+MAX_STOP_SEQUENCES = 4  # OpenAI's limit
+MAX_STOP_CHARS = 64
+
+
 @dataclass(frozen=True, slots=True)
 class PromptTemplate:
     """One version of the prompt: `length_rule` is an extra line of the system prompt ("" for none), `user` the
     user message with placeholders {query} and {context}, `display_name` a name for people, `language` the one it
-    answers in (ISO 639-1), `response_style` the answers' style when a request names none (None: no style line)."""
+    answers in (ISO 639-1), `response_style` the answers' style when a request names none (None: no style line),
+    `stop` the sequences the model stops at (sent with every request), `citation_policy` what becomes of invalid
+    citations in its answers (None: RAG_CITATION_POLICY; a request may choose its own)."""
 
     version: str
     length_rule: str
@@ -127,6 +138,8 @@ class PromptTemplate:
     display_name: str = ""
     language: str = DEFAULT_LANGUAGE
     response_style: ResponseStyle | None = None
+    stop: tuple[str, ...] = (QUESTION_STOP,)
+    citation_policy: CitationPolicy | None = None
 
 
 RAG_V1 = PromptTemplate(version="rag-v1", length_rule="", display_name="RAG v1 (balanced)")
@@ -213,6 +226,20 @@ def user_prompt_violations(user: str, field: str = "user_prompt") -> list[FieldV
     return violations
 
 
+def stop_violations(stop: Sequence[str], field: str = "stop_sequences") -> list[FieldViolation]:
+    """What keeps `stop` from being a template's stop sequences: more than MAX_STOP_SEQUENCES, or one empty or
+    longer than MAX_STOP_CHARS characters. Empty when they do."""
+    violations = []
+    if len(stop) > MAX_STOP_SEQUENCES:
+        violations.append(FieldViolation(field, f"at most {MAX_STOP_SEQUENCES} stop sequences, got {len(stop)}"))
+    violations += [
+        FieldViolation(f"{field}[{index}]", f"1 to {MAX_STOP_CHARS} characters, got {len(sequence)}")
+        for index, sequence in enumerate(stop)
+        if not 0 < len(sequence) <= MAX_STOP_CHARS
+    ]
+    return violations
+
+
 class TemplateRegistry:
     """The templates requests may name: the built-ins, which never change, and the custom ones."""
 
@@ -236,7 +263,7 @@ class TemplateRegistry:
         """Add or replace a custom template; ValueError for a built-in's id, InvalidRequest when it cannot render."""
         if template.version in self._built_ins:
             raise ValueError(f"{template.version!r} is a built-in template")
-        if violations := user_prompt_violations(template.user):
+        if violations := user_prompt_violations(template.user) + stop_violations(template.stop):
             raise InvalidRequest(violations)
         with self._lock:
             self._custom[template.version] = template

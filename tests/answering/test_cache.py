@@ -72,6 +72,7 @@ def test_the_key_separates_tenants_and_tag_sets_but_not_tag_order_or_spacing() -
         dataclasses.replace(QUESTION, model="other"),
         dataclasses.replace(QUESTION, filters=domain.MetadataFilter(page_titles=("x",))),
         dataclasses.replace(QUESTION, mode=domain.Mode.SELECTED_TEXT, selected_text="some text"),
+        dataclasses.replace(QUESTION, citation_policy=domain.CitationPolicy.DROP_INVALID),
     ):
         assert cache_key(other) != key, other
 
@@ -192,6 +193,22 @@ async def test_clear_drops_every_entry(stores: tuple[AnswerStore, AnswerStore]) 
         await cache.put(key, GROUNDED, question=QUESTION, generation=0)
     await cache.clear()
     assert [await answer_of(cache, key) for key in ("a", "b", "c")] == [None] * 3
+
+
+async def test_erasing_a_caller_drops_the_entries_its_requests_wrote(stores: tuple[AnswerStore, AnswerStore]) -> None:
+    for store in stores:
+        written = {
+            "fin-acme": dataclasses.replace(QUESTION, caller="key:acme/fin"),
+            "fin-globex": dataclasses.replace(QUESTION, caller="key:acme/fin", tenant_id="globex"),
+            "hr-acme": dataclasses.replace(QUESTION, caller="key:acme/hr"),
+        }
+        for key, question in written.items():
+            assert await store.put(key, GROUNDED, question=question, generation=0)
+        assert await store.erase_caller("key:acme/fin", "acme") == 1
+        assert [await answer_of(store, key) is not None for key in written] == [False, True, True]
+        assert await store.erase_caller("key:acme/fin") == 1, "None: in every tenant"
+        assert await store.erase_caller("key:acme/fin") == 0
+        assert await answer_of(store, "hr-acme") == GROUNDED, "another caller's entry stays"
 
 
 async def test_the_memory_cache_expires_and_evicts_the_least_recently_used() -> None:

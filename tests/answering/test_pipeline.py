@@ -22,6 +22,7 @@ from ragsvc.domain import (
     Answer,
     Chunk,
     Citation,
+    CitationPolicy,
     CitationStyle,
     Event,
     Question,
@@ -102,21 +103,23 @@ def make_pipeline(
     timeout_s: float = 30.0,
     hits: Sequence[ScoredChunk] = EVIDENCE,
     retriever: FixedRetriever | None = None,
-    **overrides: float,
+    templates: TemplateRegistry | None = None,
+    **overrides: object,
 ) -> Pipeline:
     """The pipeline as the server builds it, over `retriever` and `generator`; `overrides` are settings by field
-    name. The model's extra calls (classification, self-score, follow-ups, re-runs) are off: the tests count the
-    LLM requests."""
+    name. The model's extra calls (classification, self-score, follow-ups, re-runs) are off unless `overrides`
+    turn them on: the tests count the LLM requests."""
+    extra_calls_off = {"llm_classify": False, "llm_self_score": False, "follow_up_count": 0, "hallucination_retries": 0}
     settings = Settings.of(
         default_tenant="t", models=models, chat_model=default_model, fallback_model=fallback_model,
         fallback_extractive=extractive, timeout_s=timeout_s, top_k=5, score_gate=0.3, temperature=0.1,
-        default_template="rag-v1", confidence_threshold=60, default_llm_score=50, llm_classify=False,
-        llm_self_score=False, follow_up_count=0, hallucination_retries=0, **overrides,
+        default_template="rag-v1", confidence_threshold=60, default_llm_score=50, **(extra_calls_off | overrides),
     )
     catalog = ModelCatalog(settings.generation.model_limits, settings.budget)
     owners = OwnerDirectory(SQLiteDatabase.open(":memory:"), admin_email="admin@example.com")
     return build_pipeline(
-        settings, retriever or FixedRetriever(hits), generator, catalog, TemplateRegistry(), owners, Conversation(None),  # type: ignore[arg-type]
+        settings, retriever or FixedRetriever(hits), generator, catalog, templates or TemplateRegistry(), owners,  # type: ignore[arg-type]
+        Conversation(None),
     )
 
 
@@ -379,12 +382,16 @@ async def test_source_id_citations_map_to_the_packed_chunks(backend: Backend) ->
 
 
 async def test_an_unknown_source_id_is_an_invalid_citation() -> None:
-    async with OPENAI.server(deltas=["180 euros [SourceId: travel:0] and rockets [SourceId: moon:1]."]) as server:
+    draft = "180 euros per night [SourceId: travel:0]. Rockets are free [SourceId: moon:1]."
+    async with OPENAI.server(deltas=[draft]) as server:
         async with contextlib.aclosing(OPENAI.generator(server)) as generator:
             question = dataclasses.replace(QUESTION, citation_style=CitationStyle.SOURCE_ID)
-            answer = answer_of(await run(make_pipeline(generator), question))
-    assert not answer.grounded and answer.flags.hallucination_detected
-    assert answer.citations == () and "rockets" in answer.draft, "a refusal cites nothing; its draft is kept"
+            strict = answer_of(await run(make_pipeline(generator, citation_policy=CitationPolicy.STRICT), question))
+            dropped = answer_of(await run(make_pipeline(generator), question))
+    assert not strict.grounded and strict.flags.hallucination_detected
+    assert strict.citations == () and "Rockets" in strict.draft, "a refusal cites nothing; its draft is kept"
+    assert dropped.grounded and dropped.text == "180 euros per night [SourceId: travel:0]."
+    assert [c.chunk.source_id for c in dropped.citations] == ["travel:0"] and dropped.flags.citations_dropped
 
 
 class SlowRetriever(FixedRetriever):

@@ -6,7 +6,18 @@ import pytest
 
 from ragsvc.answering.generate import Drafting
 from ragsvc.answering.release import ValidatedRelease, release_for
-from ragsvc.domain import Chunk, Citation, CitationStyle, Event, ScoredChunk, StreamPolicy, Strictness, TextDelta
+from ragsvc.citation_policy import Markers, drop_invalid
+from ragsvc.domain import (
+    Chunk,
+    Citation,
+    CitationPolicy,
+    CitationStyle,
+    Event,
+    ScoredChunk,
+    StreamPolicy,
+    Strictness,
+    TextDelta,
+)
 
 CONTEXT = (
     ScoredChunk(Chunk("travel", 0, "Hotels are reimbursed up to 180 euros per night."), 0.8),
@@ -20,9 +31,10 @@ def streamed(
     strictness: Strictness = Strictness.NORMAL,
     style: CitationStyle = CitationStyle.MARKER,
     complete: bool = True,
+    citations: CitationPolicy = CitationPolicy.STRICT,
 ) -> list[list[Event]]:
     """What a validated release sends after each piece of the draft, then at its end (the last list)."""
-    release = release_for(StreamPolicy.VALIDATED, style, strictness)
+    release = release_for(StreamPolicy.VALIDATED, style, strictness, citations)
     assert release.feed(Drafting(CONTEXT)) == []
     sent = [release.feed(TextDelta(piece)) for piece in pieces]
     return [*sent, release.finish(complete=complete)]
@@ -71,6 +83,20 @@ def test_a_draft_without_a_valid_cited_claim_releases_nothing(draft: str) -> Non
 def test_nothing_is_released_from_a_sentence_with_an_unknown_marker_on() -> None:
     sent = streamed(["Hotels cost 180 euros [#1]. ", "Taxis are free [#7]. ", "Flights are booked [#2]. ", "x"])
     assert texts(sent) == ["", "Hotels cost 180 euros [#1].", "", "", ""]
+
+
+def test_under_drop_invalid_the_stream_skips_what_the_final_answer_drops() -> None:
+    pieces = ["Hotels cost 180 euros [#1]. ", "Taxis are free [#7]. ", "Flights are booked [#2] [#9]. ", "x"]
+    sent = streamed(pieces, citations=CitationPolicy.DROP_INVALID)
+    assert texts(sent) == ["", "Hotels cost 180 euros [#1].", "", " Flights are booked [#2].", " x"]
+    assert [[e.marker for e in events if isinstance(e, Citation)] for events in sent] == [[], [1], [], [2], []]
+    final = drop_invalid("".join(pieces), Markers(CONTEXT, CitationStyle.MARKER)).text
+    assert "".join(texts(sent)) == final, "what the client was shown is what the final answer keeps"
+    source_ids = streamed(
+        ["Taxis [SourceId: moon:9]. ", "Hotels [SourceId: travel:0]. ", "x"],
+        style=CitationStyle.SOURCE_ID, citations=CitationPolicy.DROP_INVALID,
+    )
+    assert texts(source_ids) == ["", "", " Hotels [SourceId: travel:0].", " x"]
 
 
 def test_strict_never_releases_an_uncited_sentence() -> None:

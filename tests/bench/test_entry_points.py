@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from bench.generation import ThreadedLLM
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = Path(__file__).parent / "data" / "pgdocs"
 
@@ -79,6 +81,24 @@ def test_filters_measure_each_expression_against_none(tmp_path: Path) -> None:
     assert len(filtered) == 3 and all(m["n"] == plain["n"] == 7 for m in filtered), "5 warm-up queries of 12"
     assert all(m["mean_results"] <= plain["mean_results"] for m in filtered), "an expression only narrows"
     assert measured["parse_and_resolve_ms"]["n"] == 6000
+
+
+def test_the_llm_path_and_citation_policy_benchmarks_read_every_call(tmp_path: Path) -> None:
+    """Against a scripted llama.cpp-like server (one slot; no timings of its own, so no added time either)."""
+    with ThreadedLLM(deltas=["The overall confidence is 30 times the retrieval score [#1]."], models=("smollm2",),
+                     total_slots=1) as llm:
+        run("bench.llm_path", "--llm", llm.base_url, "--calls", "2", "--check-calls", "3", results=tmp_path)
+        run("bench.citation_policy", "--llm", llm.base_url, "--rounds", "1", "--questions", "2", results=tmp_path)
+    path = result(tmp_path, "llm_path")
+    assert path["llm"]["total_slots"] == 1
+    assert {name: (row["calls"], row["failed"]) for name, row in path["rows"].items()} == {
+        "defaults/raw": (3, 0), "defaults/validated": (2, 0), "serve-llm/raw": (2, 0), "serve-llm/validated": (2, 0)
+    }
+    raw = path["rows"]["defaults/raw"]
+    assert raw["first_visible_text_ms"]["n"] + raw["refusals"].get("REFUSAL_REASON_INSUFFICIENT_EVIDENCE", 0) == 3
+    assert raw["llm_own_first_token_ms"]["n"] == 0, "the scripted server reports no timings"
+    policies = result(tmp_path, "citation_policy")["policies"]
+    assert {name: policy["asked"] for name, policy in policies.items()} == {"strict": 2, "drop_invalid": 2}
 
 
 @pytest.mark.timeout(300)
@@ -161,6 +181,15 @@ def test_ingest_counts_every_chunk_on_both_paths(tmp_path: Path) -> None:
     assert over_grpc["chunks"] == in_process["chunks"] == measured["stages"]["chunks"] > 2
     assert over_grpc["errors"] == in_process["errors"] == 0
     assert measured["in_process"]["chunks_per_s"]["median"] > 0
+
+
+@pytest.mark.timeout(300)
+def test_audit_erasure_erases_every_row_it_wrote(tmp_path: Path) -> None:
+    run("bench.audit_erasure", "--rows", "300", "--callers", "3", results=tmp_path)
+    measured = result(tmp_path, "audit_erasure")
+    for backend in ("sqlite", "postgresql_fsync_off"):
+        counts = {case: measured[backend][case]["rows"] for case in measured[backend]}
+        assert counts == {"erase_caller": 100, "purge_text_in_batches": 200, "purge_text_one_statement": 300}, backend
 
 
 @pytest.mark.timeout(300)

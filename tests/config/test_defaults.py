@@ -107,6 +107,9 @@ DEFAULTS: dict[str, Any] = {
     "RAG_LLM_SELF_SCORE": True,
     "RAG_DEFAULT_FOLLOW_UP_COUNT": 2,
     "RAG_MAX_RETRIES_ON_HALLUCINATION": 2,
+    "RAG_CITATION_POLICY": "drop_invalid",  # measured against strict: docs/llm.md
+    "RAG_LLM_RETRIES": 2,  # seed 001: a failing agent is retried twice
+    "RAG_LLM_RETRY_BACKOFF_SECONDS": 0.5,
     "RAG_MODEL_PRICES": "",
     "RAG_STREAM_POLICY": "validated",
     "RAG_LLM_CONDENSE": True,
@@ -115,6 +118,7 @@ DEFAULTS: dict[str, Any] = {
     "RAG_MAX_CONTEXT_TOKENS": 3000,
     "RAG_MAX_HISTORY_TOKENS": 1000,
     "RAG_SYSTEM_PROMPT_TOKENS": 500,
+    "RAG_MAX_CONTEXT_CHUNKS": 20,
     # Answer trust
     "RAG_SCORE_GATE": 0.15,
     "RAG_CONFIDENCE_THRESHOLD": 60.0,
@@ -134,6 +138,7 @@ DEFAULTS: dict[str, Any] = {
     "RAG_SESSION_HISTORY_MESSAGES": 10,
     "RAG_SESSION_RETENTION_DAYS": 30.0,
     "RAG_AUDIT_RETENTION_DAYS": 0.0,
+    "RAG_AUDIT_TEXT_RETENTION_DAYS": None,  # as RAG_SESSION_RETENTION_DAYS (RecordsSettings.audit_text_days)
     "RAG_AUDIT_BEFORE_ANSWER": True,
     "RAG_RETENTION_INTERVAL_SECONDS": 3600.0,
     # Shared state

@@ -11,6 +11,7 @@ from typing import Any
 from ragsvc.generation.http import HttpGenerator
 from ragsvc.generation.ollama import OllamaGenerator
 from ragsvc.generation.openai_compat import OpenAICompatGenerator
+from ragsvc.generation.retry import RetryPolicy
 from tests.support.http_server import ScriptedHTTPServer
 from tests.support.ollama_server import ScriptedOllamaServer
 from tests.support.openai_server import ScriptedOpenAIServer
@@ -29,8 +30,9 @@ class Backend:
         return self.make_server(models=tuple(self.listed(m) for m in models), **script)
 
     def generator(self, server_or_url: ScriptedHTTPServer | str, **options: Any) -> HttpGenerator:
+        """A generator for the server; without retries unless `retry` is given (most tests count the requests)."""
         url = server_or_url if isinstance(server_or_url, str) else server_or_url.base_url  # type: ignore[attr-defined]
-        return self.make_generator(url, **{"model": "llama3.2", **options})
+        return self.make_generator(url, **{"model": "llama3.2", "retry": RetryPolicy(retries=0), **options})
 
     def down_url(self) -> str:
         """A base URL nothing listens on."""

@@ -134,6 +134,74 @@ async def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None
     assert server.connections == 2
 
 
+@dataclass
+class CrossingServer:
+    """Answers the first request of every connection, and drops the connection when its second request arrives,
+    unanswered: the server closed it as the client reused it (the stale keep-alive race). With `partial`, the
+    second request gets the first bytes of a response before the drop. Records each request's connection number."""
+
+    keep_alive: bytes = b""
+    partial: bool = False
+    served: list[int] = field(default_factory=list)
+    connections: int = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        number = self.connections
+        try:
+            for turn in range(2):
+                await reader.readuntil(b"\r\n\r\n")
+                self.served.append(number)
+                if turn == 1:
+                    if self.partial:
+                        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n")
+                        await writer.drain()
+                    break
+                writer.write(b"HTTP/1.1 200 OK\r\n%sContent-Length: 2\r\n\r\nok" % self.keep_alive)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+
+async def test_a_request_dropped_unanswered_on_a_reused_connection_is_sent_once_more_on_a_new_one() -> None:
+    server = CrossingServer()
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}/"
+    async with listener, client() as http:
+        assert (await http.get(url)).text == "ok"
+        assert (await http.post(url, json={"q": 1})).text == "ok"
+    assert server.served == [1, 1, 2], "sent on the kept connection, dropped, then sent on a new one"
+
+
+async def test_a_response_that_had_begun_is_never_sent_again_nor_a_request_on_a_new_connection() -> None:
+    server = CrossingServer(partial=True)
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}/"
+    async with listener, client() as http:
+        assert (await http.get(url)).text == "ok"
+        with pytest.raises(httpx.RemoteProtocolError):
+            await http.get(url)
+    assert server.served == [1, 1]
+    dropping = RawServer([[b""]], close_after=True)  # a new connection closed without a response
+    async with serving(dropping) as url, client() as http:
+        with pytest.raises(httpx.RemoteProtocolError):
+            await http.get(url)
+    assert dropping.connections == 1
+
+
+async def test_a_connection_near_its_announced_keep_alive_timeout_is_not_reused() -> None:
+    server = CrossingServer(keep_alive=b"Keep-Alive: timeout=2, max=100\r\n")
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}/"
+    async with listener, client() as http:
+        assert (await http.get(url)).text == "ok"
+        await asyncio.sleep(1.1)  # past the timeout less KEEP_ALIVE_MARGIN_S: the server may be closing it now
+        assert (await http.get(url)).text == "ok"
+    assert server.served == [1, 2], "the second request went on a new connection, never on the expiring one"
+
+
 async def test_a_body_closed_before_its_end_hangs_up() -> None:
     hung_up = asyncio.Event()
 

@@ -386,6 +386,7 @@ async def counted(stubs: Stubs, model: Model, step: Call, example: int, outcomes
 def serving(tmp_path: Path) -> Iterator[tuple[asyncio.AbstractEventLoop, Stubs]]:
     """A loop of its own (hypothesis runs synchronously) and a server with authentication on and KEYS, stubs to it."""
     loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)  # grpc.aio asks the policy for the current loop: another test may have cleared it
     keys_file = tmp_path / "keys.json"
     keys_file.write_text(keys_document())
     server_context = running_server(tmp_path / "data", auth_enabled=True, api_keys_file=str(keys_file),
@@ -399,6 +400,7 @@ def serving(tmp_path: Path) -> Iterator[tuple[asyncio.AbstractEventLoop, Stubs]]
         loop.run_until_complete(channel_context.__aexit__(None, None, None))
         loop.run_until_complete(server_context.__aexit__(None, None, None))
         loop.close()
+        asyncio.set_event_loop(None)
 
 
 def test_no_caller_ever_receives_what_it_could_not_read(tmp_path: Path) -> None:

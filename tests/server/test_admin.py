@@ -231,6 +231,67 @@ async def test_a_template_update_changes_the_simulation_and_drops_its_cached_ans
     assert gone.code == grpc.StatusCode.NOT_FOUND, "neither the cache nor the pipeline knows it any more"
 
 
+async def test_a_templates_stop_sequences_and_citation_policy_are_checked_and_changed_by_mask(
+    admin: admin_service_pb2_grpc.AdminServiceStub,
+) -> None:
+    built_in = (await admin.GetPromptTemplate(admin_pb.GetPromptTemplateRequest(name="promptTemplates/rag-v1")))
+    assert list(built_in.prompt_template.stop_sequences) == ["\n\n[Question]"], "seed 002's stop, in English"
+    assert built_in.prompt_template.citation_policy == pb.CITATION_POLICY_UNSPECIFIED, "the server's default"
+
+    too_many = template()
+    too_many.stop_sequences.extend(["a", "", "x" * 65, "b", "c"])
+    bad = violations(
+        await refused(
+            admin.CreatePromptTemplate(
+                admin_pb.CreatePromptTemplateRequest(prompt_template_id="stops", prompt_template=too_many)
+            )
+        )
+    )
+    assert bad == {
+        "prompt_template.stop_sequences": "at most 4 stop sequences, got 5",
+        "prompt_template.stop_sequences[1]": "1 to 64 characters, got 0",
+        "prompt_template.stop_sequences[2]": "1 to 64 characters, got 65",
+    }
+    unknown = template()
+    unknown.citation_policy = 7  # type: ignore[assignment]  # a number a newer client may send
+    assert violations(
+        await refused(
+            admin.CreatePromptTemplate(
+                admin_pb.CreatePromptTemplateRequest(prompt_template_id="stops", prompt_template=unknown)
+            )
+        )
+    ) == {"prompt_template.citation_policy": "unsupported value 7"}
+
+    created = (
+        await admin.CreatePromptTemplate(
+            admin_pb.CreatePromptTemplateRequest(prompt_template_id="stops", prompt_template=template())
+        )
+    ).prompt_template
+    assert not created.stop_sequences and created.citation_policy == pb.CITATION_POLICY_UNSPECIFIED
+    change = admin_pb.PromptTemplate(
+        name="promptTemplates/stops", stop_sequences=["\n\nQuestion"], citation_policy=pb.CITATION_POLICY_DROP_INVALID
+    )
+    updated = (
+        await admin.UpdatePromptTemplate(
+            admin_pb.UpdatePromptTemplateRequest(
+                prompt_template=change, update_mask=field_mask_pb2.FieldMask(paths=["stop_sequences", "citation_policy"])
+            )
+        )
+    ).prompt_template
+    assert list(updated.stop_sequences) == ["\n\nQuestion"] and updated.citation_policy == pb.CITATION_POLICY_DROP_INVALID
+    assert updated.user_prompt == USER, "fields outside the mask keep their value"
+    back = (
+        await admin.UpdatePromptTemplate(
+            admin_pb.UpdatePromptTemplateRequest(
+                prompt_template=admin_pb.PromptTemplate(name="promptTemplates/stops"),
+                update_mask=field_mask_pb2.FieldMask(paths=["citation_policy"]),
+            )
+        )
+    ).prompt_template
+    assert back.citation_policy == pb.CITATION_POLICY_UNSPECIFIED and list(back.stop_sequences) == ["\n\nQuestion"]
+    await admin.DeletePromptTemplate(admin_pb.DeletePromptTemplateRequest(name="promptTemplates/stops"))
+
+
 async def test_simulate_reports_a_gate_refusal_without_a_prompt(admin: admin_service_pb2_grpc.AdminServiceStub) -> None:
     response = await admin.SimulateAsk(simulate("zqxv wplk frobnicate", score_threshold=0.99), timeout=30)
     assert not response.answer.grounded and response.answer.refusal_reason != pb.REFUSAL_REASON_UNSPECIFIED
@@ -331,8 +392,11 @@ async def test_new_ranking_weights_empty_the_answer_cache(
 async def test_templates_and_weights_survive_a_restart(tmp_path: Path) -> None:
     async with running_server(tmp_path) as server, connected(server) as stubs:
         admin = stubs.admin
+        kept = template()
+        kept.stop_sequences.extend(["\n\nQuestion for", "END"])
+        kept.citation_policy = pb.CITATION_POLICY_DROP_INVALID
         await admin.CreatePromptTemplate(
-            admin_pb.CreatePromptTemplateRequest(prompt_template_id="kept", prompt_template=template()), timeout=10
+            admin_pb.CreatePromptTemplateRequest(prompt_template_id="kept", prompt_template=kept), timeout=10
         )
         await admin.UpdateRankingWeights(
             admin_pb.UpdateRankingWeightsRequest(
@@ -347,6 +411,8 @@ async def test_templates_and_weights_survive_a_restart(tmp_path: Path) -> None:
             await admin.GetPromptTemplate(admin_pb.GetPromptTemplateRequest(name="promptTemplates/kept"))
         ).prompt_template
         assert (kept.display_name, kept.instructions, kept.user_prompt) == ("Ops", "- Answer like a runbook.", USER)
+        assert list(kept.stop_sequences) == ["\n\nQuestion for", "END"]
+        assert kept.citation_policy == pb.CITATION_POLICY_DROP_INVALID
         listed = await admin.ListPromptTemplates(admin_pb.ListPromptTemplatesRequest(page_size=4), timeout=10)
         assert len(listed.prompt_templates) == 4 and listed.next_page_token  # the four built-ins
         rest = await admin.ListPromptTemplates(

@@ -93,7 +93,7 @@ async def test_a_marker_that_stays_invalid_is_stripped_with_a_disclaimer(tmp_pat
     bad = "The retrieval score counts 30 percent [#1] and the moon decides the rest [#9]."
     async with ScriptedOpenAIServer(deltas=scripted([bad, bad])) as llm:
         async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url,
-                                  hallucination_retries=1) as server:
+                                  hallucination_retries=1, citation_policy="strict") as server:
             answer = await ask(server, explain=True)
     draft = answer.explanation.draft
     assert "[#9]" not in draft and "[#1]" in draft and "needs verification" in draft, "operators see the draft"

@@ -68,6 +68,7 @@ async def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
             fallback_model="qwen3:8b",
             health_probe_interval_s=3600.0,
             model_list_ttl_s=3600.0,
+            llm_retry_backoff_s=0.01,
             **url,
         ) as server, connected(server) as stubs:
             yield Stack(backend, llm, server, stubs.rag)
@@ -160,7 +161,8 @@ async def test_the_fallback_model_answers_flagged_degraded(stack: Stack) -> None
     stack.script(model_status={"llama3.2": 503})
     chats_before = len(stack.chats())
     answer = (await stack.stub.Ask(pb.AskRequest(query=QUESTION), timeout=30)).answer
-    assert [r.body["model"] for r in stack.chats()[chats_before:]] == ["llama3.2", "qwen3:8b"]
+    asked = [r.body["model"] for r in stack.chats()[chats_before:]]
+    assert asked == ["llama3.2"] * 3 + ["qwen3:8b"], "tried and retried twice (seed 001), then the fallback"
     assert answer.model == f"{stack.backend.name}:qwen3:8b" and answer.flags.degraded
     assert answer.text == "".join(ANSWER)
 
@@ -171,6 +173,23 @@ async def test_a_failing_llm_is_unavailable_with_retry_info(stack: Stack) -> Non
         await stack.stub.Ask(pb.AskRequest(query=QUESTION), timeout=30)
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
     assert error_info(caught.value).reason == "LLM_UNAVAILABLE"
+
+
+async def test_invalid_citations_are_dropped_by_default_and_refused_when_a_request_is_strict(stack: Stack) -> None:
+    stack.script([*ANSWER, " Taxis are free [#9]."])
+    messages = [m async for m in stack.stub.AskStream(pb.AskStreamRequest(query=QUESTION), timeout=30)]
+    answer = messages[-1].answer
+    assert answer.text == "".join(ANSWER) and answer.grounded
+    assert answer.flags.citations_dropped and answer.flags.hallucination_detected and answer.flags.mitigation_applied
+    assert "".join(m.text_delta for m in messages if m.HasField("text_delta")) == answer.text
+    strict = pb.GenerationOptions(citation_policy=pb.CITATION_POLICY_STRICT)
+    refused = (await stack.stub.Ask(pb.AskRequest(query=QUESTION, generation=strict), timeout=30)).answer
+    assert not refused.grounded and refused.refusal_reason == pb.REFUSAL_REASON_INVALID_CITATIONS
+    unknown = pb.GenerationOptions(citation_policy=7)  # type: ignore[arg-type]  # a number a newer client may send
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stack.stub.Ask(pb.AskRequest(query=QUESTION, generation=unknown), timeout=30)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error_info(caught.value).reason == "VALIDATION_ERROR" and "generation.citation_policy" in caught.value.details()
 
 
 async def test_temperature_and_seed_reach_the_llm(stack: Stack) -> None:

@@ -109,6 +109,7 @@ async def serving(stubs: Stubs) -> bool:
 
 def test_no_input_makes_the_server_fail_hang_or_stop_serving(tmp_path: Path) -> None:
     loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)  # grpc.aio asks the policy for the current loop: another test may have cleared it
     embeddings = ScriptedOpenAIServer(embed=embed)
     loop.run_until_complete(embeddings.__aenter__())
     # RAG_EMBEDDER=openai (running_server's own `embedder` is an embedder object to inject).
@@ -160,3 +161,4 @@ def test_no_input_makes_the_server_fail_hang_or_stop_serving(tmp_path: Path) -> 
         loop.run_until_complete(server.stop())
         loop.run_until_complete(embeddings.__aexit__(None, None, None))
         loop.close()
+        asyncio.set_event_loop(None)

@@ -133,3 +133,30 @@ async def test_no_text_of_a_refused_answer_reaches_a_validated_stream(llm_backed
         assert answer.explanation.draft.startswith(released.strip()[:40]) and MARKER.search(released or "[#1]")
     if not answer.grounded:
         assert answer.text == REFUSAL_SENTENCE and answer.explanation.draft
+
+
+@pytest.mark.parametrize("query", VALIDATED_QUESTIONS)
+async def test_drop_invalid_leaves_only_valid_citations_in_a_grounded_answer(
+    llm_backed_server: RagServer, query: str
+) -> None:
+    """The lenient citation policy against the real model: whatever it cites, a grounded answer carries only
+    markers of packed chunks, and the validated stream showed exactly its text."""
+    request = pb.AskStreamRequest(
+        query=query,
+        retrieval=pb.RetrievalOptions(top_k=2),
+        generation=pb.GenerationOptions(temperature=0.0, seed=7, citation_policy=pb.CITATION_POLICY_DROP_INVALID),
+        explain=True,
+    )
+    async with connected(llm_backed_server) as stubs:
+        messages = [m async for m in stubs.rag.AskStream(request, timeout=120)]
+    answer = messages[-1].answer
+    released = "".join(m.text_delta for m in messages if m.HasField("text_delta"))
+    valid = {c.marker for c in answer.explanation.packed_chunks}
+    assert answer.usage.completion_tokens > 0, "the model wrote a draft"
+    if answer.grounded:
+        cited = {int(n) for n in MARKER.findall(answer.text)}
+        assert cited and cited <= valid and {c.marker for c in answer.citations} == cited
+        assert not answer.flags.citations_dropped or answer.flags.hallucination_detected
+    else:
+        assert not answer.flags.citations_dropped and answer.text == REFUSAL_SENTENCE
+    assert {int(n) for n in MARKER.findall(released)} <= valid

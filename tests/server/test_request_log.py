@@ -85,6 +85,7 @@ async def test_one_json_line_per_call_with_seed_003_fields(rag_stub) -> None:
     assert ok["flags"] == {
         "cache_hit": False, "hallucination": False, "mitigation_applied": False, "degraded": False,
         "injection_suspected": False, "redactions_applied": False, "partial": False, "repetition_stopped": False,
+        "citations_dropped": False,
     }
     assert ok["search"] == {"rewrite": "none", "changed": False} and ok["model_calls"] == {"answer": 1}
     assert "docs_retrieved" in ok

@@ -811,7 +811,7 @@ def test_a_session_is_read_back_a_page_at_a_time_then_deleted(served: InProcess)
     assert session.update_time.ToDatetime() == turns[1].create_time.ToDatetime() >= session.create_time.ToDatetime()
 
     deleted, ended = served.unary("DeleteSession", pb.DeleteSessionRequest(session_id=SESSION))
-    assert ended.code == grpc.StatusCode.OK and deleted.turns_deleted == 2
+    assert ended.code == grpc.StatusCode.OK and (deleted.turns_deleted, deleted.audit_records_erased) == (2, 2)
     for method, request in (("GetSession", pb.GetSessionRequest(session_id=SESSION)),
                             ("DeleteSession", pb.DeleteSessionRequest(session_id=SESSION))):  # fmt: skip
         _, ended = served.unary(method, request)
@@ -904,6 +904,25 @@ def test_tag_owner_refusals(served: InProcess) -> None:
     assert ended.code == grpc.StatusCode.INVALID_ARGUMENT and ended.fields == ["page_token"]
 
 
+def test_erase_caller_removes_a_peers_text_in_one_tenant(served: InProcess) -> None:
+    """Every call here comes from one peer (ipv4:127.0.0.1): erased in a tenant of its own, so no other test's records
+    are touched. The tenant has no documents: the answer is a refusal, stored like any turn."""
+    session = "5b0c2a4e-1d3f-4e5a-9b6c-7d8e9f0a1b2c"
+    asked, ended = served.ask(pb.AskRequest(query="Who reviews the erasure requests?", tenant_id="erasure",
+                                            session_id=session))  # fmt: skip
+    assert ended.code == grpc.StatusCode.OK and not asked.answer.grounded
+    request = admin_pb.EraseCallerRequest(tenant_id="erasure", peer="ipv4:127.0.0.1:50000")  # the port is ignored
+    erased, ended = served.unary("EraseCaller", request)
+    assert ended.code == grpc.StatusCode.OK
+    assert (erased.sessions_deleted, erased.session_messages_deleted, erased.audit_records_erased) == (1, 2, 1)
+    _, ended = served.unary("GetSession", pb.GetSessionRequest(tenant_id="erasure", session_id=session))
+    assert ended.code == grpc.StatusCode.NOT_FOUND
+    again, _ = served.unary("EraseCaller", request)
+    assert again == admin_pb.EraseCallerResponse()
+    _, ended = served.unary("EraseCaller", admin_pb.EraseCallerRequest(tenant_id="erasure"))
+    assert ended.code == grpc.StatusCode.INVALID_ARGUMENT and ended.fields == ["key_name", "peer"]
+
+
 # --- coverage ------------------------------------------------------------------------------------------------
 
 COVERED = {
@@ -915,7 +934,7 @@ COVERED = {
     "ragsvc.v1.AdminService": {
         "CreatePromptTemplate", "GetPromptTemplate", "ListPromptTemplates", "UpdatePromptTemplate",
         "DeletePromptTemplate", "GetRankingWeights", "UpdateRankingWeights", "SimulateAsk", "ListTagOwners",
-        "SetTagOwner", "DeleteTagOwner",
+        "SetTagOwner", "DeleteTagOwner", "EraseCaller",
     },
 }
 

@@ -48,8 +48,11 @@ async def metrics_port() -> int:
 async def server(
     llm: ScriptedOpenAIServer, metrics_port: int, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[RagServer]:
+    """A server refusing invalid citations (RAG_CITATION_POLICY=strict): what the stream showed of a draft that
+    ends refused."""
     async with running_server(Path(tmp_path_factory.mktemp("stream-policy")), generator="openai",
-                              openai_base_url=llm.base_url, metrics_port=metrics_port) as server:
+                              openai_base_url=llm.base_url, metrics_port=metrics_port,
+                              citation_policy="strict") as server:
         yield server
 
 
@@ -110,6 +113,18 @@ async def test_a_draft_that_ends_ungrounded_released_no_unvalidated_sentence(
     assert "Mars" in answer.explanation.draft, "the draft is kept for operators"
     [row] = [r for r in await server.components.answers.recent("default") if r["request_id"] == answer.request_id]
     assert row["answer"] == REFUSAL_SENTENCE and "Mars" in row["draft"]
+
+
+async def test_by_default_the_sentence_of_an_invalid_citation_is_skipped_and_dropped(
+    tmp_path: Path, llm: ScriptedOpenAIServer
+) -> None:
+    script(llm, VALID + WRONG + " Then it drains in-flight calls [#1].")
+    async with running_server(tmp_path, generator="openai", openai_base_url=llm.base_url) as by_default:
+        messages = await stream(by_default)
+    released = assert_only_validated_sentences(messages)
+    answer = messages[-1].answer
+    assert released == answer.text == VALID + " Then it drains in-flight calls [#1]."
+    assert answer.grounded and answer.flags.citations_dropped and "Mars" not in answer.text
 
 
 async def test_a_draft_without_a_valid_cited_claim_shows_nothing(server: RagServer, llm: ScriptedOpenAIServer) -> None:

@@ -32,7 +32,7 @@ KNOWN = {
     "IndexService.DeleteDocument": "tenant_id", "IndexService.ListDocuments": "tenant_id",
     "IndexService.GetDocument": "tenant_id", "IndexService.GetIndexStats": "tenant_id",
     "IndexService.UploadDocument": "tenant_id", "IndexService.GetUploadStatus": "tenant_id",
-    "AdminService.SimulateAsk": "request.tenant_id",
+    "AdminService.SimulateAsk": "request.tenant_id", "AdminService.EraseCaller": "tenant_id",
 }  # fmt: skip
 
 

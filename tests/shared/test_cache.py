@@ -122,6 +122,31 @@ async def test_clear_drops_everything_but_keeps_generations(replicas) -> None:
     assert [key async for key in a._guard.client.scan_iter("*") if b":gen:" not in key] == []
 
 
+async def test_a_caller_erased_on_one_replica_is_gone_from_redis(replicas) -> None:
+    a, b = replicas
+    fin = Question(query="hotel limit?", tenant_id="acme", caller="key:acme/fin")
+    hr = Question(query="salary bands?", tenant_id="acme", caller="key:acme/hr")
+    for q in (fin, hr):
+        await a.put(cache_key(q), ANSWER, question=q, generation=0)
+    assert await b.erase_caller("key:acme/fin", "acme") == 1
+    assert await answer_of(a, cache_key(fin)) is None and await answer_of(a, cache_key(hr)) == ANSWER
+    keys = [key.decode() async for key in a._guard.client.scan_iter("*")]
+    assert not [key for key in keys if "fin" in key], "the caller's index went with its entries"
+    assert "{ragsvc}:answers:c:key:acme/hr" in keys
+
+
+async def test_an_erasure_that_cannot_reach_redis_fails(redis_server: RedisServer, redis_url: str) -> None:
+    guard = RedisGuard(connect(redis_url))
+    cache = RedisAnswerCache(guard, ttl_s=60, admits=is_cacheable)
+    redis_server.stop()
+    try:
+        with pytest.raises(SharedStateUnavailable):
+            await cache.erase_caller("key:acme/fin")
+    finally:
+        redis_server.start()
+    await guard.aclose()
+
+
 async def test_entries_expire_after_the_ttl(redis_url: str) -> None:
     guard = RedisGuard(connect(redis_url))
     cache = RedisAnswerCache(guard, ttl_s=30, admits=is_cacheable)

@@ -121,3 +121,17 @@ async def test_finished_operations_are_purged_after_their_retention_and_running_
     assert await store.get("operations/running") is not None
     assert await store.delete("operations/running")
     assert not await store.delete("operations/running")
+
+
+async def test_a_callers_operations_are_erased_finished_or_not(database: Backend) -> None:
+    store = OperationStore(database)
+    await created(store, "operations/1")
+    await created(store, "operations/2")
+    await created(store, "operations/3", owner="key:acme/b")
+    assert await store.start("operations/1", RUNNER)
+    assert await store.erase_caller("key:acme/a", "globex") == 0, "in another tenant it has none"
+    assert await store.erase_caller("key:acme/a", "acme") == 2
+    assert await store.get("operations/1") is None and await store.get("operations/2") is None
+    assert not await store.report("operations/1", RUNNER, IngestProgress(1, 3, 1, 3, "d")), "its runner finds nothing"
+    assert await store.get("operations/3") is not None
+    assert await store.erase_caller("key:acme/b") == 1, "None: in every tenant"

@@ -25,6 +25,8 @@ from typing import Any, Literal
 
 Deltas = Sequence[str] | Callable[[dict[str, Any]], Sequence[str]]
 """The content deltas of an answer, or a function of the parsed request body returning them."""
+Delay = float | Callable[[dict[str, Any]], float]
+"""A wait in seconds, or a function of the parsed request body returning it."""
 
 _READ_SIZE = 65536
 
@@ -52,6 +54,7 @@ class ConnectionRecord:
     """One TCP connection: when it opened, and when and by which side it was closed."""
 
     opened_at: float
+    idle_since: float | None = None  # when its last response ended (None: none yet)
     closed_at: float | None = None
     closed_by: Literal["client", "server"] | None = None
     closed: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
@@ -133,8 +136,15 @@ class ScriptedHTTPServer(abc.ABC):
     test may change between requests:
 
     - ``deltas``: the content deltas every answer streams (or a function of the request body).
-    - ``first_token_delay_s``: the wait before the first delta; ``token_delay_s`` the wait between deltas.
+    - ``first_token_delay_s``: the wait before the first delta (or a function of the request body);
+      ``token_delay_s`` the wait between deltas.
     - ``status``: when set, every request is answered with this status and the API's error body.
+    - ``fail_next``: the next this many answer requests (`answer_paths`) are answered ``fail_status`` (503) with
+      ``Retry-After: fail_retry_after`` when that is set: a server briefly unable to serve.
+    - ``idle_close_s``: a request that arrives on a connection idle this long is dropped with the connection,
+      unanswered, as when the server closes an idle keep-alive connection just as the client reuses it.
+    - ``close_after_answer``: the connection is closed after each answer, though its response announced
+      keep-alive (llama.cpp's server does this after every streamed completion).
     - ``model_status``: a status for the answers (completions, chats) of one model only, e.g. ``{"a": 503}``.
     - ``fault``: when set, the answer goes wrong (see `Fault`) after ``fault_after`` deltas.
 
@@ -143,20 +153,32 @@ class ScriptedHTTPServer(abc.ABC):
 
     # The port `__aenter__` listens on: 0 takes a free one; a test restarting a server on the same port sets it.
     listen_port = 0
+    # The paths of the requests that generate an answer (chats, completions).
+    answer_paths: tuple[str, ...] = ()
 
     def __init__(
         self,
         *,
         deltas: Deltas,
-        first_token_delay_s: float = 0.0,
+        first_token_delay_s: Delay = 0.0,
         token_delay_s: float = 0.0,
         status: int | None = None,
         model_status: dict[str, int] | None = None,
         fault: Fault | None = None,
         fault_after: int = 0,
+        fail_next: int = 0,
+        fail_status: int = 503,
+        fail_retry_after: str | None = None,
+        idle_close_s: float | None = None,
+        close_after_answer: bool = False,
     ) -> None:
         self.deltas = deltas
         self.first_token_delay_s = first_token_delay_s
+        self.fail_next = fail_next
+        self.fail_status = fail_status
+        self.fail_retry_after = fail_retry_after
+        self.idle_close_s = idle_close_s
+        self.close_after_answer = close_after_answer
         self.token_delay_s = token_delay_s
         self.status = status
         self.model_status = dict(model_status or {})
@@ -205,7 +227,8 @@ class ScriptedHTTPServer(abc.ABC):
         """Sends each delta with `send_delta`, keeping the scripted delays and fault and recording the times.
         `send_event` sends one raw event in the API's framing; `error_event` is the API's error event."""
         self.streams.append(record)
-        await asyncio.sleep(self.first_token_delay_s)
+        delay = self.first_token_delay_s
+        await asyncio.sleep(delay(record.request.body) if callable(delay) else delay)
         for index, text in enumerate(deltas):
             if self.fault is not None and index == self.fault_after:
                 if self.fault is Fault.STALL:
@@ -259,11 +282,24 @@ class ScriptedHTTPServer(abc.ABC):
                     connection=connection,
                 )
                 self.requests.append(recorded)
+                idle = connection.idle_since
+                if self.idle_close_s is not None and idle is not None and recorded.received_at - idle >= self.idle_close_s:
+                    break  # closed at its idle timeout as the request arrived: unanswered
+                if self.fail_next > 0 and request.path in self.answer_paths:
+                    self.fail_next -= 1
+                    headers = {} if self.fail_retry_after is None else {"Retry-After": self.fail_retry_after}
+                    error = {"error": HTTPStatus(self.fail_status).phrase}
+                    await _send_json(writer, self.fail_status, error, headers)
+                    connection.idle_since = time.monotonic()
+                    continue
                 answered = await _unless_client_leaves(wire, self._respond(recorded, writer))
+                connection.idle_since = time.monotonic()
                 if answered is None:
                     closed_by = "client"
                     break
                 if not answered or request.headers.get("connection", "").lower() == "close":
+                    break
+                if self.close_after_answer and request.path in self.answer_paths:
                     break
         finally:
             connection.closed_at = time.monotonic()

@@ -61,6 +61,8 @@ class ScriptedOllamaServer(ScriptedHTTPServer):
     - and `ScriptedHTTPServer`'s: ``deltas``, delays, ``status``, ``model_status``, ``fault``.
     """
 
+    answer_paths = ("/api/chat",)
+
     def __init__(
         self,
         *,
@@ -74,7 +76,10 @@ class ScriptedOllamaServer(ScriptedHTTPServer):
         model_status: dict[str, int] | None = None,
         fault: Fault | None = None,
         fault_after: int = 0,
+        **failures: Any,
     ) -> None:
+        """`failures`: `ScriptedHTTPServer`'s ``fail_next``, ``fail_status``, ``fail_retry_after``, ``idle_close_s``,
+        ``close_after_answer``."""
         super().__init__(
             deltas=deltas,
             first_token_delay_s=first_token_delay_s,
@@ -83,6 +88,7 @@ class ScriptedOllamaServer(ScriptedHTTPServer):
             model_status=model_status,
             fault=fault,
             fault_after=fault_after,
+            **failures,
         )
         self.models = list(models)
         self.embedding_models = list(embedding_models)

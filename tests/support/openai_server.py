@@ -5,6 +5,8 @@ streams only:
 
 - ``GET /v1/models``: ``{"object": "list", "data": [{"id": ..., "object": "model", ...}]}``
 - ``GET /health``: ``{"status": "ok"}``
+- ``GET /props`` (beside the API root, as llama.cpp serves it): ``{"total_slots": N}`` when ``total_slots`` is set;
+  404 otherwise, as from a server that is not llama.cpp.
 - ``POST /v1/chat/completions`` with ``stream: true``: a chunked ``text/event-stream`` of
   ``chat.completion.chunk`` events (a role chunk, one chunk per scripted delta, a chunk with
   ``finish_reason: "stop"``, a usage chunk with ``choices: []`` when ``stream_options.include_usage`` is
@@ -44,6 +46,7 @@ from typing import Any
 
 from tests.support.http_server import (
     ConnectionRecord,
+    Delay,
     Deltas,
     Fault,
     Outcome,
@@ -68,16 +71,19 @@ class ScriptedOpenAIServer(ScriptedHTTPServer):
     - ``models``: the model ids served; a completion for any other model gets a 404 ``model_not_found``.
     - ``retry_after``: with ``status`` (or ``model_status``), the ``Retry-After`` header sent (seconds or an
       HTTP date).
+    - ``total_slots``: the slots ``GET /props`` reports (None: no such route).
     - ``embedding_models`` and ``embed``: the embedding models served and the function giving their vectors.
     - and `ScriptedHTTPServer`'s: ``deltas``, delays, ``status``, ``model_status``, ``fault``.
     """
+
+    answer_paths = ("/v1/chat/completions",)
 
     def __init__(
         self,
         *,
         deltas: Deltas = ("Hello", ",", " world", "."),
         models: Sequence[str] = ("llama3.2",),
-        first_token_delay_s: float = 0.0,
+        first_token_delay_s: Delay = 0.0,
         token_delay_s: float = 0.0,
         status: int | None = None,
         model_status: dict[str, int] | None = None,
@@ -86,7 +92,11 @@ class ScriptedOpenAIServer(ScriptedHTTPServer):
         fault_after: int = 0,
         embedding_models: Sequence[str] = ("text-embedding-3-small",),
         embed: Callable[[str], list[float]] | None = None,
+        total_slots: int | None = None,
+        **failures: Any,
     ) -> None:
+        """`failures`: `ScriptedHTTPServer`'s ``fail_next``, ``fail_status``, ``fail_retry_after``, ``idle_close_s``,
+        ``close_after_answer``."""
         super().__init__(
             deltas=deltas,
             first_token_delay_s=first_token_delay_s,
@@ -95,7 +105,9 @@ class ScriptedOpenAIServer(ScriptedHTTPServer):
             model_status=model_status,
             fault=fault,
             fault_after=fault_after,
+            **failures,
         )
+        self.total_slots = total_slots
         self.models = list(models)
         self.retry_after = retry_after
         self.embedding_models = list(embedding_models)
@@ -118,6 +130,8 @@ class ScriptedOpenAIServer(ScriptedHTTPServer):
         route = (request.method, request.path)
         if route == ("GET", "/health"):
             await _send_json(writer, 200, {"status": "ok"})
+        elif route == ("GET", "/props") and self.total_slots is not None:
+            await _send_json(writer, 200, {"total_slots": self.total_slots, "model_alias": self.models[0]})
         elif route == ("GET", "/v1/models"):
             data = [{"id": model, "object": "model", "created": 0, "owned_by": "scripted"} for model in self.models]
             await _send_json(writer, 200, {"object": "list", "data": data})

@@ -11,6 +11,32 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class EraseCallerRequest(_message.Message):
+    __slots__ = ("tenant_id", "key_name", "peer")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_NAME_FIELD_NUMBER: _ClassVar[int]
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    key_name: str
+    peer: str
+    def __init__(self, tenant_id: _Optional[str] = ..., key_name: _Optional[str] = ..., peer: _Optional[str] = ...) -> None: ...
+
+class EraseCallerResponse(_message.Message):
+    __slots__ = ("sessions_deleted", "session_messages_deleted", "audit_records_erased", "operations_deleted", "cached_answers_dropped", "replayed_answers_dropped")
+    SESSIONS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    SESSION_MESSAGES_DELETED_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_RECORDS_ERASED_FIELD_NUMBER: _ClassVar[int]
+    OPERATIONS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    CACHED_ANSWERS_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_ANSWERS_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    sessions_deleted: int
+    session_messages_deleted: int
+    audit_records_erased: int
+    operations_deleted: int
+    cached_answers_dropped: int
+    replayed_answers_dropped: int
+    def __init__(self, sessions_deleted: _Optional[int] = ..., session_messages_deleted: _Optional[int] = ..., audit_records_erased: _Optional[int] = ..., operations_deleted: _Optional[int] = ..., cached_answers_dropped: _Optional[int] = ..., replayed_answers_dropped: _Optional[int] = ...) -> None: ...
+
 class TagOwner(_message.Message):
     __slots__ = ("name", "owner_user_id", "owner_email")
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -60,7 +86,7 @@ class DeleteTagOwnerResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class PromptTemplate(_message.Message):
-    __slots__ = ("name", "display_name", "instructions", "user_prompt", "built_in", "create_time", "update_time", "language", "response_style")
+    __slots__ = ("name", "display_name", "instructions", "user_prompt", "built_in", "create_time", "update_time", "stop_sequences", "citation_policy", "language", "response_style")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
     INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
@@ -68,6 +94,8 @@ class PromptTemplate(_message.Message):
     BUILT_IN_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    STOP_SEQUENCES_FIELD_NUMBER: _ClassVar[int]
+    CITATION_POLICY_FIELD_NUMBER: _ClassVar[int]
     LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_STYLE_FIELD_NUMBER: _ClassVar[int]
     name: str
@@ -77,9 +105,11 @@ class PromptTemplate(_message.Message):
     built_in: bool
     create_time: _timestamp_pb2.Timestamp
     update_time: _timestamp_pb2.Timestamp
+    stop_sequences: _containers.RepeatedScalarFieldContainer[str]
+    citation_policy: _rag_service_pb2.CitationPolicy
     language: str
     response_style: _rag_service_pb2.ResponseStyle
-    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., instructions: _Optional[str] = ..., user_prompt: _Optional[str] = ..., built_in: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., language: _Optional[str] = ..., response_style: _Optional[_Union[_rag_service_pb2.ResponseStyle, str]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., instructions: _Optional[str] = ..., user_prompt: _Optional[str] = ..., built_in: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., stop_sequences: _Optional[_Iterable[str]] = ..., citation_policy: _Optional[_Union[_rag_service_pb2.CitationPolicy, str]] = ..., language: _Optional[str] = ..., response_style: _Optional[_Union[_rag_service_pb2.ResponseStyle, str]] = ...) -> None: ...
 
 class CreatePromptTemplateRequest(_message.Message):
     __slots__ = ("prompt_template", "prompt_template_id")

@@ -27,7 +27,7 @@ if _version_not_supported:
 
 class AdminServiceStub:
     """AdminService manages how ragsvc answers: its prompt templates and ranking weights, and a dry
-    run that shows what an Ask would send to the model.
+    run that shows what an Ask would send to the model; and it erases what one caller stored.
 
     When the server has authentication on, every call needs a key with the admin scope
     (`"admin": true` in the keys document); other keys get PERMISSION_DENIED. Errors are status
@@ -97,11 +97,16 @@ class AdminServiceStub:
                 request_serializer=ragsvc_dot_v1_dot_admin__service__pb2.DeleteTagOwnerRequest.SerializeToString,
                 response_deserializer=ragsvc_dot_v1_dot_admin__service__pb2.DeleteTagOwnerResponse.FromString,
                 _registered_method=True)
+        self.EraseCaller = channel.unary_unary(
+                '/ragsvc.v1.AdminService/EraseCaller',
+                request_serializer=ragsvc_dot_v1_dot_admin__service__pb2.EraseCallerRequest.SerializeToString,
+                response_deserializer=ragsvc_dot_v1_dot_admin__service__pb2.EraseCallerResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
     """AdminService manages how ragsvc answers: its prompt templates and ranking weights, and a dry
-    run that shows what an Ask would send to the model.
+    run that shows what an Ask would send to the model; and it erases what one caller stored.
 
     When the server has authentication on, every call needs a key with the admin scope
     (`"admin": true` in the keys document); other keys get PERMISSION_DENIED. Errors are status
@@ -196,6 +201,20 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EraseCaller(self, request, context):
+        """EraseCaller removes every text ragsvc stored from one caller's requests (a user's right to
+        erasure): its sessions with all their turns, the text of its rows in the audit log (the
+        rows stay as anonymous metadata: ids, times, outcome, timings), its long-running operations
+        with their results, and the answers its requests wrote into the answer cache and the replay
+        store (in memory, or on Redis for every replica). It reports what each store dropped, and may
+        be repeated: a caller with nothing stored gets zeros. With authentication on, only an admin
+        key of the caller's tenant may erase it; a key of another tenant gets PERMISSION_DENIED.
+        UNAVAILABLE (with RetryInfo) when the records database or Redis cannot be reached: repeat it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -254,6 +273,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     request_deserializer=ragsvc_dot_v1_dot_admin__service__pb2.DeleteTagOwnerRequest.FromString,
                     response_serializer=ragsvc_dot_v1_dot_admin__service__pb2.DeleteTagOwnerResponse.SerializeToString,
             ),
+            'EraseCaller': grpc.unary_unary_rpc_method_handler(
+                    servicer.EraseCaller,
+                    request_deserializer=ragsvc_dot_v1_dot_admin__service__pb2.EraseCallerRequest.FromString,
+                    response_serializer=ragsvc_dot_v1_dot_admin__service__pb2.EraseCallerResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'ragsvc.v1.AdminService', rpc_method_handlers)
@@ -264,7 +288,7 @@ def add_AdminServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class AdminService:
     """AdminService manages how ragsvc answers: its prompt templates and ranking weights, and a dry
-    run that shows what an Ask would send to the model.
+    run that shows what an Ask would send to the model; and it erases what one caller stored.
 
     When the server has authentication on, every call needs a key with the admin scope
     (`"admin": true` in the keys document); other keys get PERMISSION_DENIED. Errors are status
@@ -560,6 +584,33 @@ class AdminService:
             '/ragsvc.v1.AdminService/DeleteTagOwner',
             ragsvc_dot_v1_dot_admin__service__pb2.DeleteTagOwnerRequest.SerializeToString,
             ragsvc_dot_v1_dot_admin__service__pb2.DeleteTagOwnerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EraseCaller(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragsvc.v1.AdminService/EraseCaller',
+            ragsvc_dot_v1_dot_admin__service__pb2.EraseCallerRequest.SerializeToString,
+            ragsvc_dot_v1_dot_admin__service__pb2.EraseCallerResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -45,6 +45,12 @@ class ResponseStyle(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RESPONSE_STYLE_DETAILED: _ClassVar[ResponseStyle]
     RESPONSE_STYLE_BULLETS: _ClassVar[ResponseStyle]
 
+class CitationPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CITATION_POLICY_UNSPECIFIED: _ClassVar[CitationPolicy]
+    CITATION_POLICY_STRICT: _ClassVar[CitationPolicy]
+    CITATION_POLICY_DROP_INVALID: _ClassVar[CitationPolicy]
+
 class CitationStyle(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CITATION_STYLE_UNSPECIFIED: _ClassVar[CitationStyle]
@@ -120,6 +126,9 @@ RESPONSE_STYLE_UNSPECIFIED: ResponseStyle
 RESPONSE_STYLE_CONCISE: ResponseStyle
 RESPONSE_STYLE_DETAILED: ResponseStyle
 RESPONSE_STYLE_BULLETS: ResponseStyle
+CITATION_POLICY_UNSPECIFIED: CitationPolicy
+CITATION_POLICY_STRICT: CitationPolicy
+CITATION_POLICY_DROP_INVALID: CitationPolicy
 CITATION_STYLE_UNSPECIFIED: CitationStyle
 CITATION_STYLE_MARKER: CitationStyle
 CITATION_STYLE_SOURCE_ID: CitationStyle
@@ -217,10 +226,12 @@ class DeleteSessionRequest(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class DeleteSessionResponse(_message.Message):
-    __slots__ = ("turns_deleted",)
+    __slots__ = ("turns_deleted", "audit_records_erased")
     TURNS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_RECORDS_ERASED_FIELD_NUMBER: _ClassVar[int]
     turns_deleted: int
-    def __init__(self, turns_deleted: _Optional[int] = ...) -> None: ...
+    audit_records_erased: int
+    def __init__(self, turns_deleted: _Optional[int] = ..., audit_records_erased: _Optional[int] = ...) -> None: ...
 
 class AskRequest(_message.Message):
     __slots__ = ("query", "tenant_id", "user_tags", "chat_history", "session_id", "mode", "selected_text", "retrieval", "generation", "explain", "dry_run", "idempotency_key", "follow_up_count", "stream_policy")
@@ -335,13 +346,14 @@ class MetadataFilter(_message.Message):
     def __init__(self, source_urls: _Optional[_Iterable[str]] = ..., page_titles: _Optional[_Iterable[str]] = ..., section_headings: _Optional[_Iterable[str]] = ..., expression: _Optional[str] = ...) -> None: ...
 
 class GenerationOptions(_message.Message):
-    __slots__ = ("model", "template_id", "citation_style", "strictness", "temperature", "seed", "response_style")
+    __slots__ = ("model", "template_id", "citation_style", "strictness", "temperature", "seed", "citation_policy", "response_style")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_ID_FIELD_NUMBER: _ClassVar[int]
     CITATION_STYLE_FIELD_NUMBER: _ClassVar[int]
     STRICTNESS_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    CITATION_POLICY_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_STYLE_FIELD_NUMBER: _ClassVar[int]
     model: str
     template_id: str
@@ -349,8 +361,9 @@ class GenerationOptions(_message.Message):
     strictness: Strictness
     temperature: float
     seed: int
+    citation_policy: CitationPolicy
     response_style: ResponseStyle
-    def __init__(self, model: _Optional[str] = ..., template_id: _Optional[str] = ..., citation_style: _Optional[_Union[CitationStyle, str]] = ..., strictness: _Optional[_Union[Strictness, str]] = ..., temperature: _Optional[float] = ..., seed: _Optional[int] = ..., response_style: _Optional[_Union[ResponseStyle, str]] = ...) -> None: ...
+    def __init__(self, model: _Optional[str] = ..., template_id: _Optional[str] = ..., citation_style: _Optional[_Union[CitationStyle, str]] = ..., strictness: _Optional[_Union[Strictness, str]] = ..., temperature: _Optional[float] = ..., seed: _Optional[int] = ..., citation_policy: _Optional[_Union[CitationPolicy, str]] = ..., response_style: _Optional[_Union[ResponseStyle, str]] = ...) -> None: ...
 
 class Answer(_message.Message):
     __slots__ = ("text", "citations", "confidence", "action", "route", "grounded", "refusal_reason", "candidates", "model", "usage", "timings", "context_chunks_used", "context_tokens_used", "prompt_template_version", "follow_up_questions", "flags", "request_id", "explanation", "query_class", "cost_estimate_usd", "index_version", "create_time", "language")
@@ -497,7 +510,7 @@ class Timings(_message.Message):
     def __init__(self, retrieval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., budget: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., generation: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., time_to_first_token: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., total: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., embedding: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., validation: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., store: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class AnswerFlags(_message.Message):
-    __slots__ = ("hallucination_detected", "mitigation_applied", "cache_hit", "degraded", "injection_suspected", "redactions_applied", "partial", "repetition_stopped")
+    __slots__ = ("hallucination_detected", "mitigation_applied", "cache_hit", "degraded", "injection_suspected", "redactions_applied", "partial", "repetition_stopped", "citations_dropped")
     HALLUCINATION_DETECTED_FIELD_NUMBER: _ClassVar[int]
     MITIGATION_APPLIED_FIELD_NUMBER: _ClassVar[int]
     CACHE_HIT_FIELD_NUMBER: _ClassVar[int]
@@ -506,6 +519,7 @@ class AnswerFlags(_message.Message):
     REDACTIONS_APPLIED_FIELD_NUMBER: _ClassVar[int]
     PARTIAL_FIELD_NUMBER: _ClassVar[int]
     REPETITION_STOPPED_FIELD_NUMBER: _ClassVar[int]
+    CITATIONS_DROPPED_FIELD_NUMBER: _ClassVar[int]
     hallucination_detected: bool
     mitigation_applied: bool
     cache_hit: bool
@@ -514,7 +528,8 @@ class AnswerFlags(_message.Message):
     redactions_applied: bool
     partial: bool
     repetition_stopped: bool
-    def __init__(self, hallucination_detected: _Optional[bool] = ..., mitigation_applied: _Optional[bool] = ..., cache_hit: _Optional[bool] = ..., degraded: _Optional[bool] = ..., injection_suspected: _Optional[bool] = ..., redactions_applied: _Optional[bool] = ..., partial: _Optional[bool] = ..., repetition_stopped: _Optional[bool] = ...) -> None: ...
+    citations_dropped: bool
+    def __init__(self, hallucination_detected: _Optional[bool] = ..., mitigation_applied: _Optional[bool] = ..., cache_hit: _Optional[bool] = ..., degraded: _Optional[bool] = ..., injection_suspected: _Optional[bool] = ..., redactions_applied: _Optional[bool] = ..., partial: _Optional[bool] = ..., repetition_stopped: _Optional[bool] = ..., citations_dropped: _Optional[bool] = ...) -> None: ...
 
 class Explanation(_message.Message):
     __slots__ = ("prompt", "packed_chunks", "prompt_tokens", "search_query", "query_rewrite", "draft", "model_usage")

@@ -122,8 +122,10 @@ class RagServiceServicer:
     def DeleteSession(self, request, context):
         """DeleteSession removes a stored conversation and all its turns (a user's right to be
         forgotten): the session's owner, or a key with the admin scope for any session of its own
-        tenant. Any other caller gets NOT_FOUND, as for a session that does not exist. The audit
-        log of the answers is not changed: its rows are deleted by RAG_AUDIT_RETENTION_DAYS.
+        tenant. Any other caller gets NOT_FOUND, as for a session that does not exist. The text of
+        the session's rows in the audit log (questions, answers) is erased with it; their metadata
+        (ids, times, outcome, timings) stays until RAG_AUDIT_RETENTION_DAYS. To erase everything
+        one caller stored, use AdminService.EraseCaller.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -41,6 +41,7 @@ class Admission:
         return question
 
     def provisional(self, question: Question, call: CallContext) -> Question:
-        """The question as recorded when admission refused it: in the caller's tenant, else the default."""
+        """The question as recorded when admission refused it: in the caller's tenant, else the default, and bound
+        to its caller (so that erasing the caller erases it too)."""
         tenant = call.principal.tenant_id if call.principal is not None else question.tenant_id.strip()
-        return dataclasses.replace(question, tenant_id=tenant or self._default_tenant)
+        return dataclasses.replace(question, tenant_id=tenant or self._default_tenant, caller=call.caller)

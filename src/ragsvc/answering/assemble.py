@@ -145,6 +145,7 @@ def answer(
             redactions_applied=retrieved.retrieval.redactions_applied,
             partial=verdict.partial,
             repetition_stopped=generated.repetition_stopped or validated.repetition_stopped,
+            citations_dropped=validated.citations_dropped,
         ),
         request_id=question.request_id,
         explanation=_explanation(packing) if question.explain else None,

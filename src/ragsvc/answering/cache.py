@@ -5,8 +5,8 @@
 The key is the SHA-256 of the tenant, the normalised query (control characters stripped, whitespace collapsed,
 case folded), the template, top_k, the citation style, the tags (sorted), the metadata filters (the expression as
 resolved), the model, the mode and selection, and the remaining knobs that change an answer (score threshold,
-strictness, temperature, seed, search mode, response style). Tenant and tags are part of the key, so an answer is
-never served to another tenant or tag set.
+strictness, temperature, seed, search mode, response style, citation policy). Tenant and tags are part of the key,
+so an answer is never served to another tenant or tag set.
 
 What is cached: grounded answers with action CITE only. Refusals are not: the gate refusals (NO_CHUNKS,
 SCORE_GATE) cost no LLM call, so caching them saves little, and the others (UNSUPPORTED_ANSWER,
@@ -25,6 +25,10 @@ Invalidation: any ingest or delete in a tenant drops that tenant's entries (`inv
 change drops the entries written from it (`invalidate_template`), a change of the ranking weights drops every
 entry (`clear`). A per-tenant generation counter keeps an answer that was being computed while the tenant
 changed from being stored afterwards.
+
+Erasure: each entry remembers the caller whose request wrote it (`Question.caller`), and `erase_caller` drops every
+entry a caller wrote (in one tenant, or in all), for AdminService.EraseCaller. An entry another caller was served
+from (a cache hit) stays its writer's: a hit stores nothing.
 
 Keys are strings the stores never look into: who may read an entry back is decided where its key is made
 (`cache_key`: tenant and effective tags, so callers that read the same evidence share entries; `replay_key`: the
@@ -57,6 +61,7 @@ class Recorded:
 class _Entry:
     recorded: Recorded
     tenant_id: str
+    caller: str  # whose request wrote it
     templates: frozenset[str]  # the template id the request named and the version the answer was written from
     expires_at: float
 
@@ -98,6 +103,7 @@ def _answer_shaping(question: Question) -> list[object]:
         question.seed,
         question.search_mode.value,
         question.response_style.value if question.response_style is not None else None,
+        question.citation_policy.value if question.citation_policy is not None else None,
     ]
 
 
@@ -152,6 +158,11 @@ class AnswerStore(Protocol):
         """Drop every entry (after the ranking weights changed)."""
         ...
 
+    async def erase_caller(self, caller: str, tenant_id: str | None = None) -> int:
+        """Drop every entry `caller`'s requests wrote (in `tenant_id`; None: in every tenant); returns how many.
+        Raises SharedStateUnavailable when the store cannot be reached (nothing may be left behind unsaid)."""
+        ...
+
 
 class MemoryAnswerCache:
     """The `AnswerStore` of one process. `admits` says which answers are kept: cacheable ones for the answer cache,
@@ -193,7 +204,9 @@ class MemoryAnswerCache:
             return False
         templates = frozenset(t for t in (question.template_id, answer.template_version) if t)
         recorded = Recorded(answer, request_fingerprint(question))
-        self._entries[key] = _Entry(recorded, question.tenant_id, templates, self._clock() + self.ttl_s)
+        self._entries[key] = _Entry(
+            recorded, question.tenant_id, question.caller, templates, self._clock() + self.ttl_s
+        )
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
@@ -208,6 +221,9 @@ class MemoryAnswerCache:
 
     async def clear(self) -> None:
         self._entries.clear()
+
+    async def erase_caller(self, caller: str, tenant_id: str | None = None) -> int:
+        return self._drop(lambda entry: entry.caller == caller and tenant_id in (None, entry.tenant_id))
 
     def _generation(self, tenant_id: str) -> int:
         return self._generations.get(tenant_id, 0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ragsvc.access import Principal
+from ragsvc.access import Principal, key_caller, peer_caller
 from ragsvc.domain import Answer, Question
 
 
@@ -34,5 +34,5 @@ class CallContext:
     def caller(self) -> str:
         """Who made the call, as stored state (replays, sessions) is bound to it: the key, else the peer."""
         if self.principal is not None:
-            return f"key:{self.principal.tenant_id}/{self.principal.name}"
-        return f"peer:{self.peer}"
+            return key_caller(self.principal.tenant_id, self.principal.name)
+        return peer_caller(self.peer)

@@ -7,12 +7,13 @@ turn's evidence includes that of the turns its prompt held (an answer may repeat
 
 The same rules hold when a session is read back or deleted over gRPC (`read`, `forget`): only its owner reads it,
 without the turns its tags no longer cover; its owner, or an admin of its tenant, deletes it. Anyone else gets
-the NOT_FOUND of a session that does not exist.
+the NOT_FOUND of a session that does not exist. Deleting a session also erases the text of its rows in the audit
+log (their metadata stays: `storage.answers`).
 
 A follow-up ("How long is the grace period?" after "What happens on SIGTERM?") finds nothing searched on its own.
 With a model that follows instructions it is condensed with the conversation into a standalone question, a short
-call bounded by RAG_CONDENSE_TIMEOUT_SECONDS; without one, or when that call fails, the rule `follow_up_search`
-rewrites it.
+call bounded by RAG_CONDENSE_TIMEOUT_SECONDS: the one LLM call an answer waits for before its own generation starts.
+Without one, or when that call fails, the rule `follow_up_search` rewrites it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ragsvc.lexical import STOPWORDS, content_terms, key_phrases, question_terms
 from ragsvc.paraphrase import plain
 from ragsvc.relevance import asks_how_to
 from ragsvc.retrieval.layout import AccessPolicy
+from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.sessions import SessionKey, SessionStore, StoredMessage, StoredTurn
 
 
@@ -86,10 +88,21 @@ class Turn:
     held: Evidence = field(default_factory=Evidence)
 
 
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    """What deleting a session removed: its turns, and the audit rows whose text was erased."""
+
+    turns: int
+    audit_records: int
+
+
 class Conversation:
-    def __init__(self, sessions: SessionStore | None, access: AccessPolicy | None = None) -> None:
+    def __init__(
+        self, sessions: SessionStore | None, access: AccessPolicy | None = None, *, answers: AnswerLog | None = None
+    ) -> None:
         self._sessions = sessions
         self._access = access or AccessPolicy()
+        self._answers = answers  # the audit log, whose text of a deleted session is erased with it
 
     async def begin(self, question: Question) -> Turn:
         """`question` as its session continues it: with the session's readable turns as history when it brings
@@ -133,14 +146,16 @@ class Conversation:
         next_after = page[-1].seq + 1 if len(turns) > limit else None
         return SessionPage(key, record.created_at, record.updated_at, readable, next_after)
 
-    async def forget(self, key: SessionKey, caller: str, *, tenant_admin: bool) -> int:
-        """Delete the session and its turns, returning how many turns; NotFound when it does not exist, or is
-        another caller's and `tenant_admin` (an admin key of the session's tenant) is false."""
+    async def forget(self, key: SessionKey, caller: str, *, tenant_admin: bool) -> Forgotten:
+        """Delete the session and its turns, and erase the text of its audit rows; NotFound when it does not
+        exist, or is another caller's and `tenant_admin` (an admin key of the session's tenant) is false."""
         sessions = self._stored()
         owner = await sessions.owner(key)
         if owner is None or (owner != caller and not tenant_admin):
             raise _unknown(key)
-        return await sessions.delete(key)
+        # The audit text first: should the delete fail after it, a retry still finds the session.
+        erased = await self._answers.erase_session(key.tenant_id, key.session_id) if self._answers is not None else 0
+        return Forgotten(await sessions.delete(key), erased)
 
     def _stored(self) -> SessionStore:
         if self._sessions is None:
@@ -178,12 +193,13 @@ class Condenser:
         if not self._by_model:
             return SearchQuery(follow_up_search(question.query, question.chat_history), QueryRewrite.RULE)
         model = question.model or self._default_model
+        deadline = budget.stage("condense", self.timeout_s, "RAG_CONDENSE_TIMEOUT_SECONDS")
         judge = LLMJudge(
             self._generator,
             model=model,
             on_usage=lambda usage: ledger.record(CallPurpose.CONDENSE, self._generator, model, usage),
+            deadline=deadline.at,
         )
-        deadline = budget.stage("condense", self.timeout_s, "RAG_CONDENSE_TIMEOUT_SECONDS")
         try:
             async with asyncio.timeout_at(deadline.at):
                 condensed = await judge.condense(question.chat_history, question.query)

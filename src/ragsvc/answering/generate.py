@@ -101,7 +101,7 @@ class GenerateStage:
                 guard = RepetitionGuard()
                 reported: Usage | None = None
                 first_token_ms = 0.0
-                request = self.request(question, search, attempt.model, packing)
+                request = self.request(question, search, attempt.model, packing, prompt, deadline)
                 yield Drafting(packing.context)
                 async with contextlib.aclosing(self.attempt_stream(attempt, request, deadline, guard)) as deltas:
                     async for delta in deltas:
@@ -159,7 +159,10 @@ class GenerateStage:
             return Usage()
         return Usage(packing.prompt_tokens, self._models.budget(model).count(text))
 
-    def request(self, question: Question, search: str, model: str, packing: Packing) -> GenerationRequest:
+    def request(
+        self, question: Question, search: str, model: str, packing: Packing, prompt: Prompt, deadline: StageDeadline
+    ) -> GenerationRequest:
+        """What `model` is asked to write over `packing`: it stops at the template's stop sequences."""
         return GenerationRequest(
             messages=packing.messages,
             query=search,
@@ -169,6 +172,8 @@ class GenerateStage:
             temperature=self._settings.temperature if question.temperature is None else question.temperature,
             seed=question.seed,
             question=question.query if search != question.query else "",
+            stop=prompt.template.stop,
+            deadline=deadline.at,
         )
 
     @staticmethod

@@ -29,6 +29,7 @@ from ragsvc.answering.release import release_for
 from ragsvc.answering.retrieve import RetrieveStage
 from ragsvc.answering.usage import UsageLedger
 from ragsvc.answering.validate import ValidateStage
+from ragsvc.citation_policy import resolve
 from ragsvc.config import GenerationSettings, ServerSettings
 from ragsvc.domain import Action, Event, Mode, Question, RefusalReason, RouteTarget, Timings
 from ragsvc.prompts import TemplateRegistry, get_prompt
@@ -84,75 +85,82 @@ class Pipeline:
             question.response_style,
         )
         retrieved = await self._retrieve.run(question, budget, ledger)
-        retrieval = retrieved.retrieval
-        retrieved_in = Timings(clock.lap(), embedding_ms=retrieval.embedding_ms, store_ms=retrieval.store_ms)
+        try:
+            retrieval = retrieved.retrieval
+            retrieved_in = Timings(clock.lap(), embedding_ms=retrieval.embedding_ms, store_ms=retrieval.store_ms)
 
-        refusal = self._gate.refusal(retrieval)
-        text = assemble.refusal_text(question)
-        answerability = 1.0  # the evidence's answerability score, when the gate judges it (see AnswerPolicy.judge)
-        if refusal is None and self._answerability is not None and question.mode is not Mode.SELECTED_TEXT:
-            assessment = await self._answerability.assess(question, retrieved.search.text, retrieval.hits)
-            answerability = assessment.score
-            if not assessment.answerable:
-                refusal, text = RefusalReason.INSUFFICIENT_EVIDENCE, assessment.refusal_text()
-        if refusal is not None:
-            refusal = assemble.refusal_reason(question, refusal)
-            evidence = (retrieval.hits or retrieval.rejected)[: assemble.GATE_CANDIDATES]
-            verdict = self._policy.judge(text, evidence, refusal=refusal)
-            timings = replace(retrieved_in, total_ms=clock.total())
-            answer = assemble.gate_refusal(
-                question, retrieved, refusal, verdict, await self._route(verdict), prompt, timings, ledger, text=text
+            refusal = self._gate.refusal(retrieval)
+            text = assemble.refusal_text(question)
+            answerability = 1.0  # the evidence's answerability, when the gate judges it (see AnswerPolicy.judge)
+            if refusal is None and self._answerability is not None and question.mode is not Mode.SELECTED_TEXT:
+                assessment = await self._answerability.assess(question, retrieved.search.text, retrieval.hits)
+                answerability = assessment.score
+                if not assessment.answerable:
+                    refusal, text = RefusalReason.INSUFFICIENT_EVIDENCE, assessment.refusal_text()
+            if refusal is not None:
+                refusal = assemble.refusal_reason(question, refusal)
+                evidence = (retrieval.hits or retrieval.rejected)[: assemble.GATE_CANDIDATES]
+                verdict = self._policy.judge(text, evidence, refusal=refusal)
+                timings = replace(retrieved_in, total_ms=clock.total())
+                answer = assemble.gate_refusal(
+                    question, retrieved, refusal, verdict, await self._route(verdict), prompt, timings, ledger, text=text
+                )
+                await self._conversation.remember(turn, answer, retrieval)
+                yield answer
+                return
+
+            packing = self._packer.pack(model, prompt, question, retrieval.hits)
+            budget_ms = clock.lap()
+            if question.dry_run:
+                timings = replace(retrieved_in, budget_ms=budget_ms, total_ms=clock.total())
+                writer = self._generate.generators.generator.model_name(model)
+                yield assemble.dry_run(question, retrieved, writer, packing, prompt, timings, ledger)
+                return
+
+            retrieved.classification.settle()  # the answer's generation starts now: the class is what arrived by now
+            generation_deadline = budget.stage("generation", self._generation.timeout_s, "RAG_TIMEOUT_SECONDS")
+            generated: Generated | None = None
+            citations = resolve(question.citation_policy, prompt.template.citation_policy, self._generation.citation_policy)
+            release = release_for(
+                question.stream_policy or self._generation.stream_policy, prompt.citation_style, question.strictness,
+                citations,
             )
+            search = retrieved.search.text
+            stream = self._generate.stream(
+                question, search, prompt, retrieval.hits, packing, generation_deadline, clock, ledger
+            )
+            async with contextlib.aclosing(stream):  # a caller leaving closes the upstream LLM stream at once
+                async for item in stream:
+                    if isinstance(item, Generated):
+                        generated = item
+                    else:
+                        for event in release.feed(item):
+                            yield event
+            if generated is None:
+                raise RuntimeError("generation ended without its result")
+            for event in release.finish(complete=not generated.repetition_stopped):
+                yield event
+            generation_ms = clock.lap()
+
+            validated = await self._validate.run(
+                question, search, prompt, generated, generation_deadline, ledger, citations=citations,
+                answerability=answerability,
+            )
+            validation_ms = clock.lap()
+            timings = replace(
+                retrieved_in,
+                budget_ms=budget_ms,
+                generation_ms=generation_ms,
+                first_token_ms=generated.first_token_ms,
+                total_ms=clock.total(),
+                validation_ms=validation_ms,
+            )
+            route = await self._route(validated.verdict)
+            answer = assemble.answer(question, retrieved, generated, validated, route, prompt, timings, ledger)
             await self._conversation.remember(turn, answer, retrieval)
             yield answer
-            return
-
-        packing = self._packer.pack(model, prompt, question, retrieval.hits)
-        budget_ms = clock.lap()
-        if question.dry_run:
-            timings = replace(retrieved_in, budget_ms=budget_ms, total_ms=clock.total())
-            writer = self._generate.generators.generator.model_name(model)
-            yield assemble.dry_run(question, retrieved, writer, packing, prompt, timings, ledger)
-            return
-
-        generation_deadline = budget.stage("generation", self._generation.timeout_s, "RAG_TIMEOUT_SECONDS")
-        generated: Generated | None = None
-        release = release_for(
-            question.stream_policy or self._generation.stream_policy, prompt.citation_style, question.strictness
-        )
-        search = retrieved.search.text
-        stream = self._generate.stream(
-            question, search, prompt, retrieval.hits, packing, generation_deadline, clock, ledger
-        )
-        async with contextlib.aclosing(stream):  # a caller leaving closes the upstream LLM stream at once
-            async for item in stream:
-                if isinstance(item, Generated):
-                    generated = item
-                else:
-                    for event in release.feed(item):
-                        yield event
-        if generated is None:
-            raise RuntimeError("generation ended without its result")
-        for event in release.finish(complete=not generated.repetition_stopped):
-            yield event
-        generation_ms = clock.lap()
-
-        validated = await self._validate.run(
-            question, search, prompt, generated, generation_deadline, ledger, answerability=answerability
-        )
-        validation_ms = clock.lap()
-        timings = replace(
-            retrieved_in,
-            budget_ms=budget_ms,
-            generation_ms=generation_ms,
-            first_token_ms=generated.first_token_ms,
-            total_ms=clock.total(),
-            validation_ms=validation_ms,
-        )
-        route = await self._route(validated.verdict)
-        answer = assemble.answer(question, retrieved, generated, validated, route, prompt, timings, ledger)
-        await self._conversation.remember(turn, answer, retrieval)
-        yield answer
+        finally:
+            retrieved.classification.settle()  # a classification still running is not waited for
 
     async def _route(self, verdict: Verdict) -> RouteTarget | None:
         if verdict.action is not Action.ROUTE:

@@ -6,7 +6,9 @@ generate stage and the transport.
 - VALIDATED releases the draft a sentence at a time, once the sentence is complete (something other than a marker
   follows it, or the draft ended) and each of its markers names a packed chunk. A sentence without a marker, or
   one that only says the evidence is insufficient, is held until a valid cited claim follows (validation.is_claim)
-  and is never released under STRICT strictness. After a sentence that fails, nothing more is released. So a draft
+  and is never released under STRICT strictness. After a sentence that fails, nothing more is released; under the
+  DROP_INVALID citation policy a sentence backed only by invalid markers is skipped instead, and one that also
+  cites a valid marker goes out without its invalid ones, as the final answer keeps them (citation_policy.py). So a draft
   that ends refused has shown nothing beyond its validated sentences, and one without a valid cited claim has shown
   nothing at all. Citations go out with the first released sentence that cites them. (A looping draft, stopped by
   the repetition guard, may have shown a repeat that its final text leaves out: the final answer replaces it.)
@@ -21,7 +23,17 @@ import re
 from typing import Protocol
 
 from ragsvc.answering.generate import Drafting
-from ragsvc.domain import Citation, CitationStyle, Event, ScoredChunk, StreamPolicy, Strictness, TextDelta
+from ragsvc.citation_policy import Markers, kept_sentence
+from ragsvc.domain import (
+    Citation,
+    CitationPolicy,
+    CitationStyle,
+    Event,
+    ScoredChunk,
+    StreamPolicy,
+    Strictness,
+    TextDelta,
+)
 from ragsvc.validation import MARKER, citation_for, is_claim, normalize_source_ids
 
 # Where a sentence may end: closing punctuation before a space or a marker, or a line break.
@@ -41,10 +53,14 @@ class Release(Protocol):
         ...
 
 
-def release_for(policy: StreamPolicy, style: CitationStyle, strictness: Strictness) -> Release:
+def release_for(
+    policy: StreamPolicy, style: CitationStyle, strictness: Strictness, citations: CitationPolicy = CitationPolicy.STRICT
+) -> Release:
     if policy is StreamPolicy.RAW:
         return RawRelease()
-    return ValidatedRelease(style, strict=strictness is Strictness.STRICT)
+    return ValidatedRelease(
+        style, strict=strictness is Strictness.STRICT, drop_invalid=citations is CitationPolicy.DROP_INVALID
+    )
 
 
 class RawRelease:
@@ -56,13 +72,15 @@ class RawRelease:
 
 
 class ValidatedRelease:
-    def __init__(self, style: CitationStyle, *, strict: bool) -> None:
+    def __init__(self, style: CitationStyle, *, strict: bool, drop_invalid: bool = False) -> None:
         self._style = style
         self._strict = strict
+        self._drop_invalid = drop_invalid
         self._start(())
 
     def _start(self, context: tuple[ScoredChunk, ...]) -> None:
         self._context = context
+        self._markers = Markers(context, self._style)
         self._valid = set(range(1, len(context) + 1))
         self._pending = ""  # text not yet split into complete sentences
         self._held: list[str] = []  # complete sentences waiting for a valid cited claim
@@ -103,9 +121,12 @@ class ValidatedRelease:
 
     def _release(self, complete: list[str]) -> list[Event]:
         released: list[str] = []
-        for sentence in complete:
+        for whole in complete:
             if self._blocked:
                 break
+            sentence = kept_sentence(whole, self._markers) if self._drop_invalid else whole
+            if sentence is None:
+                continue  # dropped: the final answer leaves it out too
             judged = self._as_markers(sentence)
             numbers = {int(n) for n in MARKER.findall(judged)}
             if not numbers <= self._valid or (self._strict and not numbers and re.search(r"\w", sentence)):

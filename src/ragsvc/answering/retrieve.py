@@ -1,6 +1,6 @@
-"""The retrieve stage: classify the question, decide what to search for (a follow-up as a standalone question:
-see conversation.py), and search (or, in selected-text mode, score the caller's selection) within the stage's
-deadline.
+"""The retrieve stage: classify the question (the model's class only if it arrives before the answer's generation
+starts), decide what to search for (a follow-up as a standalone question: see conversation.py), and search (or, in
+selected-text mode, score the caller's selection) within the stage's deadline.
 
 A follow-up that the rule let stand as asked ("How long is the grace period?" names its own subject) but that finds
 no evidence the gate lets through is searched a second time, after the earlier questions' subject: it was a
@@ -33,8 +33,28 @@ from ragsvc.generation.base import Generator
 from ragsvc.judge import LLMJudge
 from ragsvc.retrieval.base import Retriever
 
-CLASSIFY_TIMEOUT_S = 2.0
 _log = logging.getLogger(__name__)
+
+
+class Classification:
+    """The question's class: by rules at once, and by the model when `pending` (a call started concurrently) has
+    arrived by the time the class is read (`settle`, before the answer's generation starts). The answer never
+    waits for it."""
+
+    def __init__(self, by_rules: QueryClass, pending: asyncio.Task[QueryClass | None] | None = None) -> None:
+        self._class = by_rules
+        self._pending = pending
+
+    def settle(self) -> QueryClass:
+        """The model's class when its call has completed with one, else the rules'; a call still running is
+        cancelled. From then on the class stays."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            if pending.done() and not pending.cancelled() and (by_model := pending.result()) is not None:
+                self._class = by_model
+            else:
+                pending.cancel()
+        return self._class
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,35 +64,43 @@ class Retrieved:
 
     retrieval: Retrieval
     search: SearchQuery
-    query_class: QueryClass
+    classification: Classification
+
+    @property
+    def query_class(self) -> QueryClass:
+        return self.classification.settle()
 
 
 class QueryClassifier:
-    """The question's class (R-000-14): by the model when it follows instructions and `by_model` is on, else
-    (and whenever that call fails) by rules."""
+    """The question's class (R-000-14): by rules; by the model too when it follows instructions and `by_model` is
+    on, in a call alongside retrieval whose class is used only when it arrives in time (see `Classification`).
+    Not on a server that reports a single slot: the call would hold the slot the answer is about to need."""
 
     def __init__(self, generator: Generator, *, default_model: str, by_model: bool) -> None:
         self._generator = generator
         self._default_model = default_model
         self.by_model = by_model and generator.capabilities.follows_instructions
 
-    async def classify(self, question: Question, ledger: UsageLedger) -> QueryClass:
-        if self.by_model:
-            model = question.model or self._default_model
-            judge = LLMJudge(
-                self._generator,
-                model=model,
-                on_usage=lambda usage: ledger.record(CallPurpose.CLASSIFY, self._generator, model, usage),
-            )
-            try:
-                async with asyncio.timeout(CLASSIFY_TIMEOUT_S):
-                    by_model = await judge.classify(question.query)
-            except (RagError, TimeoutError) as exc:
-                _log.warning("LLM classification failed, classifying by rules: %s", exc)
-                by_model = None
-            if by_model is not None:
-                return by_model
-        return classify(question.query, question.chat_history)
+    async def start(self, question: Question, budget: RequestBudget, ledger: UsageLedger) -> Classification:
+        by_rules = classify(question.query, question.chat_history)
+        if not self.by_model or await self._generator.slots() == 1:
+            return Classification(by_rules)
+        return Classification(by_rules, asyncio.create_task(self._by_model(question, budget, ledger)))
+
+    async def _by_model(self, question: Question, budget: RequestBudget, ledger: UsageLedger) -> QueryClass | None:
+        model = question.model or self._default_model
+        judge = LLMJudge(
+            self._generator,
+            model=model,
+            on_usage=lambda usage: ledger.record(CallPurpose.CLASSIFY, self._generator, model, usage),
+            deadline=budget.total_at,
+        )
+        try:
+            async with asyncio.timeout_at(budget.total_at):
+                return await judge.classify(question.query)
+        except (RagError, TimeoutError) as exc:
+            _log.warning("LLM classification failed, classifying by rules: %s", exc)
+            return None
 
 
 class RetrieveStage:
@@ -91,15 +119,19 @@ class RetrieveStage:
         self._settings = settings
 
     async def run(self, question: Question, budget: RequestBudget, ledger: UsageLedger) -> Retrieved:
-        """Condense and classify (side by side when the classifier asks the model: both may), then search by the
-        retrieval stage's deadline."""
-        if self._classifier.by_model:
-            search, query_class = await asyncio.gather(
-                self._condenser.search_for(question, budget, ledger), self._classifier.classify(question, ledger)
-            )
-        else:  # by rules, at once: two tasks and their loop turns would cost more than the rules (~0.1 ms)
+        """Start classifying (see `QueryClassifier`), condense a follow-up that needs it, then search by the
+        retrieval stage's deadline. The caller settles the classification (`Retrieved.query_class`)."""
+        classification = await self._classifier.start(question, budget, ledger)
+        try:
             search = await self._condenser.search_for(question, budget, ledger)
-            query_class = await self._classifier.classify(question, ledger)
+            return Retrieved(*await self._retrieve(question, search, budget), classification)
+        except BaseException:
+            classification.settle()  # a failed request: the model's call is not waited for
+            raise
+
+    async def _retrieve(
+        self, question: Question, search: SearchQuery, budget: RequestBudget
+    ) -> tuple[Retrieval, SearchQuery]:
         deadline = budget.stage("retrieval", self._settings.retrieval_timeout_s, "RAG_RETRIEVAL_TIMEOUT_SECONDS")
         async with deadline.bound():
             if question.mode is Mode.SELECTED_TEXT:  # R-001-07: evidence only from the selection, never the index
@@ -107,15 +139,15 @@ class RetrieveStage:
                     search.text, question.selected_text, top_k=self._top_k(question),
                     score_threshold=question.score_threshold,
                 )
-                return Retrieved(retrieval, search, query_class)
+                return retrieval, search
             retrieval = await self._search(question, search.text)
             by_rule = search.rewrite in (QueryRewrite.RULE, QueryRewrite.RULE_FALLBACK)
             if by_rule and search.text == question.query and self._gate.refusal(retrieval) is not None:
                 widened = SearchQuery(with_subject(question.query, question.chat_history), search.rewrite)
                 second = await self._search(question, widened.text)
                 if self._gate.refusal(second) is None:
-                    return Retrieved(second, widened, query_class)
-        return Retrieved(retrieval, search, query_class)
+                    return second, widened
+        return retrieval, search
 
     async def _search(self, question: Question, text: str) -> Retrieval:
         return await self._retriever.retrieve(

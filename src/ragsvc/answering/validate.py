@@ -1,6 +1,7 @@
 """The validate stage: judge the generated answer against its evidence (citations, grounding, coverage,
-confidence, CITE/ROUTE), mitigate hallucinated markers with strict re-runs (R-003-18), and ask a model that
-follows instructions for its support score and follow-up questions."""
+confidence, CITE/ROUTE), deal with invalid citations by the request's citation policy (citation_policy.py: drop the
+sentences they back, or re-run strictly: R-003-18), then, once the answer's text is final, ask a model that
+follows instructions for its support score and its follow-up questions, both at once."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from ragsvc.answering.generate import Generated, GenerateStage
 from ragsvc.answering.pack import Packer
 from ragsvc.answering.usage import UsageLedger
 from ragsvc.budget import Packing
+from ragsvc.citation_policy import Markers, drop_invalid
 from ragsvc.config import GenerationSettings
-from ragsvc.domain import CallPurpose, CitationStyle, Question, Strictness
+from ragsvc.domain import CallPurpose, CitationPolicy, CitationStyle, Question, Strictness
 from ragsvc.errors import RagError
 from ragsvc.generation.fallback import Attempt
 from ragsvc.judge import LLMJudge
@@ -29,15 +31,27 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Validated:
-    """The answer's final text and verdict; `mitigated` when a hallucinated marker was dealt with (a strict
-    re-run replaced the text, or the invalid markers were stripped); `repetition_stopped` when the guard stopped
-    a looping re-run."""
+    """The answer's final text and verdict; `mitigated` when an invalid citation was dealt with (a strict re-run
+    replaced the text, the invalid markers were stripped, or the sentences they backed were dropped: then also
+    `citations_dropped`); `repetition_stopped` when the guard stopped a looping re-run."""
 
     text: str
     verdict: Verdict
     mitigated: bool
     follow_ups: tuple[str, ...] = ()
     repetition_stopped: bool = False
+    citations_dropped: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    """A text without invalid citations left to deal with, its verdict, and the packing it was written over."""
+
+    text: str
+    verdict: Verdict
+    packing: Packing
+    looped: bool = False
+    dropped: bool = False
 
 
 class ValidateStage:
@@ -64,26 +78,42 @@ class ValidateStage:
         deadline: StageDeadline,
         ledger: UsageLedger,
         *,
+        citations: CitationPolicy = CitationPolicy.STRICT,
         answerability: float = 1.0,
     ) -> Validated:
-        """An answer citing unknown markers is regenerated with the strict prompt (not streamed: the final
-        answer is authoritative) up to RAG_MAX_RETRIES_ON_HALLUCINATION times; if no run is clean, the invalid
-        markers are stripped and a disclaimer added, and the answer stays ungrounded. `answerability` is the
-        answerability gate's score of the evidence (1 when no gate judged it): see `AnswerPolicy.judge`."""
-        attempt, text = generated.attempt, generated.text
-        verdict = await self._verdict(
-            question, prompt, attempt, generated.packing, text, deadline, ledger, answerability
-        )
-        mitigated = looped = False
-        if verdict.invalid_markers:
-            text, verdict, looped = await self._mitigated(
-                question, search, prompt, generated, verdict, deadline, ledger, answerability
+        """An answer citing unknown markers keeps, under DROP_INVALID, its validly cited sentences when a claim is
+        among them. Otherwise it is regenerated with the strict prompt (not streamed: the final answer is
+        authoritative) up to RAG_MAX_RETRIES_ON_HALLUCINATION times; if no run is clean, the invalid markers are
+        stripped and a disclaimer added, and the answer stays ungrounded. `answerability` is the answerability
+        gate's score of the evidence (1 when no gate judged it): see `AnswerPolicy.judge`."""
+        draft = self._judged(question, prompt, generated.packing, generated.text, answerability)
+        settled = _Settled(generated.text, draft, generated.packing)
+        if draft.invalid_markers:
+            dropped = None
+            if citations is CitationPolicy.DROP_INVALID:
+                dropped = self._dropped(question, prompt, generated.packing, generated.text, answerability)
+            settled = dropped or await self._rerun(
+                question, search, prompt, generated, draft, deadline, ledger, citations, answerability
             )
-            mitigated = True
-        follow_ups = await self._follow_ups(question, attempt, text, verdict, deadline, ledger)
-        return Validated(text, verdict, mitigated, follow_ups, looped)
+        verdict, follow_ups = await self._side_calls(question, prompt, generated.attempt, settled, deadline, ledger)
+        return Validated(
+            settled.text,
+            verdict,
+            mitigated=bool(draft.invalid_markers),
+            follow_ups=follow_ups,
+            repetition_stopped=settled.looped,
+            citations_dropped=settled.dropped,
+        )
 
-    async def _mitigated(
+    def _dropped(
+        self, question: Question, prompt: Prompt, packing: Packing, text: str, answerability: float
+    ) -> _Settled | None:
+        """`text` without the sentences backed only by invalid markers, when a valid cited claim remains."""
+        kept = drop_invalid(text, Markers(packing.context, prompt.citation_style), question.request_id).text
+        verdict = self._judged(question, prompt, packing, kept, answerability)
+        return _Settled(kept, verdict, packing, dropped=True) if verdict.grounded else None
+
+    async def _rerun(
         self,
         question: Question,
         search: str,
@@ -92,70 +122,74 @@ class ValidateStage:
         verdict: Verdict,
         deadline: StageDeadline,
         ledger: UsageLedger,
+        citations: CitationPolicy,
         answerability: float,
-    ) -> tuple[str, Verdict, bool]:
-        """The text and verdict after mitigation, and whether a re-run was stopped looping."""
+    ) -> _Settled:
+        """The first strict re-run without invalid citations (under DROP_INVALID: with a valid claim left once they
+        are dropped); else the draft with its invalid markers stripped, ungrounded."""
         attempt = generated.attempt
         strict = get_prompt(prompt.template.version, prompt.citation_style, Strictness.STRICT, self._templates)
         looped = False
         for _ in range(self._settings.hallucination_retries):
             packing = self._packer.pack(attempt.model, strict, question, generated.packing.context)
-            request = self._generate.request(question, search, attempt.model, packing)
+            request = self._generate.request(question, search, attempt.model, packing, strict, deadline)
             rerun = await self._generate.complete(attempt, packing, request, deadline, ledger)
             looped = looped or rerun.repetition_stopped
-            rerun_verdict = await self._verdict(
-                question, strict, attempt, packing, rerun.text, deadline, ledger, answerability
-            )
+            rerun_verdict = self._judged(question, strict, packing, rerun.text, answerability)
             if not rerun_verdict.invalid_markers:
-                return rerun.text, rerun_verdict, looped
+                return _Settled(rerun.text, rerun_verdict, packing, looped)
+            if citations is CitationPolicy.DROP_INVALID:
+                dropped = self._dropped(question, strict, packing, rerun.text, answerability)
+                if dropped is not None:
+                    return _Settled(dropped.text, dropped.verdict, packing, looped, dropped=True)
         marked = _markers_of(prompt, generated.text, generated.packing)
-        return strip_invalid_markers(marked, verdict.invalid_markers), verdict, looped
+        return _Settled(strip_invalid_markers(marked, verdict.invalid_markers), verdict, generated.packing, looped)
 
-    async def _verdict(
+    def _judged(self, question: Question, prompt: Prompt, packing: Packing, text: str, answerability: float) -> Verdict:
+        return self._policy.judge(
+            _markers_of(prompt, text, packing),
+            packing.context,
+            strict=question.strictness is Strictness.STRICT,
+            question=question.query,
+            answerability=answerability,
+        )
+
+    async def _side_calls(
         self,
         question: Question,
         prompt: Prompt,
         attempt: Attempt,
-        packing: Packing,
-        text: str,
+        settled: _Settled,
         deadline: StageDeadline,
         ledger: UsageLedger,
-        answerability: float,
-    ) -> Verdict:
-        judged = _markers_of(prompt, text, packing)
-        strict = question.strictness is Strictness.STRICT
-        verdict = self._policy.judge(
-            judged, packing.context, strict=strict, question=question.query, answerability=answerability
-        )
-        if not verdict.grounded or not self._settings.llm_self_score or not _judges(attempt):
-            return verdict
-        score = await _ask(
-            attempt, deadline, ledger, CallPurpose.SELF_SCORE,
-            lambda judge: judge.support_score(question.query, text, packing.context),
-        )
-        return verdict if score is None else self._policy.judge(judged, packing.context, llm_score=score, strict=strict)
-
-    async def _follow_ups(
-        self,
-        question: Question,
-        attempt: Attempt,
-        text: str,
-        verdict: Verdict,
-        deadline: StageDeadline,
-        ledger: UsageLedger,
-    ) -> tuple[str, ...]:
-        """Follow-up questions from the model, for a grounded answer."""
+    ) -> tuple[Verdict, tuple[str, ...]]:
+        """For a grounded answer whose text is final, the model's support score (the verdict judged again with
+        it) and follow-up questions, asked at once; each left out when it fails."""
+        verdict = settled.verdict
         count = self._settings.follow_up_count if question.follow_up_count is None else question.follow_up_count
-        if not count or not verdict.grounded or not _judges(attempt):
-            return ()
-        follow_ups = await _ask(
-            attempt, deadline, ledger, CallPurpose.FOLLOW_UPS, lambda judge: judge.follow_ups(question.query, text, count)
+        if not verdict.grounded or not attempt.generator.capabilities.follows_instructions:
+            return verdict, ()
+        scoring = self._settings.llm_self_score
+        score, follow_ups = await asyncio.gather(
+            _ask(
+                attempt, deadline, ledger, CallPurpose.SELF_SCORE,
+                lambda judge: judge.support_score(question.query, settled.text, settled.packing.context),
+            ) if scoring else _nothing(),
+            _ask(
+                attempt, deadline, ledger, CallPurpose.FOLLOW_UPS,
+                lambda judge: judge.follow_ups(question.query, settled.text, count),
+            ) if count else _nothing(),
         )
-        return follow_ups or ()
+        if score is not None:
+            verdict = self._policy.judge(
+                _markers_of(prompt, settled.text, settled.packing), settled.packing.context, llm_score=score,
+                strict=question.strictness is Strictness.STRICT,
+            )
+        return verdict, follow_ups or ()
 
 
-def _judges(attempt: Attempt) -> bool:
-    return attempt.generator.capabilities.follows_instructions
+async def _nothing() -> None:
+    return None
 
 
 async def _ask(
@@ -171,6 +205,7 @@ async def _ask(
         attempt.generator,
         model=attempt.model,
         on_usage=lambda usage: ledger.record(purpose, attempt.generator, attempt.model, usage),
+        deadline=deadline.at,
     )
     try:
         async with asyncio.timeout_at(deadline.at):

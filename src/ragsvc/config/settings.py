@@ -34,8 +34,9 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ragsvc.access import KeyStore
+from ragsvc.config import aliases
 from ragsvc.config.documents import OwnersDocument, check_pem, parse_owners, read_text
-from ragsvc.domain import StreamPolicy
+from ragsvc.domain import CitationPolicy, StreamPolicy
 from ragsvc.errors import FieldViolation, InvalidRequest
 from ragsvc.ingest import limits
 from ragsvc.ingest.limits import ChunkLimit, DocumentLimits
@@ -531,6 +532,28 @@ class GenerationSettings(Group):
     hallucination_retries: int = env(
         2, "RAG_MAX_RETRIES_ON_HALLUCINATION", "strict re-runs of an answer that cites unknown markers", ge=0
     )
+    # drop_invalid, measured against strict with the local LLM (docs/llm.md): fewer refusals, no re-runs.
+    citation_policy: CitationPolicy = env(
+        CitationPolicy.DROP_INVALID,
+        "RAG_CITATION_POLICY",
+        "what becomes of an answer citing unknown markers when neither the request nor its template says: strict "
+        "(re-run strictly, refused when no run is clean) or drop_invalid (the sentences they back are dropped; "
+        "re-run only when no cited claim remains)",
+    )
+    llm_retries: int = env(
+        2,
+        "RAG_LLM_RETRIES",
+        "retries of an LLM request that failed before its response began (unreachable, 429, 5xx)",
+        ge=0,
+        le=10,
+    )
+    llm_retry_backoff_s: float = env(
+        0.5,
+        "RAG_LLM_RETRY_BACKOFF_SECONDS",
+        "wait before the first LLM retry, doubled for each next one (half of it random; a longer Retry-After wins)",
+        gt=0,
+        le=10,
+    )
     model_prices: str = env(
         "", "RAG_MODEL_PRICES", "USD per 1M tokens, model=prompt/completion,... (unlisted models cost 0)"
     )
@@ -590,6 +613,13 @@ class BudgetSettings(Group):
     max_context_tokens: int = env(3000, "RAG_MAX_CONTEXT_TOKENS", "max tokens of retrieved context", ge=1)
     max_history_tokens: int = env(1000, "RAG_MAX_HISTORY_TOKENS", "max tokens of chat history", ge=0)
     system_prompt_tokens: int = env(500, "RAG_SYSTEM_PROMPT_TOKENS", "tokens reserved for the system prompt", ge=0)
+    max_context_chunks: int = env(
+        TOP_K_RANGE[1],
+        "RAG_MAX_CONTEXT_CHUNKS",
+        "most chunks packed into the prompt, best first, whatever the request's top_k",
+        ge=1,
+        le=TOP_K_RANGE[1],
+    )
 
 
 class TrustSettings(Group):
@@ -668,7 +698,18 @@ class RecordsSettings(Group):
         30.0, "RAG_SESSION_RETENTION_DAYS", "session messages older than this are purged", gt=0
     )
     audit_retention_days: float = env(
-        0.0, "RAG_AUDIT_RETENTION_DAYS", "audit rows older than this are purged; 0: kept forever", ge=0
+        0.0,
+        "RAG_AUDIT_RETENTION_DAYS",
+        "audit rows (their metadata: ids, caller, times, outcome, timings) older than this are purged; 0: kept forever",
+        ge=0,
+    )
+    audit_text_retention_days: float | None = env(
+        None,
+        "RAG_AUDIT_TEXT_RETENTION_DAYS",
+        "the text of audit rows (question, search, answer, draft, packed chunks, error message) older than this is "
+        "erased, the row kept; empty: as RAG_SESSION_RETENTION_DAYS (conversations are kept 30 days); 0: as long "
+        "as the row",
+        ge=0,
     )
     audit_before_answer: bool = env(
         True,
@@ -704,10 +745,22 @@ class RecordsSettings(Group):
         checks.done()
         return self
 
+    @field_validator("audit_text_retention_days", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
     @property
     def owners(self) -> OwnersDocument | None:
         """RAG_OWNERS_FILE, parsed; None when none is named."""
         return self._owners
+
+    @property
+    def audit_text_days(self) -> float:
+        """How long the audit log keeps its text: RAG_AUDIT_TEXT_RETENTION_DAYS, else the sessions' retention."""
+        if self.audit_text_retention_days is None:
+            return self.session_retention_days
+        return self.audit_text_retention_days
 
     def database_location(self, data_dir: Path) -> Path | str:
         """Where the records are: the PostgreSQL URL when one is set, else the SQLite file."""
@@ -843,16 +896,25 @@ class Settings(BaseSettings):
 
     @classmethod
     def _build(cls, environ: Mapping[str, str], init: Mapping[str, Mapping[str, Any]]) -> Settings:
-        token = _ENVIRON.set(environ)
+        resolution = aliases.resolve(environ, _VARIABLES)  # the specifications' names, read as ragsvc's own
+        resolution.log()
+        if resolution.refusals:
+            raise _invalid([FieldViolation(variable, why) for variable, why in resolution.refusals])
+        token = _ENVIRON.set(resolution.environ)
         try:
             return cls.model_validate(init)
         except ValidationError as exc:
-            violations = list(_violations(exc))
-            raise InvalidRequest(
-                violations, "invalid configuration: " + "; ".join(f"{v.field}: {v.description}" for v in violations)
-            ) from None
+            raise _invalid([
+                FieldViolation(resolution.blame(v.field), v.description) for v in _violations(exc)
+            ]) from None  # fmt: skip
         finally:
             _ENVIRON.reset(token)
+
+
+def _invalid(violations: list[FieldViolation]) -> InvalidRequest:
+    return InvalidRequest(
+        violations, "invalid configuration: " + "; ".join(f"{v.field}: {v.description}" for v in violations)
+    )
 
 
 class _FlatEnvironment(PydanticBaseSettingsSource):

@@ -45,4 +45,9 @@ class Generator(Protocol):
         """Returns when the generator can serve; raises LLMUnavailable (unreachable) or ModelUnavailable."""
         ...
 
+    async def slots(self) -> int | None:
+        """How many requests its server decodes at once, as the server reports it; None when it reports nothing
+        (or there is no server). See `generation/slots.py`."""
+        ...
+
     async def aclose(self) -> None: ...

@@ -48,6 +48,10 @@ class ExtractiveGenerator:
     async def check_health(self) -> None:
         """Always healthy: there is nothing upstream."""
 
+    async def slots(self) -> int | None:
+        """No server, no slots."""
+        return None
+
     async def aclose(self) -> None:
         """Holds no resources."""
 

@@ -1,13 +1,16 @@
 """What the LLM generators over HTTP (OpenAI-compatible, Ollama) share: the one place where httpx and protocol
-failures become ragsvc errors, the streamed POST, the model list cached briefly for availability checks, and
-the base class holding them. Each generator adds only its own request body and response format."""
+failures become ragsvc errors, the streamed POST with its retries (`generation/retry.py`), the model list cached
+briefly for availability checks, the server's slots taken in turn (`generation/slots.py`), and the base class
+holding them. Each generator adds only its own request body and response format."""
 
 from __future__ import annotations
 
 import abc
 import asyncio
 import contextlib
+import itertools
 import json
+import logging
 import re
 import time
 import urllib.request
@@ -21,11 +24,16 @@ import httpx
 from ragsvc.domain import GenerationDelta, GenerationRequest, Usage
 from ragsvc.errors import LLMTimeout, LLMUnavailable, ModelUnavailable, RagError
 from ragsvc.generation.base import Capabilities
+from ragsvc.generation.retry import RetryPolicy, retried
+from ragsvc.generation.slots import SlotGate
 from ragsvc.generation.transport import StreamTransport
 
 CONNECT_TIMEOUT_S = 5.0
 PROBE_TIMEOUT_S = 5.0
 USER_AGENT = "ragsvc"
+# How long a failed attempt to learn the server's slots stands before the next request asks again.
+SLOTS_RETRY_S = 10.0
+_log = logging.getLogger(__name__)
 # httpx's JSON body encoding (`httpx._content.encode_json`).
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 # OpenAI's error code, vLLM's and OpenAI's "The model `x` does not exist", Ollama's `model "x" not found`.
@@ -224,10 +232,11 @@ class HttpGenerator(abc.ABC):
     """A generator over an LLM server's HTTP API rooted at `base_url`.
 
     `timeout_s` bounds each wait for the server (the response head, then every read of the body); connecting is
-    bounded by 5 s. `models_ttl_s` is how long the server's model list is trusted for availability checks.
-    Requests go straight to an httpx transport, without an httpx client (no cookies, redirects, auth flows or
-    event hooks to go through: the APIs use none): `transport` is used as given and left open by `aclose`; by
-    default the generator owns its own (`transport_for`).
+    bounded by 5 s. `models_ttl_s` is how long the server's model list is trusted for availability checks. `retry`
+    says how transient failures are retried (`generation/retry.py`). Requests go straight to an httpx transport,
+    without an httpx client (no cookies, redirects, auth flows or event hooks to go through: the APIs use none):
+    `transport` is used as given and left open by `aclose`; by default the generator owns its own
+    (`transport_for`).
     """
 
     kind = "http"
@@ -241,6 +250,7 @@ class HttpGenerator(abc.ABC):
         headers: dict[str, str] | None = None,
         timeout_s: float = 30.0,
         models_ttl_s: float = 10.0,
+        retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._base_url = base_url.rstrip("/")
@@ -249,9 +259,15 @@ class HttpGenerator(abc.ABC):
         self._headers = {"User-Agent": USER_AGENT, **(headers or {})}
         self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, CONNECT_TIMEOUT_S)).as_dict()
         self._probe_timeout = httpx.Timeout(min(timeout_s, PROBE_TIMEOUT_S)).as_dict()
+        self._retry = retry or RetryPolicy()
         self._owns_transport = transport is None
         self._transport = transport if transport is not None else transport_for(self._base_url)
         self._served = ModelList(self.available_models, ttl_s=models_ttl_s)
+        self._slots_lock = asyncio.Lock()
+        self._slots: int | None = None
+        self._slots_asked_at: float | None = None  # when the server last answered the question (or failed to)
+        self._slots_known = False
+        self._gate: SlotGate | None = None
 
     @property
     def name(self) -> str:
@@ -281,41 +297,117 @@ class HttpGenerator(abc.ABC):
         if not serves(served, self._model):
             raise self._missing(self._model, served)
 
+    async def slots(self) -> int | None:
+        """The requests the server decodes at once, as it reports them (`reported_slots`), asked once; None when it
+        reports none. A failure to ask is kept SLOTS_RETRY_S, then asked again."""
+        now = time.monotonic()
+        if self._slots_known or (self._slots_asked_at is not None and now - self._slots_asked_at < SLOTS_RETRY_S):
+            return self._slots
+        async with self._slots_lock:
+            if not self._slots_known and (self._slots_asked_at is None or self._slots_asked_at < now):
+                try:
+                    self._slots = await self.reported_slots()
+                    self._slots_known = True
+                    self._gate = SlotGate(self._slots) if self._slots else None
+                except RagError as exc:
+                    _log.warning("cannot learn the LLM server's slots (asked again in %g s): %s", SLOTS_RETRY_S, exc)
+                self._slots_asked_at = time.monotonic()
+        return self._slots
+
+    async def reported_slots(self) -> int | None:
+        """What the server says of its slots, asked now; None when its API has no such report. Raises
+        LLMUnavailable when it cannot be asked."""
+        return None
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, request: GenerationRequest) -> AsyncIterator[None]:
+        """The block holds one of the server's slots, when it reports them (see `generation/slots.py`)."""
+        await self.slots()
+        if self._gate is None:
+            yield
+            return
+        async with self._gate.held(side_call=request.side_call):
+            yield
+
     async def aclose(self) -> None:
         if self._owns_transport:
             await self._transport.aclose()
 
     @contextlib.asynccontextmanager
-    async def _post_stream(self, path: str, payload: dict[str, Any], *, accept: str) -> AsyncIterator[httpx.Response]:
+    async def _post_stream(
+        self, path: str, payload: dict[str, Any], *, accept: str, deadline: float | None
+    ) -> AsyncIterator[httpx.Response]:
         """A streamed POST whose response is open inside the block and closed when it exits, however it exits:
-        leaving early (a consumer closing or cancelled) hangs up on the server. Use within `upstream_errors`."""
-        response = await self._send("POST", path, self._timeout, accept=accept, payload=payload)
+        leaving early (a consumer closing or cancelled) hangs up on the server. Transient failures before the
+        response are retried by `deadline` (event loop time; None: the request timeout from now). Use within
+        `upstream_errors`."""
+        response = await self._sent("POST", path, self._timeout, accept=accept, payload=payload, deadline=deadline)
         try:
-            if response.is_error:
-                await response.aread()
-                if response.status_code == 404:
-                    self._served.forget()  # the model may be gone since the list was fetched
-                response.raise_for_status()
             yield response
         finally:
             await response.aclose()
 
-    async def _get_json(self, path: str) -> Any:
+    async def _get_json(self, path: str | httpx.URL, *, retries: bool = True) -> Any:
         """GET a JSON document (a probe: short timeout); errors mapped."""
         with upstream_errors(None):
-            response = await self._send("GET", path, self._probe_timeout, accept="application/json")
+            response = await self._sent("GET", path, self._probe_timeout, accept="application/json", retries=retries)
             try:
                 await response.aread()
             finally:
                 await response.aclose()  # after a failure too: its connection is not left open
-            response.raise_for_status()
             try:
                 return response.json()
             except ValueError as exc:
                 raise BadResponse(f"{path} did not answer JSON: {response.text[:80]!r}") from exc
 
+    async def _sent(
+        self,
+        method: str,
+        path: str | httpx.URL,
+        limits: dict[str, float | None],
+        *,
+        accept: str,
+        payload: Any = None,
+        deadline: float | None = None,
+        retries: bool = True,
+    ) -> httpx.Response:
+        """The response to a request, its status a success (its body not read yet); an error status is raised as
+        httpx.HTTPStatusError with its body read. A transient failure (`generation/retry.py`) is tried again
+        (unless not `retries`) after the policy's wait, while that wait ends before `deadline` (None: the read
+        timeout from now)."""
+        loop = asyncio.get_running_loop()
+        if deadline is None:
+            deadline = loop.time() + (limits.get("read") or PROBE_TIMEOUT_S)
+        for retry in itertools.count():
+            try:
+                response = await self._send(method, path, limits, accept=accept, payload=payload)
+                if response.is_error:
+                    try:
+                        await response.aread()
+                    finally:
+                        await response.aclose()
+                    if response.status_code == 404:
+                        self._served.forget()  # the model may be gone since the list was fetched
+                    response.raise_for_status()
+                return response
+            except httpx.HTTPError as exc:
+                if not retries or retry >= self._retry.retries or not retried(exc):
+                    raise
+                retry_after_s = None
+                if isinstance(exc, httpx.HTTPStatusError):
+                    retry_after_s = _retry_after_s(exc.response.headers.get("retry-after"))
+                wait_s = self._retry.wait_s(retry, retry_after_s)
+                if wait_s is None or loop.time() + wait_s > deadline:
+                    raise
+                _log.warning(
+                    "the LLM server failed: %r; trying again in %.2f s (retry %d of %d)",
+                    exc, wait_s, retry + 1, self._retry.retries,
+                )
+                await asyncio.sleep(wait_s)
+        raise AssertionError("unreachable: the loop returns or raises")
+
     async def _send(
-        self, method: str, path: str, limits: dict[str, float | None], *, accept: str, payload: Any = None
+        self, method: str, path: str | httpx.URL, limits: dict[str, float | None], *, accept: str, payload: Any = None
     ) -> httpx.Response:
         """The response (its body not read yet) to a request for `path`, a JSON `payload` its body; `limits` are
         httpx's timeouts (`Timeout.as_dict()`). The body is the bytes httpx's `json=` would send, encoded here by
@@ -325,7 +417,8 @@ class HttpGenerator(abc.ABC):
         if payload is not None:
             body = _JSON.encode(payload).encode()
             headers["Content-Type"] = "application/json"
-        request = httpx.Request(method, self._url(path), content=body, headers=headers, extensions={"timeout": limits})
+        url = path if isinstance(path, httpx.URL) else self._url(path)
+        request = httpx.Request(method, url, content=body, headers=headers, extensions={"timeout": limits})
         response = await self._transport.handle_async_request(request)
         response.request = request  # httpx's own transports leave that to the client
         return response

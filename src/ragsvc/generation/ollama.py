@@ -23,6 +23,7 @@ from ragsvc.generation.http import (
     read_delta,
     upstream_errors,
 )
+from ragsvc.generation.retry import RetryPolicy
 
 
 class OllamaGenerator(HttpGenerator):
@@ -44,9 +45,12 @@ class OllamaGenerator(HttpGenerator):
         keep_alive: str = "5m",
         timeout_s: float = 30.0,
         models_ttl_s: float = 10.0,
+        retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        super().__init__(base_url, model=model, timeout_s=timeout_s, models_ttl_s=models_ttl_s, transport=transport)
+        super().__init__(
+            base_url, model=model, timeout_s=timeout_s, models_ttl_s=models_ttl_s, retry=retry, transport=transport
+        )
         self._context_windows = dict(context_windows or {})
         self._keep_alive = _keep_alive(keep_alive)
 
@@ -58,7 +62,10 @@ class OllamaGenerator(HttpGenerator):
         payload = self._payload(request)
         stream = _Objects()
         with upstream_errors(payload["model"]):
-            async with self._post_stream("/api/chat", payload, accept="application/x-ndjson") as response:
+            async with (
+                self._turn(request),
+                self._post_stream("/api/chat", payload, accept="application/x-ndjson", deadline=request.deadline) as response,
+            ):
                 async for read in lines(response):
                     delta, failure = read_delta([line for line in read if line.strip()], "a line", stream)
                     if delta is not None:
@@ -88,6 +95,8 @@ class OllamaGenerator(HttpGenerator):
             options["temperature"] = request.temperature
         if request.seed is not None:
             options["seed"] = request.seed
+        if request.stop:
+            options["stop"] = list(request.stop)
         return {
             "model": model,
             "messages": [{"role": message.role.value, "content": message.content} for message in request.messages],

@@ -1,6 +1,7 @@
 """A generator over any OpenAI-compatible chat completions server (vLLM, llama.cpp, Ollama's /v1, OpenAI):
-`POST /chat/completions` streamed as server-sent events, `GET /models` for availability and health. The HTTP
-side and its error mapping are shared with the Ollama generator (`ragsvc.generation.http`)."""
+`POST /chat/completions` streamed as server-sent events, `GET /models` for availability and health, and llama.cpp's
+`GET /props` (beside the API root) for its slots. The HTTP side and its error mapping are shared with the Ollama
+generator (`ragsvc.generation.http`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import httpx
 
 from ragsvc.domain import GenerationDelta, GenerationRequest, Usage
+from ragsvc.errors import LLMUnavailable
 from ragsvc.generation.http import (
     BadResponse,
     ErrorEvent,
@@ -18,6 +20,7 @@ from ragsvc.generation.http import (
     read_delta,
     upstream_errors,
 )
+from ragsvc.generation.retry import RetryPolicy
 
 
 class OpenAICompatGenerator(HttpGenerator):
@@ -34,6 +37,7 @@ class OpenAICompatGenerator(HttpGenerator):
         api_key: str = "",
         timeout_s: float = 30.0,
         models_ttl_s: float = 10.0,
+        retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__(
@@ -42,6 +46,7 @@ class OpenAICompatGenerator(HttpGenerator):
             headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
             timeout_s=timeout_s,
             models_ttl_s=models_ttl_s,
+            retry=retry,
             transport=transport,
         )
 
@@ -53,7 +58,12 @@ class OpenAICompatGenerator(HttpGenerator):
         payload = self._payload(request)
         stream = _Chunks()
         with upstream_errors(payload["model"]):
-            async with self._post_stream("/chat/completions", payload, accept="text/event-stream") as response:
+            async with (
+                self._turn(request),
+                self._post_stream(
+                    "/chat/completions", payload, accept="text/event-stream", deadline=request.deadline
+                ) as response,
+            ):
                 # One JSON chunk per `data:` line; the blank lines between events, comments and other SSE fields
                 # carry nothing. After [DONE] the body is read to its end, so the connection goes back to the pool.
                 async for read in lines(response):
@@ -80,6 +90,18 @@ class OpenAICompatGenerator(HttpGenerator):
             except (KeyError, TypeError) as exc:
                 raise BadResponse(f"the model list is not an OpenAI list: {str(body)[:80]!r}") from exc
 
+    async def reported_slots(self) -> int | None:
+        """llama.cpp's `total_slots` (`GET /props` beside the API root); None from a server without it."""
+        url = httpx.URL(self._base_url.removesuffix("/v1") + "/props")
+        try:
+            props = await self._get_json(url, retries=False)
+        except LLMUnavailable as exc:
+            if isinstance(exc.__cause__, httpx.HTTPStatusError) and exc.__cause__.response.status_code < 500:
+                return None  # not llama.cpp: no such document
+            raise
+        slots = props.get("total_slots") if isinstance(props, dict) else None
+        return slots if isinstance(slots, int) and slots > 0 else None
+
     def _payload(self, request: GenerationRequest) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "model": request.model or self._model,
@@ -93,6 +115,8 @@ class OpenAICompatGenerator(HttpGenerator):
             payload["temperature"] = request.temperature
         if request.seed is not None:
             payload["seed"] = request.seed
+        if request.stop:
+            payload["stop"] = list(request.stop)
         return payload
 
 

@@ -8,7 +8,15 @@ at once, so a response body comes a network read at a time: a burst is one block
 What it does: HTTP/1.1 over TCP or TLS (httpx's default certificate store), one request at a time per connection,
 the connections whose response was read to its end kept per origin for the next request (at most `max_idle`,
 httpx's default keep-alive limit); a response closed before its end closes its connection (hangs up on the
-server). Bodies framed by chunked transfer coding, Content-Length, or the connection's end; 1xx responses
+server).
+
+Keep-alive without dropped requests. A server closes a connection that stayed idle for its keep-alive timeout
+(llama.cpp's, like any cpp-httplib server's, is 5 s, announced as `Keep-Alive: timeout=5`); a request sent on it as
+it closes is lost ("Server disconnected without sending a response"). So a connection is not reused once it has
+been idle for longer than the timeout its server announced, less KEEP_ALIVE_MARGIN_S; and a request that fails on
+a reused connection before any byte of a response arrived is sent once more, on a new connection (what browsers
+do for the same race). Nothing else is ever sent twice: a failure on a new connection, or after a response began,
+is the caller's. Bodies framed by chunked transfer coding, Content-Length, or the connection's end; 1xx responses
 skipped. The request's `timeout` extension bounds connecting (`connect`) and each wait for the server (`read`):
 requests are written without waiting (the kernel and asyncio buffer them) and connections are not limited in
 number, so `write` and `pool` do not apply. Failures are httpx's exceptions (ConnectError, ConnectTimeout,
@@ -19,12 +27,16 @@ httpx's own transport when one is configured), HTTP/2, pipelining.
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 from collections.abc import AsyncIterator, Callable
 
 import httpx
 
 MAX_HEAD_BYTES = 65536
+# A kept connection is dropped this long before its server's announced keep-alive timeout would close it.
+KEEP_ALIVE_MARGIN_S = 1.0
+_KEEP_ALIVE_TIMEOUT = re.compile(rb"(?:^|,)\s*timeout\s*=\s*(\d+)", re.IGNORECASE)
 # Reading pauses while this much of a body is waiting to be consumed.
 MAX_BUFFERED_BYTES = 262144
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
@@ -49,11 +61,21 @@ class StreamTransport(httpx.AsyncBaseTransport):
         timeouts = request.extensions.get("timeout", {})
         message = _head(request) + _framed(request, await request.aread())
         connection = self._reused(origin)
-        if connection is None:
-            connection = await self._connect(origin, timeouts.get("connect"), request)
+        if connection is not None:
+            try:
+                return await self._exchange(connection, request, message, timeouts.get("read"))
+            except (httpx.RemoteProtocolError, httpx.ReadError):
+                if connection.received:  # a response had begun: not the stale keep-alive race
+                    raise
+        connection = await self._connect(origin, timeouts.get("connect"), request)
+        return await self._exchange(connection, request, message, timeouts.get("read"))
+
+    async def _exchange(
+        self, connection: Connection, request: httpx.Request, message: bytes, read_timeout_s: float | None
+    ) -> httpx.Response:
         self._open.add(connection)
         try:
-            return await connection.exchange(request, message, timeouts.get("read"), self._release)
+            return await connection.exchange(request, message, read_timeout_s, self._release)
         except BaseException:
             self._discard(connection)
             raise
@@ -64,11 +86,12 @@ class StreamTransport(httpx.AsyncBaseTransport):
         self._idle.clear()
 
     def _reused(self, origin: Origin) -> Connection | None:
-        """An idle connection to `origin` the server has not closed meanwhile."""
+        """An idle connection to `origin` that the server has not closed meanwhile and will not close as it is
+        used (see the module docstring)."""
         idle = self._idle.get(origin)
         while idle:
             connection = idle.pop()
-            if connection.usable():
+            if connection.usable() and not connection.expiring():
                 return connection
             self._discard(connection)
         return None
@@ -94,6 +117,7 @@ class StreamTransport(httpx.AsyncBaseTransport):
         """A response's end: its connection is kept for the next request, or closed."""
         idle = self._idle.setdefault(connection.origin, [])
         if reusable and connection.usable() and len(idle) < self._max_idle:
+            connection.idle_since = asyncio.get_running_loop().time()
             idle.append(connection)
         else:
             self._discard(connection)
@@ -131,6 +155,9 @@ class Connection(asyncio.Protocol):
         self._lost: Exception | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
+        self.received = False  # a byte of the current exchange's response arrived
+        self.idle_since = 0.0  # event loop time at which it went back to the pool
+        self.keep_alive_s: float | None = None  # the server's announced keep-alive timeout, once it announced one
 
     # asyncio's callbacks
 
@@ -139,6 +166,7 @@ class Connection(asyncio.Protocol):
         self._transport = transport
 
     def data_received(self, data: bytes) -> None:
+        self.received = True
         self._buffer += data
         if len(self._buffer) >= MAX_BUFFERED_BYTES and self._transport is not None:
             self._transport.pause_reading()
@@ -165,6 +193,13 @@ class Connection(asyncio.Protocol):
         """Open, and nothing unread from the server (an idle connection it closed has ended)."""
         return not self._ended and not self._buffer and self._transport is not None and not self._transport.is_closing()
 
+    def expiring(self) -> bool:
+        """Idle for so long that its server may be closing it now (see KEEP_ALIVE_MARGIN_S)."""
+        if self.keep_alive_s is None:
+            return False
+        idle_s = asyncio.get_running_loop().time() - self.idle_since
+        return idle_s >= self.keep_alive_s - KEEP_ALIVE_MARGIN_S
+
     def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
@@ -175,11 +210,13 @@ class Connection(asyncio.Protocol):
     ) -> httpx.Response:
         """Sends `message` and reads the response head; the body streams from the response."""
         assert self._transport is not None
+        self.received = False
         self._transport.write(message)  # a failure to send shows as the connection lost, below
         while True:
             status, reason, version, headers = await self._response_head(request, read_timeout_s)
             if not 100 <= status < 200:
                 break
+        self.keep_alive_s = _keep_alive_timeout(headers)
         body = Body(self, request, read_timeout_s, release, _framing(request, status, headers))
         keep_alive = version == b"HTTP/1.1" and not _has_token(headers, b"connection", b"close")
         body.reusable = keep_alive and not _has_token(request.headers.raw, b"connection", b"close")
@@ -274,6 +311,14 @@ def _framing(request: httpx.Request, status: int, headers: list[tuple[bytes, byt
             raise httpx.RemoteProtocolError("a negative Content-Length", request=request)
         return Framing(length, chunked=False)
     return Framing(None, chunked=False)
+
+
+def _keep_alive_timeout(headers: list[tuple[bytes, bytes]]) -> float | None:
+    """The idle timeout of a `Keep-Alive: timeout=N, max=M` header, in seconds; None without one."""
+    for name, value in headers:
+        if name.lower() == b"keep-alive" and (match := _KEEP_ALIVE_TIMEOUT.search(value)):
+            return float(match.group(1))
+    return None
 
 
 def _has_token(headers: list[tuple[bytes, bytes]], name: bytes, token: bytes) -> bool:

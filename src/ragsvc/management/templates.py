@@ -14,19 +14,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ragsvc.answering.cache import AnswerStore
-from ragsvc.domain import ResponseStyle
+from ragsvc.domain import CitationPolicy, ResponseStyle
 from ragsvc.errors import AlreadyExists, BuiltInTemplate, FieldViolation, InvalidRequest, NotFound
-from ragsvc.prompts import DEFAULT_LANGUAGE, PromptTemplate, TemplateRegistry, user_prompt_violations
+from ragsvc.prompts import DEFAULT_LANGUAGE, PromptTemplate, TemplateRegistry, stop_violations, user_prompt_violations
 from ragsvc.storage.templates import StoredTemplate, TemplateStore
 
 CHANGES_TOPIC = "templates"  # the change feed's topic of template changes
 TEMPLATE_ID = re.compile(r"[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?")
 TEMPLATE_FIELDS = ("display_name", "instructions", "user_prompt")  # what an update without a mask changes
-UPDATABLE_FIELDS = (*TEMPLATE_FIELDS, "language", "response_style")
+VALUE_FIELDS = (*TEMPLATE_FIELDS, "language", "stop_sequences")  # fields an update gives as plain values
+UPDATABLE_FIELDS = (*VALUE_FIELDS, "response_style", "citation_policy")
 LANGUAGE = re.compile(r"[a-z]{2,3}")  # an ISO 639 code, as the language detector reports it
 LIMITS = {"display_name": 200, "instructions": 2000, "user_prompt": 8000}
 
@@ -51,8 +52,11 @@ class TemplateChange:
     instructions: str | None = None
     user_prompt: str | None = None
     language: str | None = None
+    stop_sequences: tuple[str, ...] | None = None
     response_style: ResponseStyle | None = None
     sets_response_style: bool = False  # response_style is set (None then means: no style)
+    citation_policy: CitationPolicy | None = None  # with `sets_citation_policy`; None: the server's default
+    sets_citation_policy: bool = False
 
 
 class TemplateCatalog:
@@ -114,6 +118,8 @@ class TemplateCatalog:
         *,
         language: str = "",
         response_style: ResponseStyle | None = None,
+        stop_sequences: Sequence[str] = (),
+        citation_policy: CitationPolicy | None = None,
     ) -> TemplateEntry:
         violations: list[FieldViolation] = []
         if not TEMPLATE_ID.fullmatch(template_id):
@@ -131,6 +137,8 @@ class TemplateCatalog:
             display_name=display_name,
             language=language or DEFAULT_LANGUAGE,
             response_style=response_style,
+            stop=tuple(stop_sequences),
+            citation_policy=citation_policy,
         )
         violations += _violations(template, UPDATABLE_FIELDS)
         if violations:
@@ -156,8 +164,10 @@ class TemplateCatalog:
                 user=current.user if change.user_prompt is None else change.user_prompt,
                 language=current.language if change.language is None else change.language or DEFAULT_LANGUAGE,
                 response_style=change.response_style if change.sets_response_style else current.response_style,
+                stop=current.stop if change.stop_sequences is None else change.stop_sequences,
+                citation_policy=change.citation_policy if change.sets_citation_policy else current.citation_policy,
             )
-            changed = [name for name in UPDATABLE_FIELDS if getattr(change, name) is not None]
+            changed = [name for name in VALUE_FIELDS if getattr(change, name) is not None]
             if violations := _violations(template, changed):
                 raise InvalidRequest(violations)
             stored = await self._store.update(template)
@@ -211,4 +221,6 @@ def _violations(template: PromptTemplate, fields: Iterable[str]) -> list[FieldVi
         found += user_prompt_violations(template.user, prefix + "user_prompt")
     if "language" in fields and not LANGUAGE.fullmatch(template.language):
         found.append(FieldViolation(prefix + "language", "an ISO 639 code of 2 or 3 lower-case letters, e.g. \"de\""))
+    if "stop_sequences" in fields:
+        found += stop_violations(template.stop, prefix + "stop_sequences")
     return found

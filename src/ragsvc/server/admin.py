@@ -1,9 +1,9 @@
-"""AdminService (R-003-21, admin controls) over gRPC: prompt templates, ranking weights, the tag-owner directory
-and the dry run.
+"""AdminService (R-003-21, admin controls) over gRPC: prompt templates, ranking weights, the tag-owner directory,
+the dry run, and erasing a caller.
 
 Transport only: resource names, field masks and pages are read here (Google AIP style); what they ask is done
 by `management.templates.TemplateCatalog`, `management.ranking.RankingControl`,
-`management.owners.OwnerControl` and, for SimulateAsk, the
+`management.owners.OwnerControl`, `management.erasure.CallerErasure` and, for SimulateAsk, the
 answering service itself (the Ask's own path with `dry_run` and `explain`, recorded in the audit log like any
 dry run).
 
@@ -20,28 +20,34 @@ from collections.abc import Sequence
 from google.protobuf import field_mask_pb2
 
 from ragsvc import domain
+from ragsvc.access import Principal, key_caller, peer_caller
 from ragsvc.answering.service import AnsweringService
 from ragsvc.errors import FieldViolation, InvalidRequest
+from ragsvc.management.erasure import CallerErasure
 from ragsvc.management.owners import OwnerControl
 from ragsvc.management.ranking import RankingControl
 from ragsvc.management.templates import (
     TEMPLATE_FIELDS,
     UPDATABLE_FIELDS,
+    VALUE_FIELDS,
     TemplateCatalog,
     TemplateChange,
     TemplateEntry,
 )
 from ragsvc.model_table import ModelLimits
 from ragsvc.retrieval.quality import RankingWeights
-from ragsvc.server.boundary import call_context, unary_boundary
+from ragsvc.sanitize import tenant_violations
+from ragsvc.server.boundary import call_context, call_state, unary_boundary
 from ragsvc.server.interceptors import Context
 from ragsvc.server.pages import page_after, page_size_of, page_token
 from ragsvc.storage.owners import TagOwner
 from ragsvc.v1 import admin_service_pb2 as admin_pb
 from ragsvc.v1 import admin_service_pb2_grpc as admin_grpc
+from ragsvc.v1 import rag_service_pb2 as rag_pb
 from ragsvc.wire import convert
 
 TEMPLATE_COLLECTION = "promptTemplates/"
+MAX_IDENTITY_CHARS = 256  # EraseCallerRequest.key_name and peer
 TAG_OWNER_COLLECTION = "tagOwners/"
 WEIGHTS_NAME = "rankingWeights"
 WEIGHT_FIELDS = ("similarity_weight", "recency_weight", "trust_weight")
@@ -76,6 +82,8 @@ def _template_to_proto(entry: TemplateEntry) -> admin_pb.PromptTemplate:
         built_in=entry.built_in,
         language=template.language,
         response_style=convert.RESPONSE_STYLES_TO_PROTO[template.response_style],
+        stop_sequences=list(template.stop),
+        citation_policy=convert.CITATION_POLICIES_TO_PROTO[template.citation_policy],
     )
     if stored is not None:
         message.create_time.CopyFrom(convert.timestamp_of(stored.created_at))
@@ -89,6 +97,13 @@ def _response_style(value: int) -> domain.ResponseStyle | None:
         if number == value:
             return style
     raise InvalidRequest([FieldViolation("prompt_template.response_style", f"unsupported value {value}")])
+
+
+def _citation_policy_of(value: rag_pb.CitationPolicy) -> domain.CitationPolicy | None:
+    """A template's citation policy from its message; InvalidRequest for a number this server does not know."""
+    if value not in convert.CITATION_POLICIES:
+        raise InvalidRequest([FieldViolation("prompt_template.citation_policy", f"unsupported value {value}")])
+    return convert.CITATION_POLICIES[value]
 
 
 def _weights_to_proto(weights: RankingWeights) -> admin_pb.RankingWeights:
@@ -127,15 +142,19 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
         ranking: RankingControl,
         owners: OwnerControl,
         answering: AnsweringService,
+        erasure: CallerErasure,
         default_model: str,
         model_limits: dict[str, ModelLimits],
+        default_tenant: str,
     ) -> None:
         self._templates = templates
         self._ranking = ranking
         self._owners = owners
         self._answering = answering
+        self._erasure = erasure
         self._default_model = default_model
         self._model_limits = model_limits
+        self._default_tenant = default_tenant
 
     @unary_boundary
     async def CreatePromptTemplate(
@@ -149,6 +168,8 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
             given.user_prompt,
             language=given.language,
             response_style=_response_style(given.response_style),
+            stop_sequences=tuple(given.stop_sequences),
+            citation_policy=_citation_policy_of(given.citation_policy),
         )
         return admin_pb.CreatePromptTemplateResponse(prompt_template=_template_to_proto(entry))
 
@@ -186,8 +207,14 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
         paths = _mask_paths(request.update_mask, UPDATABLE_FIELDS, TEMPLATE_FIELDS)
         given = request.prompt_template
         template_id = template_id_of(given.name, "prompt_template.name")
-        texts = {path: getattr(given, path) for path in paths if path in TEMPLATE_FIELDS or path == "language"}
-        change = TemplateChange(**texts)
+        texts = {path: getattr(given, path) for path in paths if path in VALUE_FIELDS}
+        if "stop_sequences" in texts:
+            texts["stop_sequences"] = tuple(texts["stop_sequences"])
+        change = TemplateChange(
+            **texts,
+            citation_policy=_citation_policy_of(given.citation_policy),
+            sets_citation_policy="citation_policy" in paths,
+        )
         if "response_style" in paths:
             change = dataclasses.replace(
                 change, response_style=_response_style(given.response_style), sets_response_style=True
@@ -273,3 +300,58 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
     async def DeleteTagOwner(self, request: admin_pb.DeleteTagOwnerRequest, context: Context) -> admin_pb.DeleteTagOwnerResponse:
         await self._owners.delete(resource_id_of(request.name, TAG_OWNER_COLLECTION, "tag"))
         return admin_pb.DeleteTagOwnerResponse()
+
+    @unary_boundary
+    async def EraseCaller(self, request: admin_pb.EraseCallerRequest, context: Context) -> admin_pb.EraseCallerResponse:
+        caller, tenant = erasure_scope(request, call_state(context).principal, self._default_tenant)
+        erased = await self._erasure.erase(caller, tenant)
+        return admin_pb.EraseCallerResponse(
+            sessions_deleted=erased.sessions,
+            session_messages_deleted=erased.session_messages,
+            audit_records_erased=erased.audit_records,
+            operations_deleted=erased.operations,
+            cached_answers_dropped=erased.cached_answers,
+            replayed_answers_dropped=erased.replayed_answers,
+        )
+
+
+def erasure_scope(
+    request: admin_pb.EraseCallerRequest, principal: Principal | None, default_tenant: str
+) -> tuple[str, str | None]:
+    """The caller an EraseCaller request names and the tenant to erase it in (None: every tenant); InvalidRequest
+    naming the bad fields. The auth interceptor has already refused a `tenant_id` other than the admin key's."""
+    key_name, peer = request.key_name.strip(), request.peer.strip()
+    violations = [
+        FieldViolation(field, problem)
+        for field, value in (("key_name", key_name), ("peer", peer))
+        if value and (problem := _identity_problem(value))
+    ]
+    if bool(key_name) == bool(peer):
+        violations += [FieldViolation(field, "set exactly one of key_name and peer") for field in ("key_name", "peer")]
+    violations += tenant_violations(request.tenant_id)
+    if violations:
+        raise InvalidRequest(violations)
+    named = request.tenant_id.strip()
+    own = principal.tenant_id if principal is not None else ""
+    if key_name:
+        tenant = named or own or default_tenant
+        return key_caller(tenant, key_name), tenant
+    return peer_caller(_without_port(peer)), named or own or None
+
+
+def _without_port(peer: str) -> str:
+    """A peer as the request log shows it ("ipv4:10.0.0.7:51234") as callers are bound to it: without the port
+    (a client's next connection comes from another one). Other identities are kept as they are."""
+    address, _, port = peer.rpartition(":")
+    if peer.startswith(("ipv4:", "ipv6:")) and port.isdigit() and address not in ("ipv4", "ipv6"):
+        return address
+    return peer
+
+
+def _identity_problem(value: str) -> str:
+    if len(value) > MAX_IDENTITY_CHARS:
+        return f"must be at most {MAX_IDENTITY_CHARS} characters"
+    if not value.isprintable():
+        return "must not contain control characters"
+    return ""
+

@@ -70,8 +70,10 @@ def build_servicers(components: Components) -> tuple[RagServicer, IndexServicer,
         ranking=components.ranking,
         owners=components.owners,
         answering=components.answering,
+        erasure=components.erasure,
         default_model=settings.generation.chat_model,
         model_limits=settings.generation.model_limits,
+        default_tenant=settings.server.default_tenant,
     )
     return rag, index, admin, OperationsServicer(components.operations)
 

@@ -41,10 +41,12 @@ from ragsvc.generation.extractive import ExtractiveGenerator
 from ragsvc.generation.fallback import FallbackChain
 from ragsvc.generation.ollama import OllamaGenerator
 from ragsvc.generation.openai_compat import OpenAICompatGenerator
+from ragsvc.generation.retry import RetryPolicy
 from ragsvc.ingest.indexer import Indexer
 from ragsvc.ingest.loaders import source_documents_from_paths
 from ragsvc.language import LanguageDetector
 from ragsvc.management import ranking, templates
+from ragsvc.management.erasure import CallerErasure
 from ragsvc.management.owners import OwnerControl
 from ragsvc.management.ranking import RankingControl
 from ragsvc.management.templates import TemplateCatalog
@@ -99,6 +101,7 @@ class Components:
     templates: TemplateCatalog
     ranking: RankingControl
     cache: AnswerStore | None
+    replays: AnswerStore | None  # the answers of idempotency keys
     retention: RetentionJob
     shared: SharedState | None  # Redis, when RAG_REDIS_URL is set
     rate_limit: RateLimit | None  # the limit of all replicas together, on Redis (None: the server's own)
@@ -106,6 +109,7 @@ class Components:
     owners: OwnerControl  # the tag-owner directory
     schema: MetadataSchema  # each tenant's metadata keys and their types
     operations: OperationRunner  # the long-running operations (SubmitAsk, SubmitIngest) this replica runs
+    erasure: CallerErasure  # everything one caller stored, erased on an admin's request
 
     def probes(self) -> Mapping[str, Probe]:
         """The health probe of each dependency, by its health name (`redis` only when Redis is configured)."""
@@ -167,6 +171,7 @@ async def open_components(
             session_retention_days=records.session_retention_days,
             answers=answers,
             audit_retention_days=records.audit_retention_days,
+            audit_text_retention_days=records.audit_text_days,
             operations=operation_store,
             operation_retention_days=settings.operations.operation_retention_days,
             interval_s=records.retention_interval_s,
@@ -180,7 +185,7 @@ async def open_components(
         registry = TemplateRegistry()  # the built-ins, and this server's custom templates once loaded
         catalog, weights = await open_management(database, registry, retriever, cache, shared)
 
-        conversation = Conversation(sessions, retrieval_access(settings))
+        conversation = Conversation(sessions, retrieval_access(settings), answers=answers)
         pipeline = build_pipeline(settings, retriever, generator, models, registry, owners, conversation)
         schema = MetadataSchema(MetadataKeyStore(database), engine)
         index_versions = IndexVersions(database)
@@ -210,8 +215,9 @@ async def open_components(
         stack.push_async_callback(operations.stop)
         yield Components(
             settings, embedder, engine, retriever, generator, database, answers, indexer, answering,
-            catalog, weights, cache, retention, shared, global_rate_limit(settings, shared), conversation,
+            catalog, weights, cache, replays, retention, shared, global_rate_limit(settings, shared), conversation,
             OwnerControl(owners), schema, operations,
+            CallerErasure(answers, sessions=sessions, cache=cache, replays=replays, operations=operation_store),
         )  # fmt: skip
 
 
@@ -344,6 +350,7 @@ def build_pipeline(
 def build_generator(settings: Settings, models: ModelCatalog) -> Generator:
     """The configured generator: RAG_GENERATOR picks extractive, openai or ollama."""
     generation = settings.generation
+    retry = RetryPolicy(retries=generation.llm_retries, backoff_s=generation.llm_retry_backoff_s)
     if generation.generator is GeneratorKind.OPENAI:
         return OpenAICompatGenerator(
             generation.openai_base_url,
@@ -351,6 +358,7 @@ def build_generator(settings: Settings, models: ModelCatalog) -> Generator:
             api_key=generation.openai_api_key.get_secret_value(),
             timeout_s=generation.timeout_s,
             models_ttl_s=generation.model_list_ttl_s,
+            retry=retry,
         )
     if generation.generator is GeneratorKind.OLLAMA:
         return OllamaGenerator(
@@ -360,6 +368,7 @@ def build_generator(settings: Settings, models: ModelCatalog) -> Generator:
             keep_alive=generation.ollama_keep_alive,
             timeout_s=generation.timeout_s,
             models_ttl_s=generation.model_list_ttl_s,
+            retry=retry,
         )
     return ExtractiveGenerator()
 

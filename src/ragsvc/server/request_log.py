@@ -161,6 +161,7 @@ def log_record(call: CallInput) -> dict[str, Any]:
             "redactions_applied": flags.redactions_applied,
             "partial": flags.partial,
             "repetition_stopped": flags.repetition_stopped,
+            "citations_dropped": flags.citations_dropped,
         }
         record["injection_patterns"] = list(state.report.injection_patterns)
     else:

@@ -127,7 +127,8 @@ class RagServicer(rag_grpc.RagServiceServicer):
         call = call_context(context)
         key = self._session(request.tenant_id, request.session_id, call)
         admin = call.principal is not None and call.principal.can_admin
-        return pb.DeleteSessionResponse(turns_deleted=await self._conversation.forget(key, call.caller, tenant_admin=admin))
+        forgotten = await self._conversation.forget(key, call.caller, tenant_admin=admin)
+        return pb.DeleteSessionResponse(turns_deleted=forgotten.turns, audit_records_erased=forgotten.audit_records)
 
 
 class IndexServicer(index_grpc.IndexServiceServicer):

@@ -6,9 +6,10 @@ Layout under `prefix` (a hash tag, so every key of one cache lives in one cluste
 - `{prefix}:e:<key>`: a cached answer with the fingerprint of its request (JSON, ragsvc.shared.codec: a
   `Recorded`), expiring after the TTL;
 - `{prefix}:gen:<tenant>`: the tenant's generation, a counter raised by every invalidation of the tenant;
-- `{prefix}:t:<tenant>`, `{prefix}:tpl:<template>`: the entry keys written for a tenant and from a template.
-`put` (checking the generation), `invalidate_tenant` and `invalidate_template` are Lua scripts, atomic on the
-server: an invalidation deletes the entries at once for every replica, and no put of an answer computed before
+- `{prefix}:t:<tenant>`, `{prefix}:tpl:<template>`: the entry keys written for a tenant and from a template;
+- `{prefix}:c:<caller>`: the entry keys written by a caller's requests (for `erase_caller`).
+`put` (checking the generation), `invalidate_tenant`, `invalidate_template` and `erase_caller` are Lua scripts,
+atomic on the server: an invalidation deletes the entries at once for every replica, and no put of an answer computed before
 it can land after it. The TTL bounds memory per entry; the number of entries is bounded by Redis's own
 `maxmemory` with an LRU policy (set `maxmemory-policy allkeys-lru` or `volatile-lru`), not by `max_entries`.
 
@@ -16,6 +17,7 @@ Redis down (policy): the cache is skipped, never an error. A get is a miss, a pu
 invalidation that could not reach Redis is remembered and applied as soon as Redis answers again, before
 anything else is read from it (until then nothing is read: the entries it would have dropped are not served).
 A replica restarted meanwhile forgets such invalidations; the TTL bounds what could then be served stale.
+An erasure is the exception: it fails (SharedStateUnavailable) rather than report entries dropped that were not.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import redis.asyncio as aioredis
 
 from ragsvc.answering.cache import Recorded, request_fingerprint
 from ragsvc.domain import Answer, Question
+from ragsvc.errors import SharedStateUnavailable
 from ragsvc.shared.codec import decode, encode
 from ragsvc.shared.guard import RedisGuard
 
@@ -51,6 +54,20 @@ for i = 1, #members, 500 do
 end
 redis.call('DEL', KEYS[1])
 if #KEYS > 1 then redis.call('INCR', KEYS[2]) end
+return dropped
+"""
+
+# KEYS[1]: a caller's set of entry keys; KEYS[2], when given: the tenant's, to drop only the entries of that tenant.
+_ERASE = """
+local members
+if #KEYS > 1 then members = redis.call('SINTER', KEYS[1], KEYS[2]) else members = redis.call('SMEMBERS', KEYS[1]) end
+local dropped = 0
+for i = 1, #members, 500 do
+    local batch = {unpack(members, i, math.min(i + 499, #members))}
+    dropped = dropped + redis.call('DEL', unpack(batch))
+    for k = 1, #KEYS do redis.call('SREM', KEYS[k], unpack(batch)) end
+end
+if #KEYS == 1 then redis.call('DEL', KEYS[1]) end
 return dropped
 """
 
@@ -85,6 +102,7 @@ class RedisAnswerCache:
         self._admits = admits
         self._put_script = guard.client.register_script(_PUT)
         self._drop_script = guard.client.register_script(_DROP)
+        self._erase_script = guard.client.register_script(_ERASE)
         self._missed = _Missed()
 
     async def get(self, key: str) -> Recorded | None:
@@ -113,7 +131,7 @@ class RedisAnswerCache:
             return False
         templates = sorted({t for t in (question.template_id, answer.template_version) if t})
         keys = [self._entry(key), self._generation(question.tenant_id), self._tenant(question.tenant_id),
-                *(self._template(t) for t in templates)]  # fmt: skip
+                self._caller(question.caller), *(self._template(t) for t in templates)]  # fmt: skip
         recorded = Recorded(answer, request_fingerprint(question))
         args: list[str | int | bytes] = [generation, max(1, round(self.ttl_s * 1000)), encode(recorded)]
         stored = await self._guard.run(lambda r: self._put_script(keys=keys, args=args, client=r), 0)
@@ -141,6 +159,16 @@ class RedisAnswerCache:
         if not await self._clear():
             self._missed.clear = True
 
+    async def erase_caller(self, caller: str, tenant_id: str | None = None) -> int:
+        """Drop every entry `caller`'s requests wrote (in `tenant_id`; None: in every tenant) on every replica;
+        returns how many. SharedStateUnavailable when Redis cannot be reached."""
+        await self._caught_up()
+        keys = [self._caller(caller)] + ([] if tenant_id is None else [self._tenant(tenant_id)])
+        dropped: int | None = await self._guard.run(lambda r: self._erase_script(keys=keys, client=r), None)
+        if dropped is None:
+            raise SharedStateUnavailable(f"Redis is unreachable: the answers {self._prefix} holds of the caller were not erased")
+        return dropped
+
     async def _drop(self, keys: list[str]) -> int | None:
         """Run the drop script; None when Redis could not be reached."""
         result: int | None = await self._guard.run(lambda r: self._drop_script(keys=keys, client=r), None)
@@ -148,7 +176,7 @@ class RedisAnswerCache:
 
     async def _clear(self) -> bool:
         async def run(client: aioredis.Redis) -> bool:
-            for kind in ("e", "t", "tpl"):
+            for kind in ("e", "t", "tpl", "c"):
                 batch: list[bytes] = []
                 async for found in client.scan_iter(match=f"{self._prefix}:{kind}:*", count=500):
                     batch.append(found)
@@ -189,3 +217,6 @@ class RedisAnswerCache:
 
     def _template(self, template_id: str) -> str:
         return f"{self._prefix}:tpl:{template_id}"
+
+    def _caller(self, caller: str) -> str:
+        return f"{self._prefix}:c:{caller}"

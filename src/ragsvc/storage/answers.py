@@ -35,6 +35,15 @@ moment, and `drain` (at shutdown) still waits for it. The log's promise is weake
 client received" to "a row for every answer, lost only with a crash or a failed commit, and then logged": honest
 where the log records use rather than proves it (with SQLite's synchronous=NORMAL a power loss can already undo
 the last commits either way).
+
+Erasure and retention (R-001-20: conversations are kept 30 days). A row's text (the question, what was searched,
+the answer and its draft, the packed chunks, the error message) is erased apart from its metadata (ids, caller,
+times, outcome, confidence, citation ids, flags, model, timings), which may be kept longer: `purge_text` blanks
+the text of rows older than the text's retention, `purge` deletes whole rows older than the metadata's.
+`erase_session` blanks the text of a deleted session's rows, `erase_caller` that of every row of one caller (and
+the caller's name on them). An erased row keeps its place and says when its text went (`text_erased_at`). Each of
+them first waits for the rows handed over before it (`drain`), so that no row of an erased request is committed
+after its erasure.
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ import asyncio
 import dataclasses
 import enum
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -70,6 +79,12 @@ def outcome_of(question: Question, answer: Answer) -> Outcome:
     return Outcome.ROUTED if answer.action is Action.ROUTE else Outcome.ANSWERED
 
 
+# Rows whose text one statement erases: the first text purge of a long log (all of it past the retention at once)
+# is many short transactions instead of one that could outlast RAG_DATABASE_COMMAND_TIMEOUT_SECONDS, and none
+# holds SQLite's write lock (which answers wait behind) for long. bench/audit_erasure.py, 200k rows, 2 cores at a
+# load of 12-16: 75 ms a batch on SQLite (3.0 s in all; one statement 1.3 s), 271 ms on PostgreSQL (10.9 s; one
+# statement 5.9 s, which past ~1M rows would outlast the 30 s command timeout and fail at every run).
+ERASE_BATCH = 5000
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)  # made once: json.dumps with options makes one a call
 
 
@@ -172,6 +187,48 @@ class AnswerLog:
         cutoff = (now or utc_now()) - timedelta(days=retention_days)
         return await self._db.execute("DELETE FROM answers WHERE created_at < ?", (cutoff,))
 
+    async def purge_text(self, *, retention_days: float, now: datetime | None = None) -> int:
+        """Erase the text of rows older than the text's retention period (their metadata stays); returns how many
+        rows had text erased."""
+        now = now or utc_now()
+        cutoff = now - timedelta(days=retention_days)
+        return await self._erase_text("created_at < ?", (cutoff,), now=now)
+
+    async def erase_session(self, tenant_id: str, session_id: str) -> int:
+        """Erase the text of the rows of session `session_id` of `tenant_id` (deleted); returns how many rows."""
+        await self.drain()
+        return await self._erase_text("tenant_id = ? AND session_id = ?", (tenant_id, session_id))
+
+    async def erase_caller(self, caller: str, tenant_id: str | None = None) -> int:
+        """Erase the text of every row of `caller` (in `tenant_id`; None: in every tenant), and the caller's name on
+        them; returns how many rows."""
+        await self.drain()
+        where, params = ("caller = ?", [caller]) if tenant_id is None else ("caller = ? AND tenant_id = ?", [caller, tenant_id])
+        return await self._erase_text(where, params, anonymise=True)
+
+    async def _erase_text(
+        self, where: str, params: Sequence[Any], *, now: datetime | None = None, anonymise: bool = False
+    ) -> int:
+        """Blank the text columns (and, `anonymise`, the caller) of the rows matching `where` whose text is not
+        erased yet (or, `anonymise`, that still name the caller), ERASE_BATCH rows a statement; returns how many
+        rows changed."""
+        assignments = [_ERASED_TEXT, "text_erased_at = COALESCE(text_erased_at, ?)"]
+        if anonymise:
+            assignments.append("caller = ''")
+        pending = "caller <> ''" if anonymise else "text_erased_at IS NULL"
+        # By age: the index of the rows with text (`schema`) finds a batch without passing the erased rows; the
+        # update then names its rows by id, so that it reads nothing else.
+        select = f"SELECT id FROM answers WHERE {where} AND {pending} ORDER BY created_at LIMIT {ERASE_BATCH}"  # noqa: S608
+        erased_at, changed = now or utc_now(), 0
+        while True:
+            ids = [row["id"] for row in await self._db.fetch_all(select, params)]
+            if ids:
+                update = (f"UPDATE answers SET {', '.join(assignments)} "  # noqa: S608
+                          f"WHERE id IN ({', '.join('?' * len(ids))}) AND {pending}")  # fmt: skip
+                changed += await self._db.execute(update, (erased_at, *ids))
+            if len(ids) < ERASE_BATCH:
+                return changed
+
     async def recent(self, tenant_id: str, limit: int = 50) -> list[dict[str, Any]]:
         """The tenant's latest rows, newest first, with JSON columns decoded (every row handed over before
         included)."""
@@ -195,6 +252,7 @@ class AnswerLog:
             "request_id": question.request_id,
             "tenant_id": question.tenant_id or self._default_tenant,
             "session_id": question.session_id,
+            "caller": question.caller,
             "query": question.query,
             "outcome": outcome.value,
             **_UNSET,
@@ -227,5 +285,8 @@ _UNSET: dict[str, Any] = {
     "index_version": "",
     "language": "",
 }
-_COLUMNS = ("created_at", "request_id", "tenant_id", "session_id", "query", "outcome", *_UNSET)
+_COLUMNS = ("created_at", "request_id", "tenant_id", "session_id", "caller", "query", "outcome", *_UNSET)
+# What erasing a row's text sets: every column that holds text the caller sent or was answered.
+_TEXT_COLUMNS = ("query", "answer", "draft", "search_query", "error_message")
+_ERASED_TEXT = ", ".join([*(f"{column} = ''" for column in _TEXT_COLUMNS), "packed_chunks = NULL"])
 _INSERT = f"INSERT INTO answers ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"  # noqa: S608

@@ -237,6 +237,14 @@ class OperationStore:
     async def delete(self, name: str) -> bool:
         return bool(await self._db.execute("DELETE FROM operations WHERE name = ?", (name,)))
 
+    async def erase_caller(self, caller: str, tenant_id: str | None = None) -> int:
+        """Delete every operation `caller` submitted (in `tenant_id`; None: in every tenant), with its result or
+        error (AdminService.EraseCaller, R-001-20); returns how many. The runner of one still running finds nothing
+        to update from then on."""
+        if tenant_id is None:
+            return await self._db.execute("DELETE FROM operations WHERE owner = ?", (caller,))
+        return await self._db.execute("DELETE FROM operations WHERE owner = ? AND tenant_id = ?", (caller, tenant_id))
+
     async def purge(self, *, retention_days: float, now: datetime | None = None) -> int:
         """Delete the operations that finished more than `retention_days` ago; returns how many."""
         cutoff = (now or utc_now()) - timedelta(days=retention_days)

@@ -1,8 +1,9 @@
 """Retention as a periodic job: session messages, audit rows and finished long-running operations older than
-their retention are deleted every `interval_s`, not only at start.
+their retention are deleted, and the text of audit rows older than the text's retention is erased (their metadata
+stays until the rows go), every `interval_s`, not only at start.
 
-A retention of None or 0 days keeps those records forever. A purge that fails (the database is down) is logged
-and tried again at the next interval; the job never stops on an error. Replicas sharing one database may all run
+A retention of None or 0 days keeps those records (or that text) forever. A purge that fails (the database is
+down) is logged and tried again at the next interval; the job never stops on an error. Replicas sharing one database may all run
 the job: a DELETE by age is idempotent, so overlapping purges only repeat work.
 """
 
@@ -30,6 +31,7 @@ class Purged:
 
     session_messages: int = 0
     audit_rows: int = 0
+    audit_texts: int = 0  # rows whose text was erased (the rows stay)
     operations: int = 0
 
 
@@ -44,6 +46,7 @@ class RetentionJob:
         session_retention_days: float | None = None,
         answers: AnswerLog | None = None,
         audit_retention_days: float | None = None,
+        audit_text_retention_days: float | None = None,
         operations: OperationStore | None = None,
         operation_retention_days: float | None = None,
         interval_s: float = DEFAULT_INTERVAL_S,
@@ -56,6 +59,8 @@ class RetentionJob:
         self._session_days = session_retention_days or 0.0
         self._answers = answers if audit_retention_days else None
         self._audit_days = audit_retention_days or 0.0
+        self._answer_texts = answers if audit_text_retention_days else None
+        self._audit_text_days = audit_text_retention_days or 0.0
         self._operations = operations if operation_retention_days else None
         self._operation_days = operation_retention_days or 0.0
         self.interval_s = interval_s
@@ -73,6 +78,8 @@ class RetentionJob:
             if self._sessions is not None else 0,
             audit_rows=await self._answers.purge(retention_days=self._audit_days, now=now)
             if self._answers is not None else 0,
+            audit_texts=await self._answer_texts.purge_text(retention_days=self._audit_text_days, now=now)
+            if self._answer_texts is not None else 0,
             operations=await self._operations.purge(retention_days=self._operation_days, now=now)
             if self._operations is not None else 0,
         )  # fmt: skip
@@ -98,7 +105,8 @@ class RetentionJob:
             except RagError as exc:
                 _log.warning("retention purge failed, retrying in %g s: %s", self.interval_s, exc)
             else:
-                if purged.session_messages or purged.audit_rows or purged.operations:
-                    _log.info("retention purge: %d session messages, %d audit rows, %d operations",
-                              purged.session_messages, purged.audit_rows, purged.operations)  # fmt: skip
+                if purged.session_messages or purged.audit_rows or purged.audit_texts or purged.operations:
+                    _log.info("retention purge: %d session messages, %d audit rows, the text of %d audit rows, "
+                              "%d operations", purged.session_messages, purged.audit_rows, purged.audit_texts,
+                              purged.operations)  # fmt: skip
             await self._sleep(self.interval_s)

@@ -152,8 +152,27 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX operations_by_lease ON operations (done, lease_expires_at);
     CREATE INDEX operations_by_age ON operations (done, finished_at);
     """,
+    # Erasure and retention of the audit log's text (storage/answers.py): the caller each row's request came from
+    # ('' for the rows written before), and when its text was erased (NULL: it was not). Indexes for erasing by
+    # caller, by session, and for the text retention's purge (the rows whose text is still there only, so that each
+    # of its batches finds them without passing the erased ones). Nothing is rewritten: on PostgreSQL the new
+    # columns need no table rewrite, so the migration of a long log is the three indexes' build.
+    """
+    ALTER TABLE answers ADD COLUMN caller TEXT NOT NULL DEFAULT '';
+    ALTER TABLE answers ADD COLUMN text_erased_at {timestamp};
+    CREATE INDEX answers_by_caller ON answers (caller, tenant_id);
+    CREATE INDEX answers_by_session ON answers (tenant_id, session_id);
+    CREATE INDEX answers_with_text_by_age ON answers (created_at) WHERE text_erased_at IS NULL;
+    """,
+    # A custom template's stop sequences (a JSON list) and citation policy ('': the server's default).
+    """
+    ALTER TABLE prompt_templates ADD COLUMN stop_sequences TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE prompt_templates ADD COLUMN citation_policy TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 # The columns declared {timestamp} above: SQLite keeps them as ISO 8601 text, which the SQLite backend turns
 # back into datetimes on the way out (a test checks this set against PostgreSQL's catalogue).
-TIMESTAMP_COLUMNS = frozenset({"created_at", "updated_at", "started_at", "finished_at", "lease_expires_at"})
+TIMESTAMP_COLUMNS = frozenset(
+    {"created_at", "updated_at", "started_at", "finished_at", "lease_expires_at", "text_erased_at"}
+)

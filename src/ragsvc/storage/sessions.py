@@ -4,7 +4,8 @@ A session is named by a `SessionKey` (its tenant and id, made from the question 
 to the caller that created it: `claim` records the owner, with its tags at that time, at the session's first turn.
 Each message is stored with the `Evidence` of its turn, so that whoever reads the history back can leave out the
 turns its caller could not read (ragsvc.answering.conversation decides; this module only stores), and with the
-ids of the documents its answer cited. `turns` reads a session back a page at a time; `delete` forgets it.
+ids of the documents its answer cited. `turns` reads a session back a page at a time; `delete` forgets it, and
+`erase_caller` every session of one caller.
 """
 
 from __future__ import annotations
@@ -159,6 +160,28 @@ class SessionStore:
         )
         await self._db.execute("DELETE FROM sessions WHERE tenant_id = ? AND session_id = ?", (key.tenant_id, key.session_id))
         return (deleted + 1) // 2
+
+    async def owned_by(self, caller: str, tenant_id: str | None = None) -> list[SessionKey]:
+        """The sessions `caller` owns (in `tenant_id`; None: in every tenant)."""
+        owned, params = "owner = ?", [caller]
+        if tenant_id is not None:
+            owned, params = owned + " AND tenant_id = ?", [caller, tenant_id]
+        rows = await self._db.fetch_all(f"SELECT tenant_id, session_id FROM sessions WHERE {owned}", params)  # noqa: S608
+        return [SessionKey(row["tenant_id"], row["session_id"]) for row in rows]
+
+    async def erase_caller(self, caller: str, tenant_id: str | None = None) -> tuple[int, int]:
+        """Delete every session `caller` owns (in `tenant_id`; None: in every tenant) with all its messages; returns
+        how many sessions and how many messages were deleted."""
+        owned, params = "sessions.owner = ?", [caller]
+        if tenant_id is not None:
+            owned, params = owned + " AND sessions.tenant_id = ?", [caller, tenant_id]
+        messages = await self._db.execute(
+            "DELETE FROM session_messages WHERE EXISTS (SELECT 1 FROM sessions WHERE sessions.tenant_id = "  # noqa: S608
+            f"session_messages.tenant_id AND sessions.session_id = session_messages.session_id AND {owned})",
+            params,
+        )
+        sessions = await self._db.execute(f"DELETE FROM sessions WHERE {owned}", params)  # noqa: S608
+        return sessions, messages
 
     async def append(
         self,

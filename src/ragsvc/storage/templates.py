@@ -7,13 +7,17 @@ admin servicer writes here first and then updates the in-memory `TemplateRegistr
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass
 
-from ragsvc.domain import ResponseStyle
+from ragsvc.domain import CitationPolicy, ResponseStyle
 from ragsvc.prompts import PromptTemplate
 from ragsvc.storage.backend import Backend, Row, utc_now
 
-_COLUMNS = "id, display_name, instructions, user_prompt, language, response_style, created_at, updated_at"
+_COLUMNS = (
+    "id, display_name, instructions, user_prompt, language, response_style, stop_sequences, citation_policy, "
+    "created_at, updated_at"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,12 +37,18 @@ def _stored(row: Row) -> StoredTemplate:
         display_name=row["display_name"],
         language=row["language"],
         response_style=ResponseStyle(row["response_style"]) if row["response_style"] else None,
+        stop=tuple(json.loads(row["stop_sequences"])),
+        citation_policy=CitationPolicy(row["citation_policy"]) if row["citation_policy"] else None,
     )
     return StoredTemplate(template, row["created_at"], row["updated_at"])
 
 
 def _style(template: PromptTemplate) -> str:
     return template.response_style.value if template.response_style is not None else ""
+
+
+def _policy(template: PromptTemplate) -> str:
+    return template.citation_policy.value if template.citation_policy is not None else ""
 
 
 class TemplateStore:
@@ -58,10 +68,11 @@ class TemplateStore:
         """Store a new template; None when one with its id exists."""
         now = utc_now()
         changed = await self._db.execute(
-            "INSERT INTO prompt_templates (id, display_name, instructions, user_prompt, language, response_style, "
-            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-            (template.version, template.display_name, template.length_rule, template.user, template.language,
-             _style(template), now, now),
+            f"INSERT INTO prompt_templates ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",  # noqa: S608 - a constant
+            (
+                template.version, template.display_name, template.length_rule, template.user, template.language,
+                _style(template), json.dumps(list(template.stop)), _policy(template), now, now,
+            ),
         )
         return StoredTemplate(template, now, now) if changed else None
 
@@ -69,9 +80,11 @@ class TemplateStore:
         """Replace the text of an existing template; None when there is none with its id."""
         changed = await self._db.execute(
             "UPDATE prompt_templates SET display_name = ?, instructions = ?, user_prompt = ?, language = ?, "
-            "response_style = ?, updated_at = ? WHERE id = ?",
-            (template.display_name, template.length_rule, template.user, template.language, _style(template),
-             utc_now(), template.version),
+            "response_style = ?, stop_sequences = ?, citation_policy = ?, updated_at = ? WHERE id = ?",
+            (
+                template.display_name, template.length_rule, template.user, template.language, _style(template),
+                json.dumps(list(template.stop)), _policy(template), utc_now(), template.version,
+            ),
         )
         return await self.get(template.version) if changed else None
 

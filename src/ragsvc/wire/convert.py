@@ -46,6 +46,9 @@ _QUERY_CLASSES = {
 _ACTIONS = {domain.Action.CITE: pb.ACTION_CITE, domain.Action.ROUTE: pb.ACTION_ROUTE}
 _STREAM_POLICIES = {pb.STREAM_POLICY_UNSPECIFIED: None, pb.STREAM_POLICY_VALIDATED: domain.StreamPolicy.VALIDATED,
                     pb.STREAM_POLICY_RAW: domain.StreamPolicy.RAW}
+CITATION_POLICIES = {pb.CITATION_POLICY_UNSPECIFIED: None, pb.CITATION_POLICY_STRICT: domain.CitationPolicy.STRICT,
+                     pb.CITATION_POLICY_DROP_INVALID: domain.CitationPolicy.DROP_INVALID}
+CITATION_POLICIES_TO_PROTO = {policy: number for number, policy in CITATION_POLICIES.items()}
 _REWRITES = {
     domain.QueryRewrite.NONE: pb.QUERY_REWRITE_NONE,
     domain.QueryRewrite.RULE: pb.QUERY_REWRITE_RULE,
@@ -112,6 +115,7 @@ def question_from_proto(request: pb.AskRequest | pb.AskStreamRequest, request_id
         strictness=_enum(_STRICTNESS, generation.strictness, "generation.strictness", violations),
         temperature=generation.temperature if generation.HasField("temperature") else None,
         seed=generation.seed if generation.HasField("seed") else None,
+        citation_policy=_enum(CITATION_POLICIES, generation.citation_policy, "generation.citation_policy", violations),
         explain=request.explain,
         dry_run=request.dry_run,
         follow_up_count=request.follow_up_count if request.HasField("follow_up_count") else None,
@@ -199,6 +203,7 @@ def answer_to_proto(answer: domain.Answer) -> pb.Answer:
             redactions_applied=flags.redactions_applied,
             partial=flags.partial,
             repetition_stopped=flags.repetition_stopped,
+            citations_dropped=flags.citations_dropped,
         ),
         request_id=answer.request_id,
         query_class=_QUERY_CLASSES[answer.query_class],

@@ -48,6 +48,15 @@ type AdminServiceClient interface {
 	// DeleteTagOwner removes a tag's owner: questions about the tag are routed to the admin
 	// (RAG_ADMIN_EMAIL) from then on. NOT_FOUND when the tag has no owner.
 	DeleteTagOwner(ctx context.Context, in *DeleteTagOwnerRequest, opts ...grpc.CallOption) (*DeleteTagOwnerResponse, error)
+	// EraseCaller removes every text ragsvc stored from one caller's requests (a user's right to
+	// erasure): its sessions with all their turns, the text of its rows in the audit log (the
+	// rows stay as anonymous metadata: ids, times, outcome, timings), its long-running operations
+	// with their results, and the answers its requests wrote into the answer cache and the replay
+	// store (in memory, or on Redis for every replica). It reports what each store dropped, and may
+	// be repeated: a caller with nothing stored gets zeros. With authentication on, only an admin
+	// key of the caller's tenant may erase it; a key of another tenant gets PERMISSION_DENIED.
+	// UNAVAILABLE (with RetryInfo) when the records database or Redis cannot be reached: repeat it.
+	EraseCaller(ctx context.Context, in *EraseCallerRequest, opts ...grpc.CallOption) (*EraseCallerResponse, error)
 }
 
 type adminServiceClient struct {
@@ -157,6 +166,15 @@ func (c *adminServiceClient) DeleteTagOwner(ctx context.Context, in *DeleteTagOw
 	return out, nil
 }
 
+func (c *adminServiceClient) EraseCaller(ctx context.Context, in *EraseCallerRequest, opts ...grpc.CallOption) (*EraseCallerResponse, error) {
+	out := new(EraseCallerResponse)
+	err := c.cc.Invoke(ctx, "/ragsvc.v1.AdminService/EraseCaller", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility
@@ -192,6 +210,15 @@ type AdminServiceServer interface {
 	// DeleteTagOwner removes a tag's owner: questions about the tag are routed to the admin
 	// (RAG_ADMIN_EMAIL) from then on. NOT_FOUND when the tag has no owner.
 	DeleteTagOwner(context.Context, *DeleteTagOwnerRequest) (*DeleteTagOwnerResponse, error)
+	// EraseCaller removes every text ragsvc stored from one caller's requests (a user's right to
+	// erasure): its sessions with all their turns, the text of its rows in the audit log (the
+	// rows stay as anonymous metadata: ids, times, outcome, timings), its long-running operations
+	// with their results, and the answers its requests wrote into the answer cache and the replay
+	// store (in memory, or on Redis for every replica). It reports what each store dropped, and may
+	// be repeated: a caller with nothing stored gets zeros. With authentication on, only an admin
+	// key of the caller's tenant may erase it; a key of another tenant gets PERMISSION_DENIED.
+	// UNAVAILABLE (with RetryInfo) when the records database or Redis cannot be reached: repeat it.
+	EraseCaller(context.Context, *EraseCallerRequest) (*EraseCallerResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -231,6 +258,9 @@ func (UnimplementedAdminServiceServer) SetTagOwner(context.Context, *SetTagOwner
 }
 func (UnimplementedAdminServiceServer) DeleteTagOwner(context.Context, *DeleteTagOwnerRequest) (*DeleteTagOwnerResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteTagOwner not implemented")
+}
+func (UnimplementedAdminServiceServer) EraseCaller(context.Context, *EraseCallerRequest) (*EraseCallerResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method EraseCaller not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 
@@ -443,6 +473,24 @@ func _AdminService_DeleteTagOwner_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_EraseCaller_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EraseCallerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).EraseCaller(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ragsvc.v1.AdminService/EraseCaller",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).EraseCaller(ctx, req.(*EraseCallerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _AdminService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "ragsvc.v1.AdminService",
 	HandlerType: (*AdminServiceServer)(nil),
@@ -490,6 +538,10 @@ var _AdminService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteTagOwner",
 			Handler:    _AdminService_DeleteTagOwner_Handler,
+		},
+		{
+			MethodName: "EraseCaller",
+			Handler:    _AdminService_EraseCaller_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

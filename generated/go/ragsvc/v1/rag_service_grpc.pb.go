@@ -39,8 +39,10 @@ type RagServiceClient interface {
 	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
 	// DeleteSession removes a stored conversation and all its turns (a user's right to be
 	// forgotten): the session's owner, or a key with the admin scope for any session of its own
-	// tenant. Any other caller gets NOT_FOUND, as for a session that does not exist. The audit
-	// log of the answers is not changed: its rows are deleted by RAG_AUDIT_RETENTION_DAYS.
+	// tenant. Any other caller gets NOT_FOUND, as for a session that does not exist. The text of
+	// the session's rows in the audit log (questions, answers) is erased with it; their metadata
+	// (ids, times, outcome, timings) stays until RAG_AUDIT_RETENTION_DAYS. To erase everything
+	// one caller stored, use AdminService.EraseCaller.
 	DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
 	// SubmitAsk answers a question as a long-running operation (AIP-151): it returns at once with
 	// an Operation whose `metadata` is an AskOperationMetadata, and whose `response`, once `done`,
@@ -158,8 +160,10 @@ type RagServiceServer interface {
 	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)
 	// DeleteSession removes a stored conversation and all its turns (a user's right to be
 	// forgotten): the session's owner, or a key with the admin scope for any session of its own
-	// tenant. Any other caller gets NOT_FOUND, as for a session that does not exist. The audit
-	// log of the answers is not changed: its rows are deleted by RAG_AUDIT_RETENTION_DAYS.
+	// tenant. Any other caller gets NOT_FOUND, as for a session that does not exist. The text of
+	// the session's rows in the audit log (questions, answers) is erased with it; their metadata
+	// (ids, times, outcome, timings) stays until RAG_AUDIT_RETENTION_DAYS. To erase everything
+	// one caller stored, use AdminService.EraseCaller.
 	DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error)
 	// SubmitAsk answers a question as a long-running operation (AIP-151): it returns at once with
 	// an Operation whose `metadata` is an AskOperationMetadata, and whose `response`, once `done`,

@@ -6,7 +6,7 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { Answer, AskRequest, ResponseStyle } from "./rag_service_pb.js";
+import type { Answer, AskRequest, CitationPolicy, ResponseStyle } from "./rag_service_pb.js";
 import { file_ragsvc_v1_rag_service } from "./rag_service_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -14,7 +14,103 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ragsvc/v1/admin_service.proto.
  */
 export const file_ragsvc_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1yYWdzdmMvdjEvYWRtaW5fc2VydmljZS5wcm90bxIJcmFnc3ZjLnYxIkQKCFRhZ093bmVyEgwKBG5hbWUYASABKAkSFQoNb3duZXJfdXNlcl9pZBgCIAEoCRITCgtvd25lcl9lbWFpbBgDIAEoCSI9ChRMaXN0VGFnT3duZXJzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJZChVMaXN0VGFnT3duZXJzUmVzcG9uc2USJwoKdGFnX293bmVycxgBIAMoCzITLnJhZ3N2Yy52MS5UYWdPd25lchIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiPAoSU2V0VGFnT3duZXJSZXF1ZXN0EiYKCXRhZ19vd25lchgBIAEoCzITLnJhZ3N2Yy52MS5UYWdPd25lciI9ChNTZXRUYWdPd25lclJlc3BvbnNlEiYKCXRhZ19vd25lchgBIAEoCzITLnJhZ3N2Yy52MS5UYWdPd25lciIlChVEZWxldGVUYWdPd25lclJlcXVlc3QSDAoEbmFtZRgBIAEoCSIYChZEZWxldGVUYWdPd25lclJlc3BvbnNlIpcCCg5Qcm9tcHRUZW1wbGF0ZRIMCgRuYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRIUCgxpbnN0cnVjdGlvbnMYAyABKAkSEwoLdXNlcl9wcm9tcHQYBCABKAkSEAoIYnVpbHRfaW4YBSABKAgSLwoLY3JlYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghsYW5ndWFnZRgKIAEoCRIwCg5yZXNwb25zZV9zdHlsZRgLIAEoDjIYLnJhZ3N2Yy52MS5SZXNwb25zZVN0eWxlIm0KG0NyZWF0ZVByb21wdFRlbXBsYXRlUmVxdWVzdBIyCg9wcm9tcHRfdGVtcGxhdGUYASABKAsyGS5yYWdzdmMudjEuUHJvbXB0VGVtcGxhdGUSGgoScHJvbXB0X3RlbXBsYXRlX2lkGAIgASgJIigKGEdldFByb21wdFRlbXBsYXRlUmVxdWVzdBIMCgRuYW1lGAEgASgJIkMKGkxpc3RQcm9tcHRUZW1wbGF0ZXNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJImsKG0xpc3RQcm9tcHRUZW1wbGF0ZXNSZXNwb25zZRIzChBwcm9tcHRfdGVtcGxhdGVzGAEgAygLMhkucmFnc3ZjLnYxLlByb21wdFRlbXBsYXRlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKCAQobVXBkYXRlUHJvbXB0VGVtcGxhdGVSZXF1ZXN0EjIKD3Byb21wdF90ZW1wbGF0ZRgBIAEoCzIZLnJhZ3N2Yy52MS5Qcm9tcHRUZW1wbGF0ZRIvCgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siKwobRGVsZXRlUHJvbXB0VGVtcGxhdGVSZXF1ZXN0EgwKBG5hbWUYASABKAkiPgocRGVsZXRlUHJvbXB0VGVtcGxhdGVSZXNwb25zZRIeChZjYWNoZWRfYW5zd2Vyc19kcm9wcGVkGAEgASgFImcKDlJhbmtpbmdXZWlnaHRzEgwKBG5hbWUYASABKAkSGQoRc2ltaWxhcml0eV93ZWlnaHQYAiABKAESFgoOcmVjZW5jeV93ZWlnaHQYAyABKAESFAoMdHJ1c3Rfd2VpZ2h0GAQgASgBIigKGEdldFJhbmtpbmdXZWlnaHRzUmVxdWVzdBIMCgRuYW1lGAEgASgJIoIBChtVcGRhdGVSYW5raW5nV2VpZ2h0c1JlcXVlc3QSMgoPcmFua2luZ193ZWlnaHRzGAEgASgLMhkucmFnc3ZjLnYxLlJhbmtpbmdXZWlnaHRzEi8KC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayI8ChJTaW11bGF0ZUFza1JlcXVlc3QSJgoHcmVxdWVzdBgBIAEoCzIVLnJhZ3N2Yy52MS5Bc2tSZXF1ZXN0ImEKE1NpbXVsYXRlQXNrUmVzcG9uc2USIQoGYW5zd2VyGAEgASgLMhEucmFnc3ZjLnYxLkFuc3dlchINCgVtb2RlbBgCIAEoCRIYChBlc3RpbWF0ZWRfdG9rZW5zGAMgASgFIlIKHENyZWF0ZVByb21wdFRlbXBsYXRlUmVzcG9uc2USMgoPcHJvbXB0X3RlbXBsYXRlGAEgASgLMhkucmFnc3ZjLnYxLlByb21wdFRlbXBsYXRlIk8KGUdldFByb21wdFRlbXBsYXRlUmVzcG9uc2USMgoPcHJvbXB0X3RlbXBsYXRlGAEgASgLMhkucmFnc3ZjLnYxLlByb21wdFRlbXBsYXRlInIKHFVwZGF0ZVByb21wdFRlbXBsYXRlUmVzcG9uc2USMgoPcHJvbXB0X3RlbXBsYXRlGAEgASgLMhkucmFnc3ZjLnYxLlByb21wdFRlbXBsYXRlEh4KFmNhY2hlZF9hbnN3ZXJzX2Ryb3BwZWQYAiABKAUiTwoZR2V0UmFua2luZ1dlaWdodHNSZXNwb25zZRIyCg9yYW5raW5nX3dlaWdodHMYASABKAsyGS5yYWdzdmMudjEuUmFua2luZ1dlaWdodHMiUgocVXBkYXRlUmFua2luZ1dlaWdodHNSZXNwb25zZRIyCg9yYW5raW5nX3dlaWdodHMYASABKAsyGS5yYWdzdmMudjEuUmFua2luZ1dlaWdodHMynwgKDEFkbWluU2VydmljZRJnChRDcmVhdGVQcm9tcHRUZW1wbGF0ZRImLnJhZ3N2Yy52MS5DcmVhdGVQcm9tcHRUZW1wbGF0ZVJlcXVlc3QaJy5yYWdzdmMudjEuQ3JlYXRlUHJvbXB0VGVtcGxhdGVSZXNwb25zZRJeChFHZXRQcm9tcHRUZW1wbGF0ZRIjLnJhZ3N2Yy52MS5HZXRQcm9tcHRUZW1wbGF0ZVJlcXVlc3QaJC5yYWdzdmMudjEuR2V0UHJvbXB0VGVtcGxhdGVSZXNwb25zZRJkChNMaXN0UHJvbXB0VGVtcGxhdGVzEiUucmFnc3ZjLnYxLkxpc3RQcm9tcHRUZW1wbGF0ZXNSZXF1ZXN0GiYucmFnc3ZjLnYxLkxpc3RQcm9tcHRUZW1wbGF0ZXNSZXNwb25zZRJnChRVcGRhdGVQcm9tcHRUZW1wbGF0ZRImLnJhZ3N2Yy52MS5VcGRhdGVQcm9tcHRUZW1wbGF0ZVJlcXVlc3QaJy5yYWdzdmMudjEuVXBkYXRlUHJvbXB0VGVtcGxhdGVSZXNwb25zZRJnChREZWxldGVQcm9tcHRUZW1wbGF0ZRImLnJhZ3N2Yy52MS5EZWxldGVQcm9tcHRUZW1wbGF0ZVJlcXVlc3QaJy5yYWdzdmMudjEuRGVsZXRlUHJvbXB0VGVtcGxhdGVSZXNwb25zZRJeChFHZXRSYW5raW5nV2VpZ2h0cxIjLnJhZ3N2Yy52MS5HZXRSYW5raW5nV2VpZ2h0c1JlcXVlc3QaJC5yYWdzdmMudjEuR2V0UmFua2luZ1dlaWdodHNSZXNwb25zZRJnChRVcGRhdGVSYW5raW5nV2VpZ2h0cxImLnJhZ3N2Yy52MS5VcGRhdGVSYW5raW5nV2VpZ2h0c1JlcXVlc3QaJy5yYWdzdmMudjEuVXBkYXRlUmFua2luZ1dlaWdodHNSZXNwb25zZRJMCgtTaW11bGF0ZUFzaxIdLnJhZ3N2Yy52MS5TaW11bGF0ZUFza1JlcXVlc3QaHi5yYWdzdmMudjEuU2ltdWxhdGVBc2tSZXNwb25zZRJSCg1MaXN0VGFnT3duZXJzEh8ucmFnc3ZjLnYxLkxpc3RUYWdPd25lcnNSZXF1ZXN0GiAucmFnc3ZjLnYxLkxpc3RUYWdPd25lcnNSZXNwb25zZRJMCgtTZXRUYWdPd25lchIdLnJhZ3N2Yy52MS5TZXRUYWdPd25lclJlcXVlc3QaHi5yYWdzdmMudjEuU2V0VGFnT3duZXJSZXNwb25zZRJVCg5EZWxldGVUYWdPd25lchIgLnJhZ3N2Yy52MS5EZWxldGVUYWdPd25lclJlcXVlc3QaIS5yYWdzdmMudjEuRGVsZXRlVGFnT3duZXJSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_ragsvc_v1_rag_service]);
+  fileDesc("Ch1yYWdzdmMvdjEvYWRtaW5fc2VydmljZS5wcm90bxIJcmFnc3ZjLnYxIkcKEkVyYXNlQ2FsbGVyUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEAoIa2V5X25hbWUYAiABKAkSDAoEcGVlchgDIAEoCSLNAQoTRXJhc2VDYWxsZXJSZXNwb25zZRIYChBzZXNzaW9uc19kZWxldGVkGAEgASgFEiAKGHNlc3Npb25fbWVzc2FnZXNfZGVsZXRlZBgCIAEoBRIcChRhdWRpdF9yZWNvcmRzX2VyYXNlZBgDIAEoBRIaChJvcGVyYXRpb25zX2RlbGV0ZWQYBCABKAUSHgoWY2FjaGVkX2Fuc3dlcnNfZHJvcHBlZBgFIAEoBRIgChhyZXBsYXllZF9hbnN3ZXJzX2Ryb3BwZWQYBiABKAUiRAoIVGFnT3duZXISDAoEbmFtZRgBIAEoCRIVCg1vd25lcl91c2VyX2lkGAIgASgJEhMKC293bmVyX2VtYWlsGAMgASgJIj0KFExpc3RUYWdPd25lcnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIlkKFUxpc3RUYWdPd25lcnNSZXNwb25zZRInCgp0YWdfb3duZXJzGAEgAygLMhMucmFnc3ZjLnYxLlRhZ093bmVyEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSI8ChJTZXRUYWdPd25lclJlcXVlc3QSJgoJdGFnX293bmVyGAEgASgLMhMucmFnc3ZjLnYxLlRhZ093bmVyIj0KE1NldFRhZ093bmVyUmVzcG9uc2USJgoJdGFnX293bmVyGAEgASgLMhMucmFnc3ZjLnYxLlRhZ093bmVyIiUKFURlbGV0ZVRhZ093bmVyUmVxdWVzdBIMCgRuYW1lGAEgASgJIhgKFkRlbGV0ZVRhZ093bmVyUmVzcG9uc2Ui4wIKDlByb21wdFRlbXBsYXRlEgwKBG5hbWUYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEhQKDGluc3RydWN0aW9ucxgDIAEoCRITCgt1c2VyX3Byb21wdBgEIAEoCRIQCghidWlsdF9pbhgFIAEoCBIvCgtjcmVhdGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKDnN0b3Bfc2VxdWVuY2VzGAggAygJEjIKD2NpdGF0aW9uX3BvbGljeRgJIAEoDjIZLnJhZ3N2Yy52MS5DaXRhdGlvblBvbGljeRIQCghsYW5ndWFnZRgKIAEoCRIwCg5yZXNwb25zZV9zdHlsZRgLIAEoDjIYLnJhZ3N2Yy52MS5SZXNwb25zZVN0eWxlIm0KG0NyZWF0ZVByb21wdFRlbXBsYXRlUmVxdWVzdBIyCg9wcm9tcHRfdGVtcGxhdGUYASABKAsyGS5yYWdzdmMudjEuUHJvbXB0VGVtcGxhdGUSGgoScHJvbXB0X3RlbXBsYXRlX2lkGAIgASgJIigKGEdldFByb21wdFRlbXBsYXRlUmVxdWVzdBIMCgRuYW1lGAEgASgJIkMKGkxpc3RQcm9tcHRUZW1wbGF0ZXNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJImsKG0xpc3RQcm9tcHRUZW1wbGF0ZXNSZXNwb25zZRIzChBwcm9tcHRfdGVtcGxhdGVzGAEgAygLMhkucmFnc3ZjLnYxLlByb21wdFRlbXBsYXRlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKCAQobVXBkYXRlUHJvbXB0VGVtcGxhdGVSZXF1ZXN0EjIKD3Byb21wdF90ZW1wbGF0ZRgBIAEoCzIZLnJhZ3N2Yy52MS5Qcm9tcHRUZW1wbGF0ZRIvCgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siKwobRGVsZXRlUHJvbXB0VGVtcGxhdGVSZXF1ZXN0EgwKBG5hbWUYASABKAkiPgocRGVsZXRlUHJvbXB0VGVtcGxhdGVSZXNwb25zZRIeChZjYWNoZWRfYW5zd2Vyc19kcm9wcGVkGAEgASgFImcKDlJhbmtpbmdXZWlnaHRzEgwKBG5hbWUYASABKAkSGQoRc2ltaWxhcml0eV93ZWlnaHQYAiABKAESFgoOcmVjZW5jeV93ZWlnaHQYAyABKAESFAoMdHJ1c3Rfd2VpZ2h0GAQgASgBIigKGEdldFJhbmtpbmdXZWlnaHRzUmVxdWVzdBIMCgRuYW1lGAEgASgJIoIBChtVcGRhdGVSYW5raW5nV2VpZ2h0c1JlcXVlc3QSMgoPcmFua2luZ193ZWlnaHRzGAEgASgLMhkucmFnc3ZjLnYxLlJhbmtpbmdXZWlnaHRzEi8KC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayI8ChJTaW11bGF0ZUFza1JlcXVlc3QSJgoHcmVxdWVzdBgBIAEoCzIVLnJhZ3N2Yy52MS5Bc2tSZXF1ZXN0ImEKE1NpbXVsYXRlQXNrUmVzcG9uc2USIQoGYW5zd2VyGAEgASgLMhEucmFnc3ZjLnYxLkFuc3dlchINCgVtb2RlbBgCIAEoCRIYChBlc3RpbWF0ZWRfdG9rZW5zGAMgASgFIlIKHENyZWF0ZVByb21wdFRlbXBsYXRlUmVzcG9uc2USMgoPcHJvbXB0X3RlbXBsYXRlGAEgASgLMhkucmFnc3ZjLnYxLlByb21wdFRlbXBsYXRlIk8KGUdldFByb21wdFRlbXBsYXRlUmVzcG9uc2USMgoPcHJvbXB0X3RlbXBsYXRlGAEgASgLMhkucmFnc3ZjLnYxLlByb21wdFRlbXBsYXRlInIKHFVwZGF0ZVByb21wdFRlbXBsYXRlUmVzcG9uc2USMgoPcHJvbXB0X3RlbXBsYXRlGAEgASgLMhkucmFnc3ZjLnYxLlByb21wdFRlbXBsYXRlEh4KFmNhY2hlZF9hbnN3ZXJzX2Ryb3BwZWQYAiABKAUiTwoZR2V0UmFua2luZ1dlaWdodHNSZXNwb25zZRIyCg9yYW5raW5nX3dlaWdodHMYASABKAsyGS5yYWdzdmMudjEuUmFua2luZ1dlaWdodHMiUgocVXBkYXRlUmFua2luZ1dlaWdodHNSZXNwb25zZRIyCg9yYW5raW5nX3dlaWdodHMYASABKAsyGS5yYWdzdmMudjEuUmFua2luZ1dlaWdodHMy7QgKDEFkbWluU2VydmljZRJnChRDcmVhdGVQcm9tcHRUZW1wbGF0ZRImLnJhZ3N2Yy52MS5DcmVhdGVQcm9tcHRUZW1wbGF0ZVJlcXVlc3QaJy5yYWdzdmMudjEuQ3JlYXRlUHJvbXB0VGVtcGxhdGVSZXNwb25zZRJeChFHZXRQcm9tcHRUZW1wbGF0ZRIjLnJhZ3N2Yy52MS5HZXRQcm9tcHRUZW1wbGF0ZVJlcXVlc3QaJC5yYWdzdmMudjEuR2V0UHJvbXB0VGVtcGxhdGVSZXNwb25zZRJkChNMaXN0UHJvbXB0VGVtcGxhdGVzEiUucmFnc3ZjLnYxLkxpc3RQcm9tcHRUZW1wbGF0ZXNSZXF1ZXN0GiYucmFnc3ZjLnYxLkxpc3RQcm9tcHRUZW1wbGF0ZXNSZXNwb25zZRJnChRVcGRhdGVQcm9tcHRUZW1wbGF0ZRImLnJhZ3N2Yy52MS5VcGRhdGVQcm9tcHRUZW1wbGF0ZVJlcXVlc3QaJy5yYWdzdmMudjEuVXBkYXRlUHJvbXB0VGVtcGxhdGVSZXNwb25zZRJnChREZWxldGVQcm9tcHRUZW1wbGF0ZRImLnJhZ3N2Yy52MS5EZWxldGVQcm9tcHRUZW1wbGF0ZVJlcXVlc3QaJy5yYWdzdmMudjEuRGVsZXRlUHJvbXB0VGVtcGxhdGVSZXNwb25zZRJeChFHZXRSYW5raW5nV2VpZ2h0cxIjLnJhZ3N2Yy52MS5HZXRSYW5raW5nV2VpZ2h0c1JlcXVlc3QaJC5yYWdzdmMudjEuR2V0UmFua2luZ1dlaWdodHNSZXNwb25zZRJnChRVcGRhdGVSYW5raW5nV2VpZ2h0cxImLnJhZ3N2Yy52MS5VcGRhdGVSYW5raW5nV2VpZ2h0c1JlcXVlc3QaJy5yYWdzdmMudjEuVXBkYXRlUmFua2luZ1dlaWdodHNSZXNwb25zZRJMCgtTaW11bGF0ZUFzaxIdLnJhZ3N2Yy52MS5TaW11bGF0ZUFza1JlcXVlc3QaHi5yYWdzdmMudjEuU2ltdWxhdGVBc2tSZXNwb25zZRJSCg1MaXN0VGFnT3duZXJzEh8ucmFnc3ZjLnYxLkxpc3RUYWdPd25lcnNSZXF1ZXN0GiAucmFnc3ZjLnYxLkxpc3RUYWdPd25lcnNSZXNwb25zZRJMCgtTZXRUYWdPd25lchIdLnJhZ3N2Yy52MS5TZXRUYWdPd25lclJlcXVlc3QaHi5yYWdzdmMudjEuU2V0VGFnT3duZXJSZXNwb25zZRJVCg5EZWxldGVUYWdPd25lchIgLnJhZ3N2Yy52MS5EZWxldGVUYWdPd25lclJlcXVlc3QaIS5yYWdzdmMudjEuRGVsZXRlVGFnT3duZXJSZXNwb25zZRJMCgtFcmFzZUNhbGxlchIdLnJhZ3N2Yy52MS5FcmFzZUNhbGxlclJlcXVlc3QaHi5yYWdzdmMudjEuRXJhc2VDYWxsZXJSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_ragsvc_v1_rag_service]);
+
+/**
+ * EraseCallerRequest names the caller to erase: exactly one of `key_name` and `peer`.
+ *
+ * @generated from message ragsvc.v1.EraseCallerRequest
+ */
+export type EraseCallerRequest = Message<"ragsvc.v1.EraseCallerRequest"> & {
+  /**
+   * The tenant. For a key, the key's tenant; empty means the admin key's tenant (with
+   * authentication) or the server's default. For a peer, the tenant to erase it in; empty
+   * means the admin key's tenant with authentication, and every tenant without.
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * The caller's API key: its `name` in the keys document (the request log's "key"), at most
+   * 256 characters.
+   *
+   * @generated from field: string key_name = 2;
+   */
+  keyName: string;
+
+  /**
+   * A caller that had no key (authentication off): its address as the request log's "peer"
+   * shows it, the port left out or ignored ("ipv4:10.0.0.7"), or with mutual TLS its client
+   * certificate's identity; at most 256 characters.
+   *
+   * @generated from field: string peer = 3;
+   */
+  peer: string;
+};
+
+/**
+ * Describes the message ragsvc.v1.EraseCallerRequest.
+ * Use `create(EraseCallerRequestSchema)` to create a new message.
+ */
+export const EraseCallerRequestSchema: GenMessage<EraseCallerRequest> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_admin_service, 0);
+
+/**
+ * EraseCallerResponse is what the erasure removed, per store.
+ *
+ * @generated from message ragsvc.v1.EraseCallerResponse
+ */
+export type EraseCallerResponse = Message<"ragsvc.v1.EraseCallerResponse"> & {
+  /**
+   * Sessions deleted.
+   *
+   * @generated from field: int32 sessions_deleted = 1;
+   */
+  sessionsDeleted: number;
+
+  /**
+   * Messages (questions and answers) of those sessions deleted.
+   *
+   * @generated from field: int32 session_messages_deleted = 2;
+   */
+  sessionMessagesDeleted: number;
+
+  /**
+   * Rows of the audit log whose text and caller were erased.
+   *
+   * @generated from field: int32 audit_records_erased = 3;
+   */
+  auditRecordsErased: number;
+
+  /**
+   * Long-running operations (SubmitAsk, SubmitIngest) deleted, finished or not, with their results.
+   *
+   * @generated from field: int32 operations_deleted = 4;
+   */
+  operationsDeleted: number;
+
+  /**
+   * Answers dropped from the answer cache.
+   *
+   * @generated from field: int32 cached_answers_dropped = 5;
+   */
+  cachedAnswersDropped: number;
+
+  /**
+   * Answers dropped from the replay store (idempotency keys).
+   *
+   * @generated from field: int32 replayed_answers_dropped = 6;
+   */
+  replayedAnswersDropped: number;
+};
+
+/**
+ * Describes the message ragsvc.v1.EraseCallerResponse.
+ * Use `create(EraseCallerResponseSchema)` to create a new message.
+ */
+export const EraseCallerResponseSchema: GenMessage<EraseCallerResponse> = /*@__PURE__*/
+  messageDesc(file_ragsvc_v1_admin_service, 1);
 
 /**
  * TagOwner is who answers for an access tag.
@@ -49,7 +145,7 @@ export type TagOwner = Message<"ragsvc.v1.TagOwner"> & {
  * Use `create(TagOwnerSchema)` to create a new message.
  */
 export const TagOwnerSchema: GenMessage<TagOwner> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 0);
+  messageDesc(file_ragsvc_v1_admin_service, 2);
 
 /**
  * ListTagOwnersRequest asks for a page of the directory.
@@ -77,7 +173,7 @@ export type ListTagOwnersRequest = Message<"ragsvc.v1.ListTagOwnersRequest"> & {
  * Use `create(ListTagOwnersRequestSchema)` to create a new message.
  */
 export const ListTagOwnersRequestSchema: GenMessage<ListTagOwnersRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 1);
+  messageDesc(file_ragsvc_v1_admin_service, 3);
 
 /**
  * ListTagOwnersResponse is one page of the directory, by tag.
@@ -105,7 +201,7 @@ export type ListTagOwnersResponse = Message<"ragsvc.v1.ListTagOwnersResponse"> &
  * Use `create(ListTagOwnersResponseSchema)` to create a new message.
  */
 export const ListTagOwnersResponseSchema: GenMessage<ListTagOwnersResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 2);
+  messageDesc(file_ragsvc_v1_admin_service, 4);
 
 /**
  * SetTagOwnerRequest sets a tag's owner.
@@ -126,7 +222,7 @@ export type SetTagOwnerRequest = Message<"ragsvc.v1.SetTagOwnerRequest"> & {
  * Use `create(SetTagOwnerRequestSchema)` to create a new message.
  */
 export const SetTagOwnerRequestSchema: GenMessage<SetTagOwnerRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 3);
+  messageDesc(file_ragsvc_v1_admin_service, 5);
 
 /**
  * SetTagOwnerResponse is the entry as stored.
@@ -147,7 +243,7 @@ export type SetTagOwnerResponse = Message<"ragsvc.v1.SetTagOwnerResponse"> & {
  * Use `create(SetTagOwnerResponseSchema)` to create a new message.
  */
 export const SetTagOwnerResponseSchema: GenMessage<SetTagOwnerResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 4);
+  messageDesc(file_ragsvc_v1_admin_service, 6);
 
 /**
  * DeleteTagOwnerRequest names the entry to remove.
@@ -168,7 +264,7 @@ export type DeleteTagOwnerRequest = Message<"ragsvc.v1.DeleteTagOwnerRequest"> &
  * Use `create(DeleteTagOwnerRequestSchema)` to create a new message.
  */
 export const DeleteTagOwnerRequestSchema: GenMessage<DeleteTagOwnerRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 5);
+  messageDesc(file_ragsvc_v1_admin_service, 7);
 
 /**
  * DeleteTagOwnerResponse confirms a deletion.
@@ -183,7 +279,7 @@ export type DeleteTagOwnerResponse = Message<"ragsvc.v1.DeleteTagOwnerResponse">
  * Use `create(DeleteTagOwnerResponseSchema)` to create a new message.
  */
 export const DeleteTagOwnerResponseSchema: GenMessage<DeleteTagOwnerResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 6);
+  messageDesc(file_ragsvc_v1_admin_service, 8);
 
 /**
  * PromptTemplate is one prompt template. The system prompt is built from the request's citation
@@ -247,6 +343,23 @@ export type PromptTemplate = Message<"ragsvc.v1.PromptTemplate"> & {
   updateTime?: Timestamp | undefined;
 
   /**
+   * Where the model stops writing, sent with every request written from this template: at most
+   * 4, each 1 to 64 characters. The built-in templates stop at "\n\n[Question]" (a model going
+   * on into a question of its own). Empty means none.
+   *
+   * @generated from field: repeated string stop_sequences = 8;
+   */
+  stopSequences: string[];
+
+  /**
+   * What becomes of an answer citing unknown markers, for requests that name no policy.
+   * Unspecified means the server's default (RAG_CITATION_POLICY).
+   *
+   * @generated from field: ragsvc.v1.CitationPolicy citation_policy = 9;
+   */
+  citationPolicy: CitationPolicy;
+
+  /**
    * The language the template answers in, an ISO 639-1 code; empty means "en". A question detected in
    * another language is answered with a template of its language: "<id>-<language>" when it exists,
    * else the first template of that language (built-ins first, then custom ones by id); with none, it
@@ -270,7 +383,7 @@ export type PromptTemplate = Message<"ragsvc.v1.PromptTemplate"> & {
  * Use `create(PromptTemplateSchema)` to create a new message.
  */
 export const PromptTemplateSchema: GenMessage<PromptTemplate> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 7);
+  messageDesc(file_ragsvc_v1_admin_service, 9);
 
 /**
  * CreatePromptTemplateRequest adds a custom template.
@@ -299,7 +412,7 @@ export type CreatePromptTemplateRequest = Message<"ragsvc.v1.CreatePromptTemplat
  * Use `create(CreatePromptTemplateRequestSchema)` to create a new message.
  */
 export const CreatePromptTemplateRequestSchema: GenMessage<CreatePromptTemplateRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 8);
+  messageDesc(file_ragsvc_v1_admin_service, 10);
 
 /**
  * GetPromptTemplateRequest names the template to return.
@@ -320,7 +433,7 @@ export type GetPromptTemplateRequest = Message<"ragsvc.v1.GetPromptTemplateReque
  * Use `create(GetPromptTemplateRequestSchema)` to create a new message.
  */
 export const GetPromptTemplateRequestSchema: GenMessage<GetPromptTemplateRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 9);
+  messageDesc(file_ragsvc_v1_admin_service, 11);
 
 /**
  * ListPromptTemplatesRequest asks for a page of templates.
@@ -348,7 +461,7 @@ export type ListPromptTemplatesRequest = Message<"ragsvc.v1.ListPromptTemplatesR
  * Use `create(ListPromptTemplatesRequestSchema)` to create a new message.
  */
 export const ListPromptTemplatesRequestSchema: GenMessage<ListPromptTemplatesRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 10);
+  messageDesc(file_ragsvc_v1_admin_service, 12);
 
 /**
  * ListPromptTemplatesResponse is one page of templates.
@@ -376,7 +489,7 @@ export type ListPromptTemplatesResponse = Message<"ragsvc.v1.ListPromptTemplates
  * Use `create(ListPromptTemplatesResponseSchema)` to create a new message.
  */
 export const ListPromptTemplatesResponseSchema: GenMessage<ListPromptTemplatesResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 11);
+  messageDesc(file_ragsvc_v1_admin_service, 13);
 
 /**
  * UpdatePromptTemplateRequest changes a custom template.
@@ -392,8 +505,9 @@ export type UpdatePromptTemplateRequest = Message<"ragsvc.v1.UpdatePromptTemplat
   promptTemplate?: PromptTemplate | undefined;
 
   /**
-   * The fields to change: "display_name", "instructions", "user_prompt", "language", "response_style".
-   * Empty means the first three (the fields every version of this API had).
+   * The fields to change: "display_name", "instructions", "user_prompt", "language", "response_style",
+   * "stop_sequences", "citation_policy". Empty means the first three (the fields every version of this
+   * API had).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
@@ -405,7 +519,7 @@ export type UpdatePromptTemplateRequest = Message<"ragsvc.v1.UpdatePromptTemplat
  * Use `create(UpdatePromptTemplateRequestSchema)` to create a new message.
  */
 export const UpdatePromptTemplateRequestSchema: GenMessage<UpdatePromptTemplateRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 12);
+  messageDesc(file_ragsvc_v1_admin_service, 14);
 
 /**
  * DeletePromptTemplateRequest names the template to delete.
@@ -426,7 +540,7 @@ export type DeletePromptTemplateRequest = Message<"ragsvc.v1.DeletePromptTemplat
  * Use `create(DeletePromptTemplateRequestSchema)` to create a new message.
  */
 export const DeletePromptTemplateRequestSchema: GenMessage<DeletePromptTemplateRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 13);
+  messageDesc(file_ragsvc_v1_admin_service, 15);
 
 /**
  * DeletePromptTemplateResponse confirms a deletion.
@@ -447,7 +561,7 @@ export type DeletePromptTemplateResponse = Message<"ragsvc.v1.DeletePromptTempla
  * Use `create(DeletePromptTemplateResponseSchema)` to create a new message.
  */
 export const DeletePromptTemplateResponseSchema: GenMessage<DeletePromptTemplateResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 14);
+  messageDesc(file_ragsvc_v1_admin_service, 16);
 
 /**
  * RankingWeights weigh a chunk's rank: similarity * similarity_weight + recency boost (0 to 0.3 by
@@ -491,7 +605,7 @@ export type RankingWeights = Message<"ragsvc.v1.RankingWeights"> & {
  * Use `create(RankingWeightsSchema)` to create a new message.
  */
 export const RankingWeightsSchema: GenMessage<RankingWeights> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 15);
+  messageDesc(file_ragsvc_v1_admin_service, 17);
 
 /**
  * GetRankingWeightsRequest asks for the current ranking weights.
@@ -512,7 +626,7 @@ export type GetRankingWeightsRequest = Message<"ragsvc.v1.GetRankingWeightsReque
  * Use `create(GetRankingWeightsRequestSchema)` to create a new message.
  */
 export const GetRankingWeightsRequestSchema: GenMessage<GetRankingWeightsRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 16);
+  messageDesc(file_ragsvc_v1_admin_service, 18);
 
 /**
  * UpdateRankingWeightsRequest sets the ranking weights.
@@ -541,7 +655,7 @@ export type UpdateRankingWeightsRequest = Message<"ragsvc.v1.UpdateRankingWeight
  * Use `create(UpdateRankingWeightsRequestSchema)` to create a new message.
  */
 export const UpdateRankingWeightsRequestSchema: GenMessage<UpdateRankingWeightsRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 17);
+  messageDesc(file_ragsvc_v1_admin_service, 19);
 
 /**
  * SimulateAskRequest is the question to simulate.
@@ -563,7 +677,7 @@ export type SimulateAskRequest = Message<"ragsvc.v1.SimulateAskRequest"> & {
  * Use `create(SimulateAskRequestSchema)` to create a new message.
  */
 export const SimulateAskRequestSchema: GenMessage<SimulateAskRequest> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 18);
+  messageDesc(file_ragsvc_v1_admin_service, 20);
 
 /**
  * SimulateAskResponse is what the Ask would do.
@@ -602,7 +716,7 @@ export type SimulateAskResponse = Message<"ragsvc.v1.SimulateAskResponse"> & {
  * Use `create(SimulateAskResponseSchema)` to create a new message.
  */
 export const SimulateAskResponseSchema: GenMessage<SimulateAskResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 19);
+  messageDesc(file_ragsvc_v1_admin_service, 21);
 
 /**
  * CreatePromptTemplateResponse returns the created template.
@@ -623,7 +737,7 @@ export type CreatePromptTemplateResponse = Message<"ragsvc.v1.CreatePromptTempla
  * Use `create(CreatePromptTemplateResponseSchema)` to create a new message.
  */
 export const CreatePromptTemplateResponseSchema: GenMessage<CreatePromptTemplateResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 20);
+  messageDesc(file_ragsvc_v1_admin_service, 22);
 
 /**
  * GetPromptTemplateResponse returns the template.
@@ -644,7 +758,7 @@ export type GetPromptTemplateResponse = Message<"ragsvc.v1.GetPromptTemplateResp
  * Use `create(GetPromptTemplateResponseSchema)` to create a new message.
  */
 export const GetPromptTemplateResponseSchema: GenMessage<GetPromptTemplateResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 21);
+  messageDesc(file_ragsvc_v1_admin_service, 23);
 
 /**
  * UpdatePromptTemplateResponse returns the changed template.
@@ -672,7 +786,7 @@ export type UpdatePromptTemplateResponse = Message<"ragsvc.v1.UpdatePromptTempla
  * Use `create(UpdatePromptTemplateResponseSchema)` to create a new message.
  */
 export const UpdatePromptTemplateResponseSchema: GenMessage<UpdatePromptTemplateResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 22);
+  messageDesc(file_ragsvc_v1_admin_service, 24);
 
 /**
  * GetRankingWeightsResponse returns the current weights.
@@ -693,7 +807,7 @@ export type GetRankingWeightsResponse = Message<"ragsvc.v1.GetRankingWeightsResp
  * Use `create(GetRankingWeightsResponseSchema)` to create a new message.
  */
 export const GetRankingWeightsResponseSchema: GenMessage<GetRankingWeightsResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 23);
+  messageDesc(file_ragsvc_v1_admin_service, 25);
 
 /**
  * UpdateRankingWeightsResponse returns the weights now in force.
@@ -714,11 +828,11 @@ export type UpdateRankingWeightsResponse = Message<"ragsvc.v1.UpdateRankingWeigh
  * Use `create(UpdateRankingWeightsResponseSchema)` to create a new message.
  */
 export const UpdateRankingWeightsResponseSchema: GenMessage<UpdateRankingWeightsResponse> = /*@__PURE__*/
-  messageDesc(file_ragsvc_v1_admin_service, 24);
+  messageDesc(file_ragsvc_v1_admin_service, 26);
 
 /**
  * AdminService manages how ragsvc answers: its prompt templates and ranking weights, and a dry
- * run that shows what an Ask would send to the model.
+ * run that shows what an Ask would send to the model; and it erases what one caller stored.
  *
  * When the server has authentication on, every call needs a key with the admin scope
  * (`"admin": true` in the keys document); other keys get PERMISSION_DENIED. Errors are status
@@ -847,6 +961,23 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof DeleteTagOwnerRequestSchema;
     output: typeof DeleteTagOwnerResponseSchema;
+  },
+  /**
+   * EraseCaller removes every text ragsvc stored from one caller's requests (a user's right to
+   * erasure): its sessions with all their turns, the text of its rows in the audit log (the
+   * rows stay as anonymous metadata: ids, times, outcome, timings), its long-running operations
+   * with their results, and the answers its requests wrote into the answer cache and the replay
+   * store (in memory, or on Redis for every replica). It reports what each store dropped, and may
+   * be repeated: a caller with nothing stored gets zeros. With authentication on, only an admin
+   * key of the caller's tenant may erase it; a key of another tenant gets PERMISSION_DENIED.
+   * UNAVAILABLE (with RetryInfo) when the records database or Redis cannot be reached: repeat it.
+   *
+   * @generated from rpc ragsvc.v1.AdminService.EraseCaller
+   */
+  eraseCaller: {
+    methodKind: "unary";
+    input: typeof EraseCallerRequestSchema;
+    output: typeof EraseCallerResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_ragsvc_v1_admin_service, 0);
