@@ -29,7 +29,7 @@ from bench.peers.ragsvc_server import HashingEmbedderAdapter
 from bench.peers.ragsvc_variant import STAGES, job_environment, timed_result
 from ragsvc.answering.context import CallContext
 from ragsvc.config import Settings
-from ragsvc.domain import Answer, Question, SourceDocument, TextDelta
+from ragsvc.domain import Answer, Question, RefusalReason, SourceDocument, TextDelta
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.server.components import Components, open_components
 
@@ -114,6 +114,7 @@ async def open_ragsvc(config: WorkerConfig, passages: Sequence[Passage]) -> Asyn
 async def timed_ask(components: Components, query: str, tenant: str, *, explain: bool = False) -> tuple[dict[str, Any], Answer]:
     """One question through AnsweringService's event stream, timed like the gRPC variant's AskStream."""
     loop = asyncio.get_running_loop()
+    window = [time.monotonic()]
     started = time.perf_counter()
     request_id = uuid.uuid4().hex
     question = Question(query=query, tenant_id=tenant, request_id=request_id, explain=explain)
@@ -130,11 +131,12 @@ async def timed_ask(components: Components, query: str, tenant: str, *, explain:
             elif isinstance(event, Answer):
                 answer = event
     ended = time.perf_counter()
+    window.append(time.monotonic())
     if answer is None:
         raise RuntimeError("the stream ended without its final answer")
     timings = {name: getattr(answer.timings, _TIMING_FIELDS[name]) for name in STAGES}
     result = timed_result(started, first_token, ended, "".join(text), timings, answer.grounded, answer.flags.cache_hit)
-    return result, answer
+    return result | {"window": window, "refused": answer.refusal is not RefusalReason.NONE}, answer
 
 
 async def ask_all(components: Components, queries: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
