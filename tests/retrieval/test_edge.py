@@ -58,6 +58,26 @@ async def test_data_survives_close_and_reopen_and_one_process_owns_a_shard(
         await reopened.close()
 
 
+async def test_results_carry_unit_vectors_and_their_cosine_to_the_query(tmp_path: Path) -> None:
+    """The engine normalises vectors on upload (cosine distance), and the candidates use its rows as they come:
+    vectors written at any length come back unit length, their similarity the cosine."""
+    engine = EdgeEngine.open(tmp_path / "shard", dimension=DIMENSION)
+    try:
+        chunks = random_document("doc", 6, seed=3)
+        await engine.replace_document("acme", "doc", chunks)
+        asked = (np.random.default_rng(9).standard_normal(DIMENSION) * 7).tolist()
+        found = await engine.query(RetrievalQuery("doc part", "acme"), asked, 6)
+        written = {c.chunk.chunk_index: np.asarray(c.dense) for c in chunks}
+        assert len(found) == 6 and all(abs(float(np.linalg.norm(w)) - 1) > 0.5 for w in written.values())
+        for candidate in found:
+            original = written[candidate.chunk.chunk_index]
+            assert np.allclose(candidate.dense, original / np.linalg.norm(original), atol=1e-6)
+            cosine = original @ asked / (np.linalg.norm(original) * np.linalg.norm(asked))
+            assert candidate.score == pytest.approx(cosine, abs=1e-5)
+    finally:
+        await engine.close()
+
+
 async def test_the_search_pool_has_the_threads_it_is_opened_with(tmp_path: Path) -> None:
     """RAG_EDGE_SEARCH_THREADS: the count is given on every open (the shard keeps the last one it was given), 0 is
     one per CPU; queries answer the same."""
