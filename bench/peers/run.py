@@ -10,10 +10,13 @@ embedder, timed inside each variant), the store's time (each variant's own vecto
 query method for the peers, the vector engine's query call for ragsvc) and the LLM server's own times (from its
 log). Orchestration overhead is total - embedding - LLM server time; first-token overhead is the caller's first
 token - the server's; each is reported again without the store's time (the same-store numbers). ragsvc runs
-twice: as a server over gRPC, and in process (`ragsvc_inprocess`: its answering service without gRPC), so that
-the gRPC hop is measured apart. Every prompt the LLM received is checked against the exact top-5 of the query's
-tenant. Then, with a delayed LLM
-(first token after 100 ms, 2 ms between tokens), the first-token overhead again; then ragsvc's throughput
+as a server over gRPC with the peers' job (`ragsvc`: JOB_SETTINGS) and with the production defaults
+(`ragsvc_defaults`, then each default feature off in turn: the ablation, left out by `--no-ablation`), all on
+copies of one ingest, and in process (`ragsvc_inprocess`: its answering service without gRPC), so that the gRPC
+hop is measured apart; the in-process variant's engine requests are then sent again bare to its shard (the
+`raw_engine` row, which every ragsvc row's store stage is divided by). Every prompt the LLM received is
+checked against the exact top-5 of the query's tenant. Then, with a delayed LLM (first token after 100 ms, 2 ms
+between tokens), the first-token overhead again (without the ablation rows); then ragsvc's throughput
 against the raw grpc.aio ceilings (`ceilings`) at concurrency 1, 8 and 32, and its Asks/s with RAG_WORKERS=1
 and =2 against the echo ceiling in 1 and 2 processes (`throughput --scale-out`); and the CPU the machine spent
 meanwhile, ours and others'. Results: bench/results/peers-<date>.json, docs/benchmarks.md, docs/peers.png.

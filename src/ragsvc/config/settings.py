@@ -323,8 +323,8 @@ class RetrievalSettings(Group):
     edge_search_threads: int = env(
         1,
         "RAG_EDGE_SEARCH_THREADS",
-        "embedded engine: threads searching its segments for one query (0: one per CPU; 1 was 0.1-0.25 ms faster "
-        "a query at 10k points on 2 cores: docs/benchmarks.md)",
+        "embedded engine: threads searching its segments for one query (0: one per CPU; 1 was 0.1-0.35 ms faster "
+        "a query at 10k points on 2 cores: README's Speed)",
         ge=0,
     )
     # Embeddings: the bundled ONNX model, or an Ollama / OpenAI-compatible server.
