@@ -114,7 +114,7 @@ bench-operations: $(VENV)/.dev  ## big documents ingested as operations, docs/op
 
 # ragsvc against LangChain, LlamaIndex, Haystack and a hand-written baseline (docs/benchmarks.md).
 # Each peer gets its own venv under .bench/venvs/, from bench/peers/requirements/.
-bench-peers: $(VENV)/.bench  ## ragsvc against the frameworks, docs/benchmarks.md (about 14 minutes on 2 cores)
+bench-peers: $(VENV)/.bench  ## ragsvc against the frameworks, docs/benchmarks.md (about 30 minutes on 2 cores)
 	$(BIN)/python -m bench.peers.run
 
 # The LLM path with the local LLM (docs/llm.md): ragsvc's added time to the first visible text over llama.cpp's own

@@ -232,12 +232,15 @@ def _timed_ask(peer: Peer, embedder: HashingEmbedder, store: StoreClock, text: s
     started = time.perf_counter()
     first_token = None
     answer = []
+    window = [time.monotonic()]
     for token in peer.ask(text, tenant):
         if first_token is None and token:  # some frameworks pass on the empty role chunk that opens a stream
             first_token = time.perf_counter()
         answer.append(token)
     ended = time.perf_counter()
+    window.append(time.monotonic())
     return {
+        "window": window,  # when the question was asked and answered, on the LLM server's clock (its log's received_at)
         "total_ms": (ended - started) * 1000,
         "ttft_ms": ((first_token or ended) - started) * 1000,
         "embed_ms": (embedder.seconds - embedded_before) * 1000,

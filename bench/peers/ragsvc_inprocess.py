@@ -6,7 +6,10 @@ no interceptors, no transport. It times what the gRPC variant's caller times (en
 reports the answer's stage timings (embedding, store), so that the gRPC variant minus this one is the hop.
 
 Besides ``ask`` it answers ``{"op": "context_ids", "queries": [...]}`` with the passages packed into each prompt
-(an untimed explained answer), as `RagsvcServer.context_ids` does over gRPC.
+(an untimed explained answer), as `RagsvcServer.context_ids` does over gRPC, and ``{"op": "raw_engine"}`` with the
+`raw_engine` row: the qdrant-edge QueryRequests ragsvc sent to its shard during the latest ``ask`` (recorded as
+they were sent: `RecordingShard`), each sent again to the same shard and timed bare, `EdgeShard.query` alone
+(`raw_engine`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from bench.peers.ragsvc_server import HashingEmbedderAdapter
 from bench.peers.ragsvc_variant import STAGES, job_environment, timed_result
 from ragsvc.answering.context import CallContext
 from ragsvc.config import Settings
-from ragsvc.domain import Answer, Question, SourceDocument, TextDelta
+from ragsvc.domain import Answer, Question, RefusalReason, SourceDocument, TextDelta
+from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.server.components import Components, open_components
 
 ASK_TIMEOUT_S = 30.0  # the deadline the gRPC variant's caller sets
@@ -34,6 +38,61 @@ ASK_TIMEOUT_S = 30.0  # the deadline the gRPC variant's caller sets
 _TIMING_FIELDS = {"retrieval": "retrieval_ms", "embedding": "embedding_ms", "store": "store_ms", "budget": "budget_ms",
                   "generation": "generation_ms", "time_to_first_token": "first_token_ms",
                   "validation": "validation_ms", "total": "total_ms"}  # fmt: skip
+
+
+class RecordingShard:
+    """The engine's qdrant-edge shard with every query request kept on its way in, unchanged, with when it was
+    sent (`sent`: request and perf_counter time): what ragsvc sends, exactly, for the `raw_engine` row to send
+    again. Everything else passes straight through."""
+
+    def __init__(self, shard: Any) -> None:
+        self.shard = shard
+        self.sent: list[tuple[Any, float]] = []
+
+    def query(self, request: Any) -> Any:
+        self.sent.append((request, time.perf_counter()))
+        return self.shard.query(request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.shard, name)
+
+
+def recording(components: Components) -> RecordingShard:
+    """Puts a `RecordingShard` between ragsvc's embedded engine and its shard (the job's engine: no background
+    index build swaps the shard at its sizes)."""
+    engine = components.engine
+    if not isinstance(engine, EdgeEngine):
+        raise RuntimeError("the raw_engine row needs the embedded qdrant-edge engine")
+    shard = RecordingShard(engine._shard)
+    engine._shard = shard
+    return shard
+
+
+def raw_engine(recorded: RecordingShard) -> dict[str, Any]:
+    """The requests recorded since the previous call, each sent again to the same shard and timed alone
+    (`EdgeShard.query`: the engine's search and its results as Python objects), twice over:
+
+    - `raw_ms`: at the pace ragsvc sent them (each one as long after the previous one as in ragsvc's run, the time
+      of a question): between questions the engine's search thread goes to sleep and the caches cool, for ragsvc's
+      calls and these alike;
+    - `back_to_back_ms`: one right after the other (the engine kept warm: the least a call can cost).
+
+    `points`: how many results each returned."""
+    sent, recorded.sent = recorded.sent, []
+    spaced, points = [], []
+    for number, (request, at) in enumerate(sent):
+        if number:
+            time.sleep(max(at - sent[number - 1][1] - spaced[-1] / 1000, 0.0))
+        started = time.perf_counter()
+        found = recorded.shard.query(request)
+        spaced.append((time.perf_counter() - started) * 1000)
+        points.append(len(found))
+    back_to_back = []
+    for request, _ in sent:
+        started = time.perf_counter()
+        recorded.shard.query(request)
+        back_to_back.append((time.perf_counter() - started) * 1000)
+    return {"raw_ms": spaced, "back_to_back_ms": back_to_back, "points": points}
 
 
 @contextlib.asynccontextmanager
@@ -55,6 +114,7 @@ async def open_ragsvc(config: WorkerConfig, passages: Sequence[Passage]) -> Asyn
 async def timed_ask(components: Components, query: str, tenant: str, *, explain: bool = False) -> tuple[dict[str, Any], Answer]:
     """One question through AnsweringService's event stream, timed like the gRPC variant's AskStream."""
     loop = asyncio.get_running_loop()
+    window = [time.monotonic()]
     started = time.perf_counter()
     request_id = uuid.uuid4().hex
     question = Question(query=query, tenant_id=tenant, request_id=request_id, explain=explain)
@@ -71,11 +131,12 @@ async def timed_ask(components: Components, query: str, tenant: str, *, explain:
             elif isinstance(event, Answer):
                 answer = event
     ended = time.perf_counter()
+    window.append(time.monotonic())
     if answer is None:
         raise RuntimeError("the stream ended without its final answer")
     timings = {name: getattr(answer.timings, _TIMING_FIELDS[name]) for name in STAGES}
     result = timed_result(started, first_token, ended, "".join(text), timings, answer.grounded, answer.flags.cache_hit)
-    return result, answer
+    return result | {"window": window, "refused": answer.refusal is not RefusalReason.NONE}, answer
 
 
 async def ask_all(components: Components, queries: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
@@ -106,6 +167,7 @@ def main() -> None:
         started = time.perf_counter()
         opened = open_ragsvc(config, corpus(config.corpus_size, config.seed))
         components = runner.run(opened.__aenter__())
+        shard = recording(components)
         try:
             send(out, {"ready": True, "index_s": time.perf_counter() - started, "rss_mib": rss_mib(),
                        "versions": versions("ragsvc", "qdrant-edge-py")})  # fmt: skip
@@ -113,6 +175,9 @@ def main() -> None:
             def answer(command: dict[str, Any]) -> dict[str, Any]:
                 if command["op"] == "context_ids":
                     return {"ids": runner.run(packed_ids(components, command["queries"]))}
+                if command["op"] == "raw_engine":
+                    return raw_engine(shard)
+                shard.sent.clear()  # what the ask sends, and only that
                 return {"results": runner.run(ask_all(components, command["queries"]))}
 
             serve_commands(out, answer)

@@ -60,6 +60,25 @@ JOB_SETTINGS = {
 }
 
 
+# What JOB_SETTINGS turns off of `ragsvc serve`'s defaults, by feature: the production defaults' row sets none of
+# these, and each row of its ablation sets one (that feature off, every other default on).
+DEFAULT_FEATURES = {
+    "answerability_gate": {"RAG_ANSWERABILITY_GATE": "false"},
+    "validated_stream": {"RAG_STREAM_POLICY": "raw"},
+    "llm_classify": {"RAG_LLM_CLASSIFY": "false"},
+    "llm_self_score": {"RAG_LLM_SELF_SCORE": "false"},
+    "follow_ups": {"RAG_DEFAULT_FOLLOW_UP_COUNT": "0"},
+    "answer_cache": {"RAG_CACHE_MAX_ENTRIES": "0"},
+}
+# The environment of the production defaults' row on top of the job's: None unsets a setting (the serve default).
+DEFAULTS_ENV: dict[str, str | None] = {name: None for off in DEFAULT_FEATURES.values() for name in off}
+
+
+def without(feature: str) -> dict[str, str | None]:
+    """The environment of the ablation row without `feature` (a key of DEFAULT_FEATURES): the defaults but it."""
+    return {**DEFAULTS_ENV, **DEFAULT_FEATURES[feature]}
+
+
 def job_environment(config: WorkerConfig, data_dir: str) -> dict[str, str]:
     """ragsvc's environment for `config` (on top of the process's own): JOB_SETTINGS, the scripted LLM, the
     model's window, the job's temperature and top_k, and where its data goes."""
@@ -75,26 +94,26 @@ def job_environment(config: WorkerConfig, data_dir: str) -> dict[str, str]:
     }
 
 
+def copy_index(source: Path, target: Path) -> None:
+    """A copy of a closed ragsvc data directory (its qdrant-edge shard and records), holes kept: the engine
+    preallocates its files sparsely (10k passages: ~260 MB apparent, ~90 MB written)."""
+    subprocess.run(["cp", "-a", "--sparse=always", str(source), str(target)], check=True)
+
+
 class RagsvcServer:
     """A ragsvc server process for `config`; `cold_start_s` is the time from spawning it to health SERVING.
     `data_dir`: a RAG_DATA_DIR of the caller's (kept on close) instead of a temporary one; `workers`: RAG_WORKERS;
     `src`: another checkout's src/ to serve (see `workers.python_path`); `caller_options`: the caller's channel
-    options; `env`: settings on top of the job's (RAG_...)."""
+    options; `env`: settings on top of the job's (RAG_...; None unsets one of the job's: the serve default)."""
 
     def __init__(
-        self,
-        config: WorkerConfig,
-        *,
-        data_dir: Path | None = None,
-        workers: int = 1,
-        src: str | None = None,
-        caller_options: Sequence[tuple[str, int]] = CALLER_OPTIONS,
-        env: Mapping[str, str] = {},
+        self, config: WorkerConfig, *, data_dir: Path | None = None, workers: int = 1, src: str | None = None,
+        caller_options: Sequence[tuple[str, int]] = CALLER_OPTIONS, env: Mapping[str, str | None] = {},
     ) -> None:
         self.config = config
         self._data_dir = tempfile.TemporaryDirectory(prefix="ragsvc-peers-") if data_dir is None else None
         chosen = str(data_dir) if self._data_dir is None else self._data_dir.name
-        env = {
+        merged = {
             **job_environment(config, chosen),
             "PYTHONPATH": python_path(src),
             "RAG_GRPC_ADDRESS": "127.0.0.1:0",
@@ -104,7 +123,7 @@ class RagsvcServer:
         started = time.perf_counter()
         self._process = subprocess.Popen(
             [sys.executable, "-m", "bench.peers.ragsvc_server"],
-            env=env,
+            env={name: value for name, value in merged.items() if value is not None},
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -164,6 +183,7 @@ class RagsvcServer:
 
     def _timed_ask(self, query: str, tenant: str) -> dict[str, Any]:
         request = pb.AskStreamRequest(query=query, tenant_id=tenant)
+        window = [time.monotonic()]
         started = time.perf_counter()
         first_token = None
         text = []
@@ -177,9 +197,12 @@ class RagsvcServer:
             elif kind == "answer":
                 answer = event.answer
         ended = time.perf_counter()
+        window.append(time.monotonic())
         assert answer is not None, "the stream ended without its final answer"
         timings = {name: getattr(answer.timings, name).ToNanoseconds() / 1e6 for name in STAGES}
-        return timed_result(started, first_token, ended, "".join(text), timings, answer.grounded, answer.flags.cache_hit)
+        refused = answer.refusal_reason != pb.REFUSAL_REASON_NONE
+        return timed_result(started, first_token, ended, "".join(text), timings, answer.grounded, answer.flags.cache_hit) | {
+            "window": window, "refused": refused}
 
 
 # ragsvc's stage timings (the fields of the answer's Timings) that a result reports, in milliseconds.
@@ -219,3 +242,8 @@ class RagsvcInProcess(Worker):
         """The passages packed into each prompt, in marker order (an untimed explained answer)."""
         ids: list[list[str]] = self._call({"op": "context_ids", "queries": [list(q) for q in queries]})["ids"]
         return ids
+
+    def raw_engine(self) -> dict[str, Any]:
+        """The `raw_engine` row for the latest `ask`: each QueryRequest ragsvc sent its shard, sent again and timed
+        bare (see `ragsvc_inprocess.raw_engine`)."""
+        return self._call({"op": "raw_engine"})

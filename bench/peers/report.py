@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +15,21 @@ from bench.peers.workers import ROOT
 
 DOC = ROOT / "docs" / "benchmarks.md"
 PLOT = ROOT / "docs" / "peers.png"
-LABELS = {
-    "ragsvc": "ragsvc over gRPC",
-    "ragsvc_inprocess": "ragsvc in-process (no gRPC)",
-    "baseline": "hand-written (qdrant-client + httpx)",
-    "langchain": "LangChain LCEL",
-    "llamaindex": "LlamaIndex",
-    "haystack": "Haystack",
-}
+LABELS = {"ragsvc": "ragsvc over gRPC", "ragsvc_defaults": "ragsvc over gRPC, production defaults",
+          "ragsvc_inprocess": "ragsvc in-process (no gRPC)",
+          "baseline": "hand-written (qdrant-client + httpx)", "langchain": "LangChain LCEL", "llamaindex": "LlamaIndex",
+          "haystack": "Haystack"}
 FRAMEWORKS = ("langchain", "llamaindex", "haystack")
-RAGSVC_VARIANTS = ("ragsvc", "ragsvc_inprocess")
+RAGSVC_VARIANTS = ("ragsvc", "ragsvc_defaults", "ragsvc_inprocess")
+# The ablation rows of the production defaults (`run.ABLATION`): "ragsvc_defaults_no_<feature>".
+ABLATION_PREFIX = "ragsvc_defaults_no_"
+FEATURES = {"answerability_gate": "the answerability gate (term counts in the engine)",
+            "validated_stream": "the validated stream (raw tokens instead)",
+            "llm_classify": "question classification by the LLM", "llm_self_score": "the LLM's self-score",
+            "follow_ups": "follow-up questions by the LLM (2)", "answer_cache": "the answer cache (every question a miss)"}
+# The store stage of these rows against the raw_engine row (the in-process worker's shard; the servers' shards are
+# copies of one ingest of the same corpus).
+STORE_ROWS = ("ragsvc_inprocess", "ragsvc", "ragsvc_defaults")
 # The same-store metrics (per variant and size, median over rounds with the spread): each variant's own store
 # call, and the overheads without it.
 SAME_STORE = {
@@ -60,7 +66,20 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
                 "others_cores_max": max(r["variants"][name]["cpu"]["others_cores"] for r in rounds),
             }
             per[name] |= same_store_columns(rounds, name)
-            if delayed := data.get("delayed_llm_rounds"):
+            if "refused" in rounds[0]["variants"][name]:
+                per[name]["refused"] = sum(r["variants"][name]["refused"] for r in rounds)
+                calls = Counter[str]()
+                for r in rounds:
+                    calls.update(r["variants"][name]["llm_calls"])
+                asked = per[name]["questions"] + per[name]["refused"]
+                per[name]["llm_calls_per_question"] = {k: round(v / asked, 2) for k, v in sorted(calls.items())}
+            if "raw_engine" in rounds[0]["variants"][name]:
+                per[name]["raw_engine"] = {
+                    pace: _over_rounds([{"variants": {name: r["variants"][name]["raw_engine"]}} for r in rounds], name,
+                                       pace, "p50_ms")
+                    for pace in ("spaced", "back_to_back")
+                }  # fmt: skip
+            if (delayed := data.get("delayed_llm_rounds")) and name in delayed[0]["variants"]:
                 per[name]["delayed_ttft_overhead_p50_ms"] = _over_rounds(delayed, name, "ttft_overhead", "p50_ms")
             if "stages" in rounds[0]["variants"][name]:
                 per[name]["stages_p50_ms"] = {
@@ -75,6 +94,11 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
     largest = max(result["sizes"], key=int)
     if criteria := acceptance(sizes[largest]):
         summary["acceptance"] = {"corpus": int(largest), "criteria": criteria}
+    for size, data in result["sizes"].items():
+        if ratios := store_ratios(data["rounds"]):
+            sizes[size]["store_against_raw_engine"] = ratios
+    if criteria := store_acceptance(sizes[largest], result["sizes"][largest].get("throughput")):
+        summary["acceptance_store"] = {"corpus": int(largest), "criteria": criteria}
     ragsvc = sizes[largest].get("ragsvc")
     if ragsvc:
         first = sizes[min(result["sizes"], key=int)]["ragsvc"]
@@ -102,6 +126,76 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         ]
         summary["corpus_for_targets"] = int(largest)
     return summary
+
+
+def store_ratios(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each row's store stage p50 over the raw_engine row's p50 of the same round (the requests ragsvc sent, sent
+    again bare), at ragsvc's pace and back to back: the median over rounds, with the spread."""
+    if "raw_engine" not in rounds[0]["variants"].get("ragsvc_inprocess", {}):
+        return {}
+    ratios: dict[str, Any] = {}
+    for name in STORE_ROWS:
+        if name not in rounds[0]["variants"]:
+            continue
+        ratios[name] = {}
+        for pace in ("spaced", "back_to_back"):
+            values = [r["variants"][name]["store"]["p50_ms"] / r["variants"]["ragsvc_inprocess"]["raw_engine"][pace]["p50_ms"]
+                      for r in rounds]  # fmt: skip
+            ratios[name][pace] = {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
+                                  "max": round(max(values), 3)}  # fmt: skip
+    return ratios
+
+
+def store_acceptance(per: dict[str, Any], throughput: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Issue 29's acceptance on one size's summary: the store stage against raw_engine (≤ 1.5×, in process on the
+    same shard; over gRPC on a copy of the same ingest), overhead p50 over gRPC with the benchmark's settings
+    (≤ 5 ms; the production defaults' beside it, no bound), first-token overhead over gRPC (≤ 4 ms), and the
+    workers' Asks/s at concurrency 8 in this run against the raw unary ceiling (reported, no bound)."""
+    criteria: list[dict[str, Any]] = []
+    for name, ratio in per.get("store_against_raw_engine", {}).items():
+        criteria.append({"criterion": f"{LABELS[name]}: store stage p50 ÷ raw_engine p50 (ragsvc's pace)",
+                         "variant": name, "measured": ratio["spaced"]["median"], "bound": 1.5, "target": "≤ 1.5",
+                         "met": ratio["spaced"]["median"] <= 1.5, "back_to_back": ratio["back_to_back"]["median"]})
+    rows = [("ragsvc", "overhead_p50_ms", 5.0), ("ragsvc_defaults", "overhead_p50_ms", None),
+            ("ragsvc", "ttft_overhead_p50_ms", 4.0), ("ragsvc_defaults", "ttft_overhead_p50_ms", None)]
+    for name, metric, bound in rows:
+        if name in per:
+            value = per[name][metric]["median"]
+            what = "overhead p50" if metric == "overhead_p50_ms" else "first-token overhead p50"
+            criteria.append({"criterion": f"{LABELS[name]}: {what}", "variant": name, "metric": metric,
+                             "measured_ms": value, "measured": value, "bound": bound,
+                             "target": f"≤ {bound:.0f} ms" if bound else "reported beside it",
+                             "met": None if bound is None else value <= bound})  # fmt: skip
+    if throughput and throughput.get("scale_out"):
+        point = next(p for p in throughput["scale_out"]["points"] if p["concurrency"] == 8)
+        for workers in throughput["scale_out"]["workers"]:
+            asks = statistics.median(point[f"ragsvc_workers_{workers}"]["calls_per_s"])
+            ceiling = statistics.median(point["ceiling_1_processes"]["calls_per_s"])
+            criteria.append({"criterion": f"Asks/s with RAG_WORKERS={workers} at concurrency 8, against the raw "
+                             "unary ceiling (1 process) of this run", "variant": f"ragsvc_workers_{workers}",
+                             "measured": round(asks, 1), "ceiling": round(ceiling, 1),
+                             "ratio": point["ratios_median"][f"ragsvc_workers_{workers}/ceiling_1_processes"],
+                             "bound": None, "target": "reported", "met": None})  # fmt: skip
+    return criteria
+
+
+def ablation(per: dict[str, Any]) -> list[dict[str, Any]]:
+    """What each default feature costs: the production defaults' row against the row without the feature (p50 and
+    p99 of the overhead, p50 of the first-token overhead; medians over rounds), with the LLM calls each made."""
+    if "ragsvc_defaults" not in per:
+        return []
+    defaults = per["ragsvc_defaults"]
+    metrics = ("overhead_p50_ms", "overhead_p99_ms", "ttft_overhead_p50_ms")
+    rows = []
+    for name, row in per.items():
+        if not name.startswith(ABLATION_PREFIX):
+            continue
+        feature = name.removeprefix(ABLATION_PREFIX)
+        rows.append({"feature": feature, "variant": name,
+                     "without": {m: row[m]["median"] for m in metrics},
+                     "costs": {m: round(defaults[m]["median"] - row[m]["median"], 3) for m in metrics},
+                     "llm_calls_per_question": row.get("llm_calls_per_question", {}), "refused": row.get("refused", 0)})
+    return rows
 
 
 def same_store_columns(rounds: list[dict[str, Any]], name: str) -> dict[str, Any]:
@@ -164,7 +258,7 @@ def acceptance(per: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def acceptance_text(summary: dict[str, Any]) -> str:
-    """The acceptance block as the run prints it."""
+    """The acceptance blocks as the run prints them."""
     block = summary.get("acceptance")
     if not block:
         return "acceptance (issue 18): not computed (needs ragsvc and the same-store timings)"
@@ -172,6 +266,11 @@ def acceptance_text(summary: dict[str, Any]) -> str:
     for criterion in block["criteria"]:
         what, measured = _criterion_row(criterion)
         lines.append(f"  {'met    ' if criterion['met'] else 'NOT MET'}  {what}: {measured}")
+    if store := summary.get("acceptance_store"):
+        lines.append(f"acceptance (issue 29), {store['corpus']:,} passages, same run:")
+        for criterion in store["criteria"]:
+            met = "       " if criterion["met"] is None else "met    " if criterion["met"] else "NOT MET"
+            lines.append(f"  {met}  {criterion['criterion']}: {_store_criterion(criterion)}")
     return "\n".join(lines)
 
 
@@ -200,12 +299,16 @@ def markdown(result: dict[str, Any], result_path: Path) -> str:
         "top 5 passages of the question's tenant, ragsvc's default prompt, and one scripted OpenAI-compatible "
         "streaming server on 127.0.0.1 (24 tokens, no delay). The peers use Qdrant through their own "
         "integrations in qdrant-client's local mode (no Qdrant server can be installed here); ragsvc uses its "
-        "embedded qdrant-edge engine. ragsvc runs twice: as a server called over gRPC (AskStream), and in "
+        "embedded qdrant-edge engine. ragsvc runs as a server called over gRPC (AskStream), and in "
         "process, its answering service driven the way the AskStream servicer drives it but without gRPC (a "
-        "worker process of its own, the same components, settings and ingest). Both stream with "
-        "RAG_STREAM_POLICY=raw, relaying tokens as they come as the peers do (the default, validated, releases the "
-        "first text once a sentence's citations are checked: here the whole 24-token answer; bench/generation.py "
-        "measures that cost). "
+        "worker process of its own, the same components, settings and ingest). Both do the peers' job: one LLM "
+        "call a question, no refusals, tokens relayed as they come (RAG_STREAM_POLICY=raw; no answerability gate, "
+        "no classification, self-score or follow-up calls, no answer cache: `JOB_SETTINGS` in "
+        "bench/peers/ragsvc_variant.py). A third ragsvc row, **production defaults**, is the same server with "
+        "those defaults on, as `ragsvc serve` ships them: the answerability gate, the validated stream (the first "
+        "text released once a sentence's citations are checked: here the whole 24-token answer), question "
+        "classification, self-score and two follow-up questions by the LLM (answered at once by the scripted "
+        "server), and the answer cache; its ablation table below turns each off in turn. "
         f"{settings['warmup']} warm-ups, then {settings['rounds']} rounds of {settings['queries']} sequential "
         "questions per variant, the variants interleaved in a different order each round. "
         "Cells are the median over rounds of each round's percentile, with the lowest and highest round.",
@@ -228,6 +331,8 @@ def markdown(result: dict[str, Any], result_path: Path) -> str:
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for name, row in per.items():
+            if name.startswith(ABLATION_PREFIX) or not isinstance(row, dict) or "total_p50_ms" not in row:
+                continue
             lines.append(
                 f"| {LABELS.get(name, name)} | {_cell(row['total_p50_ms'])} | {_cell(row['overhead_p50_ms'])} | "
                 f"{_cell(row['overhead_p99_ms'])} | {_cell(row['ttft_overhead_p50_ms'])} | "
@@ -240,13 +345,10 @@ def markdown(result: dict[str, Any], result_path: Path) -> str:
             stages = ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in per[name]["stages_p50_ms"].items())
             lines += ["", f"{LABELS[name]}: its overhead by its own stage timings (p50, ms): {stages}."]
         if staged:
-            lines += [
-                "",
-                "Outside pipeline = the caller's time − the pipeline's own total: admission, the audit "
-                "record and the service around the pipeline, plus over gRPC the client, the transport and "
-                "the interceptors. Store is part of retrieval engine.",
-            ]
-        lines += grpc_hop(per) + store_calls(per)
+            lines += ["", "Outside pipeline = the caller's time − the pipeline's own total: admission, the audit "
+                      "record and the service around the pipeline, plus over gRPC the client, the transport and "
+                      "the interceptors. Store is part of retrieval engine."]
+        lines += grpc_hop(per) + store_calls(per) + refusals(per) + store_markdown(per) + ablation_markdown(per)
         if any("delayed_ttft_overhead_p50_ms" in row for row in per.values()):
             lines += [
                 "",
@@ -284,7 +386,7 @@ def markdown(result: dict[str, Any], result_path: Path) -> str:
                 lines.append(f"| {unit} | {point['concurrency']} | {ours:,.0f} | {raw:,.0f} | {point['ratio_median']:.0%} |")
         lines.append("")
         lines += scale_out_markdown(throughput.get("scale_out"), settings)
-    lines += acceptance_markdown(summary)
+    lines += acceptance_markdown(summary) + acceptance_store_markdown(summary)
     if "targets" in summary:
         lines += ["## Targets", "", "| target | measured | met |", "|---|---|---|"]
         for target in summary["targets"]:
@@ -374,8 +476,9 @@ def same_store_explanation() -> list[str]:
         "in tokens (tiktoken); over gRPC also the concurrency limit (RAG_MAX_CONCURRENT_REQUESTS; the rate limit "
         "is off for the benchmark);",
         "- *validation and audit*: the streamed answer is checked for citations and grounding, and every answer "
-        "is written to the audit log (the answerability gate is off for the job: it refused a few of the "
-        "synthetic questions, which the peers answer);",
+        "is written to the audit log (the answerability gate is off for the job, on in the production defaults' "
+        "row: it refuses a few of the synthetic questions, which the peers answer; a refusal makes no LLM call and "
+        "is left out of that row's overheads);",
         "- *the gRPC hop* (ragsvc over gRPC only): protobuf encoding, interceptors (request id, auth, request "
         "log) and a local TCP round trip with HTTP/2 framing, which the in-process peers do not pay. The "
         "in-process variant removes it, so ragsvc over gRPC minus ragsvc in-process is the hop.",
@@ -398,6 +501,108 @@ def store_calls(per: dict[str, Any]) -> list[str]:
     counted = [f"{LABELS.get(n, n)} {'/'.join(map(str, row['store_calls_per_question']))}"
                for n, row in per.items() if "store_calls_per_question" in row]  # fmt: skip
     return ["", "Timed store calls per question, every question of every round: " + ", ".join(counted) + "."] if counted else []
+
+
+def refusals(per: dict[str, Any]) -> list[str]:
+    """The questions a row refused (no LLM call: left out of its overheads) and its LLM calls per question."""
+    rows = [(name, row) for name, row in per.items() if isinstance(row, dict) and "llm_calls_per_question" in row
+            and not name.startswith(ABLATION_PREFIX) and (row["refused"] or set(row["llm_calls_per_question"]) != {"answer"})]
+    if not rows:
+        return []
+    parts = [f"{LABELS.get(name, name)}: {row['refused']} of {row['questions'] + row['refused']} questions refused "
+             "(left out of its overheads), LLM calls per question "
+             + ", ".join(f"{purpose} {count:g}" for purpose, count in row["llm_calls_per_question"].items())
+             for name, row in rows]  # fmt: skip
+    return ["", "; ".join(parts) + "."]
+
+
+def store_markdown(per: dict[str, Any]) -> list[str]:
+    """The store stage against the raw_engine row."""
+    ratios = per.get("store_against_raw_engine")
+    raw = per.get("ragsvc_inprocess", {}).get("raw_engine")
+    if not ratios or not raw:
+        return []
+    lines = [
+        "", "### The store stage against the engine it wraps", "",
+        "**raw_engine**: the qdrant-edge `QueryRequest`s ragsvc in process sent its shard in the round (recorded as "
+        "sent: same shard, filter, prefetches, limit, payload fields, vector), each sent again to the same shard and "
+        "timed alone (`EdgeShard.query`), right after that variant's questions: at ragsvc's pace (each request as "
+        "long after the previous one as ragsvc sent it: between questions the engine's search thread sleeps and the "
+        "caches cool, for ragsvc's calls and these alike) and back to back (the engine kept warm: the least a call "
+        "costs). The **store stage** is ragsvc's time inside `VectorEngine.query` (building the request, the call, "
+        "the results as candidates). The servers' shards are copies of one ingest of the same corpus.", "",
+        "| row | store p50 | ÷ raw_engine at ragsvc's pace | ÷ raw_engine back to back |", "|---|---|---|---|",
+        f"| raw_engine at ragsvc's pace | {_cell(raw['spaced'])} | 1 | |",
+        f"| raw_engine back to back | {_cell(raw['back_to_back'])} | | 1 |",
+    ]
+    for name, ratio in ratios.items():
+        lines.append(f"| {LABELS[name]} | {_cell(per[name]['store_p50_ms'])} | {_ratio(ratio['spaced'])} | "
+                     f"{_ratio(ratio['back_to_back'])} |")  # fmt: skip
+    return lines
+
+
+def ablation_markdown(per: dict[str, Any]) -> list[str]:
+    """The ablation table of the production defaults."""
+    rows = ablation(per)
+    if not rows:
+        return []
+    defaults = per["ragsvc_defaults"]
+    lines = [
+        "", "### What each default feature costs (over gRPC)", "",
+        "The production defaults' row against the same server without one feature (every other default on): the "
+        "feature's cost is the difference of the medians over rounds. The scripted LLM answers the auxiliary calls "
+        "at once (`FACTUAL`, `85`, two questions), so a real model's time for them is not in these figures: each is "
+        "another round trip to it (bench/llm_path.py measures that path with a real model).", "",
+        "| row | overhead p50 | overhead p99 | first-token overhead p50 | costs: p50 | costs: p99 | costs: first token "
+        "p50 | LLM calls per question |", "|---|---|---|---|---|---|---|---|",
+        f"| {LABELS['ragsvc_defaults']} | {_cell(defaults['overhead_p50_ms'])} | {_cell(defaults['overhead_p99_ms'])} | "
+        f"{_cell(defaults['ttft_overhead_p50_ms'])} | | | | {_calls(defaults)} |",
+    ]
+    for row in rows:
+        measured = per[row["variant"]]
+        costs = row["costs"]
+        lines.append(
+            f"| without {FEATURES.get(row['feature'], row['feature'])} | {_cell(measured['overhead_p50_ms'])} | "
+            f"{_cell(measured['overhead_p99_ms'])} | {_cell(measured['ttft_overhead_p50_ms'])} | "
+            f"{costs['overhead_p50_ms']:+.2f} ms | {costs['overhead_p99_ms']:+.2f} ms | "
+            f"{costs['ttft_overhead_p50_ms']:+.2f} ms | {_calls(measured)} |"
+        )
+    if "ragsvc" in per:
+        ours = per["ragsvc"]
+        lines.append(f"| {LABELS['ragsvc']} (the benchmark's settings: all of them off) | {_cell(ours['overhead_p50_ms'])} | "
+                     f"{_cell(ours['overhead_p99_ms'])} | {_cell(ours['ttft_overhead_p50_ms'])} | | | | {_calls(ours)} |")
+    return lines
+
+
+def _calls(row: dict[str, Any]) -> str:
+    calls = row.get("llm_calls_per_question", {})
+    refused = f"; {row['refused']} refused" if row.get("refused") else ""
+    return ", ".join(f"{purpose} {count:g}" for purpose, count in calls.items()) + refused
+
+
+def _ratio(value: dict[str, float]) -> str:
+    return f"{value['median']:.2f} ({value['min']:.2f}–{value['max']:.2f})"
+
+
+def acceptance_store_markdown(summary: dict[str, Any]) -> list[str]:
+    """Issue 29's acceptance block as a section of the page."""
+    block = summary.get("acceptance_store")
+    if not block:
+        return []
+    lines = [f"## Acceptance (issue 29): {block['corpus']:,} passages, this run", "",
+             "| criterion | measured | met |", "|---|---|---|"]  # fmt: skip
+    for criterion in block["criteria"]:
+        lines.append(f"| {criterion['criterion']} | {_store_criterion(criterion)} | "
+                     f"{'–' if criterion['met'] is None else 'yes' if criterion['met'] else '**no**'} |")  # fmt: skip
+    return [*lines, ""]
+
+
+def _store_criterion(criterion: dict[str, Any]) -> str:
+    if "back_to_back" in criterion:
+        return f"{criterion['measured']:.2f} (target {criterion['target']}; back to back {criterion['back_to_back']:.2f})"
+    if "ceiling" in criterion:
+        return f"{criterion['measured']:,.0f} Asks/s, {criterion['ratio']:.1%} of the ceiling's {criterion['ceiling']:,.0f}"
+    return f"{criterion['measured_ms']:.2f} ms ({criterion['target']})"
 
 
 def acceptance_markdown(summary: dict[str, Any]) -> list[str]:
@@ -434,7 +639,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
     summary = result["summary"]["sizes"]
     sizes = list(summary)
-    names = list(summary[sizes[0]])
+    names = [n for n, row in summary[sizes[0]].items() if not n.startswith(ABLATION_PREFIX) and "total_p50_ms" in row]
     panels = [(metric, title) for metric, title in PANELS if all(metric in summary[s][n] for s in sizes for n in names)]
     figure, grid = plt.subplots(2, 2, figsize=(13, 8.5), squeeze=False)
     axes = grid.flatten()

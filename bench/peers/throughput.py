@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import shutil
 import statistics
 import subprocess
 import sys
@@ -38,7 +37,7 @@ import grpc
 from bench.peers.ceilings import ECHO, STREAM, Load, closed_loop
 from bench.peers.common import corpus, queries
 from bench.peers.cpu import CpuMeter
-from bench.peers.ragsvc_variant import RagsvcServer
+from bench.peers.ragsvc_variant import RagsvcServer, copy_index
 from bench.peers.workers import ROOT, LLMControl, LLMServer, job_config
 from ragsvc.server.worker_slot import WORKER_KEY
 from ragsvc.v1 import rag_service_pb2 as pb
@@ -136,21 +135,27 @@ async def measure(rag_address: str, llm: LLMControl, size: int, rounds: int, sec
     return out
 
 
-async def scale_out(llm: LLMControl, size: int, rounds: int, seconds: float, pids: list[int]) -> dict[str, Any]:
-    """Asks/s of ragsvc with RAG_WORKERS 1 and 2 against the echo ceiling in 1 and 2 processes (module docstring)."""
+async def scale_out(
+    llm: LLMControl, size: int, rounds: int, seconds: float, pids: list[int], index: Path | None = None
+) -> dict[str, Any]:
+    """Asks/s of ragsvc with RAG_WORKERS 1 and 2 against the echo ceiling in 1 and 2 processes (module docstring).
+    `index`: a closed data directory holding the job's corpus, copied instead of ingesting it again."""
     config = job_config(size, llm.base_url)
     asks = ask_requests(size)
     payload = asks[0].SerializeToString()
     out: dict[str, Any] = {"connections": "one per caller", "workers": list(WORKERS), "points": []}
     with tempfile.TemporaryDirectory(prefix="ragsvc-scale-out-") as root, contextlib.ExitStack() as stack:
         data_dirs = {workers: Path(root) / f"workers-{workers}" for workers in WORKERS}
-        indexing = RagsvcServer(config, data_dir=data_dirs[1])
-        try:
-            out["index_s"] = round(indexing.ingest(corpus(size)), 1)
-        finally:
-            indexing.close()  # the shard is flushed and closed: a whole copy can be taken
+        if index is not None:
+            copy_index(index, data_dirs[1])
+        else:
+            indexing = RagsvcServer(config, data_dir=data_dirs[1])
+            try:
+                out["index_s"] = round(indexing.ingest(corpus(size)), 1)
+            finally:
+                indexing.close()  # the shard is flushed and closed: a whole copy can be taken
         for workers in WORKERS[1:]:
-            shutil.copytree(data_dirs[1], data_dirs[workers])
+            copy_index(data_dirs[1], data_dirs[workers])
         targets: dict[str, tuple[str, list[int]]] = {}
         for workers in WORKERS:
             server = stack.enter_context(contextlib.closing(RagsvcServer(config, data_dir=data_dirs[workers], workers=workers)))
@@ -294,6 +299,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--pids", type=int, nargs="*", default=[], help="processes whose CPU counts as ours")
+    parser.add_argument("--index", type=Path, help="with --scale-out: a closed data directory of the corpus to copy")
     args = parser.parse_args()
     if args.rag and not args.llm:
         parser.error("--rag needs --llm, the LLM that server answers with")
@@ -302,7 +308,8 @@ def main() -> None:
         if args.rag:
             result = asyncio.run(measure(args.rag, llm, args.size, args.rounds, args.seconds, args.pids))
         if args.scale_out:
-            result["scale_out"] = asyncio.run(scale_out(llm, args.size, args.rounds, args.seconds, args.pids + started))
+            pids = args.pids + started
+            result["scale_out"] = asyncio.run(scale_out(llm, args.size, args.rounds, args.seconds, pids, args.index))
     print(json.dumps(result))
 
 

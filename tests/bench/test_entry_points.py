@@ -154,32 +154,25 @@ def test_soak_sheds_what_exceeds_the_limits_with_no_unexpected_error(tmp_path: P
 
 @pytest.mark.timeout(300)
 def test_peers_runs_ragsvc_through_the_whole_job(tmp_path: Path) -> None:
-    """The frameworks need venvs of their own (make bench-peers); ragsvc, over gRPC and in process, runs the whole
-    job here."""
-    run(
-        "bench.peers.run",
-        "--variants",
-        "ragsvc",
-        "ragsvc_inprocess",
-        "--sizes",
-        "60",
-        "--rounds",
-        "1",
-        "--queries",
-        "3",
-        "--warmup",
-        "1",
-        "--delayed-queries",
-        "2",
-        "--seconds",
-        "0.3",
-        "--no-docs",
-        results=tmp_path,
-    )
+    """The frameworks need venvs of their own (make bench-peers); ragsvc, over gRPC (with the benchmark's settings
+    and with the production defaults) and in process, runs the whole job here, with the raw_engine row."""
+    run("bench.peers.run", "--variants", "ragsvc", "ragsvc_defaults", "ragsvc_inprocess", "--no-ablation", "--sizes",
+        "60", "--rounds", "1", "--queries", "3", "--warmup", "1", "--delayed-queries", "2", "--seconds", "0.3",
+        "--no-docs", results=tmp_path)  # fmt: skip
     measured = result(tmp_path, "peers")["sizes"]["60"]
     ragsvc = measured["rounds"][0]["variants"]["ragsvc"]
     assert ragsvc["n"] == 3 and ragsvc["prompts_as_exact_top5"] == 3
-    assert ragsvc["cache"] == {"setting": "RAG_CACHE_MAX_ENTRIES=0", "hits": 0, "misses": 3}
+    assert ragsvc["cache"] == {"hits": 0, "misses": 3} and ragsvc["llm_calls"] == {"answer": 3}
+    defaults = measured["rounds"][0]["variants"]["ragsvc_defaults"]
+    assert defaults["n"] + defaults["refused"] == 3 and defaults["llm_calls"]["answer"] == defaults["n"]
+    assert defaults["llm_calls"]["follow_ups"] == defaults["llm_calls"]["self_score"] == defaults["n"], (
+        "the defaults ask the LLM for a self-score and follow-up questions after each answer")
+    raw = measured["rounds"][0]["variants"]["ragsvc_inprocess"]["raw_engine"]
+    assert raw["spaced"]["n"] == raw["back_to_back"]["n"] == 3 and raw["spaced"]["p50_ms"] > 0
+    summary = result(tmp_path, "peers")["summary"]
+    assert set(summary["sizes"]["60"]["store_against_raw_engine"]) == {"ragsvc_inprocess", "ragsvc", "ragsvc_defaults"}
+    store = {c["variant"]: c for c in summary["acceptance_store"]["criteria"] if "back_to_back" in c}
+    assert store["ragsvc"]["measured"] > 0 and store["ragsvc"]["met"] == (store["ragsvc"]["measured"] <= 1.5)
     assert measured["checks"]["ragsvc"]["same_top5_as_exact"] == measured["checks"]["ragsvc"]["of"]
     assert "throughput" in measured
     in_process = measured["rounds"][0]["variants"]["ragsvc_inprocess"]

@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 
-from bench.peers import report
+from bench import stats
+from bench.peers import report, run
 from bench.peers.common import HashingEmbedder, Passage, WorkerConfig, corpus, queries
+from bench.peers.llm_server import purpose
 from bench.peers.ragsvc_variant import RagsvcInProcess, RagsvcServer
 from bench.peers.workers import LLMServer, Reference, Worker, job_config
+from ragsvc.judge import CLASSIFY_PROMPT, CONFIDENCE_PROMPT, FOLLOW_UP_PROMPT
 
 SIZE = 120
 
@@ -174,3 +177,69 @@ def test_the_report_computes_the_same_store_columns_and_the_acceptance_block() -
                            report.ROOT / "bench" / "results" / "peers-test.json")  # fmt: skip
     assert "overhead excl. store p50" in page and "## Acceptance (issue 18): 1,000 passages" in page
     assert "The gRPC hop (ragsvc over gRPC − ragsvc in-process, medians of p50): overhead excl. store p50 2.50 ms" in page
+
+
+def test_the_llm_calls_are_told_apart_and_given_to_the_question_that_made_them() -> None:
+    """The scripted LLM names each call's purpose from ragsvc's own prompts; a round gives each call to the question
+    whose time it arrived in, and a refused question (no answer call) is counted, not timed."""
+    question = {"role": "user", "content": "QUESTION: what is x?\n\nANSWER: x."}
+    assert purpose([{"role": "system", "content": "s"}, question]) == "answer"
+    assert purpose([{"role": "user", "content": CLASSIFY_PROMPT.format(query="what is x?")}]) == "classify"
+    assert purpose([{"role": "user", "content": FOLLOW_UP_PROMPT.format(query="q", answer="a", count=2)}]) == "follow_ups"
+    assert purpose([{"role": "user", "content": CONFIDENCE_PROMPT.format(context_summary="c", query="q", answer="a")}]) \
+        == "self_score"
+
+    def call(at: float, purpose: str, server_ms: float) -> dict[str, Any]:
+        return {"received_at": at, "purpose": purpose, "server_ms": server_ms, "first_token_ms": server_ms / 2,
+                "messages_sha256": f"sha-{at}"}
+
+    def asked(start: float, end: float, refused: bool = False) -> dict[str, Any]:
+        return {"window": [start, end], "total_ms": 10.0, "ttft_ms": 5.0, "embed_ms": 1.0, "store_ms": 1.0,
+                "answer": "a [#1].", "refused": refused}
+
+    results = [asked(0.0, 1.0), asked(1.0, 2.0, refused=True), asked(2.0, 3.0)]
+    served = [call(0.1, "answer", 4.0), call(0.2, "self_score", 1.0), call(2.1, "answer", 6.0)]
+    assert run.attribute(results, served) == [served[:2], [], served[2:]]
+    measured = run.per_variant(results, served, ["sha-0.1", "x", "other"], {})
+    assert measured["n"] == 2 and measured["refused"] == 1 and measured["prompts_as_exact_top5"] == 1
+    assert measured["llm_calls"] == {"answer": 2, "self_score": 1}
+    assert measured["overhead"] == stats.summary([10.0 - 1.0 - 4.0, 10.0 - 1.0 - 6.0]), "total - embedding - the answer's call"
+    with pytest.raises(RuntimeError, match="outside every question"):
+        run.attribute(results, [call(5.0, "follow_ups", 1.0)])
+    with pytest.raises(RuntimeError, match="0 answer calls"):
+        run.per_variant(results[:1], served[1:2], ["x"], {})
+
+
+def test_the_report_sets_the_store_stage_against_raw_engine_and_costs_each_default() -> None:
+    def variant(overhead: float, store: float, calls: dict[str, int], raw: float | None = None) -> dict[str, Any]:
+        def p(value: float) -> dict[str, float]:
+            return {"p50_ms": value, "p99_ms": value * 2}
+
+        row = {"total": p(overhead + 30), "overhead": p(overhead), "ttft_overhead": p(overhead / 2), "n": 10,
+               "refused": 0, "llm_calls": calls, "prompts_as_exact_top5": 10, "answers_whole": 10,
+               "cpu": {"others_cores": 0.1}, "store": p(store), "overhead_excl_store": p(overhead - store),
+               "ttft_overhead_excl_store": p(overhead / 2 - store)}
+        return row | ({"raw_engine": {"spaced": p(raw), "back_to_back": p(raw / 2)}} if raw else {})
+
+    answer, side = {"answer": 10}, {"answer": 10, "follow_ups": 10, "self_score": 10}
+    rounds = [{"order": [], "variants": {
+        "ragsvc_inprocess": variant(2.0, 1.5, answer, raw=0.8 + r / 10),  # raw 0.8, 0.9, 1.0
+        "ragsvc": variant(4.0, 1.35, answer),
+        "ragsvc_defaults": variant(6.0 + r, 1.3, side),  # 6, 7, 8
+        "ragsvc_defaults_no_follow_ups": variant(5.0, 1.3, {"answer": 10, "self_score": 10}),
+    }} for r in range(3)]  # fmt: skip
+    for number in range(3):
+        rounds[number]["variants"]["ragsvc"]["stages"] = {"server_overhead": {"p50_ms": 2.0, "p99_ms": 4.0}}
+    summary = report.summarize({"sizes": {"1000": {"rounds": rounds}}})
+    per = summary["sizes"]["1000"]
+    assert per["store_against_raw_engine"]["ragsvc"]["spaced"] == {"median": 1.5, "min": 1.35, "max": 1.688}
+    assert per["store_against_raw_engine"]["ragsvc_inprocess"]["back_to_back"]["median"] == round(1.5 / 0.45, 3)
+    assert per["ragsvc_defaults"]["llm_calls_per_question"] == {"answer": 1.0, "follow_ups": 1.0, "self_score": 1.0}
+    [follow_ups] = report.ablation(per)
+    assert follow_ups["feature"] == "follow_ups" and follow_ups["costs"]["overhead_p50_ms"] == 2.0  # 7 - 5
+    criteria = {(c["variant"], c.get("metric")): c for c in summary["acceptance_store"]["criteria"]}
+    assert criteria["ragsvc", None]["met"] and not criteria["ragsvc_inprocess", None]["met"]  # 1.35 / 0.9 = 1.5; 1.5 / 0.9
+    assert criteria["ragsvc", "overhead_p50_ms"]["met"] and criteria["ragsvc_defaults", "overhead_p50_ms"]["met"] is None
+    assert criteria["ragsvc", "ttft_overhead_p50_ms"]["met"]  # 2.0 ≤ 4
+    page = "\n".join(report.store_markdown(per) + report.ablation_markdown(per))
+    assert "| raw_engine at ragsvc's pace | 0.90 " in page and "| without follow-up questions by the LLM (2) |" in page

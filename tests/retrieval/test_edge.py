@@ -5,18 +5,22 @@ test_engines.py.)"""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+import qdrant_edge as qe
 
 from ragsvc.domain import Chunk, RetrievalQuery
 from ragsvc.errors import RetrievalUnavailable
-from ragsvc.retrieval.base import IndexedChunk
-from ragsvc.retrieval.edge import BUILDING_SUFFIX, PREVIOUS_SUFFIX, EdgeEngine
+from ragsvc.reading.text import index_terms
+from ragsvc.retrieval.base import IndexedChunk, TermCounts
+from ragsvc.retrieval.edge import BUILDING_SUFFIX, PREVIOUS_SUFFIX, EdgeEngine, shard_config
 from ragsvc.retrieval.embedders import MiniLMEmbedder
+from ragsvc.retrieval.layout import payload, point_id
 from tests.retrieval.conftest import store
 from tests.support.polling import eventually
 
@@ -52,6 +56,72 @@ async def test_data_survives_close_and_reopen_and_one_process_owns_a_shard(tmp_p
         assert await reopened.count("acme") == 1
     finally:
         await reopened.close()
+
+
+async def test_results_carry_unit_vectors_and_their_cosine_to_the_query(tmp_path: Path) -> None:
+    """The engine normalises vectors on upload (cosine distance), and the candidates use its rows as they come:
+    vectors written at any length come back unit length, their similarity the cosine."""
+    engine = EdgeEngine.open(tmp_path / "shard", dimension=DIMENSION)
+    try:
+        chunks = random_document("doc", 6, seed=3)
+        await engine.replace_document("acme", "doc", chunks)
+        asked = (np.random.default_rng(9).standard_normal(DIMENSION) * 7).tolist()
+        found = await engine.query(RetrievalQuery("doc part", "acme"), asked, 6)
+        written = {c.chunk.chunk_index: np.asarray(c.dense) for c in chunks}
+        assert len(found) == 6 and all(abs(float(np.linalg.norm(w)) - 1) > 0.5 for w in written.values())
+        for candidate in found:
+            original = written[candidate.chunk.chunk_index]
+            assert np.allclose(candidate.dense, original / np.linalg.norm(original), atol=1e-6)
+            cosine = original @ asked / (np.linalg.norm(original) * np.linalg.norm(asked))
+            assert candidate.score == pytest.approx(cosine, abs=1e-5)
+    finally:
+        await engine.close()
+
+
+async def test_the_search_pool_has_the_threads_it_is_opened_with(tmp_path: Path) -> None:
+    """RAG_EDGE_SEARCH_THREADS: the count is given on every open (the shard keeps the last one it was given), 0 is
+    one per CPU; queries answer the same."""
+    path = tmp_path / "shard"
+    engine = EdgeEngine.open(path, DIMENSION)
+    await fill(engine, 3, 2)
+    await engine.close()
+    query = RetrievalQuery("doc1 archive", tenant_id="acme")
+    dense = random_document("doc1", 1, seed=1)[0].dense
+    answers = []
+    for threads, persisted in ((2, 2), (0, os.cpu_count()), (1, 1)):
+        engine = EdgeEngine.open(path, DIMENSION, search_threads=threads)
+        try:
+            answers.append([(c.chunk.source_id, c.score) for c in await engine.query(query, dense, limit=3)])
+        finally:
+            await engine.close()
+        assert json.loads((path / "edge_config.json").read_text())["max_search_threads"] == persisted
+    assert answers[0][0][0] == "doc1:0" and all(answer == answers[0] for answer in answers)
+
+
+async def test_index_terms_are_counted_whole_in_a_shard_an_older_version_wrote(tmp_path: Path) -> None:
+    """Older versions stored a chunk's index terms as a list under a keyword index; this one stores one string
+    under a text index split at spaces. Opened, an old shard counts its chunks and new ones alike, each term
+    matched whole: names with dots, underscores, dashes or digits are not split, and case is kept."""
+    path = tmp_path / "shard"
+    old = qe.EdgeShard.create(str(path), shard_config(DIMENSION))
+    old.update(qe.UpdateOperation.create_field_index("terms", qe.PayloadSchemaType.Keyword))
+    written = Chunk("old", 0, "Set max_connections in pg_hba.conf, or pass --pgdata to 9.2.", tenant_id="acme")
+    old.update(qe.UpdateOperation.upsert_points([qe.Point(point_id("acme", "old", 0), {"dense": [0.5] * DIMENSION},
+                                                          payload(written))]))  # fmt: skip
+    old.close()
+    engine = EdgeEngine.open(path, DIMENSION)
+    try:
+        new = Chunk("new", 0, "The pg hba rules: see the conf file for the max connections.", tenant_id="acme")
+        await engine.replace_document("acme", "new", [IndexedChunk(new, [0.25] * DIMENSION)])
+        assert set(index_terms(written.text)) >= {"max_connections", "pg_hba.conf", "--pgdata", "9.2"}
+        terms = ["max_connections", "pg_hba.conf", "--pgdata", "9.2", "max", "conf", "hba", "connect", "Conf"]
+        counts = await engine.term_counts(RetrievalQuery("q", "acme"), terms)
+        expected = {term: sum(term in index_terms(c.text) for c in (written, new)) for term in terms}
+        assert counts == TermCounts(2, expected)
+        # The new chunk holds the parts of both names, not the names: a term split like words would count it too.
+        assert expected["pg_hba.conf"] == expected["max_connections"] == 1 and expected["conf"] == expected["max"] == 2
+    finally:
+        await engine.close()
 
 
 async def test_a_shard_of_another_dimension_cannot_be_opened(tmp_path: Path) -> None:

@@ -61,6 +61,7 @@ from ragsvc.retrieval.layout import (
     SparseEncoder,
     candidates_from,
     cosines,
+    dense_rows,
     first_by_score,
     indexed_text,
     meta_path,
@@ -72,7 +73,6 @@ from ragsvc.retrieval.layout import (
     resolved_where,
     searched_vectors,
     stored_document,
-    unit_rows,
 )
 from ragsvc.retrieval.stored_terms import FIELDS, MARKER, StoredTerms, TermsPage, recorded_version
 from ragsvc.retrieval.term_table import TermRow, TermTable
@@ -85,6 +85,14 @@ BUILDING_SUFFIX = ".indexing"  # the copy being optimized
 TERM_COUNTS_KEPT = 50_000  # document frequencies kept between writes (see _TermCounts)
 SCROLL_PAGE = 256  # points per page when the term table reads the shard (the engine holds the GIL for a page)
 _TERM_ROW_FIELDS = [TENANT_FIELD, "tags", TERMS_FIELD]
+# The index terms, stored as one string of terms separated by spaces (`_terms_as_text`), are indexed as text split
+# at spaces only, each term kept as it is: a term is matched whole (MatchText), exactly as a keyword would be, and
+# a list of terms (the form older versions stored) is indexed the same way. A result's payload is read whole by
+# the engine, whatever fields a query returns, and one string reads at a fraction of the cost of ~70 (measured at
+# 10k points: 0.14 ms of a 1.1 ms query; layout's docstring).
+TERMS_INDEX = qe.TextIndexParams(
+    tokenizer=qe.TokenizerType.Whitespace, lowercase=False, ascii_folding=False, phrase_matching=False
+)
 PREVIOUS_SUFFIX = ".previous"  # the replaced shard, until it is deleted
 # The payload index of a metadata key's type (booleans are stored as keywords: see layout).
 _META_INDEXES = {
@@ -170,10 +178,15 @@ class _Gate:
                 self._condition.notify_all()
 
 
-def shard_config(dimension: int) -> qe.EdgeConfig:
+def shard_config(dimension: int, search_threads: int = 0) -> qe.EdgeConfig:
+    """The shard's vectors, and the threads of its search pool (`search_threads`; 0: one per CPU). One thread
+    searches a query's prefetches in turn instead of handing them to several threads that wake for it; on a shard
+    of one segment that was 0.1-0.25 ms a query faster on 2 cores (RAG_EDGE_SEARCH_THREADS). The shard keeps the
+    count it was last opened with (edge_config.json), so it is always given."""
     return qe.EdgeConfig(
         vectors={DENSE: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)},
         sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        max_search_threads=search_threads or os.cpu_count() or 1,
     )
 
 
@@ -225,9 +238,11 @@ class EdgeEngine:
         access: AccessPolicy = AccessPolicy(),
         index_after_points: int = 0,
         index_delay_s: float = 2.0,
+        search_threads: int = 0,
     ) -> EdgeEngine:
-        """Load the shard at `path`, or create it there when there is none, and make sure of its payload indexes."""
-        config = shard_config(dimension)
+        """Load the shard at `path`, or create it there when there is none, and make sure of its payload indexes.
+        `search_threads`: see `shard_config`."""
+        config = shard_config(dimension, search_threads)
         previous = path.with_name(path.name + PREVIOUS_SUFFIX)
         try:
             if not path.exists() and previous.exists():
@@ -245,9 +260,11 @@ class EdgeEngine:
         shutil.rmtree(path.with_name(path.name + BUILDING_SUFFIX), ignore_errors=True)
         try:
             # Creating an existing index is a no-op, so shards made by an older version gain new indexes.
+            # A shard of an older version had its terms under a keyword index: the text index replaces it.
             shard.update(qe.UpdateOperation.create_field_index(TENANT_FIELD, qe.KeywordIndexParams(is_tenant=True)))
             for name in KEYWORD_FIELDS:
-                shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
+                index = TERMS_INDEX if name == TERMS_FIELD else qe.PayloadSchemaType.Keyword
+                shard.update(qe.UpdateOperation.create_field_index(name, index))
             if not exists:
                 write_analyser_version(path, ANALYSER_VERSION)
         except Exception as exc:
@@ -527,7 +544,7 @@ class EdgeEngine:
             for record in records:
                 data = record.payload or {}
                 rows.append(TermRow(str(data.get(TENANT_FIELD, "")), frozenset(data.get("tags") or ()),
-                                    frozenset(data.get(TERMS_FIELD) or ())))  # fmt: skip
+                                    _stored_terms(data.get(TERMS_FIELD))))  # fmt: skip
             if offset is None:
                 return rows
 
@@ -608,7 +625,7 @@ class EdgeEngine:
             SPARSE: self._sparse.edge_document(indexed_text(chunk)),
         }
         point = point_id(chunk.tenant_id, chunk.document_id, chunk.chunk_index)
-        return qe.Point(point, vectors, payload(chunk, indexed.source, indexed.metadata))
+        return qe.Point(point, vectors, _terms_as_text(payload(chunk, indexed.source, indexed.metadata)))
 
     def _query(self, query: RetrievalQuery, dense: Sequence[float], limit: int) -> list[Candidate]:
         visible = _visibility(query, self._access)
@@ -624,7 +641,9 @@ class EdgeEngine:
         points = first_by_score(self._shard.query(request), limit)
         if not points:
             return []
-        stored = unit_rows(_dense_rows(points))
+        # Cosine distance: the engine stores every vector normalised on upload (max |norm - 1| of the rows it
+        # returned: 0.0), so its rows are unit rows as they come (unit_rows took 0.05 ms of 15 rows).
+        stored = _dense_rows(points)
         return candidates_from([p.payload or {} for p in points], stored, cosines(stored, dense), query, self._access)
 
     def _prefetches(self, query: RetrievalQuery, dense: Sequence[float], limit: int, visible: qe.Filter) -> list[qe.Prefetch]:
@@ -654,7 +673,7 @@ class EdgeEngine:
             return found
 
         indexed = count(None, qe.Filter(must_not=[qe.IsEmptyCondition(TERMS_FIELD)]))
-        return TermCounts(indexed, {term: count(term, _match(TERMS_FIELD, term)) if indexed else 0 for term in terms})
+        return TermCounts(indexed, {term: count(term, _has_term(term)) if indexed else 0 for term in terms})
 
     def _close(self) -> None:
         with self._gate.exclusive(), self._write_lock:
@@ -728,8 +747,12 @@ class EdgeEngine:
                 self._journal.append((self._set_terms, (terms,)))
 
     def _set_terms(self, terms: dict[str, list[str]]) -> None:
+        """Each point's terms in the form `_write` stores them (`_terms_as_text`); a point without terms loses the field."""
         for point, point_terms in terms.items():
-            self._shard.update(qe.UpdateOperation.set_payload([uuid.UUID(point)], {TERMS_FIELD: point_terms}))
+            if point_terms:
+                self._shard.update(qe.UpdateOperation.set_payload([uuid.UUID(point)], _terms_as_text({TERMS_FIELD: point_terms})))
+            else:
+                self._shard.update(qe.UpdateOperation.delete_payload([uuid.UUID(point)], [TERMS_FIELD]))
 
 
 def read_analyser_version(path: Path) -> object:
@@ -787,15 +810,11 @@ def _copy_sparse(source: str, target: str) -> None:
 
 
 def _dense_rows(points: Sequence[qe.ScoredPoint]) -> np.ndarray:
-    """The stored dense vectors of results asked `with_vector=[DENSE]`, a row each (converted by numpy at once,
-    not number by number)."""
+    """The stored dense vectors of results asked `with_vector=[DENSE]`, a row each."""
     try:
-        rows = np.array([_vectors(point)[DENSE] for point in points], dtype=np.float32)
+        return dense_rows([_vectors(point)[DENSE] for point in points])
     except (KeyError, TypeError, ValueError) as exc:
         raise RetrievalUnavailable("the engine returned a result without its dense vector") from exc
-    if rows.ndim != 2:
-        raise RetrievalUnavailable("the engine returned a result without its dense vector")
-    return rows
 
 
 def _vectors(point: qe.ScoredPoint) -> Any:
@@ -804,6 +823,27 @@ def _vectors(point: qe.ScoredPoint) -> Any:
 
 def _match(key: str, value: str) -> qe.FieldCondition:
     return qe.FieldCondition(key, match=qe.MatchValue(value))
+
+
+def _terms_as_text(data: dict[str, Any]) -> dict[str, Any]:
+    """A point's payload (`layout.payload`) with its index terms as one string, space-separated, and without the
+    field when the chunk has none (an empty string is not an empty field: it would count as indexed)."""
+    terms = data.pop(TERMS_FIELD, None)
+    if terms:
+        data[TERMS_FIELD] = " ".join(terms)
+    return data
+
+
+def _stored_terms(value: Any) -> frozenset[str]:
+    """The index terms of a stored payload: one string (`_terms_as_text`), or a list (shards of older versions)."""
+    if isinstance(value, str):
+        return frozenset(value.split())
+    return frozenset(value or ())
+
+
+def _has_term(term: str) -> qe.FieldCondition:
+    """The points carrying `term` among their index terms, whichever form they are stored in (`TERMS_INDEX`)."""
+    return qe.FieldCondition(TERMS_FIELD, match=qe.MatchText(term))
 
 
 def _frozen(tags: Collection[str] | None) -> frozenset[str] | None:

@@ -20,7 +20,6 @@ import warnings
 from collections.abc import Awaitable, Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
-import numpy as np
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as m
 
@@ -43,6 +42,7 @@ from ragsvc.retrieval.layout import (
     SparseEncoder,
     candidates_from,
     cosines,
+    dense_rows,
     first_by_score,
     indexed_text,
     meta_path,
@@ -213,7 +213,7 @@ class QdrantServerEngine:
         points = first_by_score(response.points, limit)
         if not points:
             return []
-        stored = unit_rows(np.array([_dense_of(p) for p in points], dtype=np.float32))
+        stored = unit_rows(dense_rows([_dense_of(p) for p in points]))
         return candidates_from([p.payload or {} for p in points], stored, cosines(stored, dense), query, self._access)
 
     def _prefetches(self, query: RetrievalQuery, dense: Sequence[float], limit: int, visible: m.Filter) -> list[m.Prefetch]:

@@ -62,7 +62,10 @@ class StoredTerms:
         """The row of a point read with the payload FIELDS."""
         data = dict(data or {})
         stored = data.get(TERMS_FIELD) or ()
-        terms = tuple(str(term) for term in stored) if isinstance(stored, list | tuple) else ()
+        if isinstance(stored, str):  # the embedded engine's form: one space-separated string
+            terms = tuple(stored.split())
+        else:
+            terms = tuple(str(term) for term in stored) if isinstance(stored, list | tuple) else ()
         return cls(str(point), indexed_text(chunk_from_payload(data)), terms)
 
 

@@ -456,6 +456,7 @@ async def open_engine(
         access=access,
         index_after_points=retrieval.edge_index_after_points,
         index_delay_s=retrieval.edge_index_delay_s,
+        search_threads=retrieval.edge_search_threads,
     )
 
 
