@@ -106,8 +106,14 @@ def test_attribution_writes_the_markers_of_the_citation_style_and_reads_a_stream
         "Flights are booked two weeks ahead [SourceId: travel.md:1]! "
         "Hotels are reimbursed up to 180 euros per night [SourceId: travel.md:0]"
     )
-    text = "Hotels are reimbursed up to 180 euros per night.\n```\nFlights are booked two weeks ahead.\n```\nFlights are booked two weeks ahead."
+    pieces = [
+        "Hotels are reimbursed up to 180 euros per night.\n",
+        "```\n",
+        "Flights are booked two weeks ahead.\n",  # code: left alone
+        "```\n",
+        "Flights are booked two weeks ahead.",
+    ]
     attributor = Attributor(MARKERS)
-    pieces = ["Hotels are reimbursed up to 180 euros per night.\n", "```\n", "Flights are booked two weeks ahead.\n", "```\n"]
-    streamed = "".join(attributor.text(piece) for piece in [*pieces, "Flights are booked two weeks ahead."])
-    assert streamed == attribute(text, MARKERS)[0] and attributor.attributed == 2
+    streamed = "".join(attributor.text(piece) for piece in pieces)
+    assert streamed == attribute("".join(pieces), MARKERS)[0] and attributor.attributed == 2
+    assert streamed.endswith("```\nFlights are booked two weeks ahead [#2].")
