@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from ragsvc.citation_policy import Markers, drop_invalid, kept_sentence, resolve
+from ragsvc.citation_policy import Attributor, Markers, attribute, drop_invalid, kept_sentence, resolve
 from ragsvc.domain import Chunk, CitationPolicy, CitationStyle, ScoredChunk
 
 CONTEXT = (
@@ -66,3 +66,54 @@ def test_a_requests_policy_wins_over_its_templates_which_wins_over_the_servers()
     assert resolve(strict, drop, drop) is strict
     assert resolve(None, drop, strict) is drop
     assert resolve(None, None, drop) is drop
+
+
+@pytest.mark.parametrize(
+    ("draft", "attributed", "count"),
+    [
+        (
+            "Hotels are reimbursed up to 180 euros per night. Flights are booked two weeks ahead.",
+            "Hotels are reimbursed up to 180 euros per night [#1]. Flights are booked two weeks ahead [#2].",
+            2,
+        ),
+        (  # a marked sentence is left as written; an unsupported one stays uncited
+            "Flights are booked two weeks ahead [#1]. Taxis are free for managers on Fridays.",
+            "Flights are booked two weeks ahead [#1]. Taxis are free for managers on Fridays.",
+            0,
+        ),
+        (  # the insufficient-evidence sentence and the question stay as they are
+            "Hotels are reimbursed up to 180 euros per night\nThe passages do not contain enough information about "
+            "flights booked two weeks ahead. Are flights booked two weeks ahead?",
+            "Hotels are reimbursed up to 180 euros per night [#1]\nThe passages do not contain enough information "
+            "about flights booked two weeks ahead. Are flights booked two weeks ahead?",
+            1,
+        ),
+        (  # code and a copy of the prompt's passages are not attributed
+            "```\nHotels are reimbursed up to 180 euros per night.\n```\n<<<\nFlights are booked two weeks ahead.\n>>>",
+            "```\nHotels are reimbursed up to 180 euros per night.\n```\n<<<\nFlights are booked two weeks ahead.\n>>>",
+            0,
+        ),
+    ],
+)
+def test_attribution_marks_the_supported_sentences_without_a_marker(draft: str, attributed: str, count: int) -> None:
+    assert attribute(draft, MARKERS) == (attributed, count)
+
+
+def test_attribution_writes_the_markers_of_the_citation_style_and_reads_a_stream_as_the_whole() -> None:
+    markers = Markers(CONTEXT, CitationStyle.SOURCE_ID)
+    draft = "Flights are booked two weeks ahead! Hotels are reimbursed up to 180 euros per night"
+    assert attribute(draft, markers)[0] == (
+        "Flights are booked two weeks ahead [SourceId: travel.md:1]! "
+        "Hotels are reimbursed up to 180 euros per night [SourceId: travel.md:0]"
+    )
+    pieces = [
+        "Hotels are reimbursed up to 180 euros per night.\n",
+        "```\n",
+        "Flights are booked two weeks ahead.\n",  # code: left alone
+        "```\n",
+        "Flights are booked two weeks ahead.",
+    ]
+    attributor = Attributor(MARKERS)
+    streamed = "".join(attributor.text(piece) for piece in pieces)
+    assert streamed == attribute("".join(pieces), MARKERS)[0] and attributor.attributed == 2
+    assert streamed.endswith("```\nFlights are booked two weeks ahead [#2].")

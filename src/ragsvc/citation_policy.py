@@ -9,6 +9,12 @@
   claim remains, the answer stands, grounded and flagged (`Flags.citations_dropped`); only when none remains is it
   regenerated as under STRICT.
 
+Attribution (RAG_CITATION_ATTRIBUTION, on both paths like the policy): a sentence the model wrote without any marker
+gets the marker of the packed chunk that clearly supports it (ragsvc.reading.attribution: most of its key phrases
+in one chunk; never a question, instructions, code or a sentence saying the evidence is insufficient), so that an
+answer that restates its evidence without citing it is judged by what it says. A sentence that no chunk clearly
+supports stays uncited and counts as before: a claim without a citation.
+
 The policy is chosen per request (`GenerationOptions.citation_policy`), else per template, else by
 RAG_CITATION_POLICY, whose default, DROP_INVALID, was chosen by measuring both with the local LLM (docs/llm.md).
 The validated stream applies it sentence by sentence as the draft arrives (`kept_sentence`), so that what a client
@@ -23,7 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragsvc.domain import CitationPolicy, CitationStyle, ScoredChunk
-from ragsvc.reading.sentences import sentences
+from ragsvc.reading.attribution import attribution
+from ragsvc.reading.sentences import sentences, spans
 from ragsvc.validation import MARKER, SOURCE_ID_MARKER
 
 _log = logging.getLogger(__name__)
@@ -48,6 +55,7 @@ class Markers:
     """The citation markers of one style in answers over `context`, each with its marker number (0: invalid)."""
 
     def __init__(self, context: Sequence[ScoredChunk], style: CitationStyle) -> None:
+        self.context = tuple(context)
         self._count = len(context)
         self._style = style
         self._numbers: dict[str, int] = {}
@@ -59,6 +67,12 @@ class Markers:
         if self._style is CitationStyle.MARKER:
             return 1 <= int(match.group(1)) <= self._count
         return match.group(1) in self._numbers
+
+    def marker(self, number: int) -> str:
+        """The marker of the `number`-th packed chunk in this style."""
+        if self._style is CitationStyle.SOURCE_ID:
+            return f"[SourceId: {self.context[number - 1].chunk.source_id}]"
+        return f"[#{number}]"
 
 
 def kept_sentence(sentence: str, markers: Markers) -> str | None:
@@ -102,4 +116,60 @@ def drop_invalid(text: str, markers: Markers, request_id: str = "") -> Dropped:
     return Dropped("".join(parts).strip(), tuple(removed))
 
 
-__all__ = ["Dropped", "Markers", "drop_invalid", "kept_sentence", "resolve"]
+# Where code, or a copy of the prompt's passages (data between <<< and >>>), starts or ends.
+_FENCE = re.compile(r"```|<<<|>>>")
+# The closing punctuation of a sentence, before which an attributed marker goes ("Claim [#1].").
+_SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*$")
+
+
+class Attributor:
+    """Gives each unmarked sentence of an answer, read piece by piece as it arrives (the validated stream) or whole
+    (validation), the marker of the packed chunk that clearly supports it (see the module docstring); lines
+    of code and of a copy of the prompt's passages (between ``` fences, or <<< and >>>) are left alone.
+    `attributed` counts the sentences given a marker."""
+
+    def __init__(self, markers: Markers) -> None:
+        self._markers = markers
+        self._in_code = False
+        self.attributed = 0
+
+    def text(self, piece: str) -> str:
+        """`piece` (the next part of the answer) with its supported unmarked sentences marked."""
+        parts: list[str] = []
+        position = 0
+        for line_start, line in _lines(piece):
+            fenced = self._in_code or _FENCE.search(line) is not None
+            self._in_code ^= len(_FENCE.findall(line)) % 2 == 1
+            if fenced:
+                continue
+            for start, end in spans(line):
+                sentence = line[start:end]
+                support = attribution(sentence, self._markers.context)
+                if support is None:
+                    continue
+                closing = _SENTENCE_END.search(sentence)
+                cut = line_start + start + (closing.start() if closing else len(sentence))
+                parts += [piece[position:cut].rstrip(" \t"), " ", self._markers.marker(support.marker)]
+                position = cut
+                self.attributed += 1
+        parts.append(piece[position:])
+        return "".join(parts)
+
+
+def _lines(text: str) -> list[tuple[int, str]]:
+    """The lines of `text`, each with its offset."""
+    found: list[tuple[int, str]] = []
+    offset = 0
+    for line in text.split("\n"):
+        found.append((offset, line))
+        offset += len(line) + 1
+    return found
+
+
+def attribute(text: str, markers: Markers) -> tuple[str, int]:
+    """`text` with each supported unmarked sentence given its chunk's marker, and how many were."""
+    attributor = Attributor(markers)
+    return attributor.text(text), attributor.attributed
+
+
+__all__ = ["Attributor", "Dropped", "Markers", "attribute", "drop_invalid", "kept_sentence", "resolve"]

@@ -365,6 +365,7 @@ class Flags:
     partial: bool = False  # grounded, and says what the documents do not cover
     repetition_stopped: bool = False  # the model looped; its generation was stopped early
     citations_dropped: bool = False  # sentences backed only by invalid markers were dropped (DROP_INVALID)
+    citations_attributed: bool = False  # sentences written without a marker were given their chunk's (attribution)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ragsvc.domain import Action, Citation, Confidence, RefusalReason, ScoredChunk
 from ragsvc.reading import Judgement
 from ragsvc.reading.sentences import sentences
-from ragsvc.reading.support import coverage_of
+from ragsvc.reading.support import coverage_of, says_insufficient
 
 # Strict on purpose: "[1]", "[ #1 ]", "[#1a]" and "vec![1]" are not markers.
 MARKER = re.compile(r"\[#(\d{1,3})\]")
@@ -21,11 +21,6 @@ _LONGEST_PARTIAL_SOURCE_ID = len("[SourceId:") + 2 + 128 + len(":999999")
 
 DISCLAIMER = "Note: parts of this answer cited sources that were not provided; it needs verification."
 
-_REFUSAL = re.compile(
-    r"(don't|do not|does not|doesn't) (have|contain) (enough )?(information|evidence)"
-    r"|not enough (information|evidence)|insufficient (information|evidence)|cannot answer",
-    re.IGNORECASE,
-)
 # Where a sentence turns from what the evidence says to what it lacks ("X [#1], but nothing about Y").
 _CONTRAST = re.compile(r";\s+|,\s+(?:but|however|although|though|whereas|yet)\b", re.IGNORECASE)
 
@@ -84,11 +79,6 @@ def citation_for(marker: int, context: Sequence[ScoredChunk]) -> Citation | None
         return None
     scored = context[marker - 1]
     return Citation(marker=marker, chunk=scored.chunk, relevance_score=scored.score, rank_score=scored.rank_score)
-
-
-def says_insufficient(text: str) -> bool:
-    """Whether `text` says the evidence does not answer (the refusal phrases)."""
-    return _REFUSAL.search(text) is not None
 
 
 def is_claim(sentence: str, valid: Collection[int]) -> bool:

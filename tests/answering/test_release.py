@@ -6,7 +6,7 @@ import pytest
 
 from ragsvc.answering.generate import Drafting
 from ragsvc.answering.release import ValidatedRelease, release_for
-from ragsvc.citation_policy import Markers, drop_invalid
+from ragsvc.citation_policy import Markers, attribute, drop_invalid
 from ragsvc.domain import (
     Chunk,
     Citation,
@@ -32,9 +32,10 @@ def streamed(
     style: CitationStyle = CitationStyle.MARKER,
     complete: bool = True,
     citations: CitationPolicy = CitationPolicy.STRICT,
+    attribute: bool = False,
 ) -> list[list[Event]]:
     """What a validated release sends after each piece of the draft, then at its end (the last list)."""
-    release = release_for(StreamPolicy.VALIDATED, style, strictness, citations)
+    release = release_for(StreamPolicy.VALIDATED, style, strictness, citations, attribute=attribute)
     assert release.feed(Drafting(CONTEXT)) == []
     sent = [release.feed(TextDelta(piece)) for piece in pieces]
     return [*sent, release.finish(complete=complete)]
@@ -140,3 +141,20 @@ def test_raw_relays_every_piece_and_citation() -> None:
     assert release.feed(TextDelta("Mars [#")) == [TextDelta("Mars [#")]
     assert release.feed(citation) == [citation]
     assert release.finish(complete=True) == []
+
+
+@pytest.mark.parametrize("strictness", [Strictness.NORMAL, Strictness.STRICT])
+def test_with_attribution_an_unmarked_supported_sentence_is_released_with_its_chunks_marker(strictness: Strictness) -> None:
+    draft = ["Flights are booked two", " weeks ahead. Taxis", " are free on Fridays. Hotels are", " reimbursed up to 180 euros."]
+    sent = streamed(draft, strictness=strictness, attribute=True)
+    citations = [e.marker for events in sent for e in events if isinstance(e, Citation)]
+    shown = "".join(texts(sent))
+    if strictness is Strictness.STRICT:  # the unsupported sentence stays uncited, and strict shows nothing after it
+        assert shown == "Flights are booked two weeks ahead [#2]." and citations == [2]
+    else:
+        final = attribute("".join(draft), Markers(CONTEXT, CitationStyle.MARKER))[0]
+        assert shown == final == (
+            "Flights are booked two weeks ahead [#2]. Taxis are free on Fridays. Hotels are reimbursed up to 180 euros [#1]."
+        )
+        assert citations == [2, 1]
+    assert "".join(texts(streamed(draft, attribute=False))) == "", "without attribution nothing is cited"

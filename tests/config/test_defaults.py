@@ -108,6 +108,7 @@ DEFAULTS: dict[str, Any] = {
     "RAG_DEFAULT_FOLLOW_UP_COUNT": 2,
     "RAG_MAX_RETRIES_ON_HALLUCINATION": 2,
     "RAG_CITATION_POLICY": "drop_invalid",  # measured against strict: docs/llm.md
+    "RAG_CITATION_ATTRIBUTION": True,  # measured on and off with make llm: docs/local-llm.md
     "RAG_LLM_RETRIES": 2,  # R-001-21: an LLM call is retried twice
     "RAG_LLM_RETRY_BACKOFF_SECONDS": 0.5,
     "RAG_MODEL_PRICES": "",

@@ -195,6 +195,36 @@ async def test_invalid_citations_are_dropped_by_default_and_refused_when_a_reque
     assert error_info(caught.value).reason == "VALIDATION_ERROR" and "generation.citation_policy" in caught.value.details()
 
 
+# Two sentences of the demo corpus's confidence section, restated without a marker, and one it does not hold.
+RESTATED = ["The retrieval score is the mean relevance", " of the cited chunks.", " The coverage is the share of the",
+            " answer's key terms that are found in the evidence."]  # fmt: skip
+UNSUPPORTED = " Confidence doubles on every Friday for premium tenants."
+
+
+async def test_an_answer_without_markers_is_cited_by_the_chunk_that_holds_its_sentences(stack: Stack) -> None:
+    stack.script([*RESTATED, UNSUPPORTED])
+    request = pb.AskStreamRequest(query=QUESTION, explain=True)
+    messages = [m async for m in stack.stub.AskStream(request, timeout=30)]
+    answer = messages[-1].answer
+    assert answer.grounded and answer.flags.citations_attributed and not answer.flags.hallucination_detected
+    [citation] = answer.citations
+    packed = answer.explanation.packed_chunks[citation.marker - 1]
+    assert packed.source_id == citation.source_id
+    assert "mean relevance of the cited" in packed.text and "found in the evidence" in packed.text
+    marker = f"[#{citation.marker}]"
+    assert answer.text == (
+        f"The retrieval score is the mean relevance of the cited chunks {marker}. The coverage is the share of the "
+        f"answer's key terms that are found in the evidence {marker}.{UNSUPPORTED}"
+    ), "the unsupported sentence keeps no citation"
+    assert "".join(m.text_delta for m in messages if m.HasField("text_delta")) == answer.text
+    assert [m.citation.marker for m in messages if m.HasField("citation")] == [citation.marker]
+
+    stack.script([UNSUPPORTED.strip()])
+    refused = (await stack.stub.Ask(pb.AskRequest(query=QUESTION, explain=True), timeout=30)).answer
+    assert not refused.grounded and refused.refusal_reason == pb.REFUSAL_REASON_UNSUPPORTED_ANSWER
+    assert refused.explanation.draft == UNSUPPORTED.strip() and not refused.flags.citations_attributed
+
+
 async def test_temperature_and_seed_reach_the_llm(stack: Stack) -> None:
     stack.script()
     options = pb.GenerationOptions(

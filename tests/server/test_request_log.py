@@ -92,6 +92,7 @@ async def test_one_json_line_per_call_with_the_fields_of_r_003_24(rag_stub) -> N
         "partial": False,
         "repetition_stopped": False,
         "citations_dropped": False,
+        "citations_attributed": False,
     }
     assert ok["search"] == {"rewrite": "none", "changed": False} and ok["model_calls"] == {"answer": 1}
     assert "docs_retrieved" in ok

@@ -510,7 +510,7 @@ class Timings(_message.Message):
     def __init__(self, retrieval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., budget: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., generation: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., time_to_first_token: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., total: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., embedding: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., validation: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., store: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class AnswerFlags(_message.Message):
-    __slots__ = ("hallucination_detected", "mitigation_applied", "cache_hit", "degraded", "injection_suspected", "redactions_applied", "partial", "repetition_stopped", "citations_dropped")
+    __slots__ = ("hallucination_detected", "mitigation_applied", "cache_hit", "degraded", "injection_suspected", "redactions_applied", "partial", "repetition_stopped", "citations_dropped", "citations_attributed")
     HALLUCINATION_DETECTED_FIELD_NUMBER: _ClassVar[int]
     MITIGATION_APPLIED_FIELD_NUMBER: _ClassVar[int]
     CACHE_HIT_FIELD_NUMBER: _ClassVar[int]
@@ -520,6 +520,7 @@ class AnswerFlags(_message.Message):
     PARTIAL_FIELD_NUMBER: _ClassVar[int]
     REPETITION_STOPPED_FIELD_NUMBER: _ClassVar[int]
     CITATIONS_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    CITATIONS_ATTRIBUTED_FIELD_NUMBER: _ClassVar[int]
     hallucination_detected: bool
     mitigation_applied: bool
     cache_hit: bool
@@ -529,7 +530,8 @@ class AnswerFlags(_message.Message):
     partial: bool
     repetition_stopped: bool
     citations_dropped: bool
-    def __init__(self, hallucination_detected: _Optional[bool] = ..., mitigation_applied: _Optional[bool] = ..., cache_hit: _Optional[bool] = ..., degraded: _Optional[bool] = ..., injection_suspected: _Optional[bool] = ..., redactions_applied: _Optional[bool] = ..., partial: _Optional[bool] = ..., repetition_stopped: _Optional[bool] = ..., citations_dropped: _Optional[bool] = ...) -> None: ...
+    citations_attributed: bool
+    def __init__(self, hallucination_detected: _Optional[bool] = ..., mitigation_applied: _Optional[bool] = ..., cache_hit: _Optional[bool] = ..., degraded: _Optional[bool] = ..., injection_suspected: _Optional[bool] = ..., redactions_applied: _Optional[bool] = ..., partial: _Optional[bool] = ..., repetition_stopped: _Optional[bool] = ..., citations_dropped: _Optional[bool] = ..., citations_attributed: _Optional[bool] = ...) -> None: ...
 
 class Explanation(_message.Message):
     __slots__ = ("prompt", "packed_chunks", "prompt_tokens", "search_query", "query_rewrite", "draft", "model_usage")

@@ -151,6 +151,7 @@ def answer(
             partial=verdict.partial,
             repetition_stopped=generated.repetition_stopped or validated.repetition_stopped,
             citations_dropped=validated.citations_dropped,
+            citations_attributed=validated.citations_attributed,
         ),
         request_id=question.request_id,
         explanation=_explanation(packing) if question.explain else None,

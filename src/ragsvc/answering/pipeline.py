@@ -129,6 +129,7 @@ class Pipeline:
                 prompt.citation_style,
                 question.strictness,
                 citations,
+                attribute=self._generation.citation_attribution,
             )
             stream = self._generate.stream(
                 question, search, prompt, retrieval.hits, packing, generation_deadline, clock, ledger, reading.counts

@@ -8,7 +8,9 @@ generate stage and the transport.
   one that only says the evidence is insufficient, is held until a valid cited claim follows (validation.is_claim)
   and is never released under STRICT strictness. After a sentence that fails, nothing more is released; under the
   DROP_INVALID citation policy a sentence backed only by invalid markers is skipped instead, and one that also
-  cites a valid marker goes out without its invalid ones, as the final answer keeps them (citation_policy.py). So a draft
+  cites a valid marker goes out without its invalid ones, as the final answer keeps them (citation_policy.py). With
+  attribution on (RAG_CITATION_ATTRIBUTION), a sentence without a marker first gets the marker of the packed chunk
+  that clearly supports it, as validation gives it (citation_policy.Attributor). So a draft
   that ends refused has shown nothing beyond its validated sentences, and one without a valid cited claim has shown
   nothing at all. Citations go out with the first released sentence that cites them. (A looping draft, stopped by
   the repetition guard, may have shown a repeat that its final text leaves out: the final answer replaces it.)
@@ -23,7 +25,7 @@ import re
 from typing import Protocol
 
 from ragsvc.answering.generate import Drafting
-from ragsvc.citation_policy import Markers, kept_sentence
+from ragsvc.citation_policy import Attributor, Markers, kept_sentence
 from ragsvc.domain import (
     Citation,
     CitationPolicy,
@@ -54,11 +56,21 @@ class Release(Protocol):
 
 
 def release_for(
-    policy: StreamPolicy, style: CitationStyle, strictness: Strictness, citations: CitationPolicy = CitationPolicy.STRICT
+    policy: StreamPolicy,
+    style: CitationStyle,
+    strictness: Strictness,
+    citations: CitationPolicy = CitationPolicy.STRICT,
+    *,
+    attribute: bool = False,
 ) -> Release:
     if policy is StreamPolicy.RAW:
         return RawRelease()
-    return ValidatedRelease(style, strict=strictness is Strictness.STRICT, drop_invalid=citations is CitationPolicy.DROP_INVALID)
+    return ValidatedRelease(
+        style,
+        strict=strictness is Strictness.STRICT,
+        drop_invalid=citations is CitationPolicy.DROP_INVALID,
+        attribute=attribute,
+    )
 
 
 class RawRelease:
@@ -70,15 +82,17 @@ class RawRelease:
 
 
 class ValidatedRelease:
-    def __init__(self, style: CitationStyle, *, strict: bool, drop_invalid: bool = False) -> None:
+    def __init__(self, style: CitationStyle, *, strict: bool, drop_invalid: bool = False, attribute: bool = False) -> None:
         self._style = style
         self._strict = strict
         self._drop_invalid = drop_invalid
+        self._attribute = attribute
         self._start(())
 
     def _start(self, context: tuple[ScoredChunk, ...]) -> None:
         self._context = context
         self._markers = Markers(context, self._style)
+        self._attributor = Attributor(self._markers) if self._attribute else None
         self._valid = set(range(1, len(context) + 1))
         self._pending = ""  # text not yet split into complete sentences
         self._held: list[str] = []  # complete sentences waiting for a valid cited claim
@@ -122,6 +136,8 @@ class ValidatedRelease:
         for whole in complete:
             if self._blocked:
                 break
+            if self._attributor is not None:
+                whole = self._attributor.text(whole)
             sentence = kept_sentence(whole, self._markers) if self._drop_invalid else whole
             if sentence is None:
                 continue  # dropped: the final answer leaves it out too

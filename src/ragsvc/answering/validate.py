@@ -1,14 +1,16 @@
 """The validate stage: judge the generated answer against its evidence (citations, grounding, coverage,
-confidence, CITE/ROUTE), deal with invalid citations by the request's citation policy (citation_policy.py: drop the
-sentences they back, or re-run strictly: R-003-18), then, once the answer's text is final, ask a model that
-follows instructions for its support score and its follow-up questions, both at once."""
+confidence, CITE/ROUTE) once each unmarked sentence has the marker of the chunk that clearly supports it (when
+RAG_CITATION_ATTRIBUTION is on: citation_policy.Attributor), deal with invalid citations by the request's citation
+policy (citation_policy.py: drop the sentences they back, or re-run strictly: R-003-18), then, once the answer's
+text is final, ask a model that follows instructions for its support score and its follow-up questions, both at
+once."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from ragsvc.answering.deadlines import StageDeadline
@@ -17,7 +19,7 @@ from ragsvc.answering.pack import Packer
 from ragsvc.answering.read import Reading
 from ragsvc.answering.usage import UsageLedger
 from ragsvc.budget import Packing
-from ragsvc.citation_policy import Markers, drop_invalid
+from ragsvc.citation_policy import Markers, attribute, drop_invalid
 from ragsvc.config import GenerationSettings
 from ragsvc.domain import CallPurpose, CitationPolicy, CitationStyle, Question, Strictness
 from ragsvc.errors import RagError
@@ -35,7 +37,8 @@ _log = logging.getLogger(__name__)
 class Validated:
     """The answer's final text and verdict; `mitigated` when an invalid citation was dealt with (a strict re-run
     replaced the text, the invalid markers were stripped, or the sentences they backed were dropped: then also
-    `citations_dropped`); `repetition_stopped` when the guard stopped a looping re-run."""
+    `citations_dropped`); `repetition_stopped` when the guard stopped a looping re-run; `citations_attributed` when
+    a sentence the model wrote without a marker was given one (citation_policy.Attributor)."""
 
     text: str
     verdict: Verdict
@@ -43,6 +46,7 @@ class Validated:
     follow_ups: tuple[str, ...] = ()
     repetition_stopped: bool = False
     citations_dropped: bool = False
+    citations_attributed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,7 @@ class _Settled:
     packing: Packing
     looped: bool = False
     dropped: bool = False
+    attributed: bool = False
 
 
 class ValidateStage:
@@ -90,12 +95,13 @@ class ValidateStage:
         authoritative) up to RAG_MAX_RETRIES_ON_HALLUCINATION times; if no run is clean, the invalid markers are
         stripped and a disclaimer added, and the answer stays ungrounded. Each answer is judged by the reader with the
         question's `reading` (see `AnswerPolicy.judge`)."""
-        draft = self._judged(question, prompt, generated.packing, generated.text, reading)
-        settled = _Settled(generated.text, draft, generated.packing)
+        text, attributed = self._attributed(prompt, generated.packing, generated.text)
+        draft = self._judged(question, prompt, generated.packing, text, reading)
+        settled = _Settled(text, draft, generated.packing, attributed=attributed)
         if draft.invalid_markers:
             dropped = None
             if citations is CitationPolicy.DROP_INVALID:
-                dropped = self._dropped(question, prompt, generated.packing, generated.text, reading)
+                dropped = self._dropped(question, prompt, generated.packing, text, reading, attributed)
             settled = dropped or await self._rerun(
                 question, search, prompt, generated, draft, deadline, ledger, citations, reading
             )
@@ -107,13 +113,23 @@ class ValidateStage:
             follow_ups=follow_ups,
             repetition_stopped=settled.looped,
             citations_dropped=settled.dropped,
+            citations_attributed=settled.attributed and settled.verdict.grounded,
         )
 
-    def _dropped(self, question: Question, prompt: Prompt, packing: Packing, text: str, reading: Reading) -> _Settled | None:
+    def _attributed(self, prompt: Prompt, packing: Packing, text: str) -> tuple[str, bool]:
+        """`text` with its supported unmarked sentences marked (with attribution on), and whether any was."""
+        if not self._settings.citation_attribution:
+            return text, False
+        marked, count = attribute(text, Markers(packing.context, prompt.citation_style))
+        return marked, count > 0
+
+    def _dropped(
+        self, question: Question, prompt: Prompt, packing: Packing, text: str, reading: Reading, attributed: bool
+    ) -> _Settled | None:
         """`text` without the sentences backed only by invalid markers, when a valid cited claim remains."""
         kept = drop_invalid(text, Markers(packing.context, prompt.citation_style), question.request_id).text
         verdict = self._judged(question, prompt, packing, kept, reading)
-        return _Settled(kept, verdict, packing, dropped=True) if verdict.grounded else None
+        return _Settled(kept, verdict, packing, dropped=True, attributed=attributed) if verdict.grounded else None
 
     async def _rerun(
         self,
@@ -137,13 +153,14 @@ class ValidateStage:
             request = self._generate.request(question, search, attempt.model, packing, strict, deadline, reading.counts)
             rerun = await self._generate.complete(attempt, packing, request, deadline, ledger)
             looped = looped or rerun.repetition_stopped
-            rerun_verdict = self._judged(question, strict, packing, rerun.text, reading)
+            text, attributed = self._attributed(strict, packing, rerun.text)
+            rerun_verdict = self._judged(question, strict, packing, text, reading)
             if not rerun_verdict.invalid_markers:
-                return _Settled(rerun.text, rerun_verdict, packing, looped)
+                return _Settled(text, rerun_verdict, packing, looped, attributed=attributed)
             if citations is CitationPolicy.DROP_INVALID:
-                dropped = self._dropped(question, strict, packing, rerun.text, reading)
+                dropped = self._dropped(question, strict, packing, text, reading, attributed)
                 if dropped is not None:
-                    return _Settled(dropped.text, dropped.verdict, packing, looped, dropped=True)
+                    return replace(dropped, looped=looped)
         marked = _markers_of(prompt, generated.text, generated.packing)
         return _Settled(strip_invalid_markers(marked, verdict.invalid_markers), verdict, generated.packing, looped)
 

@@ -528,6 +528,14 @@ class GenerationSettings(Group):
         "(re-run strictly, refused when no run is clean) or drop_invalid (the sentences they back are dropped; "
         "re-run only when no cited claim remains)",
     )
+    # on: measured with make llm's SmolLM2 (docs/local-llm.md), a restated answer cited and nothing attributed wrongly.
+    citation_attribution: bool = env(
+        True,
+        "RAG_CITATION_ATTRIBUTION",
+        "give a sentence the model wrote without a citation marker the marker of the packed chunk that clearly holds "
+        "its words (most of its key phrases, in order, in one chunk; never a question, instructions, code or a "
+        "sentence saying the evidence is insufficient); off: such a sentence stays uncited",
+    )
     llm_retries: int = env(
         2,
         "RAG_LLM_RETRIES",

@@ -1,12 +1,26 @@
-"""How far an answer's words are supported by its evidence: the share of its key phrases the evidence holds."""
+"""How far an answer's words are supported by its evidence: the share of its key phrases the evidence holds, in all
+and by one chunk; and whether a text says that the evidence does not answer."""
 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ragsvc.domain import ScoredChunk
 from ragsvc.reading.text import content_terms, key_phrases
+
+_REFUSAL = re.compile(
+    r"(don't|do not|does not|doesn't) (have|contain) (enough )?(information|evidence)"
+    r"|not enough (information|evidence)|insufficient (information|evidence)|cannot answer",
+    re.IGNORECASE,
+)
+
+
+def says_insufficient(text: str) -> bool:
+    """Whether `text` says the evidence does not answer (the refusal phrases)."""
+    return _REFUSAL.search(text) is not None
 
 
 def coverage_of(answer: str, context: Sequence[ScoredChunk]) -> float:
@@ -29,6 +43,38 @@ def coverage_of(answer: str, context: Sequence[ScoredChunk]) -> float:
         return False
 
     return sum(found(phrase) for phrase in phrases) / len(phrases)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkSupport:
+    """The chunk of the evidence that best holds a text's words: its marker (its position, from 1) and how strongly
+    it holds them (`strongest_support`)."""
+
+    marker: int
+    share: float
+
+
+def strongest_support(text: str, context: Sequence[ScoredChunk]) -> ChunkSupport | None:
+    """The one chunk of `context` that best holds `text`, the first of equals, with its share: the lesser of the
+    share of `text`'s key-phrase terms it holds (a phrase is held when its terms occur in a row in the chunk, as in
+    `coverage_of`; each phrase weighs its number of terms) and the share of `text`'s runs of three neighbouring
+    content terms that the chunk holds in a row too (stopwords aside: so a sentence that recombines one chunk's
+    phrases in another order is not held). None when `text` has fewer than three content terms or `context` no
+    chunk."""
+    phrases = [" " + " ".join(phrase) + " " for phrase in key_phrases(text)]
+    weights = [run.count(" ") - 1 for run in phrases]
+    terms = content_terms(text)
+    runs = {" " + " ".join(terms[start : start + 3]) + " " for start in range(len(terms) - 2)}
+    if not runs:
+        return None
+    best: ChunkSupport | None = None
+    for marker, scored in enumerate(context, start=1):
+        line = _term_line(scored.chunk.text)
+        held = sum(weight for run, weight in zip(phrases, weights, strict=True) if run in line) / sum(weights)
+        share = min(held, sum(run in line for run in runs) / len(runs))
+        if best is None or share > best.share:
+            best = ChunkSupport(marker, share)
+    return best
 
 
 @functools.lru_cache(maxsize=4096)  # the same chunks come back as evidence query after query

@@ -162,6 +162,7 @@ def log_record(call: CallInput) -> dict[str, Any]:
             "partial": flags.partial,
             "repetition_stopped": flags.repetition_stopped,
             "citations_dropped": flags.citations_dropped,
+            "citations_attributed": flags.citations_attributed,
         }
         record["injection_patterns"] = list(state.report.injection_patterns)
     else:

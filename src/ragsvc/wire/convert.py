@@ -225,6 +225,7 @@ def answer_to_proto(answer: domain.Answer) -> pb.Answer:
             partial=flags.partial,
             repetition_stopped=flags.repetition_stopped,
             citations_dropped=flags.citations_dropped,
+            citations_attributed=flags.citations_attributed,
         ),
         request_id=answer.request_id,
         query_class=_QUERY_CLASSES[answer.query_class],
