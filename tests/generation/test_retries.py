@@ -140,3 +140,17 @@ async def test_a_server_not_listening_yet_is_retried(backend: Backend) -> None:
         async with server:
             assert await answering == "Hello, world."
     assert len(chat_requests(server, backend)) == 1
+
+
+async def test_a_health_probe_is_not_retried_but_a_model_list_for_an_answer_is(backend: Backend) -> None:
+    """A probe reports the server as it is now (the next probe is its retry); the model list an answer needs is
+    fetched with the answer's retries."""
+    async with backend.server(status=503) as server:
+        async with contextlib.aclosing(backend.generator(server, retry=QUICK)) as generator:
+            with pytest.raises(LLMUnavailable):
+                await generator.check_health()
+            probed = len([r for r in server.requests if r.path == backend.models_path])
+            with pytest.raises(LLMUnavailable):
+                await generator.available_models()
+            listed = len([r for r in server.requests if r.path == backend.models_path]) - probed
+    assert (probed, listed) == (1, 1 + QUICK.retries)

@@ -208,14 +208,10 @@ class ModelList:
         self._models: list[str] = []
         self._fetched_at: float | None = None
 
-    async def get(self, *, fresh: bool = False) -> list[str]:
-        """The list, fetched again when older than the TTL (or when `fresh`)."""
-        requested_at = self._clock()
+    async def get(self) -> list[str]:
+        """The list, fetched again when older than the TTL."""
         async with self._lock:
-            # Another caller may have fetched while this one waited for the lock: that answer is fresh enough.
-            kept = self._fetched_at is not None and (
-                self._fetched_at >= requested_at if fresh else self._clock() - self._fetched_at < self._ttl_s
-            )
+            kept = self._fetched_at is not None and self._clock() - self._fetched_at < self._ttl_s
             if not kept:
                 self._models = await self._fetch()
                 self._fetched_at = self._clock()
@@ -278,8 +274,8 @@ class HttpGenerator(abc.ABC):
     def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationDelta, None]: ...
 
     @abc.abstractmethod
-    async def available_models(self) -> list[str]:
-        """The model names the server lists, asked now."""
+    async def available_models(self, *, retries: bool = True) -> list[str]:
+        """The model names the server lists, asked now (a transient failure tried again unless not `retries`)."""
 
     async def ensure_available(self, model: str) -> None:
         """Returns when the server serves `model` (by its model list, kept briefly); raises ModelUnavailable
@@ -290,8 +286,9 @@ class HttpGenerator(abc.ABC):
 
     async def check_health(self) -> None:
         """Returns when the server answers and serves the default model; raises LLMUnavailable when it cannot
-        be reached or fails, ModelUnavailable when it does not list the model."""
-        served = await self._served.get(fresh=True)
+        be reached or fails, ModelUnavailable when it does not list the model. A probe is not retried: the next
+        probe is its retry, and a retried one would report an outage seconds late."""
+        served = await self.available_models(retries=False)
         if not serves(served, self._model):
             raise self._missing(self._model, served)
 

@@ -73,9 +73,9 @@ class OllamaGenerator(HttpGenerator):
                 if stream.usage is None:
                     raise BadResponse("the stream ended before the model finished its answer")
 
-    async def available_models(self) -> list[str]:
+    async def available_models(self, *, retries: bool = True) -> list[str]:
         """The model names the server has pulled (`GET /api/tags`), e.g. "llama3.2:latest"."""
-        body = await self._get_json("/api/tags")
+        body = await self._get_json("/api/tags", retries=retries)
         with upstream_errors(None):
             try:
                 return [str(model["name"]) for model in body["models"]]

@@ -81,9 +81,9 @@ class OpenAICompatGenerator(HttpGenerator):
                 if not (stream.done or stream.finished):
                     raise BadResponse("the stream ended before the model finished its answer")
 
-    async def available_models(self) -> list[str]:
+    async def available_models(self, *, retries: bool = True) -> list[str]:
         """The model ids the server lists (`GET /models`)."""
-        body = await self._get_json("/models")
+        body = await self._get_json("/models", retries=retries)
         with upstream_errors(None):
             try:
                 return [str(model["id"]) for model in body["data"]]
