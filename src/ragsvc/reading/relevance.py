@@ -31,11 +31,12 @@ are never candidates."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 
 from ragsvc.domain import ScoredChunk
 from ragsvc.reading.paraphrase import plain, same_sense
@@ -94,7 +95,7 @@ _ADDRESSES_A_MODEL = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Candidate:
     """A passage of the context that may be quoted, with what it is judged by."""
 
@@ -153,41 +154,53 @@ def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:
     cuts, longer still), holding a content term, not in a paragraph that instructs a model."""
     for marker, scored in enumerate(context, start=1):
         chunk = scored.chunk
-        heading = frozenset(passage_terms(f"{chunk.page_title}\n{chunk.section or ''}"))
-        found = passages(chunk.text)
-        instructing = {p.block for p in found if _instructs_a_model(p.text)}
-        label: frozenset[str] = frozenset()
-        depth, term, terms_in_row = 0, "", False
-        for position, passage in enumerate(found):
-            if passage.kind is Kind.LABEL:
-                # Consecutive terms name one entry ("-f", "--force"): they are read, and quoted, together.
-                together = terms_in_row and not passage.heading
-                label = (label if together else frozenset()) | frozenset(passage_terms(passage.text))
-                term = "" if passage.heading else (f"{term}, {passage.text}" if together else passage.text)
-                depth, terms_in_row = 0, not passage.heading
-                continue
-            depth += 1
-            terms_in_row = False
-            terms = frozenset(passage_terms(passage.text))
-            if passage.block in instructing or not terms or len(passage.text.split()) < _MIN_WORDS:
-                continue
-            if passage.cut and len(passage.text.split()) < _MIN_CUT_WORDS:
-                continue
-            yield Candidate(
+        relevance = max(scored.score, 0.0)
+        for found in _chunk_candidates(chunk.text, chunk.page_title, chunk.section or ""):
+            yield dataclasses.replace(found, marker=marker, relevance=relevance, scope=(marker, *found.scope[1:]))
+
+
+@functools.lru_cache(maxsize=4096)  # the same chunks come back as evidence question after question
+def _chunk_candidates(text: str, page_title: str, section: str) -> tuple[Candidate, ...]:
+    """The candidates of one chunk, read once per content (marker 0, relevance 0: `candidates` sets both)."""
+    heading = frozenset(passage_terms(f"{page_title}\n{section}"))
+    found = passages(text)
+    instructing = {p.block for p in found if _instructs_a_model(p.text)}
+    label: frozenset[str] = frozenset()
+    depth, term, terms_in_row = 0, "", False
+    read: list[Candidate] = []
+    for position, passage in enumerate(found):
+        if passage.kind is Kind.LABEL:
+            # Consecutive terms name one entry ("-f", "--force"): they are read, and quoted, together.
+            together = terms_in_row and not passage.heading
+            label = (label if together else frozenset()) | frozenset(passage_terms(passage.text))
+            term = "" if passage.heading else (f"{term}, {passage.text}" if together else passage.text)
+            depth, terms_in_row = 0, not passage.heading
+            continue
+        depth += 1
+        terms_in_row = False
+        terms = frozenset(passage_terms(passage.text))
+        if passage.block in instructing or not terms or len(passage.text.split()) < _MIN_WORDS:
+            continue
+        if passage.cut and len(passage.text.split()) < _MIN_CUT_WORDS:
+            continue
+        read.append(
+            Candidate(
                 held_text(passage),
-                marker,
+                0,
                 position,
-                max(scored.score, 0.0),
+                0.0,
                 terms,
                 label,
                 depth - 1,
                 heading,
-                _scope(marker, passage),
+                _scope(0, passage),
                 stated_values(passage.text),
                 passage.cut,
                 passage.kind,
                 term,
             )
+        )
+    return tuple(read)
 
 
 def _scope(marker: int, passage: Passage) -> tuple[int, int, int]:
