@@ -193,6 +193,11 @@ async def test_invalidation_by_tenant_and_template_and_the_generation_guard(
     assert await cache.invalidate_template("rag-v1-terse") == 1
     assert await answer_of(cache, "globex") is None
 
+    generation = await cache.generation("acme")  # an answer starts computing, and a template changes meanwhile
+    await cache.invalidate_template("runbook")
+    assert not await cache.put("acme", GROUNDED, question=QUESTION, generation=generation), "computed across it"
+    assert await cache.put("acme", GROUNDED, question=QUESTION, generation=await cache.generation("acme"))
+
 
 async def test_clear_drops_every_entry(stores: tuple[AnswerStore, AnswerStore]) -> None:
     cache, _ = stores

@@ -88,14 +88,14 @@ async def test_update_and_delete_drop_the_templates_cached_answers(
     catalog: TemplateCatalog, registry: TemplateRegistry, cache: MemoryAnswerCache, announced: list[str]
 ) -> None:
     await catalog.create("ops", "Ops", "- Answer like a runbook.", USER)
-    await cache.put("ops-answer", CITED, question=QUESTION, generation=0)
+    await cache.put("ops-answer", CITED, question=QUESTION, generation=await cache.generation(QUESTION.tenant_id))
 
     updated, dropped = await catalog.update("ops", TemplateChange(user_prompt="Runbook lookup: {query}\n\n{context}"))
     assert dropped == 1 and len(cache) == 0
     assert updated.template.display_name == "Ops", "fields the change leaves out keep their value"
     assert registry.get("ops").user.startswith("Runbook lookup:")
 
-    await cache.put("ops-answer", CITED, question=QUESTION, generation=0)
+    await cache.put("ops-answer", CITED, question=QUESTION, generation=await cache.generation(QUESTION.tenant_id))
     assert await catalog.delete("ops") == 1
     assert registry.get("ops") is None
     with pytest.raises(NotFound):
@@ -108,7 +108,7 @@ async def test_a_reload_applies_another_replicas_changes(
 ) -> None:
     await catalog.create("ops", "Ops", "", USER)
     await catalog.create("kept", "Kept", "", USER)
-    await cache.put("ops-answer", CITED, question=QUESTION, generation=0)
+    await cache.put("ops-answer", CITED, question=QUESTION, generation=await cache.generation(QUESTION.tenant_id))
     other = TemplateCatalog(TemplateRegistry(), TemplateStore(database))  # another replica on the same database
     await other.load()
     await other.update("ops", TemplateChange(user_prompt="Runbook lookup: {query}\n\n{context}"))

@@ -144,7 +144,8 @@ class AnswerStore(Protocol):
         ...
 
     async def generation(self, tenant_id: str) -> int:
-        """The tenant's current generation: take it before computing an answer, hand it to `put`."""
+        """The tenant's current generation, raised by every invalidation of the tenant and of any template: take it
+        before computing an answer, hand it to `put` (an answer computed across a change is not stored)."""
         ...
 
     async def put(self, key: str, answer: Answer, *, question: Question, generation: int) -> bool:
@@ -187,6 +188,7 @@ class MemoryAnswerCache:
         self._admits = admits
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._generations: dict[str, int] = {}
+        self._template_changes = 0  # part of every tenant's generation (`_generation`)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -220,6 +222,7 @@ class MemoryAnswerCache:
         return self._drop(lambda entry: entry.tenant_id == tenant_id)
 
     async def invalidate_template(self, template_id: str) -> int:
+        self._template_changes += 1
         return self._drop(lambda entry: template_id in entry.templates)
 
     async def clear(self) -> None:
@@ -229,7 +232,7 @@ class MemoryAnswerCache:
         return self._drop(lambda entry: entry.caller == caller and tenant_id in (None, entry.tenant_id))
 
     def _generation(self, tenant_id: str) -> int:
-        return self._generations.get(tenant_id, 0)
+        return self._generations.get(tenant_id, 0) + self._template_changes
 
     def _drop(self, matches: Callable[[_Entry], bool]) -> int:
         keys = [key for key, entry in self._entries.items() if matches(entry)]

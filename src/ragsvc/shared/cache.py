@@ -6,6 +6,7 @@ Layout under `prefix` (a hash tag, so every key of one cache lives in one cluste
 - `{prefix}:e:<key>`: a cached answer with the fingerprint of its request (JSON, ragsvc.shared.codec: a
   `Recorded`), expiring after the TTL;
 - `{prefix}:gen:<tenant>`: the tenant's generation, a counter raised by every invalidation of the tenant;
+- `{prefix}:gen-templates`: raised by every invalidation of a template; a generation is the sum of the two;
 - `{prefix}:t:<tenant>`, `{prefix}:tpl:<template>`: the entry keys written for a tenant and from a template;
 - `{prefix}:c:<caller>`: the entry keys written by a caller's requests (for `erase_caller`).
 `put` (checking the generation), `invalidate_tenant`, `invalidate_template` and `erase_caller` are Lua scripts,
@@ -36,10 +37,12 @@ from ragsvc.shared.guard import RedisGuard
 
 _log = logging.getLogger(__name__)
 
+# KEYS[1]: the entry; KEYS[2], KEYS[3]: the tenant's and the templates' generations; then the sets it joins.
 _PUT = """
-if tonumber(redis.call('GET', KEYS[2]) or '0') ~= tonumber(ARGV[1]) then return 0 end
+local generation = tonumber(redis.call('GET', KEYS[2]) or '0') + tonumber(redis.call('GET', KEYS[3]) or '0')
+if generation ~= tonumber(ARGV[1]) then return 0 end
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[2])
-for i = 3, #KEYS do
+for i = 4, #KEYS do
     redis.call('SADD', KEYS[i], KEYS[1])
     redis.call('PEXPIRE', KEYS[i], ARGV[2])
 end
@@ -121,17 +124,18 @@ class RedisAnswerCache:
     async def generation(self, tenant_id: str) -> int:
         """The tenant's current generation: take it before computing an answer, hand it to `put`. -1 while
         Redis is out (no put can match it)."""
-        while_out: bytes | str | None = b"-1"
-        value = await self._guard.run(lambda r: r.get(self._generation(tenant_id)), while_out)
-        return int(value or 0)
+        while_out: list[bytes | str | None] = [b"-1", b"0"]
+        values = await self._guard.run(lambda r: r.mget(self._generation(tenant_id), self._templates_generation), while_out)
+        return sum(int(value or 0) for value in values)
 
     async def put(self, key: str, answer: Answer, *, question: Question, generation: int) -> bool:
         """Store `answer` unless it is not admitted or the tenant changed since `generation`; True if stored."""
         if not self._admits(answer) or generation < 0 or not await self._caught_up():
             return False
         templates = sorted({t for t in (question.template_id, answer.template_version) if t})
-        keys = [self._entry(key), self._generation(question.tenant_id), self._tenant(question.tenant_id),
-                self._caller(question.caller), *(self._template(t) for t in templates)]  # fmt: skip
+        keys = [self._entry(key), self._generation(question.tenant_id), self._templates_generation,
+                self._tenant(question.tenant_id), self._caller(question.caller),
+                *(self._template(t) for t in templates)]  # fmt: skip
         recorded = Recorded(answer, request_fingerprint(question))
         args: list[str | int | bytes] = [generation, max(1, round(self.ttl_s * 1000)), encode(recorded)]
         stored = await self._guard.run(lambda r: self._put_script(keys=keys, args=args, client=r), 0)
@@ -148,7 +152,7 @@ class RedisAnswerCache:
     async def invalidate_template(self, template_id: str) -> int:
         """Drop every entry written from template `template_id` (after it changed); returns how many."""
         await self._caught_up()
-        dropped = await self._drop([self._template(template_id)])
+        dropped = await self._drop([self._template(template_id), self._templates_generation])
         if dropped is None:
             self._missed.templates.add(template_id)
         return dropped or 0
@@ -200,7 +204,7 @@ class RedisAnswerCache:
             if await self._drop([self._tenant(tenant), self._generation(tenant)]) is None:
                 self._missed.tenants.add(tenant)
         for template in missed.templates:
-            if await self._drop([self._template(template)]) is None:
+            if await self._drop([self._template(template), self._templates_generation]) is None:
                 self._missed.templates.add(template)
         if not self._missed:
             _log.info("applied the cache invalidations Redis missed while it was out")
@@ -211,6 +215,10 @@ class RedisAnswerCache:
 
     def _generation(self, tenant_id: str) -> str:
         return f"{self._prefix}:gen:{tenant_id}"
+
+    @property
+    def _templates_generation(self) -> str:
+        return f"{self._prefix}:gen-templates"
 
     def _tenant(self, tenant_id: str) -> str:
         return f"{self._prefix}:t:{tenant_id}"
