@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 from ragsvc.domain import CitationPolicy, CitationStyle, ScoredChunk
 from ragsvc.reading.attribution import attribution
-from ragsvc.reading.sentences import sentences, spans
-from ragsvc.validation import MARKER, SOURCE_ID_MARKER
+from ragsvc.reading.sentences import MARKER, sentences, spans
+from ragsvc.validation import SOURCE_ID_MARKER
 
 _log = logging.getLogger(__name__)
 # What a sentence's text is split on in place of a marker of either style: the same length, read like a marker.

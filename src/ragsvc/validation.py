@@ -8,11 +8,9 @@ from dataclasses import dataclass
 
 from ragsvc.domain import Action, Citation, Confidence, RefusalReason, ScoredChunk
 from ragsvc.reading import Judgement
-from ragsvc.reading.sentences import sentences
+from ragsvc.reading.sentences import MARKER, sentences
 from ragsvc.reading.support import coverage_of, says_insufficient
 
-# Strict on purpose: "[1]", "[ #1 ]", "[#1a]" and "vec![1]" are not markers.
-MARKER = re.compile(r"\[#(\d{1,3})\]")
 _LONGEST_PARTIAL_MARKER = len("[#999")
 # The SOURCE_ID citation style (R-000-15): [SourceId: doc:chunk], with a document id as ingest accepts it
 # (letters, digits, ".", "_", "-", at most 128) and a chunk index. Up to two spaces after the colon.

@@ -36,7 +36,8 @@ from ragsvc.domain import (
     Strictness,
     TextDelta,
 )
-from ragsvc.validation import MARKER, citation_for, is_claim, normalize_source_ids
+from ragsvc.reading.sentences import MARKER
+from ragsvc.validation import citation_for, is_claim, normalize_source_ids
 
 # Where a sentence may end: closing punctuation before a space or a marker, or a line break.
 _END = re.compile(r"[.!?]+(?=\s|\[)|\n")

@@ -13,7 +13,8 @@ import re
 
 _BOUNDARY = re.compile(r"[.!?]+[\"')\]]*\s+")
 _ABBREVIATIONS = frozenset("al approx cf dept dr e.g eg etc fig i.e ie inc jr ltd mr mrs ms no nos prof sr st vol vs".split())
-_MARKER = re.compile(r"\[#\d{1,3}\]")
+# A citation marker, its number the group. Strict on purpose: "[1]", "[ #1 ]", "[#1a]" and "vec![1]" are not markers.
+MARKER = re.compile(r"\[#(\d{1,3})\]")
 _TRAILING_MARKERS = re.compile(r"(?:(?:\[#\d{1,3}\]|\[SourceId:[^\]\n]{1,160}\])[ \t]*)+\s*")
 
 
@@ -56,4 +57,4 @@ def _add(found: list[tuple[int, int]], text: str, start: int, end: int) -> None:
 
 def without_markers(text: str) -> str:
     """`text` without its [#n] citation markers, each replaced by a space."""
-    return _MARKER.sub(" ", text)
+    return MARKER.sub(" ", text)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,12 +41,11 @@ from ragsvc.reading.features import (
 from ragsvc.reading.followups import FollowUpRules
 from ragsvc.reading.forest import Forest
 from ragsvc.reading.relevance import Candidate, candidates, quoted_answer
-from ragsvc.reading.sentences import sentences, without_markers
+from ragsvc.reading.sentences import MARKER, sentences, without_markers
 
 MAX_QUOTES = 3  # sentences an extractive answer quotes
 _DUPLICATE_OVERLAP = 0.8  # share of the smaller passage's terms that makes two passages the same
 MODEL_FILE = "reader.npz"
-_MARKER_NUMBER = re.compile(r"\[#(\d{1,3})\]")
 _RECENT = 64  # readings kept (see TrainedReader.read)
 
 
@@ -205,7 +203,7 @@ def _share(scores: Sequence[float], lead: int) -> float:
 
 
 def _first_marker(sentence: str, size: int) -> int:
-    digits = [int(n) for n in _MARKER_NUMBER.findall(sentence)]
+    digits = [int(n) for n in MARKER.findall(sentence)]
     return next((n for n in digits if 1 <= n <= size), 1)
 
 
