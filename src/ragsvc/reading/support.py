@@ -59,13 +59,13 @@ def strongest_support(text: str, context: Sequence[ScoredChunk]) -> ChunkSupport
     share of `text`'s key-phrase terms it holds (a phrase is held when its terms occur in a row in the chunk, as in
     `coverage_of`; each phrase weighs its number of terms) and the share of `text`'s runs of three neighbouring
     content terms that the chunk holds in a row too (stopwords aside: so a sentence that recombines one chunk's
-    phrases in another order is not held). None when `text` has fewer than three content terms or `context` no
-    chunk."""
+    phrases in another order is not held). None when `text` has no key phrase or fewer than three content terms, or
+    `context` no chunk."""
     phrases = [" " + " ".join(phrase) + " " for phrase in key_phrases(text)]
     weights = [run.count(" ") - 1 for run in phrases]
     terms = content_terms(text)
     runs = {" " + " ".join(terms[start : start + 3]) + " " for start in range(len(terms) - 2)}
-    if not runs:
+    if not runs or not phrases:  # nothing to weigh (the held share would divide by zero)
         return None
     best: ChunkSupport | None = None
     for marker, scored in enumerate(context, start=1):
