@@ -8,6 +8,7 @@ holds the figure 12000."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 
 import grpc
@@ -66,8 +67,9 @@ async def refused(call: object) -> Details:
 
 
 def shows_the_figure(answer: pb.Answer) -> bool:
-    """Whether anything in `answer` (text, citations, candidates, explanation) carries the finance figure."""
-    return FIGURE in str(answer)
+    """Whether anything in `answer` (text, citations, candidates, explanation) carries the finance figure: the
+    number itself, not its digits inside a longer one (a create_time of nanos 228112000 is not the figure)."""
+    return re.search(rf"(?<!\d){FIGURE}(?!\d)", str(answer)) is not None
 
 
 # The issue's probes, in its table's order.
