@@ -228,6 +228,52 @@ CORPORA: dict[str, Corpus] = {
             url_template="https://git-scm.com/docs/{path}",
             license="GPL-2 (Debian's copyright file, usr/share/doc/git-doc/copyright)",
         ),
+        Corpus(
+            name="djangodocs",
+            tenant="djangodocs",
+            package="python-django-doc",
+            version="3:3.2.25-0+deb12u3",
+            sha256="33319c8e45b95693603213442ccf9bcee933ef338488115203ad25a0e01c696f",
+            doc_root="usr/share/doc/python-django-doc/html",
+            subset=Named(
+                patterns=(
+                    *(
+                        f"topics/{page}.html"
+                        for page in (
+                            "db/models db/queries db/transactions db/optimization http/urls http/sessions "
+                            "http/middleware http/file-uploads auth/passwords cache forms/modelforms migrations email "
+                            "security signals i18n/timezones testing/overview async pagination signing"
+                        ).split()
+                    ),
+                    *(
+                        f"howto/{page}.html"
+                        for page in (
+                            "deployment/checklist static-files/index static-files/deployment custom-management-commands "
+                            "writing-migrations outputting-csv error-reporting initial-data legacy-databases "
+                            "upgrade-version deployment/wsgi/gunicorn deployment/wsgi/modwsgi auth-remote-user windows "
+                            "overriding-templates"
+                        ).split()
+                    ),
+                    *(
+                        f"ref/{page}.html"
+                        for page in (
+                            "databases middleware csrf exceptions paginator validators models/options "
+                            "models/constraints models/indexes contrib/messages contrib/humanize clickjacking signals "
+                            "urls contrib/staticfiles migration-operations models/conditional-expressions"
+                        ).split()
+                    ),
+                    *(f"faq/{page}.html" for page in ("general", "models", "admin", "usage", "troubleshooting")),
+                    "intro/tutorial01.html",
+                    "misc/design-philosophies.html",
+                    "releases/3.2.html",
+                ),
+                why="Django 3.2's topic guides on models, queries, HTTP, auth, caching, forms, migrations and testing, "
+                "a set of how-tos and reference pages, five FAQ pages, the first tutorial, the design philosophies and "
+                "the 3.2 release notes",
+            ),
+            url_template="https://docs.djangoproject.com/en/3.2/{path}",
+            license="BSD-3-clause (Debian's copyright file, usr/share/doc/python-django-doc/copyright)",
+        ),
     )
 }
 
