@@ -12,7 +12,6 @@ import pytest
 from ragsvc.access import Evidence
 from ragsvc.answering.conversation import Condenser, Conversation
 from ragsvc.answering.deadlines import RequestBudget
-from ragsvc.answering.gate import Gate
 from ragsvc.answering.retrieve import QueryClassifier, RetrieveStage
 from ragsvc.answering.usage import UsageLedger
 from ragsvc.config import Settings
@@ -109,29 +108,30 @@ class ScoringRetriever:
         raise AssertionError("not used here")
 
 
-async def test_a_follow_up_that_seemed_to_stand_alone_is_searched_again_with_the_subject() -> None:
+async def test_a_follow_up_is_also_searched_after_the_earlier_question_and_both_go_to_the_pipeline() -> None:
     retriever = ScoringRetriever()
-    settings = Settings.of(llm_classify=False, llm_condense=False, score_gate=0.3)
+    settings = Settings.of(llm_classify=False, llm_condense=False)
     generator = ExtractiveGenerator(RULES)
     stage = RetrieveStage(
         retriever,  # type: ignore[arg-type]
         RULES,
         QueryClassifier(generator, RULES, default_model="llama3.2", by_model=False),
         Condenser(generator, RULES, default_model="llama3.2", by_model=False, timeout_s=1.0),
-        Gate(settings.trust),
         settings.retrieval,
     )
     ledger = UsageLedger(PriceTable({}))
     follow_up = Question(query="How long is the grace period?", chat_history=SIGTERM, tenant_id="t")
     retrieved = await stage.run(follow_up, RequestBudget.start(30.0, None), ledger)
-    assert retriever.searched == ["How long is the grace period?", "SIGTERM How long is the grace period?"]
-    assert retrieved.search == SearchQuery("SIGTERM How long is the grace period?", QueryRewrite.RULE)
-    assert retrieved.retrieval.hits[0].score == 0.6
+    second = SearchQuery("What happens on SIGTERM? How long is the grace period?", QueryRewrite.RULE)
+    assert retriever.searched == ["How long is the grace period?", second.text]
+    assert retrieved.search == SearchQuery("How long is the grace period?", QueryRewrite.RULE)
+    assert [option.search for option in retrieved.options()] == [retrieved.search, second]
+    assert retrieved.alternatives[0].retrieval.hits[0].score == 0.6
 
     retriever.searched.clear()
     first = await stage.run(dataclasses.replace(follow_up, chat_history=()), RequestBudget.start(30.0, None), ledger)
     assert retriever.searched == ["How long is the grace period?"], "a first question is searched once"
-    assert first.search == SearchQuery("How long is the grace period?")
+    assert first.search == SearchQuery("How long is the grace period?") and first.alternatives == ()
 
 
 async def test_a_turn_is_stored_with_the_evidence_of_the_stored_turns_its_history_held(database: Backend) -> None:

@@ -10,7 +10,17 @@ import pytest
 
 from ragsvc.answering.context import CallContext
 from ragsvc.config import Settings
-from ragsvc.domain import Answer, Mode, Question, RefusalReason, SourceDocument
+from ragsvc.domain import (
+    Answer,
+    ChatMessage,
+    Mode,
+    QueryRewrite,
+    Question,
+    RefusalReason,
+    Role,
+    SearchQuery,
+    SourceDocument,
+)
 from ragsvc.errors import RetrievalUnavailable
 from ragsvc.server.components import Components, open_components
 from tests.conftest import shared_embedder
@@ -91,3 +101,33 @@ async def test_confidential_evidence_is_redacted_and_flagged_for_callers_without
     assert all("52k" not in c.chunk.text for c in uncleared.candidates)
     assert not cleared.flags.redactions_applied
     assert cleared.grounded and "52k" in cleared.text
+
+
+SHUTDOWN = b"""# Shutdown
+On SIGTERM the server stops accepting new connections. Connections already open get a grace period of 30 seconds
+to finish before they are closed.
+"""
+TICKETS = b"""# Tickets
+Support tickets without a reply have a grace period of five business days, after which they are closed.
+"""
+
+
+async def test_a_follow_up_is_answered_from_its_second_search_when_the_first_finds_too_little(tmp_path: Path) -> None:
+    settings = Settings.of(data_dir=tmp_path, demo_corpus=False, score_gate=0.4)
+    async with open_components(settings, embedder=shared_embedder()) as components:
+        for document_id, text in (("shutdown", SHUTDOWN), ("tickets", TICKETS)):
+            await components.indexer.ingest(SourceDocument(document_id, f"{document_id}.md", text, "text/markdown", "default"))
+        # The earlier answer does not mention the grace period, so the rule lets the follow-up stand as asked; alone,
+        # it scores under the gate (0.33 to the tickets' grace period); after the earlier question, 0.47 to the
+        # shutdown's.
+        history = (
+            ChatMessage(Role.USER, "What happens on SIGTERM?"),
+            ChatMessage(Role.ASSISTANT, "New connections are refused [#1]."),
+        )
+        follow_up = await answer(components, Question("How long is the grace period?", chat_history=history))
+        alone = await answer(components, Question("How long is the grace period?"))
+
+    assert follow_up.search == SearchQuery("What happens on SIGTERM? How long is the grace period?", QueryRewrite.RULE)
+    assert follow_up.grounded and "30 seconds" in follow_up.text
+    assert alone.search == SearchQuery("How long is the grace period?"), "a first question is searched once, as asked"
+    assert alone.refusal is RefusalReason.SCORE_GATE

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ragsvc.domain import ChatMessage, Role
-from ragsvc.reading.followups import follow_up_search, lacks_subject
+from ragsvc.reading.followups import follow_up_search, lacks_subject, with_earlier_questions
 
 SIGTERM = (ChatMessage(Role.USER, "What happens on SIGTERM?"), ChatMessage(Role.ASSISTANT, "It drains [#1]."))
 
@@ -68,6 +68,23 @@ def test_the_subject_comes_from_the_latest_question_that_had_one() -> None:
     assert follow_up_search("and the maximum?", history) == "chunk_overlap ingester and the maximum?"
     assert follow_up_search("Can it be zero?", history) == "Can chunk_overlap ingester be zero?"
     assert follow_up_search("and the maximum?", ()) == "and the maximum?"
+
+
+def test_the_second_search_carries_the_earlier_questions_word_for_word_and_no_answer() -> None:
+    history = (
+        ChatMessage(Role.USER, "Which dbm.open flag creates the database? "),
+        ChatMessage(Role.ASSISTANT, "The 'c' flag opens it for reading and writing [#1]."),
+        ChatMessage(Role.USER, "And what does 'n' do?"),
+        ChatMessage(Role.ASSISTANT, "It always creates a new, empty database [#2]."),
+    )
+    # "And what does 'n' do?" continues the first question: both are carried; the answers' words are not.
+    assert with_earlier_questions("What permissions does the new file get?", history) == (
+        "Which dbm.open flag creates the database? And what does 'n' do? What permissions does the new file get?"
+    )
+    # A question with a subject of its own starts the chain: nothing before it is carried.
+    later = (*history, ChatMessage(Role.USER, "How do I open a gzip file?"), ChatMessage(Role.ASSISTANT, "..."))
+    assert with_earlier_questions("and for writing?", later) == "How do I open a gzip file? and for writing?"
+    assert with_earlier_questions(" default? ", ()) == "default?"
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,8 @@
 Each stage has its own module, inputs and outputs; this module only runs them in order, gives each its deadline
 (`deadlines.RequestBudget`) and times them::
 
-    history -> retrieve (a follow-up condensed first) -> gate (score) -> read (does the evidence answer?) -> pack
+    history -> retrieve (a follow-up condensed first, and searched a second way) -> gate (score) -> read (does the
+        evidence answer? a follow-up keeps the search read best) -> pack
         -> generate (with fallback) -> release -> validate (re-runs) -> assemble -> remember
 
 What of the draft reaches the caller before the final answer is the stream policy's decision (release.py). Every
@@ -24,9 +25,9 @@ from ragsvc.answering.deadlines import Clock, RequestBudget
 from ragsvc.answering.gate import Gate
 from ragsvc.answering.generate import Generated, GenerateStage
 from ragsvc.answering.pack import Packer
-from ragsvc.answering.read import ReadStage
+from ragsvc.answering.read import Reading, ReadStage
 from ragsvc.answering.release import release_for
-from ragsvc.answering.retrieve import Retrieved, RetrieveStage
+from ragsvc.answering.retrieve import Retrieved, RetrieveStage, Searched
 from ragsvc.answering.usage import UsageLedger
 from ragsvc.answering.validate import ValidateStage
 from ragsvc.citation_policy import resolve
@@ -86,6 +87,7 @@ class Pipeline:
         )
         retrieved = await self._retrieve.run(question, budget, ledger)
         try:
+            retrieved, read_first = await self._best_read(question, retrieved)
             retrieval = retrieved.retrieval
             retrieved_in = Timings(clock.lap(), embedding_ms=retrieval.embedding_ms, store_ms=retrieval.store_ms)
 
@@ -96,7 +98,7 @@ class Pipeline:
                 await self._conversation.remember(turn, answer, retrieval)
                 yield answer
                 return
-            reading = await self._read.run(question, search, retrieval.hits)
+            reading = read_first or await self._read.run(question, search, retrieval.hits)
             if self._read.refuses and question.mode is not Mode.SELECTED_TEXT and not reading.assessment.answerable:
                 answer = await self._refused(
                     question,
@@ -165,6 +167,23 @@ class Pipeline:
             yield answer
         finally:
             retrieved.classification.settle()  # a classification still running is not waited for
+
+    async def _best_read(self, question: Question, retrieved: Retrieved) -> tuple[Retrieved, Reading | None]:
+        """A follow-up searched more than one way (`Retrieved.alternatives`): the search whose evidence passes the
+        score gate and that the reader judges most likely to answer it (the first on a tie), with its reading;
+        the first search, unread, when no other is offered or none passes."""
+        if not retrieved.alternatives:
+            return retrieved, None
+        best: tuple[Searched, Reading] | None = None
+        for searched in retrieved.options():
+            if self._gate.refusal(searched.retrieval) is not None:
+                continue
+            reading = await self._read.run(question, searched.search.text, searched.retrieval.hits)
+            if best is None or reading.assessment.score > best[1].assessment.score:
+                best = (searched, reading)
+        if best is None:
+            return retrieved.chosen(retrieved.options()[0]), None
+        return retrieved.chosen(best[0]), best[1]
 
     async def _refused(
         self,

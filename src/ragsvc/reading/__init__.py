@@ -96,8 +96,8 @@ class Reader(Protocol):
         """What a follow-up is searched as on its own: with the earlier turns' subject where it lacks one."""
         ...
 
-    def with_subject(self, query: str, history: Sequence[ChatMessage]) -> str:
-        """`query` after the earlier turns' subject (the second search of a follow-up that seemed to stand alone)."""
+    def with_earlier_questions(self, query: str, history: Sequence[ChatMessage]) -> str:
+        """`query` after the earlier questions it continues, word for word (the second search of a follow-up)."""
         ...
 
     def classify(self, query: str, history: Sequence[ChatMessage]) -> QueryClass:

@@ -1,6 +1,7 @@
 """Follow-ups read as standalone questions, by rule: a follow-up that lacks a subject of its own ("How long do they
 get to finish?" after "What happens on SIGTERM?") gets the subject words of the earlier questions it continues
-(`follow_up_search`), or is searched after them when it seemed to stand alone but finds nothing (`with_subject`)."""
+(`follow_up_search`). Every follow-up is also searched after those questions word for word
+(`with_earlier_questions`); the answering pipeline keeps whichever evidence the reader judges answers it better."""
 
 from __future__ import annotations
 
@@ -38,37 +39,45 @@ _EMPTY_IT = re.compile(
 def follow_up_search(query: str, history: Sequence[ChatMessage]) -> str:
     """`query` as a standalone search: a follow-up that lacks a subject of its own (see `lacks_subject`) gets the
     subject words of the earlier questions it continues, in place of the pronoun that stands for them ("How do I
-    migrate away from it?" -> "How do I migrate away from md5 authentication method?"), else before it
-    (`with_subject`)."""
+    migrate away from it?" -> "How do I migrate away from md5 authentication method?"), else before it."""
     turns = _turns(history)
     if not turns or not lacks_subject(query, turns[-1][1]):
         return query
     subject = _subject(turns, own_action=asks_how_to(query))
     pronoun = _standing_for_the_subject(query)
     if not subject or pronoun is None:
-        return with_subject(query, history)
+        return " ".join(filter(None, [subject, query.strip()]))
     possessive = pronoun.group().lower() == "its"
     return query[: pronoun.start()] + subject + ("'s" if possessive else "") + query[pronoun.end() :]
 
 
-def with_subject(query: str, history: Sequence[ChatMessage]) -> str:
-    """`query` after the subject words of the earlier questions (the retrieve stage's second try for a follow-up
-    that seemed to stand alone but finds nothing searched as asked)."""
-    return " ".join(filter(None, [_subject(_turns(history), own_action=asks_how_to(query)), query.strip()]))
+def with_earlier_questions(query: str, history: Sequence[ChatMessage]) -> str:
+    """`query` after the earlier questions it continues, word for word (the latest back to the first that had a
+    subject of its own): the second search of every follow-up. Where the rule's rewrite (`follow_up_search`) keeps
+    a question's subject words only, or judged the follow-up to stand alone ("What Unix permissions does the new
+    file get?" after a question about dbm.open), this one keeps all the earlier question said, and none of the
+    earlier answers' words."""
+    return " ".join(filter(None, [*(q.strip() for q in _continued(_turns(history))), query.strip()]))
 
 
 def _subject(turns: Sequence[tuple[str, str]], *, own_action: bool) -> str:
-    """The subject words of the earlier questions, the latest back to the first that had its own. A follow-up that
-    asks how to do something (`own_action`: "and how do I delete one?") brings its own action, so the earlier
-    questions' actions are left out; any other follow-up is about what they asked ("What if I don't pass -D?"
-    after "How do I start the server by hand?"), so every word of theirs that is not a stopword is carried."""
-    subjects: list[str] = []
+    """The subject words of the earlier questions a follow-up continues (`_continued`). A follow-up that asks how
+    to do something (`own_action`: "and how do I delete one?") brings its own action, so the earlier questions'
+    actions are left out; any other follow-up is about what they asked ("What if I don't pass -D?" after "How do I
+    start the server by hand?"), so every word of theirs that is not a stopword is carried."""
+    words = _subject_words if own_action else _content_words
+    return " ".join(filter(None, (words(question) for question in _continued(turns))))
+
+
+def _continued(turns: Sequence[tuple[str, str]]) -> list[str]:
+    """The earlier questions a follow-up continues, in order: the latest back to the first that had a subject of
+    its own."""
+    continued: list[str] = []
     for index in range(len(turns) - 1, -1, -1):
-        question = turns[index][0]
-        subjects.insert(0, _subject_words(question) if own_action else _content_words(question))
-        if index == 0 or not lacks_subject(question, turns[index - 1][1]):
+        continued.insert(0, turns[index][0])
+        if index == 0 or not lacks_subject(turns[index][0], turns[index - 1][1]):
             break
-    return " ".join(filter(None, subjects))
+    return continued
 
 
 def _standing_for_the_subject(query: str) -> re.Match[str] | None:
@@ -134,8 +143,8 @@ class FollowUpRules:
     def follow_up_search(self, query: str, history: Sequence[ChatMessage]) -> str:
         return follow_up_search(query, history)
 
-    def with_subject(self, query: str, history: Sequence[ChatMessage]) -> str:
-        return with_subject(query, history)
+    def with_earlier_questions(self, query: str, history: Sequence[ChatMessage]) -> str:
+        return with_earlier_questions(query, history)
 
     def classify(self, query: str, history: Sequence[ChatMessage]) -> QueryClass:
         return classify(query, history)

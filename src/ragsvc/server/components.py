@@ -343,7 +343,7 @@ def build_pipeline(
     )
     gate = Gate(settings.trust)
     return Pipeline(
-        retrieve=RetrieveStage(retriever, reader, classifier, condenser, gate, settings.retrieval),
+        retrieve=RetrieveStage(retriever, reader, classifier, condenser, settings.retrieval),
         gate=gate,
         read=ReadStage(reader, retriever, refuses=settings.trust.answerability_gate),
         packer=packer,
