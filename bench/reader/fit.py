@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from bench.quality.questions import contains
+from bench.reader import semantic
 from bench.reader.dataset import Example
 from ragsvc.reading import features
 from ragsvc.reading.forest import Forest
@@ -121,6 +122,9 @@ def compose(example: Example, sentences: Forest) -> Composed:
     )
     for column in _ANSWER_MASK:
         row[column] = 0.0
+    extra = example.rows[:, len(features.SENTENCE_FEATURES) :]
+    if extra.shape[1]:  # an experiment's columns (bench/reader/semantic.py): the answer reads them too
+        row += semantic.answer_columns(extra, lead)
     facts = example.question.key_facts
     right = example.question.should_answer and any(contains(example.found[i].quote, f) for i in chosen for f in facts)
     return Composed(tuple(chosen), row, right)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from bench.quality import corpus, datasets
-from bench.reader import dataset, evidence, fit
+from bench.reader import dataset, evidence, fit, semantic
 from bench.reader.dataset import Example
 from ragsvc.reading.trained import MODEL_FILE, Model, TrainedReader
 
@@ -127,9 +127,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--corpus", action="append", help="train on these corpora only (default: every corpus)")
     parser.add_argument("--seed", type=int, default=fit.SEED)
     parser.add_argument("--no-write", action="store_true", help="report only: write no model")
+    parser.add_argument(
+        "--semantic",
+        choices=semantic.MODES,
+        help="EXPERIMENT (bench/reader/semantic.py): add question-sentence similarity features; needs --no-write",
+    )
     args = parser.parse_args(argv)
+    if args.semantic and not args.no_write:
+        parser.error("--semantic is an experiment: its features are not served, so it writes no model (--no-write)")
     names = args.corpus or list(corpus.CORPORA)
     by_corpus = {name: examples(name) for name in names}
+    if args.semantic:
+        by_corpus = semantic.extended(by_corpus, args.semantic)
     report: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "seed": args.seed, "folds": {}}
     for left_out in names:
         training = {n: e for n, e in by_corpus.items() if n != left_out}
