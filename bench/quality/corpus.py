@@ -310,6 +310,28 @@ CORPORA: dict[str, Corpus] = {
             license="IBM Public License 1.0 or Eclipse Public License 2.0 (Debian's copyright file, "
             "usr/share/doc/postfix-doc/copyright)",
         ),
+        Corpus(
+            name="borgdocs",
+            tenant="borgdocs",
+            package="borgbackup-doc",
+            version="1.2.4-1",
+            sha256="f7c621fde76d460f071e8c0803d62198101f1c86ef3430db158f2e789570dbda",
+            doc_root="usr/share/doc/borgbackup/html",
+            subset=Named(
+                patterns=(
+                    "usage/*.html",
+                    "deployment/*.html",
+                    "internals/*.html",
+                    *(f"{page}.html" for page in "installation quickstart introduction faq support paperkey changes".split()),
+                ),
+                why="BorgBackup 1.2's usage pages (one per command, the general notes and the pattern help), the "
+                "deployment guides, the internals (data structures, security, the JSON front-end API), installation, "
+                "quickstart, introduction, FAQ, support and paper key pages, and the change log; the table-of-contents "
+                "pages, the borg(1) man page (the general usage page again), authors and development are left out",
+            ),
+            url_template="https://borgbackup.readthedocs.io/en/1.2.4/{path}",
+            license="BSD-3-clause (Debian's copyright file, usr/share/doc/borgbackup-doc/copyright)",
+        ),
     )
 }
 
