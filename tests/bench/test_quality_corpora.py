@@ -29,7 +29,17 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_every_corpus_has_its_own_tenant_directory_pin_and_pages() -> None:
-    assert list(corpus.CORPORA) == ["pgdocs", "pydocs", "httpd", "handbook", "sqlite", "gitdocs", "djangodocs", "postfix"]
+    assert list(corpus.CORPORA) == [
+        "pgdocs",
+        "pydocs",
+        "httpd",
+        "handbook",
+        "sqlite",
+        "gitdocs",
+        "djangodocs",
+        "postfix",
+        "zshdocs",
+    ]
     assert len({c.tenant for c in corpus.CORPORA.values()}) == len(corpus.CORPORA)
     for name, spec in corpus.CORPORA.items():
         assert spec.name == name and spec.directory == corpus.CORPORA_DIR / name
