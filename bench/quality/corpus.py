@@ -332,6 +332,35 @@ CORPORA: dict[str, Corpus] = {
             url_template="https://borgbackup.readthedocs.io/en/1.2.4/{path}",
             license="BSD-3-clause (Debian's copyright file, usr/share/doc/borgbackup-doc/copyright)",
         ),
+        Corpus(
+            name="zshdocs",
+            tenant="zshdocs",
+            package="zsh-doc",
+            version="5.9-4",
+            sha256="79bd75df4bf03d1021e993fd773f82b8a4c8d76649e420cd32eca940cf418ff4",
+            doc_root="usr/share/doc/zsh-common/html",
+            subset=Named(
+                patterns=(
+                    *(
+                        f"{chapter}.html"
+                        for chapter in (
+                            "Introduction Roadmap Invocation Files Shell-Grammar Redirection Command-Execution Functions "
+                            "Jobs-_0026-Signals Arithmetic-Evaluation Conditional-Expressions Prompt-Expansion Expansion "
+                            "Parameters Options Shell-Builtin-Commands Zsh-Line-Editor Completion-Widgets Completion-System"
+                        ).split()
+                    ),
+                    *(f"FAQ0{part}.html" for part in (1, 2, 3)),
+                ),
+                why="the Z shell manual's chapters from the introduction through the completion system (grammar, "
+                "redirection, functions, jobs, arithmetic, conditions, prompts, expansion, parameters, options, "
+                "builtins, the line editor, completion widgets and the completion system) and the first three parts "
+                "of the FAQ; the HTML manual is one page per chapter (its many small section pages only redirect to "
+                "an anchor in a chapter), and the modules, compctl and user-contributions chapters are left out for size",
+            ),
+            url_template="https://zsh.sourceforge.io/Doc/Release/{path}",
+            license="the zsh license, MIT-like (the permission notice in index.html; Debian's copyright file is in "
+            "zsh-common, usr/share/doc/zsh-common/copyright)",
+        ),
     )
 }
 

@@ -39,6 +39,7 @@ def test_every_corpus_has_its_own_tenant_directory_pin_and_pages() -> None:
         "djangodocs",
         "postfix",
         "borgdocs",
+        "zshdocs",
     ]
     assert len({c.tenant for c in corpus.CORPORA.values()}) == len(corpus.CORPORA)
     for name, spec in corpus.CORPORA.items():
