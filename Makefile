@@ -138,7 +138,7 @@ profile: $(VENV)/.bench  ## flame graph and top ten of an Ask at 10k passages, d
 # reader trained without it when bench/quality/folds/without-<corpus>.npz exists. Writes
 # bench/results/quality-DATE.json, docs/quality.md and docs/quality/<corpus>-risk-coverage.png. One corpus:
 # .venv/bin/python -m bench.quality.run --corpus NAME (repeatable).
-eval: $(VENV)/.bench  ## answer quality on eight corpora, each judged by a reader that never saw it, docs/quality.md (about 2 minutes; 20 the first time)
+eval: $(VENV)/.bench  ## answer quality on ten corpora, each judged by a reader that never saw it, docs/quality.md (about 2 minutes; 20 the first time)
 	$(BIN)/python -m bench.quality.run
 
 # The trained reader (bench/reader, src/ragsvc/reading): its models from the benchmark's labelled questions, the one
