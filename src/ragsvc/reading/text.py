@@ -8,10 +8,14 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-# The version of the analyser that writes a chunk's stored index terms (`index_terms`): an index records the version
-# it was written with, and a server whose analyser differs refuses to serve it (its terms would silently not match
-# the questions' terms). Raise it with any change to what `index_terms` returns.
-ANALYSER_VERSION = 1
+# The version of the analyser that writes what is stored with a chunk: its index terms (`index_terms`) and its reading
+# (`reading.chunks`: its passages, their terms, values and labels, packed). An index records the version it was
+# written with, and a server whose analyser differs refuses to serve it (its terms would silently not match the
+# questions' terms, its readings not be what this reader reads). Raise it with any change to what `index_terms`
+# returns, to what `chunks.read_chunk` reads (passages, terms, values, the injection check) or to how it is packed:
+# tests/reading/test_chunks.py holds a fingerprint of both for sample chunks, which fails until it is raised.
+# 2: the chunk's reading stored with it.
+ANALYSER_VERSION = 2
 
 STOPWORDS = frozenset(
     """

@@ -29,6 +29,7 @@ import numpy as np
 
 from ragsvc.domain import Chunk, ScoredChunk, TermCounts
 from ragsvc.reading import Assessment, Judgement
+from ragsvc.reading.chunks import candidates
 from ragsvc.reading.features import (
     ANSWER_FEATURES,
     SENTENCE_FEATURES,
@@ -40,7 +41,7 @@ from ragsvc.reading.features import (
 )
 from ragsvc.reading.followups import FollowUpRules
 from ragsvc.reading.forest import Forest
-from ragsvc.reading.relevance import Candidate, candidates, quoted_answer
+from ragsvc.reading.relevance import Candidate, quoted_answer
 from ragsvc.reading.sentences import MARKER, sentences, without_markers
 
 MAX_QUOTES = 3  # sentences an extractive answer quotes
