@@ -105,6 +105,16 @@ def test_a_passage_the_chunk_holds_verbatim_is_stored_by_its_offsets_and_another
     ]
 
 
+def test_a_sentence_the_chunks_border_cuts_is_stored_by_its_offsets_and_its_marks() -> None:
+    text, title, section = sample_chunks()[3]
+
+    _, _, _, rows = json.loads(stored_reading(text, title, section))
+
+    first, last = rows[0][0], rows[-1][0]
+    assert first[2:] == ["… ", ""] and text[first[0] : first[1]].startswith("and so the checkpointer")
+    assert last[2:] == ["", " …"] and text[last[0] : last[1]] == "The server then writes the “café” log in UTF‑8 before it"
+
+
 def test_evidence_carrying_its_reading_is_not_read_again() -> None:
     text, title, section = sample_chunks()[0]
     chunk = Chunk("runtime", 0, text, page_title=title, section=section)
@@ -133,7 +143,7 @@ def test_a_reading_of_another_analyser_version_is_refused() -> None:
 # What ANALYSER_VERSION's analyser stores for SAMPLES: its index terms and packed readings. A change to either
 # fails this test: raise ANALYSER_VERSION (an index of the older one is then refused until `ragsvc reindex`), then
 # record the new fingerprint here.
-FINGERPRINT = {2: "c157de3a08f989ebce09be8151cdba45c81f3cba8199b56918641745be071870"}
+FINGERPRINT = {2: "4dec02689f058aad495da518889249cc8353928d30a113fcaa5995f66b00d8f3"}
 
 
 def test_what_the_analyser_stores_is_pinned_to_its_version() -> None:

@@ -14,7 +14,8 @@ The packed form is compact JSON, `[version, heading, labels, passages]`:
 - `labels`: `[terms, term]` of each label a passage sits under (its terms as `heading`; the term a definition list
   defines, or "");
 - `passages`: `[text, position, depth, entry, paragraph, kind, cut, values, terms, label]` each: `text` is
-  `[start, end]` into the chunk's text when the chunk holds it verbatim, else the text itself; `kind` and `values`
+  `[start, end]` into the chunk's text when the chunk holds it verbatim, `[start, end, before, after]` when it does
+  once the marks of a cut (`passages.CUT_BEFORE`, `CUT_AFTER`) are off, else the text itself; `kind` and `values`
   are initials (of `Kind` and of the kinds of value stated), `label` an index into `labels` (-1: none), the rest as
   `Candidate` has them.
 
@@ -31,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ragsvc.domain import ScoredChunk
-from ragsvc.reading.passages import Kind, Passage, held_text, passages
+from ragsvc.reading.passages import CUT_AFTER, CUT_BEFORE, Kind, Passage, held_text, passages
 from ragsvc.reading.relevance import Candidate, passage_terms
 from ragsvc.reading.text import ANALYSER_VERSION
 from ragsvc.reading.values import AMOUNT, DURATION, SIZE, VERSION, stated_values
@@ -139,15 +140,25 @@ def pack(found: Sequence[Candidate], text: str) -> str:
         label = -1
         if candidate.label or candidate.term:
             label = labels.setdefault((candidate.label, candidate.term), len(labels))
-        start = text.find(candidate.text)
         rows.append([
-            [start, start + len(candidate.text)] if start >= 0 else candidate.text,
+            _span(candidate, text),
             candidate.position, candidate.depth, candidate.scope[1], candidate.scope[2],
             candidate.kind.value[0], int(candidate.cut), "".join(sorted(kind[0] for kind in candidate.values)),
             _joined(candidate.terms), label,
         ])  # fmt: skip
     heading = _joined(found[0].heading) if found else ""  # every passage's: its chunk's
     return _ENCODER.encode([ANALYSER_VERSION, heading, [[_joined(t), term] for t, term in labels], rows])
+
+
+def _span(candidate: Candidate, text: str) -> list[int | str] | str:
+    """Where `text` holds the candidate's text (see the module's docstring), or that text when it does not."""
+    before = CUT_BEFORE if candidate.cut and candidate.text.startswith(CUT_BEFORE) else ""
+    after = CUT_AFTER if candidate.cut and candidate.text.endswith(CUT_AFTER) else ""
+    own = candidate.text[len(before) : len(candidate.text) - len(after)]
+    start = text.find(own)
+    if start < 0:
+        return candidate.text
+    return [start, start + len(own), before, after] if before or after else [start, start + len(own)]
 
 
 def is_current(packed: object) -> bool:
@@ -170,7 +181,7 @@ def unpack(packed: str, text: str) -> tuple[Candidate, ...]:
         label_terms, term = labels[label] if label >= 0 else none
         found.append(
             Candidate(
-                text[span[0] : span[1]] if isinstance(span, list) else span,
+                _text(span, text),
                 0,
                 position,
                 0.0,
@@ -186,6 +197,15 @@ def unpack(packed: str, text: str) -> tuple[Candidate, ...]:
             )
         )
     return tuple(found)
+
+
+def _text(span: list[Any] | str, text: str) -> str:
+    """A passage's text from its `_span`."""
+    if isinstance(span, str):
+        return span
+    if len(span) == 2:
+        return text[span[0] : span[1]]
+    return f"{span[2]}{text[span[0] : span[1]]}{span[3]}"
 
 
 def _joined(terms: frozenset[str]) -> str:

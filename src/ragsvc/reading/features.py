@@ -11,6 +11,7 @@ cost the trained reader 1.2 points of right answers (bench/results/reader-ablati
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -76,11 +77,14 @@ def matching(term: str) -> str:
 
 def counted_terms(search: str) -> list[str]:
     """The index terms of `search` whose statistics `analyse` reads."""
-    return sorted({t.term for t in question_terms(_asked(search))})
+    return sorted({t.term for t in _asked_terms(search)})
 
 
-def _asked(search: str) -> str:
-    return ASKS_HOW_MUCH.sub(" ", plain(without_instructions(search)))
+@functools.lru_cache(maxsize=256)  # a question's text is read for its counted terms, then analysed
+def _asked_terms(text: str) -> tuple[QuestionTerm, ...]:
+    """The terms `text` asks about: its `question_terms` without instructions to a model or how it asks for an
+    amount."""
+    return tuple(question_terms(ASKS_HOW_MUCH.sub(" ", plain(without_instructions(text)))))
 
 
 LEAST = 0.05  # what a verb asking how counts: a question made of such words only is judged by them
@@ -103,7 +107,7 @@ def analyse(
     """The analysis of `search` (what was searched: the question, or a follow-up with its earlier turns' subject),
     `question` being the user's own words, with the tenant's statistics `counts` of `counted_terms(search)` (None:
     none known); `weigh` gives a term's weight before its rarity in the tenant."""
-    found = question_terms(_asked(search))
+    found = _asked_terms(search)
     chunks = max(counts.chunks, 1) if counts is not None else 1
     raw: dict[str, float] = {}
     names: set[str] = set()
@@ -123,7 +127,7 @@ def analyse(
         rare[key] = counts is not None and frequency <= rare_share * chunks
     total = sum(raw.values())
     weights = {t: w / total for t, w in raw.items()} if total else {t: 1 / len(raw) for t in raw}
-    own = {matching(t.term) for t in question_terms(_asked(question))} if question else set(raw)
+    own = {matching(t.term) for t in _asked_terms(question)} if question else set(raw)
     return Analysis(
         search=without_instructions(search),
         question=question or search,
@@ -190,8 +194,10 @@ SENTENCE_FEATURES = (
 )
 
 
-def sentence_features(analysis: Analysis, found: Sequence[Candidate], evidence: Sequence[ScoredChunk]) -> list[list[float]]:
-    """One row of SENTENCE_FEATURES per candidate."""
+def sentence_features(
+    analysis: Analysis, found: Sequence[Candidate], evidence: Sequence[ScoredChunk], *, rows_of: slice = slice(None)
+) -> list[list[float]]:
+    """One row of SENTENCE_FEATURES per candidate of `found[rows_of]` (each read among all of `found`)."""
     if not found:
         return []
     weights = analysis.weights
@@ -213,7 +219,7 @@ def sentence_features(analysis: Analysis, found: Sequence[Candidate], evidence: 
             neighbours[key] = max(neighbours.get(key, 0.0), cov)
     opening = _opening(analysis.question)
     rows = []
-    for candidate, cov in zip(found, covs, strict=True):
+    for candidate, cov in zip(found[rows_of], covs[rows_of], strict=True):
         context = candidate.terms | candidate.label | candidate.heading
         in_chunk = chunk_terms[candidate.marker - 1]
         held = [t for t in analysis.terms if t in candidate.terms]

@@ -172,7 +172,7 @@ class TrainedReader(FollowUpRules):
             own = _as_candidate(" ".join(without_markers(first).split()), _first_marker(first, len(evidence)), evidence)
             if own is not None:
                 found.append(own)
-                rows.append(sentence_features(analysis, [*read.found, own], evidence)[-1])
+                rows += sentence_features(analysis, [*read.found, own], evidence, rows_of=slice(-1, None))
                 scores.append(float(self._model.sentences.predict(np.asarray([rows[-1]], dtype=np.float64))[0]))
                 lead = len(found) - 1
         p = self._model.p_right(answer_features(analysis, found, rows, scores, lead, evidence, quoted))
