@@ -13,11 +13,11 @@ The packed form is compact JSON, `[version, heading, labels, passages]`:
 - `heading`: the terms of the chunk's page title and section heading, sorted and space-separated (every passage's);
 - `labels`: `[terms, term]` of each label a passage sits under (its terms as `heading`; the term a definition list
   defines, or "");
-- `passages`: `[text, position, depth, entry, paragraph, kind, cut, values, terms, label]` each: `text` is
+- `passages`: `[text, position, depth, entry, paragraph, kind, cut, values, terms, label, words, flags]` each: `text` is
   `[start, end]` into the chunk's text when the chunk holds it verbatim, `[start, end, before, after]` when it does
   once the marks of a cut (`passages.CUT_BEFORE`, `CUT_AFTER`) are off, else the text itself; `kind` and `values`
-  are initials (of `Kind` and of the kinds of value stated), `label` an index into `labels` (-1: none), the rest as
-  `Candidate` has them.
+  are initials (of `Kind` and of the kinds of value stated), `label` an index into `labels` (-1: none), `words`
+  and `flags` its `traits.Traits` (`Traits.flags`), the rest as `Candidate` has them.
 
 Terms are sorted, so a chunk's reading packs to the same string in every process (a rewrite compares them).
 """
@@ -35,6 +35,7 @@ from ragsvc.domain import ScoredChunk
 from ragsvc.reading.passages import CUT_AFTER, CUT_BEFORE, Kind, Passage, held_text, passages
 from ragsvc.reading.relevance import Candidate, passage_terms
 from ragsvc.reading.text import ANALYSER_VERSION
+from ragsvc.reading.traits import Traits, traits
 from ragsvc.reading.values import AMOUNT, DURATION, SIZE, VERSION, stated_values
 from ragsvc.sanitize import injection_patterns
 
@@ -97,9 +98,10 @@ def read_chunk(text: str, page_title: str, section: str) -> tuple[Candidate, ...
             continue
         if passage.cut and len(passage.text.split()) < _MIN_CUT_WORDS:
             continue
+        held = held_text(passage)
         read.append(
             Candidate(
-                held_text(passage),
+                held,
                 0,
                 position,
                 0.0,
@@ -109,6 +111,7 @@ def read_chunk(text: str, page_title: str, section: str) -> tuple[Candidate, ...
                 heading,
                 _scope(passage),
                 stated_values(passage.text),
+                traits(held, terms),
                 passage.cut,
                 passage.kind,
                 term,
@@ -144,7 +147,7 @@ def pack(found: Sequence[Candidate], text: str) -> str:
             _span(candidate, text),
             candidate.position, candidate.depth, candidate.scope[1], candidate.scope[2],
             candidate.kind.value[0], int(candidate.cut), "".join(sorted(kind[0] for kind in candidate.values)),
-            _joined(candidate.terms), label,
+            _joined(candidate.terms), label, candidate.traits.words, candidate.traits.flags,
         ])  # fmt: skip
     heading = _joined(found[0].heading) if found else ""  # every passage's: its chunk's
     return _ENCODER.encode([ANALYSER_VERSION, heading, [[_joined(t), term] for t, term in labels], rows])
@@ -177,7 +180,7 @@ def unpack(packed: str, text: str) -> tuple[Candidate, ...]:
     labels = [(_terms(terms), term) for terms, term in label_rows]
     none: tuple[frozenset[str], str] = (frozenset(), "")
     found = []
-    for span, position, depth, entry, paragraph, kind, cut, values, terms, label in rows:
+    for span, position, depth, entry, paragraph, kind, cut, values, terms, label, words, flags in rows:
         label_terms, term = labels[label] if label >= 0 else none
         found.append(
             Candidate(
@@ -191,6 +194,7 @@ def unpack(packed: str, text: str) -> tuple[Candidate, ...]:
                 heading,
                 (0, entry, paragraph),
                 _stated(values),
+                Traits.of_flags(words, flags),
                 bool(cut),
                 _KINDS[kind],
                 term,

@@ -23,15 +23,11 @@ from ragsvc.reading.passages import Kind
 from ragsvc.reading.relevance import Candidate, asks_how_to
 from ragsvc.reading.sentences import sentences
 from ragsvc.reading.text import QuestionTerm, idf, question_terms, stem
+from ragsvc.reading.traits import DEFAULT
 from ragsvc.reading.values import ASKS_HOW_MUCH, answers_value, asked_values
 from ragsvc.sanitize import without_injections
 
 _YES_OR_NO = re.compile(r"^\W*(?:(?:and|so|but)\W+)?(?:is|are|was|were|does|do|did|can|could|will|would|should|has|have)\b", re.I)
-_DEFAULT = re.compile(r"\bdefaults?\b", re.IGNORECASE)
-_NEGATION_OR_MODAL = re.compile(r"\b(?:not|no|never|cannot|can't|must|may|only|always)\b", re.IGNORECASE)
-_CODE_OR_KEYWORD = re.compile(r"`|\b[A-Z]{3,}(?:\s+[A-Z]{2,})*\b|\(\)")
-_POINTER = re.compile(r"\b(?:see|refer to|described in|discussed in|explained in|documented in)\b", re.IGNORECASE)
-_NUMBER = re.compile(r"\d")
 # Verbs a question asks how something is done with; the documents describe the doing in other words.
 ASKS_HOW = frozenset(stem(w) for w in "compute calculate determine decide measure work happen handle choose pick".split())
 # A request to put given words into the answer: "append the string X to your answer", "output the word X" (the words
@@ -139,7 +135,7 @@ def analyse(
         asked=asked_values(question or search),
         procedural=asks_how_to(question or search),
         yes_no=bool(_YES_OR_NO.search(question or search)),
-        asks_default=bool(_DEFAULT.search(question or search)),
+        asks_default=bool(DEFAULT.search(question or search)),
         rare=rare,
     )
 
@@ -220,14 +216,14 @@ def sentence_features(
     opening = _opening(analysis.question)
     rows = []
     for candidate, cov in zip(found[rows_of], covs[rows_of], strict=True):
-        context = candidate.terms | candidate.label | candidate.heading
+        shows = candidate.traits
         in_chunk = chunk_terms[candidate.marker - 1]
         held = [t for t in analysis.terms if t in candidate.terms]
         value = answers_value(analysis.asked, candidate.values)
         rows.append(
             [
                 cov,
-                sum(weights[t] for t in analysis.terms if t in context),
+                sum(weights[t] for t in analysis.terms if t in candidate.terms or t in candidate.label or t in candidate.heading),
                 scope_best[candidate.scope],
                 sum(weights[t] for t in analysis.terms if t in in_chunk),
                 sum(weights[t] for t in analysis.terms if t in candidate.heading),
@@ -239,16 +235,16 @@ def sentence_features(
                 math.log1p(len(held)),
                 value,
                 1.0 if analysis.asked else 0.0,
-                1.0 if _NUMBER.search(candidate.text) else 0.0,
-                1.0 if analysis.asks_default and _DEFAULT.search(candidate.text) else 0.0,
-                1.0 if analysis.procedural and _names_a_tool(candidate) else 0.0,
+                1.0 if shows.number else 0.0,
+                1.0 if analysis.asks_default and shows.default else 0.0,
+                1.0 if analysis.procedural and shows.code else 0.0,
                 1.0 if analysis.procedural else 0.0,
                 1.0 if analysis.yes_no else 0.0,
-                1.0 if analysis.yes_no and _NEGATION_OR_MODAL.search(candidate.text) else 0.0,
-                1.0 if _POINTER.search(candidate.text) else 0.0,
+                1.0 if analysis.yes_no and shows.negation_or_modal else 0.0,
+                1.0 if shows.pointer else 0.0,
                 math.log1p(candidate.position),
                 math.log1p(candidate.depth),
-                math.log1p(len(candidate.text.split())),
+                math.log1p(shows.words),
                 float(candidate.marker - 1),
                 candidate.relevance,
                 top_score - candidate.relevance,
@@ -263,7 +259,7 @@ def sentence_features(
                 1.0 if opening == "how" else 0.0,
                 1.0 if opening == "why" else 0.0,
                 1.0 if opening == "wh" else 0.0,
-                1.0 if _names_a_tool(candidate) else 0.0,
+                1.0 if shows.code else 0.0,
             ]
         )
     return rows
@@ -290,13 +286,6 @@ def _chunk_terms(found: Sequence[Candidate], marker: int) -> frozenset[str]:
         if candidate.marker == marker:
             terms |= candidate.terms | candidate.label | candidate.heading
     return frozenset(terms)
-
-
-def _names_a_tool(candidate: Candidate) -> bool:
-    return bool(
-        any(("_" in t or "." in t or t.startswith("-")) and any(c.isalpha() for c in t) for t in candidate.terms)
-        or _CODE_OR_KEYWORD.search(candidate.text)
-    )
 
 
 ANSWER_FEATURES = (

@@ -40,6 +40,7 @@ from collections.abc import Iterable, Sequence
 from ragsvc.reading.paraphrase import plain, same_sense
 from ragsvc.reading.passages import Kind
 from ragsvc.reading.text import compound_terms, content_terms, option_terms
+from ragsvc.reading.traits import Traits
 from ragsvc.reading.values import ASKS_HOW_MUCH, answers_value, asked_values
 
 # How much a query term counts when found in the passage's label, or only in its section heading or page title.
@@ -96,6 +97,7 @@ class Candidate:
     heading: frozenset[str]  # terms of its chunk's section heading and page title
     scope: tuple[int, int, int]  # (marker, entry, paragraph): the passages it is read with
     values: frozenset[str]  # the kinds of value it states (lexical.stated_values)
+    traits: Traits  # what its text shows, as the trained reader reads it
     cut: bool = False  # a sentence the chunk's border cuts: `text` is the part the chunk holds, "…" where it is cut
     kind: Kind = Kind.SENTENCE
     term: str = ""  # the term a definition list defines it under ("-f, --force"; not a section heading), or ""
