@@ -78,7 +78,8 @@ _CLAUSE_BREAK = re.compile(r"[.,;:!?()\[\]{}\"\u201c\u201d]|\s[-\u2013\u2014]\s"
 MAX_PHRASE_TERMS = 4
 
 
-def key_phrases(text: str) -> list[tuple[str, ...]]:
+@functools.lru_cache(maxsize=1024)  # an answer's sentences are read as they stream, then again when it is validated
+def key_phrases(text: str) -> tuple[tuple[str, ...], ...]:
     """The key phrases of `text` in the RAKE manner: maximal runs of content words between stopwords and
     punctuation (runs longer than MAX_PHRASE_TERMS are cut into pieces of that size), each as its stemmed
     terms; repeated phrases once, in order of appearance."""
@@ -93,7 +94,7 @@ def key_phrases(text: str) -> list[tuple[str, ...]]:
             for start in range(0, len(run), MAX_PHRASE_TERMS):
                 phrases.setdefault(tuple(run[start : start + MAX_PHRASE_TERMS]), None)
             run = []
-    return list(phrases)
+    return tuple(phrases)
 
 
 # A compound name: words joined by "_" or "." ("max_connections", "pg_hba.conf", "9.2"), kept whole as a term.
