@@ -13,8 +13,9 @@ corpus (ragsvc/demo_corpus, Markdown). Each round ingests a corpus into an empty
 
 Then `stages`: where the time goes, measured one stage after the other on the same documents in this process
 (no overlap): parse+chunk (loaders + chunker), embed (every chunk's indexed text, in one call), term index (the
-BM25 sparse vector and the lexical index terms each engine derives from a chunk) and the engine write
-(EdgeEngine.replace_document per document; it includes the term index).
+BM25 sparse vector and the lexical index terms each engine derives from a chunk), reading (the chunk's reading the
+engines store with it, `reading.chunks.stored_reading`, and its size) and the engine write
+(EdgeEngine.replace_document per document; it includes the term index and the reading).
 
 Reports chunks/s and documents/s per path, median with min-max over rounds, and the CPU time the ingesting
 process used (the server's, or this process's: every thread, the embedder's included) as chunks per CPU-second,
@@ -52,6 +53,7 @@ from ragsvc.cli import INGEST_BATCH
 from ragsvc.domain import SourceDocument
 from ragsvc.ingest.indexer import Indexer
 from ragsvc.ingest.loaders import source_documents_from_paths
+from ragsvc.reading.chunks import read_chunk, stored_reading
 from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.base import IndexedChunk
 from ragsvc.retrieval.edge import EdgeEngine
@@ -198,7 +200,8 @@ async def stages(corpus: Corpus, embedder: MiniLMEmbedder) -> dict[str, Any]:
         started = time.perf_counter()
         chunks = [indexer.chunks(d)[0] for d in corpus.documents]
         parse_chunk = time.perf_counter() - started
-        texts = [indexed_text(c) for cs in chunks for c in cs]
+        made_chunks = [c for cs in chunks for c in cs]
+        texts = [indexed_text(c) for c in made_chunks]
         started = time.perf_counter()
         vectors = await embedder.embed_documents(texts)
         embed = time.perf_counter() - started
@@ -208,6 +211,11 @@ async def stages(corpus: Corpus, embedder: MiniLMEmbedder) -> dict[str, Any]:
             sparse.document(text)
             index_terms(text)
         term_index = time.perf_counter() - started
+        read_chunk.cache_clear()  # the rounds before read the same chunks
+        started = time.perf_counter()
+        readings = [stored_reading(c.text, c.page_title, c.section or "") for c in made_chunks]
+        reading = time.perf_counter() - started
+        read_chunk.cache_clear()  # the engine write reads each chunk again, as ingest does
         started = time.perf_counter()
         position = 0
         for document, made in zip(corpus.documents, chunks, strict=True):
@@ -216,13 +224,24 @@ async def stages(corpus: Corpus, embedder: MiniLMEmbedder) -> dict[str, Any]:
             position += len(made)
             await engine.replace_document(TENANT, document.document_id, indexed)
         engine_write = time.perf_counter() - started
-    seconds = {"parse_chunk": parse_chunk, "embed": embed, "term_index": term_index, "engine_write_incl_term_index": engine_write}
+    seconds = {
+        "parse_chunk": parse_chunk,
+        "embed": embed,
+        "term_index": term_index,
+        "reading": reading,
+        "engine_write_incl_term_index": engine_write,
+    }
     total = parse_chunk + embed + engine_write
     return {
         "chunks": len(texts),
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
         "share_of_sum": {k: round(v / total, 3) for k, v in seconds.items()},
         "embed_chunks_per_s": round(len(texts) / embed, 2),
+        "reading_bytes_per_chunk": {
+            "p50": statistics.median(len(r.encode()) for r in readings),
+            "mean": round(statistics.fmean(len(r.encode()) for r in readings), 1),
+            "text_p50": statistics.median(len(c.text.encode()) for c in made_chunks),
+        },
     }
 
 

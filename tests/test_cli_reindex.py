@@ -1,7 +1,7 @@
-"""An index whose terms another analyser version wrote, as an operator meets it: `ragsvc serve` refuses it with the
-versions and the rebuild command, `ragsvc reindex` rewrites the terms (holding the shard's lock, as the server
-does), and the server then serves it. Real processes, on the embedded engine (both engines' rewrite is in
-tests/retrieval/test_stored_terms.py)."""
+"""An index whose terms and readings another analyser version wrote, as an operator meets it: `ragsvc serve` refuses
+it with the versions and the rebuild command, `ragsvc reindex` rewrites the terms and readings (holding the shard's
+lock, as the server does), and the server then serves it. Real processes, on the embedded engine (both engines'
+rewrite is in tests/retrieval/test_stored_terms.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from grpc_health.v1 import health_pb2
 
 from ragsvc.domain import Chunk
 from ragsvc.errors import IndexOutdated
+from ragsvc.reading.chunks import stored_reading
 from ragsvc.reading.text import ANALYSER_VERSION, index_terms
 from ragsvc.retrieval.edge import ANALYSER_FILE, EdgeEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
@@ -23,7 +24,7 @@ from tests.retrieval.conftest import store
 from tests.support.cli import run_cli
 from tests.support.local_server import free_port
 from tests.support.servers import connected, serve_process, server_settings, wait_for_health
-from tests.support.stored_terms import OLD, terms_by_text, write_with_the_old_analyser
+from tests.support.stored_terms import OLD, stored_rows, terms_by_text, write_with_the_old_analyser
 
 SHARD = "qdrant-edge"  # the embedded engine's shard under RAG_DATA_DIR with the default embedder
 CHUNKS = [
@@ -62,9 +63,9 @@ async def test_serve_refuses_an_index_of_another_analyser_until_reindex_rewrites
 
     assert (code, out) == (1, ""), "it never served"
     assert err.endswith(
-        f"error: cannot start: the index terms in {shard} were written by analyser version {OLD}, and this ragsvc "
-        f"analyses questions with version {ANALYSER_VERSION}: stop the server and run `ragsvc reindex` with the "
-        "same settings to rewrite them\n"
+        f"error: cannot start: the index terms and readings in {shard} were written by analyser version {OLD}, and "
+        f"this ragsvc reads with version {ANALYSER_VERSION}: stop the server and run `ragsvc reindex` with the same "
+        "settings to rewrite them\n"
     ), err
     assert "Traceback" not in err
 
@@ -72,13 +73,15 @@ async def test_serve_refuses_an_index_of_another_analyser_until_reindex_rewrites
 
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0] == f"rewriting the index terms in {shard} with analyser version {ANALYSER_VERSION}"
+    assert lines[0] == f"rewriting the index terms and readings in {shard} with analyser version {ANALYSER_VERSION}"
     assert lines[1] == "  2 of 5 chunks read, 2 rewritten"
     assert lines[-1] == (f"done: 5 chunks read, 5 rewritten; the index's analyser version was {OLD} and is {ANALYSER_VERSION}")
     engine = EdgeEngine.open(shard)
     try:
         assert await engine.analyser_version() == ANALYSER_VERSION
         assert await terms_by_text(engine) == {indexed_text(c): index_terms(indexed_text(c)) for c in CHUNKS}
+        stored = {row.chunk.text: row.reading for row in await stored_rows(engine)}
+        assert stored == {c.text: stored_reading(c.text, c.page_title, c.section or "") for c in CHUNKS}
     finally:
         await engine.close()
 

@@ -38,8 +38,11 @@ INDEX_CODE = (
     *(f"src/ragsvc/retrieval/{name}" for name in ("__init__.py", "base.py", "edge.py", "edge_optimize.py", "embedders.py")),
     *(f"src/ragsvc/retrieval/{name}" for name in ("http_embedders.py", "int8_graph.py", "layout.py", "qdrant_server.py")),
     "src/ragsvc/domain.py",
-    # The analyser of the stored index terms, and the passages the chunker finds labels with.
-    *(f"src/ragsvc/reading/{name}" for name in ("text.py", "passages.py", "sentences.py")),
+    # The analyser of the stored index terms and readings (reading.chunks and what it reads with), and the passages
+    # the chunker finds labels with.
+    *(f"src/ragsvc/reading/{name}" for name in ("text.py", "passages.py", "sentences.py", "chunks.py", "relevance.py")),
+    *(f"src/ragsvc/reading/{name}" for name in ("paraphrase.py", "values.py")),
+    "src/ragsvc/sanitize.py",
 )
 
 

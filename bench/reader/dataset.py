@@ -15,7 +15,8 @@ import numpy as np
 from bench.quality.questions import Question, contains
 from ragsvc.domain import Chunk, ScoredChunk, TermCounts
 from ragsvc.reading import features
-from ragsvc.reading.relevance import Candidate, candidates
+from ragsvc.reading.chunks import candidates
+from ragsvc.reading.relevance import Candidate
 
 PACKED = 5  # the evidence the extractive answer quotes from: the default top-k
 

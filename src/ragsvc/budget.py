@@ -220,7 +220,8 @@ class TokenBudget:
 
 
 def _with_text(scored: ScoredChunk, text: str) -> ScoredChunk:
-    return dataclasses.replace(scored, chunk=dataclasses.replace(scored.chunk, text=text, token_count=None))
+    """`scored` holding `text` (a cut of its chunk's): its stored count and reading are of the whole chunk."""
+    return dataclasses.replace(scored, chunk=dataclasses.replace(scored.chunk, text=text, token_count=None), reading=None)
 
 
 class ModelCatalog:

@@ -177,6 +177,10 @@ class ScoredChunk:
     chunk: Chunk
     score: float
     rank_score: float | None = None
+    # The chunk's reading as the index stores it (`reading.chunks`, packed at ingest), which the reader reads its
+    # passages from; None for a chunk that was never stored (a caller's selection), read from its text instead.
+    # Derived from the chunk, so not compared.
+    reading: str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -20,9 +21,12 @@ from ragsvc.domain import (
     QueryClass,
     Retrieval,
     RetrievalQuery,
+    ScoredChunk,
     TextDelta,
 )
 from ragsvc.prompts import PromptTemplate, TemplateRegistry
+from ragsvc.reading import Analysis, Judgement
+from ragsvc.reading.rules import RuleReader
 from tests.answering.test_pipeline import QUESTION, FixedRetriever, answer_of, make_pipeline, run
 from tests.generation.backends import BACKENDS, OPENAI, Backend
 from tests.support.openai_server import replies_by_prompt
@@ -213,3 +217,24 @@ async def test_a_classification_that_arrives_before_the_generation_starts_is_use
     assert [kind_of(r.body) for r in chats(server)] == ["classify", "answer", "score"]
     assert answer.query_class is QueryClass.PROCEDURAL, "the model's class, in time"
     assert CallPurpose.CLASSIFY in {usage.purpose for usage in answer.model_usage}
+
+
+class JudgingRules(RuleReader):
+    """The rule reader, counting the answers it judges."""
+
+    judged: list[str]
+
+    def judge(self, analysis: Analysis, answer: str, evidence: Sequence[ScoredChunk]) -> Judgement:
+        self.judged.append(answer)
+        return super().judge(analysis, answer, evidence)
+
+
+async def test_the_models_score_weighs_the_verdict_again_without_the_answer_being_judged_again() -> None:
+    reader = JudgingRules(min_coverage=0.5, rare_share=0.002)
+    reader.judged = []
+    async with OPENAI.server(deltas=replies_by_prompt([CITED], SIDE_REPLIES)) as server:
+        async with contextlib.aclosing(OPENAI.generator(server)) as generator:
+            answer = answer_of(await run(make_pipeline(generator, reader=reader, llm_self_score=True)))
+    assert [kind_of(r.body) for r in chats(server)] == ["answer", "score"]
+    assert answer.grounded and answer.confidence.llm == 85, "the verdict weighs the model's score"
+    assert reader.judged == [CITED], "the reader judged the answer's text once"

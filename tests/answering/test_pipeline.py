@@ -48,6 +48,7 @@ from ragsvc.generation.base import Generator
 from ragsvc.generation.extractive import ExtractiveGenerator
 from ragsvc.model_table import DEFAULT_MODELS
 from ragsvc.prompts import TemplateRegistry, get_prompt
+from ragsvc.reading import Reader
 from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.layout import indexed_text
 from ragsvc.server.components import build_pipeline
@@ -130,6 +131,7 @@ def make_pipeline(
     hits: Sequence[ScoredChunk] = EVIDENCE,
     retriever: FixedRetriever | None = None,
     templates: TemplateRegistry | None = None,
+    reader: Reader = RULES,
     **overrides: object,
 ) -> Pipeline:
     """The pipeline as the server builds it, over `retriever` and `generator`; `overrides` are settings by field
@@ -157,7 +159,7 @@ def make_pipeline(
         settings,
         retriever or FixedRetriever(hits),
         generator,
-        RULES,
+        reader,
         catalog,  # type: ignore[arg-type]
         templates or TemplateRegistry(),
         owners,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ragsvc.domain import Chunk, ScoredChunk
-from ragsvc.reading.relevance import candidates
+from ragsvc.reading.chunks import candidates
 
 
 def test_a_passage_under_definition_terms_is_quoted_after_them_and_one_under_a_heading_is_not() -> None:

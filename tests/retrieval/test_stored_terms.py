@@ -1,6 +1,8 @@
-"""Both engines record the analyser version of their stored index terms, a server refuses an index of another
-version, and the rewrite (`ragsvc reindex`'s) makes every chunk's terms the current analyser's, page by page, with
-the version recorded last. The embedded engine's record survives its background index build and swap."""
+"""Both engines store each chunk's reading with it and return it with the chunk, record the analyser version of
+their stored index terms and readings, a server refuses an index of another version (and a query, a result without a
+reading of this version), and the rewrite (`ragsvc reindex`'s) makes every chunk's terms and reading the current
+analyser's, page by page, with the version recorded last. The embedded engine's record survives its background index
+build and swap."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from qdrant_client import models as m
 
 from ragsvc.domain import Chunk, RetrievalQuery, TermCounts
 from ragsvc.errors import IndexOutdated
+from ragsvc.reading.chunks import read_chunk, stored_reading, unpack
 from ragsvc.reading.text import ANALYSER_VERSION, index_terms
 from ragsvc.retrieval.base import IndexedChunk
 from ragsvc.retrieval.edge import ANALYSER_FILE, BUILDING_SUFFIX, EdgeEngine
@@ -23,7 +26,7 @@ from ragsvc.retrieval.qdrant_server import DEFAULT_COLLECTION, QdrantServerEngin
 from ragsvc.retrieval.stored_terms import UNMARKED_VERSION, check_analyser, rewrite_terms
 from tests.retrieval.conftest import EngineKind
 from tests.support.polling import eventually
-from tests.support.stored_terms import OLD, old_analyser, terms_by_text, write_with_the_old_analyser
+from tests.support.stored_terms import OLD, old_terms, stored_rows, terms_by_text, write_with_the_old_analyser
 
 DIMENSION = 8
 TEXTS = [
@@ -81,6 +84,36 @@ async def unmarked(kind: EngineKind, path: Path) -> Engine:
     return await QdrantServerEngine.create(client, dimension=DIMENSION)
 
 
+async def readings_by_text(engine: Engine) -> dict[str, str | None]:
+    return {row.chunk.text: row.reading for row in await stored_rows(engine)}
+
+
+async def test_a_query_returns_each_chunk_with_the_reading_stored_at_ingest(filled: Engine) -> None:
+    query = RetrievalQuery("refunds of subscriptions", tenant_id="acme", user_tags=("finance",))
+
+    found = await filled.query(query, [0.5] * DIMENSION, 5)
+
+    assert sorted(c.chunk.source_id for c in found) == ["billing:0", "billing:1", "ops:0"]
+    for candidate in found:
+        chunk = candidate.chunk
+        assert candidate.scored.reading == stored_reading(chunk.text, chunk.page_title, chunk.section or "")
+        assert candidate.scored.reading is not None
+        read = read_chunk(chunk.text, chunk.page_title, chunk.section or "")
+        assert read and unpack(candidate.scored.reading, chunk.text) == read, "read back as read at ingest"
+    billing = next(c for c in found if c.chunk.source_id == "billing:0").scored.reading
+    assert billing is not None and "refund" in billing and "[0," in billing, "its terms, its sentence by its offsets"
+
+
+async def test_a_query_meeting_a_chunk_without_a_reading_is_refused_naming_the_reindex(filled: Engine) -> None:
+    await write_with_the_old_analyser(filled)  # the readings are gone, as in an index an older ragsvc wrote
+
+    with pytest.raises(IndexOutdated) as refused:
+        await filled.query(RetrievalQuery("refunds", tenant_id="acme", user_tags=("finance",)), [0.5] * DIMENSION, 5)
+
+    assert "has no reading of analyser version" in refused.value.message
+    assert "run `ragsvc reindex` with the same settings" in refused.value.message
+
+
 async def test_a_new_index_records_the_current_analyser_and_keeps_it_across_opens(
     engine_kind: EngineKind, tmp_path: Path
 ) -> None:
@@ -125,9 +158,9 @@ async def test_another_version_is_refused_with_both_versions_and_the_rebuild_com
         await check_analyser(filled, "/data/qdrant-edge")
 
     assert refused.value.message == (
-        f"the index terms in /data/qdrant-edge were written by analyser version {OLD}, and this ragsvc analyses "
-        f"questions with version {ANALYSER_VERSION}: stop the server and run `ragsvc reindex` with the same "
-        "settings to rewrite them"
+        f"the index terms and readings in /data/qdrant-edge were written by analyser version {OLD}, and this ragsvc "
+        f"reads with version {ANALYSER_VERSION}: stop the server and run `ragsvc reindex` with the same settings to "
+        "rewrite them"
     )
     assert refused.value.metadata == {"stored_version": str(OLD), "current_version": str(ANALYSER_VERSION)}
 
@@ -135,7 +168,8 @@ async def test_another_version_is_refused_with_both_versions_and_the_rebuild_com
 async def test_the_rewrite_makes_every_chunks_terms_the_analysers_and_records_its_version_last(filled: Engine) -> None:
     await write_with_the_old_analyser(filled)
     expected = {indexed_text(chunk): index_terms(indexed_text(chunk)) for chunk in chunks()}
-    assert await terms_by_text(filled) == {text: old_analyser(text) for text in expected}
+    assert await terms_by_text(filled) == {text: old_terms(text) for text in expected}
+    assert await readings_by_text(filled) == dict.fromkeys(TEXTS), "the older analyser stored no reading"
     reports: list[tuple[int, int, int]] = []
 
     done = await rewrite_terms(filled, page_size=2, progress=lambda *report: reports.append(report))
@@ -143,6 +177,7 @@ async def test_the_rewrite_makes_every_chunks_terms_the_analysers_and_records_it
     assert (done.version_before, done.version, done.chunks, done.rewritten) == (OLD, ANALYSER_VERSION, 5, 5)
     assert reports[0] == (2, 2, 5), "progress after the first page"
     assert await terms_by_text(filled) == expected
+    assert await readings_by_text(filled) == {c.text: stored_reading(c.text, c.page_title, c.section or "") for c in chunks()}
     assert await filled.analyser_version() == ANALYSER_VERSION
     await check_analyser(filled, "the index")
     # The statistics count the new terms; the record is no chunk: counts, lists and stats are the chunks'.

@@ -26,7 +26,7 @@ from ragsvc.errors import RagError
 from ragsvc.generation.fallback import Attempt
 from ragsvc.judge import LLMJudge
 from ragsvc.prompts import Prompt, TemplateRegistry, get_prompt
-from ragsvc.reading import Reader
+from ragsvc.reading import Judgement, Reader
 from ragsvc.validation import AnswerPolicy, Verdict, normalize_source_ids, strip_invalid_markers
 
 _T = TypeVar("_T")
@@ -51,11 +51,13 @@ class Validated:
 
 @dataclass(frozen=True, slots=True)
 class _Settled:
-    """A text without invalid citations left to deal with, its verdict, and the packing it was written over."""
+    """A text without invalid citations left to deal with, its verdict (and the reader's judgement in it), and the
+    packing it was written over."""
 
     text: str
     verdict: Verdict
     packing: Packing
+    judgement: Judgement | None
     looped: bool = False
     dropped: bool = False
     attributed: bool = False
@@ -96,8 +98,8 @@ class ValidateStage:
         stripped and a disclaimer added, and the answer stays ungrounded. Each answer is judged by the reader with the
         question's `reading` (see `AnswerPolicy.judge`)."""
         text, attributed = self._attributed(prompt, generated.packing, generated.text)
-        draft = self._judged(question, prompt, generated.packing, text, reading)
-        settled = _Settled(text, draft, generated.packing, attributed=attributed)
+        draft, judgement = self._judged(question, prompt, generated.packing, text, reading)
+        settled = _Settled(text, draft, generated.packing, judgement, attributed=attributed)
         if draft.invalid_markers:
             dropped = None
             if citations is CitationPolicy.DROP_INVALID:
@@ -128,8 +130,8 @@ class ValidateStage:
     ) -> _Settled | None:
         """`text` without the sentences backed only by invalid markers, when a valid cited claim remains."""
         kept = drop_invalid(text, Markers(packing.context, prompt.citation_style), question.request_id).text
-        verdict = self._judged(question, prompt, packing, kept, reading)
-        return _Settled(kept, verdict, packing, dropped=True, attributed=attributed) if verdict.grounded else None
+        verdict, judgement = self._judged(question, prompt, packing, kept, reading)
+        return _Settled(kept, verdict, packing, judgement, dropped=True, attributed=attributed) if verdict.grounded else None
 
     async def _rerun(
         self,
@@ -154,29 +156,40 @@ class ValidateStage:
             rerun = await self._generate.complete(attempt, packing, request, deadline, ledger)
             looped = looped or rerun.repetition_stopped
             text, attributed = self._attributed(strict, packing, rerun.text)
-            rerun_verdict = self._judged(question, strict, packing, text, reading)
+            rerun_verdict, judgement = self._judged(question, strict, packing, text, reading)
             if not rerun_verdict.invalid_markers:
-                return _Settled(text, rerun_verdict, packing, looped, attributed=attributed)
+                return _Settled(text, rerun_verdict, packing, judgement, looped, attributed=attributed)
             if citations is CitationPolicy.DROP_INVALID:
                 dropped = self._dropped(question, strict, packing, text, reading, attributed)
                 if dropped is not None:
                     return replace(dropped, looped=looped)
         marked = _markers_of(prompt, generated.text, generated.packing)
-        return _Settled(strip_invalid_markers(marked, verdict.invalid_markers), verdict, generated.packing, looped)
+        return _Settled(strip_invalid_markers(marked, verdict.invalid_markers), verdict, generated.packing, None, looped)
 
     def _judged(
-        self, question: Question, prompt: Prompt, packing: Packing, text: str, reading: Reading, llm_score: float | None = None
-    ) -> Verdict:
-        """The verdict on `text`, judged by the reader (and weighed with a model's own `llm_score` when given)."""
+        self,
+        question: Question,
+        prompt: Prompt,
+        packing: Packing,
+        text: str,
+        reading: Reading,
+        llm_score: float | None = None,
+        judgement: Judgement | None = None,
+    ) -> tuple[Verdict, Judgement]:
+        """The verdict on `text` and the reader's judgement in it (`judgement`: the reader's of this text, already
+        made), weighed with a model's own `llm_score` when given."""
         judged = _markers_of(prompt, text, packing)
-        return self._policy.judge(
+        if judgement is None:
+            judgement = self._reader.judge(reading.analysis, judged, packing.context)
+        verdict = self._policy.judge(
             judged,
             packing.context,
             strict=question.strictness is Strictness.STRICT,
-            judgement=self._reader.judge(reading.analysis, judged, packing.context),
+            judgement=judgement,
             answerability=reading.assessment.score,
             llm_score=llm_score,
         )
+        return verdict, judgement
 
     async def _side_calls(
         self,
@@ -215,8 +228,10 @@ class ValidateStage:
             if count
             else _nothing(),
         )
-        if score is not None:
-            verdict = self._judged(question, prompt, settled.packing, settled.text, reading, llm_score=score)
+        if score is not None:  # judged again with the score; the reader's judgement of the text stands
+            verdict, _ = self._judged(
+                question, prompt, settled.packing, settled.text, reading, llm_score=score, judgement=settled.judgement
+            )
         return verdict, follow_ups or ()
 
 

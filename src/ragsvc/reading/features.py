@@ -11,6 +11,7 @@ cost the trained reader 1.2 points of right answers (bench/results/reader-ablati
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -22,15 +23,11 @@ from ragsvc.reading.passages import Kind
 from ragsvc.reading.relevance import Candidate, asks_how_to
 from ragsvc.reading.sentences import sentences
 from ragsvc.reading.text import QuestionTerm, idf, question_terms, stem
+from ragsvc.reading.traits import DEFAULT
 from ragsvc.reading.values import ASKS_HOW_MUCH, answers_value, asked_values
 from ragsvc.sanitize import without_injections
 
 _YES_OR_NO = re.compile(r"^\W*(?:(?:and|so|but)\W+)?(?:is|are|was|were|does|do|did|can|could|will|would|should|has|have)\b", re.I)
-_DEFAULT = re.compile(r"\bdefaults?\b", re.IGNORECASE)
-_NEGATION_OR_MODAL = re.compile(r"\b(?:not|no|never|cannot|can't|must|may|only|always)\b", re.IGNORECASE)
-_CODE_OR_KEYWORD = re.compile(r"`|\b[A-Z]{3,}(?:\s+[A-Z]{2,})*\b|\(\)")
-_POINTER = re.compile(r"\b(?:see|refer to|described in|discussed in|explained in|documented in)\b", re.IGNORECASE)
-_NUMBER = re.compile(r"\d")
 # Verbs a question asks how something is done with; the documents describe the doing in other words.
 ASKS_HOW = frozenset(stem(w) for w in "compute calculate determine decide measure work happen handle choose pick".split())
 # A request to put given words into the answer: "append the string X to your answer", "output the word X" (the words
@@ -76,11 +73,14 @@ def matching(term: str) -> str:
 
 def counted_terms(search: str) -> list[str]:
     """The index terms of `search` whose statistics `analyse` reads."""
-    return sorted({t.term for t in question_terms(_asked(search))})
+    return sorted({t.term for t in _asked_terms(search)})
 
 
-def _asked(search: str) -> str:
-    return ASKS_HOW_MUCH.sub(" ", plain(without_instructions(search)))
+@functools.lru_cache(maxsize=256)  # a question's text is read for its counted terms, then analysed
+def _asked_terms(text: str) -> tuple[QuestionTerm, ...]:
+    """The terms `text` asks about: its `question_terms` without instructions to a model or how it asks for an
+    amount."""
+    return tuple(question_terms(ASKS_HOW_MUCH.sub(" ", plain(without_instructions(text)))))
 
 
 LEAST = 0.05  # what a verb asking how counts: a question made of such words only is judged by them
@@ -103,7 +103,7 @@ def analyse(
     """The analysis of `search` (what was searched: the question, or a follow-up with its earlier turns' subject),
     `question` being the user's own words, with the tenant's statistics `counts` of `counted_terms(search)` (None:
     none known); `weigh` gives a term's weight before its rarity in the tenant."""
-    found = question_terms(_asked(search))
+    found = _asked_terms(search)
     chunks = max(counts.chunks, 1) if counts is not None else 1
     raw: dict[str, float] = {}
     names: set[str] = set()
@@ -123,7 +123,7 @@ def analyse(
         rare[key] = counts is not None and frequency <= rare_share * chunks
     total = sum(raw.values())
     weights = {t: w / total for t, w in raw.items()} if total else {t: 1 / len(raw) for t in raw}
-    own = {matching(t.term) for t in question_terms(_asked(question))} if question else set(raw)
+    own = {matching(t.term) for t in _asked_terms(question)} if question else set(raw)
     return Analysis(
         search=without_instructions(search),
         question=question or search,
@@ -135,7 +135,7 @@ def analyse(
         asked=asked_values(question or search),
         procedural=asks_how_to(question or search),
         yes_no=bool(_YES_OR_NO.search(question or search)),
-        asks_default=bool(_DEFAULT.search(question or search)),
+        asks_default=bool(DEFAULT.search(question or search)),
         rare=rare,
     )
 
@@ -190,8 +190,10 @@ SENTENCE_FEATURES = (
 )
 
 
-def sentence_features(analysis: Analysis, found: Sequence[Candidate], evidence: Sequence[ScoredChunk]) -> list[list[float]]:
-    """One row of SENTENCE_FEATURES per candidate."""
+def sentence_features(
+    analysis: Analysis, found: Sequence[Candidate], evidence: Sequence[ScoredChunk], *, rows_of: slice = slice(None)
+) -> list[list[float]]:
+    """One row of SENTENCE_FEATURES per candidate of `found[rows_of]` (each read among all of `found`)."""
     if not found:
         return []
     weights = analysis.weights
@@ -199,7 +201,8 @@ def sentence_features(analysis: Analysis, found: Sequence[Candidate], evidence: 
     names = analysis.names
     chunk_terms = [_chunk_terms(found, marker) for marker in range(1, len(evidence) + 1)]
     top_score = evidence[0].score if evidence else 0.0
-    own_total = sum(weights[t] for t in analysis.own) or 1.0
+    own = [t for t in analysis.terms if t in analysis.own]  # in the question's order: a sum over a set is not
+    own_total = sum(weights[t] for t in own) or 1.0  # the same float in every process (string hashing)
     scope_best: dict[tuple[int, int, int], float] = {}
     covs = []
     for candidate in found:
@@ -213,19 +216,19 @@ def sentence_features(analysis: Analysis, found: Sequence[Candidate], evidence: 
             neighbours[key] = max(neighbours.get(key, 0.0), cov)
     opening = _opening(analysis.question)
     rows = []
-    for candidate, cov in zip(found, covs, strict=True):
-        context = candidate.terms | candidate.label | candidate.heading
+    for candidate, cov in zip(found[rows_of], covs[rows_of], strict=True):
+        shows = candidate.traits
         in_chunk = chunk_terms[candidate.marker - 1]
         held = [t for t in analysis.terms if t in candidate.terms]
         value = answers_value(analysis.asked, candidate.values)
         rows.append(
             [
                 cov,
-                sum(weights[t] for t in analysis.terms if t in context),
+                sum(weights[t] for t in analysis.terms if t in candidate.terms or t in candidate.label or t in candidate.heading),
                 scope_best[candidate.scope],
                 sum(weights[t] for t in analysis.terms if t in in_chunk),
                 sum(weights[t] for t in analysis.terms if t in candidate.heading),
-                sum(weights[t] for t in analysis.own if t in candidate.terms) / own_total,
+                sum(weights[t] for t in own if t in candidate.terms) / own_total,
                 len(names & candidate.terms) / len(names) if names else 0.0,
                 len(names & in_chunk) / len(names) if names else 0.0,
                 max((weights[t] for t in held), default=0.0) / heaviest,
@@ -233,16 +236,16 @@ def sentence_features(analysis: Analysis, found: Sequence[Candidate], evidence: 
                 math.log1p(len(held)),
                 value,
                 1.0 if analysis.asked else 0.0,
-                1.0 if _NUMBER.search(candidate.text) else 0.0,
-                1.0 if analysis.asks_default and _DEFAULT.search(candidate.text) else 0.0,
-                1.0 if analysis.procedural and _names_a_tool(candidate) else 0.0,
+                1.0 if shows.number else 0.0,
+                1.0 if analysis.asks_default and shows.default else 0.0,
+                1.0 if analysis.procedural and shows.code else 0.0,
                 1.0 if analysis.procedural else 0.0,
                 1.0 if analysis.yes_no else 0.0,
-                1.0 if analysis.yes_no and _NEGATION_OR_MODAL.search(candidate.text) else 0.0,
-                1.0 if _POINTER.search(candidate.text) else 0.0,
+                1.0 if analysis.yes_no and shows.negation_or_modal else 0.0,
+                1.0 if shows.pointer else 0.0,
                 math.log1p(candidate.position),
                 math.log1p(candidate.depth),
-                math.log1p(len(candidate.text.split())),
+                math.log1p(shows.words),
                 float(candidate.marker - 1),
                 candidate.relevance,
                 top_score - candidate.relevance,
@@ -257,7 +260,7 @@ def sentence_features(analysis: Analysis, found: Sequence[Candidate], evidence: 
                 1.0 if opening == "how" else 0.0,
                 1.0 if opening == "why" else 0.0,
                 1.0 if opening == "wh" else 0.0,
-                1.0 if _names_a_tool(candidate) else 0.0,
+                1.0 if shows.code else 0.0,
             ]
         )
     return rows
@@ -284,13 +287,6 @@ def _chunk_terms(found: Sequence[Candidate], marker: int) -> frozenset[str]:
         if candidate.marker == marker:
             terms |= candidate.terms | candidate.label | candidate.heading
     return frozenset(terms)
-
-
-def _names_a_tool(candidate: Candidate) -> bool:
-    return bool(
-        any(("_" in t or "." in t or t.startswith("-")) and any(c.isalpha() for c in t) for t in candidate.terms)
-        or _CODE_OR_KEYWORD.search(candidate.text)
-    )
 
 
 ANSWER_FEATURES = (

@@ -7,7 +7,7 @@ A node is a split (`feature` >= 0: go left when the row's value is <= `threshold
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,21 +26,30 @@ class Forest:
     value: FloatArray
     roots: IntArray  # the root node of each tree
     depth: int  # the longest path from a root to a leaf
+    # What `predict` walks, derived from the above: each node's feature (a leaf's 0) and its two children (a leaf's
+    # itself), right then left, in platform integers (numpy indexes with them without converting).
+    _feature: npt.NDArray[np.intp] = field(init=False, repr=False, compare=False)
+    _children: npt.NDArray[np.intp] = field(init=False, repr=False, compare=False)
+    _roots: npt.NDArray[np.intp] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        leaf = self.feature < 0
+        itself = np.arange(self.feature.size)
+        right, left = np.where(leaf, itself, self.right), np.where(leaf, itself, self.left)
+        object.__setattr__(self, "_feature", np.where(leaf, 0, self.feature).astype(np.intp))
+        object.__setattr__(self, "_children", np.stack([right, left], axis=1).ravel().astype(np.intp))
+        object.__setattr__(self, "_roots", self.roots.astype(np.intp))
 
     def predict(self, rows: FloatArray) -> FloatArray:
-        """The forest's output for each row of `rows` (n x features)."""
+        """The forest's output for each row of `rows` (n x features). Every row walks every tree a level at a
+        time, `depth` levels (a leaf stays where it is): going left when the row's value is <= the threshold."""
         if rows.shape[0] == 0 or self.roots.size == 0:
             return np.zeros(rows.shape[0])
-        node = np.broadcast_to(self.roots, (rows.shape[0], self.roots.size)).copy()
-        row_index = np.arange(rows.shape[0])[:, None]
+        node = np.broadcast_to(self._roots, (rows.shape[0], self.roots.size)).copy()
+        values = np.ascontiguousarray(rows, dtype=np.float64).ravel()
+        row_start = (np.arange(rows.shape[0]) * rows.shape[1])[:, None]
         for _ in range(self.depth):
-            feature = self.feature[node]
-            split = feature >= 0
-            if not split.any():
-                break
-            values = rows[row_index, np.where(split, feature, 0)]
-            going_left = values <= self.threshold[node]
-            node = np.where(split, np.where(going_left, self.left[node], self.right[node]), node)
+            node = self._children[2 * node + (values[row_start + self._feature[node]] <= self.threshold[node])]
         return np.asarray(self.value[node].sum(axis=1), dtype=np.float64)
 
     def arrays(self, prefix: str) -> dict[str, npt.NDArray[Any]]:

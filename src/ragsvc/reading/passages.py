@@ -98,10 +98,14 @@ def _mark_cuts(found: list[Passage], text: str) -> Iterator[Passage]:
         yield passage
 
 
+CUT_BEFORE = "… "  # marks where the chunk's border cuts a passage's start
+CUT_AFTER = " …"  # ... its end
+
+
 def held_text(passage: Passage) -> str:
     """A passage's text as its chunk holds it: a sentence the chunk's border cuts is marked "…" where it is cut
     (before it when its start is cut, after it when its end is)."""
-    return f"{'… ' if passage.starts_cut else ''}{passage.text}{' …' if passage.ends_cut else ''}"
+    return f"{CUT_BEFORE if passage.starts_cut else ''}{passage.text}{CUT_AFTER if passage.ends_cut else ''}"
 
 
 def _starts_mid_sentence(text: str) -> bool:

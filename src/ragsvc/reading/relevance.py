@@ -27,23 +27,21 @@ keeps CUT_WEIGHT, and is quoted as far as the chunk holds it, marked "…".
 All is weighted by its chunk's retrieval relevance. A passage under the label of another name than the one the
 question asks about ("wal_segment_size (integer)" for "max_wal_size default") keeps a small share of its word score
 only. Paragraphs that address instructions to the reader or to a model (prompt injection planted in a document)
-are never candidates."""
+are never candidates (`chunks.read_chunk`: what is read of a chunk whatever the question)."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 
-from ragsvc.domain import ScoredChunk
 from ragsvc.reading.paraphrase import plain, same_sense
-from ragsvc.reading.passages import Kind, Passage, held_text, passages
+from ragsvc.reading.passages import Kind
 from ragsvc.reading.text import compound_terms, content_terms, option_terms
-from ragsvc.reading.values import ASKS_HOW_MUCH, answers_value, asked_values, stated_values
-from ragsvc.sanitize import injection_patterns
+from ragsvc.reading.traits import Traits
+from ragsvc.reading.values import ASKS_HOW_MUCH, answers_value, asked_values
 
 # How much a query term counts when found in the passage's label, or only in its section heading or page title.
 LABEL_WEIGHT = 1.2  # a passage under a label is about it: more than one naming it in passing
@@ -58,8 +56,6 @@ TOOL_WITHIN = 0  # when asked how, the answer leads with the best passage naming
 POINTER_WEIGHT = 0.3  # of the score of a passage that points elsewhere ("For more information see Section 25.1.5.")
 DEFAULT_WEIGHT = 1.0  # gained by a passage stating the asked-for kind of value as the default ("The default is 5min.")
 CUT_WEIGHT = 0.5  # of the score of a sentence the chunk's border cuts, quoted as far as the chunk holds it
-_MIN_CUT_WORDS = 8  # a cut sentence showing fewer words is not quoted
-_MIN_WORDS = 3  # shorter fragments (stray headings, "See below.") are never an answer
 
 # A question asking how to do something, or which command, function or setting does it (also when it continues a
 # conversation: "and how do I delete one?").
@@ -86,14 +82,6 @@ _ASKS_ANOTHER_BOUND = re.compile(
     re.IGNORECASE,
 )
 
-# Words addressing a model or the reader with instructions about the answer (besides sanitize's patterns).
-_ADDRESSES_A_MODEL = re.compile(
-    r"\b(note|instructions?|message)\s+(for|to)\s+(the\s+|any\s+)?(ai|assistant|model|llm|chatbot|bot)\b"
-    r"|\b(ai|language model|llm|chatbot)\s+(assistant\s+)?(must|should|answering)\b|\bsystem prompt\b"
-    r"|\btell the user\b|\bevery answer\b",
-    re.IGNORECASE,
-)
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Candidate:
@@ -109,6 +97,7 @@ class Candidate:
     heading: frozenset[str]  # terms of its chunk's section heading and page title
     scope: tuple[int, int, int]  # (marker, entry, paragraph): the passages it is read with
     values: frozenset[str]  # the kinds of value it states (lexical.stated_values)
+    traits: Traits  # what its text shows, as the trained reader reads it
     cut: bool = False  # a sentence the chunk's border cuts: `text` is the part the chunk holds, "…" where it is cut
     kind: Kind = Kind.SENTENCE
     term: str = ""  # the term a definition list defines it under ("-f, --force"; not a section heading), or ""
@@ -147,70 +136,6 @@ def query_terms(query: str) -> list[str]:
     for term in whole:
         rest = rest.replace(term.lower(), " ")
     return sorted({*whole, *same_sense(content_terms(plain(rest)))})
-
-
-def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:
-    """Every passage of the context that may be quoted: long enough to be an answer (a sentence its chunk's border
-    cuts, longer still), holding a content term, not in a paragraph that instructs a model."""
-    for marker, scored in enumerate(context, start=1):
-        chunk = scored.chunk
-        relevance = max(scored.score, 0.0)
-        for found in _chunk_candidates(chunk.text, chunk.page_title, chunk.section or ""):
-            yield dataclasses.replace(found, marker=marker, relevance=relevance, scope=(marker, *found.scope[1:]))
-
-
-@functools.lru_cache(maxsize=4096)  # the same chunks come back as evidence question after question
-def _chunk_candidates(text: str, page_title: str, section: str) -> tuple[Candidate, ...]:
-    """The candidates of one chunk, read once per content (marker 0, relevance 0: `candidates` sets both)."""
-    heading = frozenset(passage_terms(f"{page_title}\n{section}"))
-    found = passages(text)
-    instructing = {p.block for p in found if _instructs_a_model(p.text)}
-    label: frozenset[str] = frozenset()
-    depth, term, terms_in_row = 0, "", False
-    read: list[Candidate] = []
-    for position, passage in enumerate(found):
-        if passage.kind is Kind.LABEL:
-            # Consecutive terms name one entry ("-f", "--force"): they are read, and quoted, together.
-            together = terms_in_row and not passage.heading
-            label = (label if together else frozenset()) | frozenset(passage_terms(passage.text))
-            term = "" if passage.heading else (f"{term}, {passage.text}" if together else passage.text)
-            depth, terms_in_row = 0, not passage.heading
-            continue
-        depth += 1
-        terms_in_row = False
-        terms = frozenset(passage_terms(passage.text))
-        if passage.block in instructing or not terms or len(passage.text.split()) < _MIN_WORDS:
-            continue
-        if passage.cut and len(passage.text.split()) < _MIN_CUT_WORDS:
-            continue
-        read.append(
-            Candidate(
-                held_text(passage),
-                0,
-                position,
-                0.0,
-                terms,
-                label,
-                depth - 1,
-                heading,
-                _scope(0, passage),
-                stated_values(passage.text),
-                passage.cut,
-                passage.kind,
-                term,
-            )
-        )
-    return tuple(read)
-
-
-def _scope(marker: int, passage: Passage) -> tuple[int, int, int]:
-    """What a passage is read with: the entry of its label, or its paragraph when it sits under none."""
-    return (marker, passage.entry, 0 if passage.entry else passage.block)
-
-
-def _instructs_a_model(block: str) -> bool:
-    """True for a paragraph that gives instructions to a model or to whoever answers (a planted injection)."""
-    return bool(injection_patterns(block)) or bool(_ADDRESSES_A_MODEL.search(block))
 
 
 def ranked(query: str, found: Sequence[Candidate], *, question: str = "") -> list[Candidate]:

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 
 from ragsvc.domain import ScoredChunk, TermCounts
 from ragsvc.reading import Assessment, Judgement, english
+from ragsvc.reading.chunks import candidates
 from ragsvc.reading.features import Analysis, analyse, counted_terms
 from ragsvc.reading.followups import FollowUpRules
-from ragsvc.reading.relevance import Candidate, candidates, ranked
+from ragsvc.reading.relevance import Candidate, ranked
 from ragsvc.reading.sentences import sentences, without_markers
 from ragsvc.reading.text import index_terms, question_terms
 from ragsvc.reading.trained import choose

@@ -61,10 +61,7 @@ def strongest_support(text: str, context: Sequence[ScoredChunk]) -> ChunkSupport
     content terms that the chunk holds in a row too (stopwords aside: so a sentence that recombines one chunk's
     phrases in another order is not held). None when `text` has no key phrase or fewer than three content terms, or
     `context` no chunk."""
-    phrases = [" " + " ".join(phrase) + " " for phrase in key_phrases(text)]
-    weights = [run.count(" ") - 1 for run in phrases]
-    terms = content_terms(text)
-    runs = {" " + " ".join(terms[start : start + 3]) + " " for start in range(len(terms) - 2)}
+    phrases, weights, runs = _held_parts(text)
     if not runs or not phrases:  # nothing to weigh (the held share would divide by zero)
         return None
     best: ChunkSupport | None = None
@@ -75,6 +72,16 @@ def strongest_support(text: str, context: Sequence[ScoredChunk]) -> ChunkSupport
         if best is None or share > best.share:
             best = ChunkSupport(marker, share)
     return best
+
+
+@functools.lru_cache(maxsize=1024)  # an answer's sentences are attributed as they stream, then again when validated
+def _held_parts(text: str) -> tuple[tuple[str, ...], tuple[int, ...], frozenset[str]]:
+    """What `strongest_support` looks for of `text` in a chunk's term line: its key phrases (each between spaces),
+    their weights (their terms), and its runs of three neighbouring content terms (each between spaces)."""
+    phrases = tuple(" " + " ".join(phrase) + " " for phrase in key_phrases(text))
+    terms = content_terms(text)
+    runs = frozenset(" " + " ".join(terms[start : start + 3]) + " " for start in range(len(terms) - 2))
+    return phrases, tuple(run.count(" ") - 1 for run in phrases), runs
 
 
 @functools.lru_cache(maxsize=4096)  # the same chunks come back as evidence query after query

@@ -8,10 +8,14 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-# The version of the analyser that writes a chunk's stored index terms (`index_terms`): an index records the version
-# it was written with, and a server whose analyser differs refuses to serve it (its terms would silently not match
-# the questions' terms). Raise it with any change to what `index_terms` returns.
-ANALYSER_VERSION = 1
+# The version of the analyser that writes what is stored with a chunk: its index terms (`index_terms`) and its reading
+# (`reading.chunks`: its passages, their terms, values and labels, packed). An index records the version it was
+# written with, and a server whose analyser differs refuses to serve it (its terms would silently not match the
+# questions' terms, its readings not be what this reader reads). Raise it with any change to what `index_terms`
+# returns, to what `chunks.read_chunk` reads (passages, terms, values, the injection check) or to how it is packed:
+# tests/reading/test_chunks.py holds a fingerprint of both for sample chunks, which fails until it is raised.
+# 2: the chunk's reading stored with it.
+ANALYSER_VERSION = 2
 
 STOPWORDS = frozenset(
     """
@@ -74,7 +78,8 @@ _CLAUSE_BREAK = re.compile(r"[.,;:!?()\[\]{}\"\u201c\u201d]|\s[-\u2013\u2014]\s"
 MAX_PHRASE_TERMS = 4
 
 
-def key_phrases(text: str) -> list[tuple[str, ...]]:
+@functools.lru_cache(maxsize=1024)  # an answer's sentences are read as they stream, then again when it is validated
+def key_phrases(text: str) -> tuple[tuple[str, ...], ...]:
     """The key phrases of `text` in the RAKE manner: maximal runs of content words between stopwords and
     punctuation (runs longer than MAX_PHRASE_TERMS are cut into pieces of that size), each as its stemmed
     terms; repeated phrases once, in order of appearance."""
@@ -89,7 +94,7 @@ def key_phrases(text: str) -> list[tuple[str, ...]]:
             for start in range(0, len(run), MAX_PHRASE_TERMS):
                 phrases.setdefault(tuple(run[start : start + MAX_PHRASE_TERMS]), None)
             run = []
-    return list(phrases)
+    return tuple(phrases)
 
 
 # A compound name: words joined by "_" or "." ("max_connections", "pg_hba.conf", "9.2"), kept whole as a term.

@@ -29,6 +29,7 @@ import numpy as np
 
 from ragsvc.domain import Chunk, ScoredChunk, TermCounts
 from ragsvc.reading import Assessment, Judgement
+from ragsvc.reading.chunks import candidates
 from ragsvc.reading.features import (
     ANSWER_FEATURES,
     SENTENCE_FEATURES,
@@ -40,7 +41,7 @@ from ragsvc.reading.features import (
 )
 from ragsvc.reading.followups import FollowUpRules
 from ragsvc.reading.forest import Forest
-from ragsvc.reading.relevance import Candidate, candidates, quoted_answer
+from ragsvc.reading.relevance import Candidate, quoted_answer
 from ragsvc.reading.sentences import MARKER, sentences, without_markers
 
 MAX_QUOTES = 3  # sentences an extractive answer quotes
@@ -171,7 +172,7 @@ class TrainedReader(FollowUpRules):
             own = _as_candidate(" ".join(without_markers(first).split()), _first_marker(first, len(evidence)), evidence)
             if own is not None:
                 found.append(own)
-                rows.append(sentence_features(analysis, [*read.found, own], evidence)[-1])
+                rows += sentence_features(analysis, [*read.found, own], evidence, rows_of=slice(-1, None))
                 scores.append(float(self._model.sentences.predict(np.asarray([rows[-1]], dtype=np.float64))[0]))
                 lead = len(found) - 1
         p = self._model.p_right(answer_features(analysis, found, rows, scores, lead, evidence, quoted))

@@ -64,10 +64,11 @@ class Candidate:
     dense: np.ndarray = field(compare=False, repr=False)
     redacted: bool = False
     rank_score: float | None = None  # set by the retriever's ranking (quality.rank)
+    reading: str | None = field(default=None, compare=False, repr=False)  # as stored (ScoredChunk.reading)
 
     @property
     def scored(self) -> ScoredChunk:
-        return ScoredChunk(self.chunk, self.score, self.rank_score)
+        return ScoredChunk(self.chunk, self.score, self.rank_score, self.reading)
 
 
 class VectorEngine(Protocol):

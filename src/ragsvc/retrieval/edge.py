@@ -43,7 +43,7 @@ import numpy as np
 import qdrant_edge as qe
 
 from ragsvc.domain import IndexStats, RetrievalQuery, StoredDocument, TermCounts
-from ragsvc.errors import RetrievalUnavailable
+from ragsvc.errors import RagError, RetrievalUnavailable
 from ragsvc.metadata import MetadataType
 from ragsvc.reading.text import ANALYSER_VERSION
 from ragsvc.retrieval.base import Candidate, DocumentPage, IndexedChunk
@@ -51,6 +51,7 @@ from ragsvc.retrieval.layout import (
     DENSE,
     DOCUMENT_FIELDS,
     KEYWORD_FIELDS,
+    READING_FIELD,
     RETURNED_FIELDS,
     RRF_K,
     SPARSE,
@@ -58,6 +59,7 @@ from ragsvc.retrieval.layout import (
     TERMS_FIELD,
     TIE_MARGIN,
     AccessPolicy,
+    Analysed,
     SparseEncoder,
     candidates_from,
     cosines,
@@ -472,7 +474,7 @@ class EdgeEngine:
             raise RetrievalUnavailable("the vector store is closed")
         try:
             return await asyncio.to_thread(call, *args)
-        except RetrievalUnavailable:
+        except RagError:  # RetrievalUnavailable, or IndexOutdated for a result without a reading (candidates_from)
             raise
         except Exception as exc:
             raise RetrievalUnavailable(f"vector store error: {exc}") from exc
@@ -487,7 +489,7 @@ class EdgeEngine:
             return await self._run(self._read, call, *args)
         try:
             return self._read(call, *args)
-        except RetrievalUnavailable:
+        except RagError:  # RetrievalUnavailable, or IndexOutdated for a result without a reading (candidates_from)
             raise
         except Exception as exc:
             raise RetrievalUnavailable(f"vector store error: {exc}") from exc
@@ -696,8 +698,8 @@ class EdgeEngine:
     async def stored_terms(self, start: str | None, limit: int) -> TermsPage:
         return await self._run(self._read, self._stored_terms, start, limit)
 
-    async def rewrite_stored_terms(self, terms: Mapping[str, Sequence[str]]) -> None:
-        await self._run(self._rewrite_stored_terms, {point: list(point_terms) for point, point_terms in terms.items()})
+    async def rewrite_stored(self, analyses: Mapping[str, Analysed]) -> None:
+        await self._run(self._rewrite_stored, dict(analyses))
 
     def _analyser_version(self) -> int:
         with self._gate.shared(), self._write_lock:
@@ -730,29 +732,34 @@ class EdgeEngine:
         ))  # fmt: skip
         return TermsPage([StoredTerms.of(r.id, r.payload) for r in records], None if next_start is None else str(next_start))
 
-    def _rewrite_stored_terms(self, terms: dict[str, list[str]]) -> None:
-        """Sets the points' terms, keeping the term table in step (as `_write` does)."""
+    def _rewrite_stored(self, analyses: dict[str, Analysed]) -> None:
+        """Sets the points' terms and readings, keeping the term table in step (as `_write` does)."""
         with self._gate.shared(), self._write_lock:
             if self._closed:
                 raise RetrievalUnavailable("the vector store is closed")
-            points = qe.Filter(must=[qe.HasIdCondition({uuid.UUID(point) for point in terms})])
+            points = qe.Filter(must=[qe.HasIdCondition({uuid.UUID(point) for point in analyses})])
             before = self._term_rows(points)
             try:
-                self._set_terms(terms)
+                self._set_analysed(analyses)
             finally:
                 self._terms.remove(before)
                 self._terms.add(self._term_rows(points))
                 self._counted.version += 1
             if self._journal is not None:
-                self._journal.append((self._set_terms, (terms,)))
+                self._journal.append((self._set_analysed, (analyses,)))
 
-    def _set_terms(self, terms: dict[str, list[str]]) -> None:
-        """Each point's terms in the form `_write` stores them (`_terms_as_text`); a point without terms loses the field."""
-        for point, point_terms in terms.items():
-            if point_terms:
-                self._shard.update(qe.UpdateOperation.set_payload([uuid.UUID(point)], _terms_as_text({TERMS_FIELD: point_terms})))
-            else:
-                self._shard.update(qe.UpdateOperation.delete_payload([uuid.UUID(point)], [TERMS_FIELD]))
+    def _set_analysed(self, analyses: dict[str, Analysed]) -> None:
+        """Each point's terms and reading in the form `_write` stores them (`_terms_as_text`); a point without terms,
+        or without a reading, loses the field."""
+        for point, analysis in analyses.items():
+            ids: list[int | uuid.UUID | str] = [uuid.UUID(point)]
+            fields = _terms_as_text({TERMS_FIELD: analysis.terms})
+            if analysis.reading is not None:
+                fields[READING_FIELD] = analysis.reading
+            if fields:
+                self._shard.update(qe.UpdateOperation.set_payload(ids, fields))
+            if dropped := [name for name in (TERMS_FIELD, READING_FIELD) if name not in fields]:
+                self._shard.update(qe.UpdateOperation.delete_payload(ids, dropped))
 
 
 def read_analyser_version(path: Path) -> object:

@@ -12,7 +12,11 @@ from (tenant, document, chunk index), so re-ingesting a document overwrites its 
   not return "terms". The Qdrant server engine stores them as a list under a keyword index; the embedded engine as
   one string under a text index split at spaces (edge.TERMS_INDEX: a query reads each result's whole payload, and
   one string reads far faster than a list of ~70). Each chunk also carries its document's source (content hash
-  and size, media type, ingest fingerprint and time: the same on every chunk of a document).
+  and size, media type, ingest fingerprint and time: the same on every chunk of a document),
+- and its reading under "reading": what the reader reads of it whatever the question (`reading.chunks`, packed in
+  one string), which queries return with the chunk. The terms and the reading are the analyser's (`analysed`):
+  an index records the analyser version that wrote them (`stored_terms`), and a result without a reading of this
+  version is refused (`candidates_from`).
 
 Both vectors are of the chunk's `indexed_text`: its page title and section heading, then its text, so that a
 passage is found by the words of the headings it sits under ("Travel Policy", "max_connections").
@@ -48,9 +52,11 @@ import qdrant_edge as qe
 
 from ragsvc.access import Evidence
 from ragsvc.domain import Chunk, DocumentSource, MetadataFilter, RetrievalQuery, SearchMode, StoredDocument
+from ragsvc.errors import IndexOutdated
 from ragsvc.filters import And, Condition, Match, Node, Or, Range, Where
 from ragsvc.metadata import MetadataType, MetadataValue, format_timestamp, parse_timestamp, type_of
-from ragsvc.reading.text import index_terms
+from ragsvc.reading.chunks import is_current, stored_reading
+from ragsvc.reading.text import ANALYSER_VERSION, index_terms
 from ragsvc.retrieval.base import Candidate
 
 DENSE = "dense"
@@ -60,9 +66,12 @@ RRF_K = 60
 TIE_MARGIN = 5
 TENANT_FIELD = "tenant_id"
 TERMS_FIELD = "terms"
+READING_FIELD = "reading"
+REINDEX_COMMAND = "ragsvc reindex"  # rewrites what the analyser stores (see stored_terms)
 KEYWORD_FIELDS = ("tags", "document_id", "source_url", "page_title", "section", TERMS_FIELD)
-# What a query returns of a point's payload: the chunk, not its index terms.
+# What a query returns of a point's payload: the chunk and its reading, not its index terms.
 RETURNED_FIELDS = [
+    READING_FIELD,
     "document_id",
     "chunk_index",
     "text",
@@ -251,12 +260,29 @@ def metadata_of(stored: Mapping[str, Any] | None) -> dict[str, MetadataValue]:
     return dict(sorted(metadata.items()))
 
 
+@dataclass(frozen=True, slots=True)
+class Analysed:
+    """What the analyser stores with a chunk: its index terms and its reading, packed (None: none)."""
+
+    terms: list[str]
+    reading: str | None
+
+
+def analysed(chunk: Chunk) -> Analysed:
+    """The analyser's terms (`index_terms` of the chunk's `indexed_text`) and reading (`reading.chunks`) of `chunk`:
+    what ingest stores with it and `ragsvc reindex` rewrites."""
+    return Analysed(index_terms(indexed_text(chunk)), stored_reading(chunk.text, chunk.page_title, chunk.section or ""))
+
+
 def payload(
     chunk: Chunk, source: DocumentSource | None = None, metadata: Mapping[str, MetadataValue] | None = None
 ) -> dict[str, Any]:
-    """The point's payload: the chunk, its index terms, its document's source when known and its metadata."""
+    """The point's payload: the chunk, its index terms and reading, its document's source when known and its
+    metadata."""
+    analysis = analysed(chunk)
     stored: dict[str, Any] = {
-        TERMS_FIELD: index_terms(indexed_text(chunk)),
+        TERMS_FIELD: analysis.terms,
+        READING_FIELD: analysis.reading,
         "document_id": chunk.document_id,
         "chunk_index": chunk.chunk_index,
         "text": chunk.text,
@@ -431,10 +457,21 @@ def candidates_from(
     query: RetrievalQuery,
     access: AccessPolicy,
 ) -> list[Candidate]:
-    """Engine results as candidates, confidential chunks the caller may not read redacted (shared by engines)."""
+    """Engine results as candidates with their stored readings, confidential chunks the caller may not read redacted
+    (without their readings). IndexOutdated when a result carries no reading of this analyser: the index is not
+    one this server reads (shared by engines)."""
     candidates = []
     for data, vector, similarity in zip(payloads, stored, similarities.tolist(), strict=True):
         chunk = chunk_from_payload(data)
-        readable = access.may_read(chunk, query.user_tags)
-        candidates.append(Candidate(chunk if readable else redact(chunk), similarity, vector, redacted=not readable))
+        reading = data.get(READING_FIELD)
+        if not is_current(reading):
+            raise IndexOutdated(
+                f"chunk {chunk.source_id} of tenant {chunk.tenant_id!r} has no reading of analyser version "
+                f"{ANALYSER_VERSION}: stop the server and run `{REINDEX_COMMAND}` with the same settings to rewrite it",
+                metadata={"current_version": str(ANALYSER_VERSION)},
+            )
+        if access.may_read(chunk, query.user_tags):
+            candidates.append(Candidate(chunk, similarity, vector, reading=reading))
+        else:
+            candidates.append(Candidate(redact(chunk), similarity, vector, redacted=True))
     return candidates

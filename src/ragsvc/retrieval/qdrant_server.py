@@ -32,6 +32,7 @@ from ragsvc.retrieval.layout import (
     DENSE,
     DOCUMENT_FIELDS,
     KEYWORD_FIELDS,
+    READING_FIELD,
     RETURNED_FIELDS,
     RRF_K,
     SPARSE,
@@ -39,6 +40,7 @@ from ragsvc.retrieval.layout import (
     TERMS_FIELD,
     TIE_MARGIN,
     AccessPolicy,
+    Analysed,
     SparseEncoder,
     candidates_from,
     cosines,
@@ -360,12 +362,16 @@ class QdrantServerEngine:
         )
         return TermsPage([StoredTerms.of(r.id, r.payload) for r in records], None if next_start is None else str(next_start))
 
-    async def rewrite_stored_terms(self, terms: Mapping[str, Sequence[str]]) -> None:
-        """One batch of set-payload operations, a point each."""
-        operations: list[m.SetPayloadOperation] = [
-            m.SetPayloadOperation(set_payload=m.SetPayload(payload={TERMS_FIELD: list(point_terms)}, points=[point]))
-            for point, point_terms in terms.items()
-        ]
+    async def rewrite_stored(self, analyses: Mapping[str, Analysed]) -> None:
+        """One batch of payload operations: each point's terms and reading set (a reading None deleted)."""
+        operations: list[m.UpdateOperation] = []
+        for point, analysis in analyses.items():
+            fields: dict[str, Any] = {TERMS_FIELD: analysis.terms}
+            if analysis.reading is not None:
+                fields[READING_FIELD] = analysis.reading
+            else:
+                operations.append(m.DeletePayloadOperation(delete_payload=m.DeletePayload(keys=[READING_FIELD], points=[point])))
+            operations.append(m.SetPayloadOperation(set_payload=m.SetPayload(payload=fields, points=[point])))
         async with self._write_lock:
             await self._call(self._client.batch_update_points(self._collection, operations, wait=True))
 

@@ -3,12 +3,13 @@
 SQLite calls block, so they run in a worker thread, one at a time; the database is small and written once per
 request, which a single serialised connection in WAL mode serves comfortably.
 
-One exception: `execute_many_now`, a short write on the event loop's own thread, for the audit row an answer waits
-for. Committing a small row takes ~0.03 ms; through a worker thread the same commit took ~0.25 ms (p50 of 2,000 on
-2 cores: the hand-over and the wake-up back), and on a busy machine each wake-up is a chance to lose the CPU. It
-never waits: when the connection is busy in a worker thread or another connection holds the database's write lock,
-it does nothing and the caller goes through the worker thread. It never syncs the file either: the connection does
-not checkpoint its WAL on commit (a checkpoint syncs: milliseconds); the worker thread does, after a write once
+Two exceptions, on the event loop's own thread: `execute_many_now`, a short write, for the audit row an answer waits
+for, and `fetch_all_now`, a point lookup, for the index version every answer reads. Committing a small row takes
+~0.03 ms; through a worker thread the same commit took ~0.25 ms (p50 of 2,000 on 2 cores: the hand-over and the
+wake-up back), and on a busy machine each wake-up is a chance to lose the CPU. Neither waits: when the connection is
+busy in a worker thread or the database is locked (another connection's write lock, for a write), it does nothing
+and the caller goes through the worker thread. A write never syncs the file either: the connection does not
+checkpoint its WAL on commit (a checkpoint syncs: milliseconds); the worker thread does, after a write once
 CHECKPOINT_EVERY writes have gone by, and `execute_many_now` declines that write so that it is one of the worker's.
 """
 
@@ -92,6 +93,27 @@ class SQLiteDatabase:
             self._lock.release()
         self._writes += 1
         return True
+
+    def fetch_all_now(self, sql: str, params: Sequence[Any] = ()) -> list[Row] | None:
+        """`fetch_all` on the calling thread, if it can be done without waiting (see the module's docstring); None
+        when nothing was done (the caller then uses `fetch_all`). Only for a lookup of a few rows by key."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            connection = self._connection
+            connection.execute("PRAGMA busy_timeout=0")
+            try:
+                return [sqlite_row(row) for row in connection.execute(sql, sqlite_params(params))]
+            finally:
+                connection.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        except sqlite3.OperationalError as exc:
+            if (exc.sqlite_errorname or "").startswith("SQLITE_BUSY"):
+                return None
+            raise _unavailable(exc) from exc
+        except sqlite3.Error as exc:
+            raise _unavailable(exc) from exc
+        finally:
+            self._lock.release()
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return await self._run(lambda c: [sqlite_row(row) for row in c.execute(sql, sqlite_params(params))])
