@@ -8,6 +8,7 @@ import json
 import statistics
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -589,11 +590,19 @@ def acceptance_store_markdown(summary: dict[str, Any]) -> list[str]:
     block = summary.get("acceptance_store")
     if not block:
         return []
-    lines = [f"## Acceptance (issue 29): {block['corpus']:,} passages, this run", "",
-             "| criterion | measured | met |", "|---|---|---|"]  # fmt: skip
+    heading = f"## Acceptance (issue 29): {block['corpus']:,} passages, this run"
+    return _acceptance_section(heading, [], block, lambda c: (c["criterion"], _store_criterion(c)))
+
+
+def _acceptance_section(
+    heading: str, intro: list[str], block: dict[str, Any], row: Callable[[dict[str, Any]], tuple[str, str]]
+) -> list[str]:
+    """An acceptance block as a table of criterion, measured and met ('–' for a figure only reported)."""
+    lines = [heading, "", *intro, "| criterion | measured | met |", "|---|---|---|"]
     for criterion in block["criteria"]:
-        lines.append(f"| {criterion['criterion']} | {_store_criterion(criterion)} | "
-                     f"{'–' if criterion['met'] is None else 'yes' if criterion['met'] else '**no**'} |")  # fmt: skip
+        what, measured = row(criterion)
+        met = "–" if criterion["met"] is None else "yes" if criterion["met"] else "**no**"
+        lines.append(f"| {what} | {measured} | {met} |")
     return [*lines, ""]
 
 
@@ -610,13 +619,9 @@ def acceptance_markdown(summary: dict[str, Any]) -> list[str]:
     block = summary.get("acceptance")
     if not block:
         return []
-    lines = [f"## Acceptance (issue 18): {block['corpus']:,} passages, this run", "",
-             "Medians over rounds of the p50. The best framework is the one with the lowest value of the metric.",
-             "", "| criterion | measured | met |", "|---|---|---|"]  # fmt: skip
-    for criterion in block["criteria"]:
-        what, measured = _criterion_row(criterion)
-        lines.append(f"| {what} | {measured} | {'yes' if criterion['met'] else '**no**'} |")
-    return [*lines, ""]
+    heading = f"## Acceptance (issue 18): {block['corpus']:,} passages, this run"
+    intro = ["Medians over rounds of the p50. The best framework is the one with the lowest value of the metric.", ""]
+    return _acceptance_section(heading, intro, block, _criterion_row)
 
 
 def _cell(value: dict[str, float]) -> str:
