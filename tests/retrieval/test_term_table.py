@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -107,3 +108,20 @@ def test_removing_what_was_added_leaves_nothing_and_only_loaded_tenants_are_kept
     table.remove(rows)
     assert table.counts("acme", ["hr"], AccessPolicy(), ["refund"]) == TermCounts(0, {"refund": 0})
     assert table._tenants == {"acme": {}}, "no empty group is kept"
+
+
+def test_a_tenant_being_loaded_is_not_held_until_every_row_is_counted() -> None:
+    """Counts read in another thread while the rows load come from the engine, never from a half-filled table
+    (a half-filled one gave the reader other term weights, so the same question scored differently)."""
+    table = TermTable()
+    seen_while_loading = []
+
+    def rows() -> Iterator[TermRow]:
+        for terms in ({"refund"}, {"refund", "tariff"}, {"tariff"}):
+            seen_while_loading.append(table.holds("acme"))
+            yield TermRow("acme", frozenset(), frozenset(terms))
+
+    table.load("acme", rows())
+
+    assert seen_while_loading == [False, False, False]
+    assert table.counts("acme", [], AccessPolicy(), ["refund", "tariff"]) == TermCounts(3, {"refund": 2, "tariff": 2})

@@ -42,9 +42,14 @@ class TermTable:
         return tenant_id in self._tenants
 
     def load(self, tenant_id: str, rows: Iterable[TermRow]) -> None:
-        """Hold the tenant, with `rows`, every stored chunk of it."""
-        self._tenants[tenant_id] = {}
-        self.add(rows)
+        """Hold the tenant, with `rows`, every stored chunk of it. The tenant's groups are built aside and published
+        in one assignment: a reader in another thread sees the tenant either not held (and counts in the engine)
+        or held with every row, never half loaded."""
+        groups: dict[frozenset[str], _Group] = {}
+        for row in rows:
+            if row.tenant_id == tenant_id:
+                _change(groups, row, 1)
+        self._tenants[tenant_id] = groups
 
     def add(self, rows: Iterable[TermRow]) -> None:
         for row in rows:
@@ -65,14 +70,20 @@ class TermTable:
 
     def _change(self, row: TermRow, sign: int) -> None:
         groups = self._tenants.get(row.tenant_id)
-        if groups is None or not row.terms:
-            return
-        group = groups.setdefault(row.tags, _Group())
-        group.chunks += sign
-        group.frequencies.update(dict.fromkeys(row.terms, sign))
-        if sign < 0:
-            for term in row.terms:
-                if not group.frequencies[term]:
-                    del group.frequencies[term]
-            if not group.chunks:
-                del groups[row.tags]
+        if groups is not None:
+            _change(groups, row, sign)
+
+
+def _change(groups: dict[frozenset[str], _Group], row: TermRow, sign: int) -> None:
+    """Count `row` into (sign 1) or out of (sign -1) its tag group of `groups`."""
+    if not row.terms:
+        return
+    group = groups.setdefault(row.tags, _Group())
+    group.chunks += sign
+    group.frequencies.update(dict.fromkeys(row.terms, sign))
+    if sign < 0:
+        for term in row.terms:
+            if not group.frequencies[term]:
+                del group.frequencies[term]
+        if not group.chunks:
+            del groups[row.tags]
