@@ -10,10 +10,11 @@ A variant is KIND:SRC, SRC a src/ directory put first on the child's PYTHONPATH 
 `grpc-threaded` (the same with grpc's default channel, whose channel thread hands every message over to the
 caller) or `inprocess`.
 Every variant gets the same warm-up, then `--rounds` rounds of the same `--queries` questions, the variants in a
-new order each round. Per variant and round: the p50 of the overhead and first-token overhead excluding the store
-(as bench-peers computes them), of the time outside the pipeline's clock, of the retrieval stage without
-embedding and store (the stage's own work around the engine's query call), of validation, and per question the
-CPU time of ragsvc's process (from /proc) and of this process (the gRPC caller; nothing for in process). Results:
+new order each round. Per variant and round, over the questions answered (one the reader refuses calls no LLM): the
+p50 of the overhead and first-token overhead, with and without the store (as bench-peers computes them), of the
+time outside the pipeline's clock, of the retrieval stage without embedding and store (the stage's own work around
+the engine's query call), of validation, and per question the CPU time of ragsvc's process (from /proc) and of
+this process (the gRPC caller; nothing for in process). Results:
 bench/results/side-by-side-<label>-<date>.json, and a table on stderr.
 """
 
@@ -35,6 +36,8 @@ from bench.stats import run_record, write_result
 
 KINDS = ("grpc", "grpc-threaded", "inprocess")
 MEASURES = (
+    "overhead",
+    "ttft_overhead",
     "overhead_excl_store",
     "ttft_overhead_excl_store",
     "outside_pipeline",
@@ -104,9 +107,12 @@ def round_of(
     results = variant.ask(asked)
     ragsvc_cpu, caller_cpu = process_s(variant.pid) - ragsvc_before, time.process_time() - caller_before
     served = llm.drain_log()
+    results = [r for r in results if not r["refused"]]  # a question the reader refuses makes no LLM call
     if len(served) != len(results):
-        raise RuntimeError(f"{len(results)} questions but {len(served)} LLM calls")
+        raise RuntimeError(f"{len(results)} questions answered but {len(served)} LLM calls")
     pairs: list[tuple[dict[str, Any], dict[str, Any]]] = list(zip(results, served, strict=True))
+    out["overhead"].append(statistics.median(r["total_ms"] - r["embed_ms"] - s["server_ms"] for r, s in pairs))
+    out["ttft_overhead"].append(statistics.median(r["ttft_ms"] - s["first_token_ms"] for r, s in pairs))
     out["overhead_excl_store"].append(
         statistics.median(r["total_ms"] - r["embed_ms"] - r["store_ms"] - s["server_ms"] for r, s in pairs)
     )
