@@ -18,7 +18,10 @@ this process (the gRPC caller; nothing for in process). With `--interleave` the 
 question instead (each question asked of every variant, in a new order each time): the machine's load, which moves
 these medians by a millisecond from one round to the next on a shared machine, then weighs on every variant alike,
 and the result adds, per variant, the median over the questions of its difference from the first variant's
-(`paired_median_difference_ms`): what a change of a tenth of a millisecond is measured by. Results:
+(`paired_median_difference_ms`): what a change of a tenth of a millisecond is measured by. The server process
+counts too: at 10,000 passages the first server started answered 0.2-0.5 ms slower than the others, the same code
+included (docs/profile/README.md), so give each code two servers in a balanced order (A B B A: `+NAME=VALUE` with
+a default value tells two servers of one code apart). Results:
 bench/results/side-by-side-<label>-<date>.json, and a table on stderr.
 """
 
