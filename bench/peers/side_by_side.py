@@ -19,9 +19,9 @@ question instead (each question asked of every variant, in a new order each time
 these medians by a millisecond from one round to the next on a shared machine, then weighs on every variant alike,
 and the result adds, per variant, the median over the questions of its difference from the first variant's
 (`paired_median_difference_ms`): what a change of a tenth of a millisecond is measured by. The server process
-counts too: at 10,000 passages the first server started answered 0.2-0.5 ms slower than the others, the same code
-included (docs/profile/README.md), so give each code two servers in a balanced order (A B B A: `+NAME=VALUE` with
-a default value tells two servers of one code apart). Results:
+counts too: the same code in two servers differs by up to ±0.4 ms, question by question (docs/profile/README.md),
+so give each code two servers in a balanced order (A B B A: `+NAME=VALUE` with a default value tells two servers
+of one code apart). Results:
 bench/results/side-by-side-<label>-<date>.json, and a table on stderr.
 """
 
