@@ -201,6 +201,19 @@ def test_side_by_side_measures_every_variant_every_round(tmp_path: Path) -> None
 
 
 @pytest.mark.timeout(300)
+def test_side_by_side_interleaved_pairs_every_question_with_the_first_variant(tmp_path: Path) -> None:
+    variants = ["grpc:src", "inprocess:src"]
+    run("bench.peers.side_by_side", *variants, "--passages", "60", "--queries", "4", "--rounds", "1", "--warmup", "1",
+        "--interleave", results=tmp_path)  # fmt: skip
+    measured = result(tmp_path, "side-by-side")
+    assert all(len(values) == 1 for values in measured["per_round_p50_ms"]["inprocess:src"].values())
+    difference = measured["paired_median_difference_ms"]
+    assert list(difference) == ["inprocess:src"], "each variant but the first, against the first"
+    # In process there is no gRPC hop: less time outside the pipeline, question by question.
+    assert difference["inprocess:src"]["outside_pipeline"] < 0
+
+
+@pytest.mark.timeout(300)
 def test_eval_asks_and_scores_on_a_few_committed_pages(tmp_path: Path) -> None:
     pages = two_pages(tmp_path)
     completed = run(

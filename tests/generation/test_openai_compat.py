@@ -4,6 +4,7 @@ shares with the Ollama generator (streaming, errors, availability, hanging up) i
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from email.utils import formatdate
 
@@ -74,6 +75,26 @@ async def test_defaults_to_its_model_and_omits_unset_options() -> None:
     assert "authorization" not in first.headers
     # A finished stream is read to its end, so the next generation reuses the connection.
     assert second.connection is first.connection
+
+
+async def test_every_request_carries_its_own_headers_though_they_are_built_once() -> None:
+    async with ScriptedOpenAIServer() as server:
+        generator = OpenAICompatGenerator(server.base_url, model="llama3.2", api_key="sk-test")
+        async with contextlib.aclosing(generator):
+            await collect(generator, request())
+            await generator.available_models()
+            await collect(generator, request(max_tokens=64))
+
+    posts = [r for r in server.requests if r.method == "POST"]
+    get = next(r for r in server.requests if r.method == "GET")
+    for sent in posts:
+        assert sent.headers["user-agent"] == "ragsvc" and sent.headers["authorization"] == "Bearer sk-test"
+        assert sent.headers["accept"] == "text/event-stream" and sent.headers["content-type"] == "application/json"
+    # Each body's own length (httpx sets it on the request's copy of the headers, never on the ones kept).
+    lengths = [len(json.dumps(r.body, ensure_ascii=False, separators=(",", ":")).encode()) for r in posts]
+    assert [int(r.headers["content-length"]) for r in posts] == lengths and lengths[0] < lengths[1]
+    assert get.headers["accept"] == "application/json" and "content-type" not in get.headers
+    assert get.headers["authorization"] == "Bearer sk-test"
 
 
 @pytest.mark.parametrize(

@@ -18,13 +18,12 @@ from tests.conftest import shared_embedder
 from tests.support.cli import run_cli
 
 
-def test_the_defaults_build_the_whole_chain() -> None:
+def test_the_defaults_build_the_whole_chain_and_metrics_join_it_only_when_served() -> None:
     hardening = Hardening.build(Settings.of())
     names = [type(unit).__name__ for unit in hardening.interceptors]
     assert names == [
         "RequestIdInterceptor",
         "RequestLogInterceptor",
-        "MetricsInterceptor",
         "RateLimitInterceptor",
         "ConcurrencyLimitInterceptor",
     ]
@@ -35,6 +34,7 @@ def test_the_defaults_build_the_whole_chain() -> None:
         cache_max_entries=0,
         rate_limit_per_minute=0,
         request_log=False,
+        metrics_port=9464,
     )
     names = [type(unit).__name__ for unit in Hardening.build(settings).interceptors]
     assert names == ["RequestIdInterceptor", "MetricsInterceptor", "AuthInterceptor", "ConcurrencyLimitInterceptor"]

@@ -224,7 +224,9 @@ class HardeningSettings(Group):
         86400.0, "RAG_IDEMPOTENCY_TTL_SECONDS", "how long an idempotency key replays its caller's recorded answer", gt=0
     )
     request_log: bool = env(True, "RAG_REQUEST_LOG", "log one JSON line per call (logger ragsvc.requests)")
-    metrics_port: int = env(0, "RAG_METRICS_PORT", "serve Prometheus /metrics on this port (same host); 0: off", ge=0, le=65535)
+    metrics_port: int = env(
+        0, "RAG_METRICS_PORT", "serve Prometheus /metrics on this port (same host); 0: off, no call recorded", ge=0, le=65535
+    )
     otel_endpoint: str = env(
         "", "OTEL_EXPORTER_OTLP_ENDPOINT", "OpenTelemetry: send a span per call to this OTLP/gRPC collector; empty: off"
     )

@@ -51,7 +51,8 @@ class Hardening:
             interceptors.append(tracing)
         if hardening.request_log:
             interceptors.append(RequestLogInterceptor())
-        interceptors.append(MetricsInterceptor(metrics))
+        if hardening.metrics_port:  # recorded only where /metrics serves them
+            interceptors.append(MetricsInterceptor(metrics))
         if hardening.keys is not None:
             interceptors.append(AuthInterceptor(hardening.keys))
         if hardening.rate_limit_per_minute > 0:

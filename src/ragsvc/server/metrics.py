@@ -1,5 +1,6 @@
 """Prometheus metrics (R-003-25's list), recorded once each call's status is sent and served over HTTP
-(RAG_METRICS_PORT).
+(RAG_METRICS_PORT). A server without the endpoint records no call (nothing could read them); the dependencies'
+health is kept whatever.
 
 | metric | labels | what |
 |---|---|---|
