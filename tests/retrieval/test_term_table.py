@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -107,3 +108,20 @@ def test_removing_what_was_added_leaves_nothing_and_only_loaded_tenants_are_kept
     table.remove(rows)
     assert table.counts("acme", ["hr"], AccessPolicy(), ["refund"]) == TermCounts(0, {"refund": 0})
     assert table._tenants == {"acme": {}}, "no empty group is kept"
+
+
+def test_a_tenant_is_held_only_once_all_its_rows_are_counted() -> None:
+    """The engine loads a tenant's rows in a worker thread while other threads count: until the last row is in,
+    the table does not hold the tenant (its counts are made in the engine), never part of its rows."""
+    table = TermTable()
+    held_while_loading = []
+
+    def rows() -> Iterator[TermRow]:
+        for terms in (frozenset({"refund"}), frozenset({"refund", "invoice"})):
+            held_while_loading.append(table.holds("acme"))
+            yield TermRow("acme", frozenset(), terms)
+
+    table.load("acme", rows())
+    assert held_while_loading == [False, False]
+    assert table.holds("acme")
+    assert table.counts("acme", (), AccessPolicy(), ["refund", "invoice"]) == TermCounts(2, {"refund": 2, "invoice": 1})

@@ -42,9 +42,13 @@ class TermTable:
         return tenant_id in self._tenants
 
     def load(self, tenant_id: str, rows: Iterable[TermRow]) -> None:
-        """Hold the tenant, with `rows`, every stored chunk of it."""
-        self._tenants[tenant_id] = {}
-        self.add(rows)
+        """Hold the tenant, with `rows`, every stored chunk of it. The tenant is held once all are counted: a count
+        read meanwhile (the engine loads in a worker thread while other threads read) is made in the engine, not
+        from part of the rows."""
+        groups: dict[frozenset[str], _Group] = {}
+        for row in rows:
+            _apply(groups, row, 1)
+        self._tenants[tenant_id] = groups
 
     def add(self, rows: Iterable[TermRow]) -> None:
         for row in rows:
@@ -65,14 +69,20 @@ class TermTable:
 
     def _change(self, row: TermRow, sign: int) -> None:
         groups = self._tenants.get(row.tenant_id)
-        if groups is None or not row.terms:
-            return
-        group = groups.setdefault(row.tags, _Group())
-        group.chunks += sign
-        group.frequencies.update(dict.fromkeys(row.terms, sign))
-        if sign < 0:
-            for term in row.terms:
-                if not group.frequencies[term]:
-                    del group.frequencies[term]
-            if not group.chunks:
-                del groups[row.tags]
+        if groups is not None:
+            _apply(groups, row, sign)
+
+
+def _apply(groups: dict[frozenset[str], _Group], row: TermRow, sign: int) -> None:
+    """Count `row` in (`sign` 1) or out (-1) of its tenant's `groups`."""
+    if not row.terms:
+        return
+    group = groups.setdefault(row.tags, _Group())
+    group.chunks += sign
+    group.frequencies.update(dict.fromkeys(row.terms, sign))
+    if sign < 0:
+        for term in row.terms:
+            if not group.frequencies[term]:
+                del group.frequencies[term]
+        if not group.chunks:
+            del groups[row.tags]
