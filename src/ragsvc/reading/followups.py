@@ -151,8 +151,8 @@ class FollowUpRules:
     def follow_up_search(self, query: str, history: Sequence[ChatMessage]) -> str:
         return follow_up_search(query, history)
 
-    def with_earlier_questions(self, query: str, history: Sequence[ChatMessage]) -> str:
-        return with_earlier_questions(query, history)
+    def follow_up_searches(self, query: str, history: Sequence[ChatMessage]) -> tuple[str, ...]:
+        return follow_up_searches(query, history)
 
     def classify(self, query: str, history: Sequence[ChatMessage]) -> QueryClass:
         return classify(query, history)
