@@ -116,7 +116,7 @@ def judged(by_corpus: dict[str, list[Example]], rule: Rule | None, *, seed: int)
     sentence_columns = rule.sentence_columns if rule else ()
     answer_columns = [ANSWER_FEATURES.index(c) for c in (rule.answer_columns if rule else ())]
     masked = {
-        name: [replace(e, rows=_masked(e.rows, SENTENCE_FEATURES, sentence_columns)) for e in group]
+        name: [replace(e, rows=_masked(e.rows, SENTENCE_FEATURES, sentence_columns), alternatives=()) for e in group]
         for name, group in by_corpus.items()
     }
     results: dict[str, dict[str, Any]] = {}

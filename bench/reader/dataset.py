@@ -7,6 +7,7 @@ bench/quality/questions.contains judges it). An unanswerable question has no pos
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,9 @@ class Example:
     found: tuple[Candidate, ...]
     rows: np.ndarray  # candidates x SENTENCE_FEATURES
     labels: np.ndarray  # 1 where the candidate holds a key fact
+    # the question's other searches (a follow-up's, after its earlier questions word for word), each read alike; the
+    # reader answers from whichever it judges likelier to answer, as the pipeline does
+    alternatives: tuple[Example, ...] = ()
 
     @property
     def answerable(self) -> bool:
@@ -39,6 +43,11 @@ class Example:
     @property
     def has_positive(self) -> bool:
         return bool(self.labels.any())
+
+    @property
+    def options(self) -> tuple[Example, ...]:
+        """Every search's reading of the question: this one first."""
+        return (self, *self.alternatives)
 
 
 def scored_chunks(hits: list[dict[str, Any]]) -> tuple[ScoredChunk, ...]:
@@ -65,6 +74,12 @@ def as_hit(scored: ScoredChunk) -> dict[str, Any]:
 
 
 def example(corpus: str, question: Question, row: dict[str, Any], *, packed: int = PACKED) -> Example:
+    """The question read with the evidence of each of its searches in `row` (evidence.py's)."""
+    alternatives = tuple(_read(corpus, question, other, packed) for other in row.get("alternatives", ()))
+    return dataclasses.replace(_read(corpus, question, row, packed), alternatives=alternatives)
+
+
+def _read(corpus: str, question: Question, row: dict[str, Any], packed: int) -> Example:
     evidence = scored_chunks(row["hits"])[:packed]
     counts = TermCounts(row["chunks"], row["frequencies"])
     analysis = features.analyse(row["search"], question.question, counts)

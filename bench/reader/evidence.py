@@ -2,9 +2,11 @@
 reader: what retrieval hands the reading component, saved once so that features can be recomputed without asking
 the engine again.
 
-For each question: the search text (a follow-up condensed by ragsvc's own rule), the top EVIDENCE_K hits as the
-retriever ranks them (text, headings, document, score) and the tenant's chunk counts of the search's terms (the
-corpus statistics the gate reads).
+For each question, each search the server makes for it (`searches`: a follow-up is searched as the rule rewrites it
+and again after its earlier questions): the search text, the top EVIDENCE_K hits as the retriever ranks them (text,
+headings, document, score) and the tenant's chunk counts of the search's terms (the corpus statistics the gate
+reads). A follow-up's second search is stored under "alternatives"; the reader keeps whichever it judges likelier to
+answer, as the pipeline does (`Pipeline._best_read`).
 """
 
 from __future__ import annotations
@@ -19,13 +21,18 @@ from bench.quality.questions import Question
 from ragsvc.config import Settings
 from ragsvc.domain import ChatMessage, RetrievalQuery, Role
 from ragsvc.reading import features as reading_features
-from ragsvc.reading.followups import follow_up_search
+from ragsvc.reading.followups import follow_up_searches
 from ragsvc.server.components import open_components
 
 EVIDENCE_K = 12  # the reader sees the default top-5; the rest lets it re-rank chunks
 ROOT = Path(__file__).resolve().parents[2]
-# What the evidence depends on besides the index: the retrieval code and the follow-up rule.
-CODE = ("src/ragsvc/retrieval", "src/ragsvc/reading/followups.py", "src/ragsvc/reading/features.py")
+# What the evidence depends on besides the index: the retrieval code, the follow-up rule and this collection.
+CODE = (
+    "src/ragsvc/retrieval",
+    "src/ragsvc/reading/followups.py",
+    "src/ragsvc/reading/features.py",
+    "bench/reader/evidence.py",
+)
 
 
 def key(data_dir: Path, questions: Sequence[Question]) -> str:
@@ -40,10 +47,11 @@ def key(data_dir: Path, questions: Sequence[Question]) -> str:
     return digest.hexdigest()[:12]
 
 
-def search_text(question: Question) -> str:
-    """What the server searches for: a follow-up rewritten by rule with its earlier user turns."""
+def searches(question: Question) -> tuple[str, ...]:
+    """What the server searches for: the question, or a follow-up as the rule rewrites it with its earlier user
+    turns and, when that differs, after those turns word for word (`follow_up_searches`)."""
     history = tuple(ChatMessage(Role.USER, turn) for turn in question.history)
-    return follow_up_search(question.question, history) if history else question.question
+    return follow_up_searches(question.question, history) if history else (question.question,)
 
 
 async def collect(data_dir: Path, tenant: str, questions: Sequence[Question]) -> list[dict[str, Any]]:
@@ -51,31 +59,31 @@ async def collect(data_dir: Path, tenant: str, questions: Sequence[Question]) ->
     settings = Settings.of(data_dir=str(data_dir), demo_corpus=False, reader="rules")  # retrieval reads nothing
     rows = []
     async with open_components(settings) as components:
-        for question in questions:
-            search = search_text(question)
+
+        async def searched(search: str) -> dict[str, Any]:
             query = RetrievalQuery(text=search, tenant_id=tenant, top_k=EVIDENCE_K)
             retrieval = await components.retriever.retrieve(query)
-            terms = reading_features.counted_terms(search)
-            counts = await components.retriever.term_counts(query, terms)
-            rows.append(
-                {
-                    "id": question.id,
-                    "search": search,
-                    "hits": [
-                        {
-                            "document_id": s.chunk.document_id,
-                            "chunk_index": s.chunk.chunk_index,
-                            "text": s.chunk.text,
-                            "section": s.chunk.section,
-                            "page_title": s.chunk.page_title,
-                            "score": s.score,
-                        }
-                        for s in retrieval.hits
-                    ],
-                    "chunks": counts.chunks,
-                    "frequencies": counts.frequencies,
-                }
-            )
+            counts = await components.retriever.term_counts(query, reading_features.counted_terms(search))
+            return {
+                "search": search,
+                "hits": [
+                    {
+                        "document_id": s.chunk.document_id,
+                        "chunk_index": s.chunk.chunk_index,
+                        "text": s.chunk.text,
+                        "section": s.chunk.section,
+                        "page_title": s.chunk.page_title,
+                        "score": s.score,
+                    }
+                    for s in retrieval.hits
+                ],
+                "chunks": counts.chunks,
+                "frequencies": counts.frequencies,
+            }
+
+        for question in questions:
+            first, *others = searches(question)
+            rows.append({"id": question.id, **await searched(first), "alternatives": [await searched(s) for s in others]})
     return rows
 
 

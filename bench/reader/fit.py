@@ -6,6 +6,10 @@ a fixed seed, and the offline judgement of a fitted reader on examples it never 
 - The answer model gives P(answer right) from ANSWER_FEATURES of the answer the sentence model composes (binary
   log-loss). Its training rows come from sentence scores *cross-fitted* by corpus: a corpus's answers are composed by
   a sentence model that never saw that corpus, as an unseen corpus's will be.
+
+A follow-up searched two ways (`Example.options`) is read with each search's evidence, both readings train both
+models, and it is answered from the reading the answer model judges likelier right (`likeliest`), as the pipeline
+answers it (`Pipeline._best_read`).
 """
 
 from __future__ import annotations
@@ -69,7 +73,7 @@ ANSWER_ROUNDS = 150
 
 def fit_sentences(examples: Sequence[Example], *, seed: int = SEED) -> Forest:
     lgb = _lightgbm()
-    used = [e for e in examples if e.has_positive and len(e.found) > 1]
+    used = [o for e in examples for o in e.options if o.has_positive and len(o.found) > 1]
     rows = np.vstack([e.rows for e in used])
     labels = np.concatenate([e.labels for e in used])
     data = lgb.Dataset(rows, labels, group=[len(e.found) for e in used], free_raw_data=False)
@@ -130,22 +134,51 @@ def compose(example: Example, sentences: Forest) -> Composed:
     return Composed(tuple(chosen), row, right)
 
 
-def cross_fitted(by_corpus: dict[str, list[Example]], *, seed: int = SEED) -> tuple[np.ndarray, np.ndarray, list[Example]]:
-    """Answer rows and labels of every example, each corpus's composed by a sentence model fitted on the others."""
+def likeliest(example: Example, sentences: Forest, answers: Forest) -> tuple[Example, Composed, float]:
+    """The reading of `example` (among its options) whose answer the answer model judges likeliest right (the first
+    on a tie, as `Pipeline._best_read` chooses), its answer and P(right)."""
+    best: tuple[Example, Composed, float] | None = None
+    for option in example.options:
+        composed = compose(option, sentences)
+        p = float(sigmoid(answers.predict(np.asarray([composed.row])))[0])
+        if best is None or p > best[2]:
+            best = (option, composed, p)
+    assert best is not None  # an example is its own first option
+    return best
+
+
+def cross_fitted(
+    by_corpus: dict[str, list[Example]], *, seed: int = SEED
+) -> tuple[np.ndarray, np.ndarray, list[Example], np.ndarray]:
+    """Answer rows and labels of every reading of every example (`Example.options`), each corpus's composed by a
+    sentence model fitted on the others, the readings in order, and the index of the question each belongs to."""
     rows: list[list[float]] = []
     labels: list[int] = []
     order: list[Example] = []
+    owners: list[int] = []
     for name, examples in by_corpus.items():
         others = [e for other, group in by_corpus.items() if other != name for e in group]
         model = fit_sentences(others, seed=seed)
         for e in examples:
             if e.question.kind == "injection":
                 continue
-            composed = compose(e, model)
-            rows.append(composed.row)
-            labels.append(int(composed.right))
-            order.append(e)
-    return np.asarray(rows, dtype=np.float64), np.asarray(labels, dtype=np.int32), order
+            question = owners[-1] + 1 if owners else 0
+            for option in e.options:
+                composed = compose(option, model)
+                rows.append(composed.row)
+                labels.append(int(composed.right))
+                order.append(option)
+                owners.append(question)
+    return np.asarray(rows, dtype=np.float64), np.asarray(labels, dtype=np.int32), order, np.asarray(owners)
+
+
+def chosen(p: np.ndarray, owners: np.ndarray) -> np.ndarray:
+    """Per question (`owners`, in order), the index of its reading with the highest `p` (the first on a tie)."""
+    best: dict[int, int] = {}
+    for i, owner in enumerate(owners.tolist()):
+        if owner not in best or p[i] > p[best[owner]]:
+            best[owner] = i
+    return np.asarray(list(best.values()), dtype=np.int64)
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
@@ -188,8 +221,7 @@ def judge(examples: Sequence[Example], sentences: Forest, answers: Forest, cite_
     """Offline metrics of a fitted reader on `examples` (the benchmark's definitions)."""
     outcomes = []
     for e in examples:
-        composed = compose(e, sentences)
-        p = float(sigmoid(answers.predict(np.asarray([composed.row])))[0])
+        _, composed, p = likeliest(e, sentences, answers)
         answered = p >= refuse_t and bool(composed.chosen)
         outcomes.append((e, p, answered, answered and composed.right, answered and p >= cite_t))
 

@@ -11,6 +11,11 @@ The answer model's rows, and the thresholds, are made without looking at a corpu
 are composed by a sentence model fitted on the other training corpora, and the thresholds are chosen on
 probabilities given by answer models fitted on the other training corpora (`cross_fitted`, `held_out_p`).
 
+A follow-up is read as the server reads it: with the evidence of each of its searches (the rule's rewrite, and the
+follow-up after its earlier questions), answered from the reading the answer model judges likelier right; both
+readings train both models, and the thresholds are chosen on the readings so chosen (`fit.likeliest`,
+`fit.chosen`).
+
 Writes the models, and bench/results/reader-train-DATE.json: per fold the offline metrics on the corpus left out,
 the thresholds, and the scores of a fixed probe set (tests/reading/test_shipped_model.py checks the shipped model
 scores it as recorded).
@@ -69,12 +74,13 @@ def held_out_p(rows: np.ndarray, labels: np.ndarray, groups: Sequence[str], *, s
 
 def train(by_corpus: dict[str, list[Example]], *, seed: int) -> tuple[Model, dict[str, Any]]:
     """A model trained on `by_corpus` (at least two corpora), with its thresholds, and what was measured."""
-    rows, labels, order = fit.cross_fitted(by_corpus, seed=seed)
+    rows, labels, order, owners = fit.cross_fitted(by_corpus, seed=seed)
     groups = [e.corpus for e in order]
     p = held_out_p(rows, labels, groups, seed=seed)
-    should = np.asarray([e.question.should_answer and e.has_positive for e in order])
-    cite = fit.cite_threshold(p, labels.astype(bool), precision=PRECISION)
-    refuse = fit.refuse_threshold(p, should)
+    read = fit.chosen(p, owners)  # each question's reading as the pipeline would choose it
+    should = np.asarray([order[i].question.should_answer and order[i].has_positive for i in read])
+    cite = fit.cite_threshold(p[read], labels[read].astype(bool), precision=PRECISION)
+    refuse = fit.refuse_threshold(p[read], should)
     sentences = fit.fit_sentences([e for group in by_corpus.values() for e in group], seed=seed)
     answers = fit.fit_answers(rows, labels, seed=seed)
     meta = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ragsvc.domain import ChatMessage, Role
-from ragsvc.reading.followups import follow_up_search, lacks_subject, with_earlier_questions
+from ragsvc.reading.followups import follow_up_search, follow_up_searches, lacks_subject, with_earlier_questions
 
 SIGTERM = (ChatMessage(Role.USER, "What happens on SIGTERM?"), ChatMessage(Role.ASSISTANT, "It drains [#1]."))
 
@@ -85,6 +85,12 @@ def test_the_second_search_carries_the_earlier_questions_word_for_word_and_no_an
     later = (*history, ChatMessage(Role.USER, "How do I open a gzip file?"), ChatMessage(Role.ASSISTANT, "..."))
     assert with_earlier_questions("and for writing?", later) == "How do I open a gzip file? and for writing?"
     assert with_earlier_questions(" default? ", ()) == "default?"
+
+
+def test_a_follow_up_is_searched_as_the_rule_rewrites_it_then_after_its_earlier_questions() -> None:
+    assert follow_up_searches("How long is it?", SIGTERM) == ("How long is SIGTERM?", "What happens on SIGTERM? How long is it?")
+    # one search when both are the same: a question with no earlier question
+    assert follow_up_searches("How long is it?", ()) == ("How long is it?",)
 
 
 @pytest.mark.parametrize(

@@ -3,10 +3,11 @@ starts), decide what to search for (a follow-up as a standalone question: see co
 selected-text mode, score the caller's selection) within the stage's deadline.
 
 A follow-up rewritten by rule is searched a second time, after the earlier questions it continues word for word
-(`Reader.with_earlier_questions`): the rule keeps their subject words only, and lets a follow-up that seems to name
-its own subject stand as asked ("How long is the grace period?" after "What happens on SIGTERM?"). Both searches go
-to the pipeline (`Retrieved.alternatives`), which keeps the evidence the reader judges answers the question better.
-Measured on the six benchmark corpora as unseen, choosing between the two beat either search alone (docs/chat.md)."""
+(`Reader.follow_up_searches` names every search): the rule keeps their subject words only, and lets a follow-up that
+seems to name its own subject stand as asked ("How long is the grace period?" after "What happens on SIGTERM?").
+Both searches go to the pipeline (`Retrieved.alternatives`), which keeps the evidence the reader judges answers the
+question better. Measured on the benchmark corpora as unseen, choosing between the two beat either search alone
+(docs/chat.md); the reader's training reads a follow-up the same way (bench/reader/evidence.py)."""
 
 from __future__ import annotations
 
@@ -167,10 +168,13 @@ class RetrieveStage:
             retrieval = await self._search(question, search.text)
             if search.rewrite not in (QueryRewrite.RULE, QueryRewrite.RULE_FALLBACK):
                 return retrieval, search, ()
-            second = SearchQuery(self._reader.with_earlier_questions(question.query, question.chat_history), search.rewrite)
-            if second.text == search.text:
-                return retrieval, search, ()
-            return retrieval, search, (Searched(await self._search(question, second.text), second),)
+            others = [
+                SearchQuery(text, search.rewrite)
+                for text in self._reader.follow_up_searches(question.query, question.chat_history)
+                if text != search.text
+            ]
+            found = await asyncio.gather(*(self._search(question, other.text) for other in others))
+            return retrieval, search, tuple(Searched(r, other) for r, other in zip(found, others, strict=True))
 
     async def _search(self, question: Question, text: str) -> Retrieval:
         return await self._retriever.retrieve(

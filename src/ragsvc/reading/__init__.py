@@ -96,8 +96,9 @@ class Reader(Protocol):
         """What a follow-up is searched as on its own: with the earlier turns' subject where it lacks one."""
         ...
 
-    def with_earlier_questions(self, query: str, history: Sequence[ChatMessage]) -> str:
-        """`query` after the earlier questions it continues, word for word (the second search of a follow-up)."""
+    def follow_up_searches(self, query: str, history: Sequence[ChatMessage]) -> tuple[str, ...]:
+        """Every search a follow-up condensed by rule gets, `follow_up_search`'s first (the others: the follow-up
+        after the earlier questions it continues, word for word, ...)."""
         ...
 
     def classify(self, query: str, history: Sequence[ChatMessage]) -> QueryClass:

@@ -60,6 +60,14 @@ def with_earlier_questions(query: str, history: Sequence[ChatMessage]) -> str:
     return " ".join(filter(None, [*(q.strip() for q in _continued(_turns(history))), query.strip()]))
 
 
+def follow_up_searches(query: str, history: Sequence[ChatMessage]) -> tuple[str, ...]:
+    """Every search a follow-up condensed by rule gets (what `RetrieveStage` searches): the rule's rewrite, then,
+    when it differs, the follow-up after its earlier questions word for word."""
+    first = follow_up_search(query, history)
+    second = with_earlier_questions(query, history)
+    return (first,) if second == first else (first, second)
+
+
 def _subject(turns: Sequence[tuple[str, str]], *, own_action: bool) -> str:
     """The subject words of the earlier questions a follow-up continues (`_continued`). A follow-up that asks how
     to do something (`own_action`: "and how do I delete one?") brings its own action, so the earlier questions'
@@ -143,8 +151,8 @@ class FollowUpRules:
     def follow_up_search(self, query: str, history: Sequence[ChatMessage]) -> str:
         return follow_up_search(query, history)
 
-    def with_earlier_questions(self, query: str, history: Sequence[ChatMessage]) -> str:
-        return with_earlier_questions(query, history)
+    def follow_up_searches(self, query: str, history: Sequence[ChatMessage]) -> tuple[str, ...]:
+        return follow_up_searches(query, history)
 
     def classify(self, query: str, history: Sequence[ChatMessage]) -> QueryClass:
         return classify(query, history)
