@@ -7,6 +7,7 @@ bench/quality/questions.contains judges it). An unanswerable question has no pos
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from ragsvc.reading import features
 from ragsvc.reading.chunks import candidates
 from ragsvc.reading.relevance import Candidate
 
-PACKED = 5  # the evidence the extractive answer quotes from: the default top-k
+PACKED = 5  # the chunks the answer reads: the default top-k
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +65,23 @@ def as_hit(scored: ScoredChunk) -> dict[str, Any]:
             "section": chunk.section, "page_title": chunk.page_title, "score": scored.score}  # fmt: skip
 
 
-def example(corpus: str, question: Question, row: dict[str, Any], *, packed: int = PACKED) -> Example:
-    evidence = scored_chunks(row["hits"])[:packed]
+def example(corpus: str, question: Question, row: dict[str, Any], *, packed: int | None = None) -> Example:
+    """The question with the evidence retrieved for it (`row`, as evidence.py stores it): every hit, or the first
+    `packed`."""
     counts = TermCounts(row["chunks"], row["frequencies"])
     analysis = features.analyse(row["search"], question.question, counts)
+    return _read(corpus, question, analysis, counts, scored_chunks(row["hits"])[:packed])
+
+
+def repacked(pool: Example, order: Sequence[int]) -> Example:
+    """`pool` reading only the chunks of its evidence at the places `order`, in that order (what the chunk model
+    packs: `ragsvc.reading.packing`)."""
+    return _read(pool.corpus, pool.question, pool.analysis, pool.counts, tuple(pool.evidence[i] for i in order))
+
+
+def _read(
+    corpus: str, question: Question, analysis: features.Analysis, counts: TermCounts, evidence: tuple[ScoredChunk, ...]
+) -> Example:
     found = tuple(candidates(evidence))
     rows = np.asarray(features.sentence_features(analysis, found, evidence), dtype=np.float64).reshape(
         len(found), len(features.SENTENCE_FEATURES)

@@ -630,6 +630,14 @@ class TrustSettings(Group):
     reader_model: str = env(
         "", "RAG_READER_MODEL", "the trained reader's model file (.npz from `make train-reader`); empty: the shipped one"
     )
+    reader_pool: int = env(
+        12,
+        "RAG_READER_POOL",
+        "chunks retrieved for the trained reader's chunk model to choose a question's top_k from, best first (at "
+        "most top_k: it only orders them)",
+        ge=1,
+        le=50,
+    )
     confidence_threshold: float | None = env(
         None,
         "RAG_CONFIDENCE_THRESHOLD",
