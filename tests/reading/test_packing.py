@@ -1,6 +1,6 @@
 """The chunks the reader reads among those retrieved (reading.packing): the trained reader's chunk model packs the
-chunk that answers the question even when retrieval ranked it below the top_k; the rule reader reads retrieval's
-first top_k."""
+chunk that answers the question even when retrieval ranked it below the top_k; the rule reader, and the trained
+reader without a pool, read retrieval's first top_k."""
 
 from __future__ import annotations
 
@@ -57,8 +57,14 @@ def test_the_trained_reader_packs_the_answering_chunk_from_below_the_top_k() -> 
 
 
 @pytest.mark.parametrize("limit", [1, 5, 12])
-def test_the_rule_reader_reads_retrievals_first_chunks(limit: int) -> None:
-    reader = RuleReader(min_coverage=0.5, rare_share=0.002)
+@pytest.mark.parametrize("which", ["rules", "trained without a pool"])
+def test_without_a_pool_the_reader_reads_retrievals_first_chunks(limit: int, which: str) -> None:
+    """The rule reader has no chunk model; RAG_READER_POOL=0 turns the trained reader's off."""
+    reader: RuleReader | TrainedReader = (
+        RuleReader(min_coverage=0.5, rare_share=0.002)
+        if which == "rules"
+        else TrainedReader(Model.load(), rare_share=0.002, pool=0)
+    )
     evidence = pool()
     assert reader.pool == 0
     assert reader.pack(reader.analyse(QUESTION, QUESTION, None), evidence, limit=limit) == tuple(evidence[:limit])

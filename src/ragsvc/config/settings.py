@@ -634,8 +634,8 @@ class TrustSettings(Group):
         12,
         "RAG_READER_POOL",
         "chunks retrieved for the trained reader's chunk model to choose a question's top_k from, best first (at "
-        "most top_k: it only orders them)",
-        ge=1,
+        "most top_k: it only orders them); 0: no chunk model, retrieval's top_k in its order",
+        ge=0,
         le=50,
     )
     confidence_threshold: float | None = env(

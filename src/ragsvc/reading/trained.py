@@ -125,7 +125,8 @@ class Read:
 
 class TrainedReader(FollowUpRules):
     def __init__(self, model: Model, *, rare_share: float, pool: int) -> None:
-        """`pool`: the chunks retrieval hands it to choose the evidence from (RAG_READER_POOL)."""
+        """`pool`: the chunks retrieval hands it to choose the evidence from (RAG_READER_POOL; 0: none, it reads
+        retrieval's top_k in its order)."""
         self._model = model
         self._rare_share = rare_share
         self._pool = pool
@@ -154,7 +155,10 @@ class TrainedReader(FollowUpRules):
         return analyse(search, question, counts, rare_share=self._rare_share)
 
     def pack(self, analysis: Analysis, evidence: Sequence[ScoredChunk], *, limit: int) -> tuple[ScoredChunk, ...]:
-        """The `limit` chunks of `evidence` the chunk model ranks best, best first."""
+        """The `limit` chunks of `evidence` the chunk model ranks best, best first (without a pool, the first
+        `limit`)."""
+        if not self._pool:
+            return tuple(evidence[:limit])
         found = tuple(candidates(evidence))
         table = chunk_features(found, sentence_features(analysis, found, evidence), evidence)
         return tuple(evidence[i] for i in packed_order(self._model.chunks, table, limit))
