@@ -43,6 +43,8 @@ JOB_SETTINGS = {
     # No refusals either: the answerability gate judges the made-up words of the synthetic corpus and refused
     # 2 of 200 questions at 10k passages, which the peers answer (and the harness needs one LLM call a question).
     "RAG_ANSWERABILITY_GATE": "false",
+    # The job's context is the top_k by similarity, in its order: the reader's chunk model does not choose it from more.
+    "RAG_READER_POOL": "0",
     # Tokens relayed as they come, as the peers relay them: the first token is compared with theirs. (ragsvc's
     # default, validated, releases a sentence once its citations are checked; its cost against the first token is
     # measured by bench/generation.py.)
@@ -69,6 +71,7 @@ DEFAULT_FEATURES = {
     "llm_self_score": {"RAG_LLM_SELF_SCORE": "false"},
     "follow_ups": {"RAG_DEFAULT_FOLLOW_UP_COUNT": "0"},
     "answer_cache": {"RAG_CACHE_MAX_ENTRIES": "0"},
+    "chunk_model": {"RAG_READER_POOL": "0"},
 }
 # The environment of the production defaults' row on top of the job's: None unsets a setting (the serve default).
 DEFAULTS_ENV: dict[str, str | None] = {name: None for off in DEFAULT_FEATURES.values() for name in off}

@@ -27,7 +27,8 @@ ABLATION_PREFIX = "ragsvc_defaults_no_"
 FEATURES = {"answerability_gate": "the answerability gate (term counts in the engine)",
             "validated_stream": "the validated stream (raw tokens instead)",
             "llm_classify": "question classification by the LLM", "llm_self_score": "the LLM's self-score",
-            "follow_ups": "follow-up questions by the LLM (2)", "answer_cache": "the answer cache (every question a miss)"}
+            "follow_ups": "follow-up questions by the LLM (2)", "answer_cache": "the answer cache (every question a miss)",
+            "chunk_model": "the reader's chunk model (12 chunks retrieved, 5 chosen)"}
 # The store stage of these rows against the raw_engine row (the in-process worker's shard; the servers' shards are
 # copies of one ingest of the same corpus).
 STORE_ROWS = ("ragsvc_inprocess", "ragsvc", "ragsvc_defaults")

@@ -8,6 +8,7 @@ bench/quality/questions.contains judges it). An unanswerable question has no pos
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from ragsvc.reading import features
 from ragsvc.reading.chunks import candidates
 from ragsvc.reading.relevance import Candidate
 
-PACKED = 5  # the evidence the extractive answer quotes from: the default top-k
+PACKED = 5  # the chunks the answer reads: the default top-k
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,16 +74,28 @@ def as_hit(scored: ScoredChunk) -> dict[str, Any]:
             "section": chunk.section, "page_title": chunk.page_title, "score": scored.score}  # fmt: skip
 
 
-def example(corpus: str, question: Question, row: dict[str, Any], *, packed: int = PACKED) -> Example:
-    """The question read with the evidence of each of its searches in `row` (evidence.py's)."""
-    alternatives = tuple(_read(corpus, question, other, packed) for other in row.get("alternatives", ()))
-    return dataclasses.replace(_read(corpus, question, row, packed), alternatives=alternatives)
+def example(corpus: str, question: Question, row: dict[str, Any], *, packed: int | None = None) -> Example:
+    """The question read with the evidence of each of its searches in `row` (as evidence.py stores it): every hit,
+    or the first `packed`."""
+    alternatives = tuple(_searched(corpus, question, other, packed) for other in row.get("alternatives", ()))
+    return dataclasses.replace(_searched(corpus, question, row, packed), alternatives=alternatives)
 
 
-def _read(corpus: str, question: Question, row: dict[str, Any], packed: int) -> Example:
-    evidence = scored_chunks(row["hits"])[:packed]
+def _searched(corpus: str, question: Question, row: dict[str, Any], packed: int | None) -> Example:
     counts = TermCounts(row["chunks"], row["frequencies"])
     analysis = features.analyse(row["search"], question.question, counts)
+    return _read(corpus, question, analysis, counts, scored_chunks(row["hits"])[:packed])
+
+
+def repacked(pool: Example, order: Sequence[int]) -> Example:
+    """`pool` reading only the chunks of its evidence at the places `order`, in that order (what the chunk model
+    packs: `ragsvc.reading.packing`); without its other searches (`fit.packed` packs each)."""
+    return _read(pool.corpus, pool.question, pool.analysis, pool.counts, tuple(pool.evidence[i] for i in order))
+
+
+def _read(
+    corpus: str, question: Question, analysis: features.Analysis, counts: TermCounts, evidence: tuple[ScoredChunk, ...]
+) -> Example:
     found = tuple(candidates(evidence))
     rows = np.asarray(features.sentence_features(analysis, found, evidence), dtype=np.float64).reshape(
         len(found), len(features.SENTENCE_FEATURES)

@@ -24,7 +24,7 @@ from ragsvc.reading import features as reading_features
 from ragsvc.reading.followups import follow_up_searches
 from ragsvc.server.components import open_components
 
-EVIDENCE_K = 12  # the reader sees the default top-5; the rest lets it re-rank chunks
+EVIDENCE_K = 8  # RAG_READER_POOL's default: the chunk model chooses the default top-5 among them
 ROOT = Path(__file__).resolve().parents[2]
 # What the evidence depends on besides the index: the retrieval code, the follow-up rule and this collection.
 CODE = (

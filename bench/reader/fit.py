@@ -3,6 +3,8 @@ a fixed seed, and the offline judgement of a fitted reader on examples it never 
 
 - The sentence model ranks each question's candidate sentences (LambdaRank over questions that have a sentence
   holding a key fact).
+- The chunk model ranks the chunks retrieval found (the pool) so that the answer reads the best few (LambdaRank over
+  questions with a chunk holding a key fact; `ragsvc.reading.packing`).
 - The answer model gives P(answer right) from ANSWER_FEATURES of the answer the sentence model composes (binary
   log-loss). Its training rows come from sentence scores *cross-fitted* by corpus: a corpus's answers are composed by
   a sentence model that never saw that corpus, as an unseen corpus's will be.
@@ -15,6 +17,7 @@ answers it (`Pipeline._best_read`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -23,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from bench.quality.questions import contains
-from bench.reader import semantic
+from bench.reader import dataset, semantic
 from bench.reader.dataset import Example
-from ragsvc.reading import features
+from ragsvc.reading import features, packing
 from ragsvc.reading.forest import Forest
 from ragsvc.reading.trained import choose
 
@@ -79,6 +82,56 @@ def fit_sentences(examples: Sequence[Example], *, seed: int = SEED) -> Forest:
     data = lgb.Dataset(rows, labels, group=[len(e.found) for e in used], free_raw_data=False)
     booster = lgb.train({**SENTENCE_PARAMS, "seed": seed}, data, num_boost_round=SENTENCE_ROUNDS)
     return Forest.from_lightgbm(booster.dump_model())
+
+
+CHUNK_ROUNDS = 200  # with SENTENCE_PARAMS
+
+
+def chunk_table(example: Example) -> np.ndarray:
+    """CHUNK_FEATURES of each chunk of the example's evidence."""
+    table = packing.chunk_features(example.found, example.rows.tolist(), example.evidence)
+    return np.asarray(table, dtype=np.float64).reshape(len(example.evidence), len(packing.CHUNK_FEATURES))
+
+
+def chunk_labels(example: Example) -> np.ndarray:
+    """1 for each chunk of the example's evidence that holds a candidate sentence with a key fact."""
+    labels = np.zeros(len(example.evidence), dtype=np.int32)
+    for candidate, label in zip(example.found, example.labels, strict=True):
+        labels[candidate.marker - 1] |= int(label)
+    return labels
+
+
+def fit_chunks(pools: Sequence[Example], *, seed: int = SEED) -> Forest:
+    """The chunk model, from examples holding every chunk retrieved (the pool)."""
+    lgb = _lightgbm()
+    used = [o for e in pools for o in e.options if o.has_positive and len(o.evidence) > 1]
+    rows = np.vstack([chunk_table(e) for e in used])
+    labels = np.concatenate([chunk_labels(e) for e in used])
+    data = lgb.Dataset(rows, labels, group=[len(e.evidence) for e in used], free_raw_data=False)
+    booster = lgb.train({**SENTENCE_PARAMS, "seed": seed}, data, num_boost_round=CHUNK_ROUNDS)
+    return Forest.from_lightgbm(booster.dump_model())
+
+
+def retrieval_order() -> Forest:
+    """A chunk model without trees: every chunk scores 0, so the answer reads retrieval's first chunks (the arm
+    without a chunk model: `train.py --retrieval-order`)."""
+    none = np.zeros(0, dtype=np.int32)
+    return Forest(feature=none, threshold=np.zeros(0), left=none, right=none, value=np.zeros(0), roots=none, depth=0)
+
+
+def packed(pool: Example, chunks: Forest, limit: int = dataset.PACKED) -> Example:
+    """`pool` reading the `limit` chunks the chunk model packs, in its order, and so each of its other searches (as
+    the server packs each search's evidence before it chooses between them)."""
+    first = _packed(pool, chunks, limit)
+    if not pool.alternatives:
+        return first
+    return dataclasses.replace(first, alternatives=tuple(_packed(other, chunks, limit) for other in pool.alternatives))
+
+
+def _packed(pool: Example, chunks: Forest, limit: int) -> Example:
+    """One search's pool reading what the chunk model packs (`pool` itself when that is all of it in its order)."""
+    order = packing.packed_order(chunks, chunk_table(pool).tolist(), limit)
+    return pool if order == list(range(len(pool.evidence))) else dataset.repacked(pool, order)
 
 
 def fit_answers(rows: np.ndarray, labels: np.ndarray, *, seed: int = SEED) -> Forest:

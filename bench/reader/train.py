@@ -37,6 +37,7 @@ import numpy as np
 from bench.quality import corpus, datasets
 from bench.reader import dataset, evidence, fit, semantic
 from bench.reader.dataset import Example
+from ragsvc.reading.forest import Forest
 from ragsvc.reading.trained import MODEL_FILE, Model, TrainedReader
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,8 +50,9 @@ PROBE = ROOT / "tests" / "reading" / "data" / "reader-probe.json"
 PROBE_KINDS = ("answerable", "unanswerable", "followup")  # the first question of each kind, per corpus
 
 
-def examples(name: str) -> list[Example]:
-    """The corpus's examples, its evidence retrieved from its index on first use (the index ingested first when the
+def examples(name: str, *, packed: int | None = dataset.PACKED) -> list[Example]:
+    """The corpus's examples reading retrieval's first `packed` chunks (None: every chunk retrieved, the pool the
+    chunk model packs from), its evidence retrieved from its index on first use (the index ingested first when the
     benchmark's cache has none for this corpus and this ingestion code)."""
     questions = datasets.questions(name)
     data_dir = datasets.ingested_data_dir(name)
@@ -58,7 +60,7 @@ def examples(name: str) -> list[Example]:
     if not path.exists():
         evidence.save(asyncio.run(evidence.collect(data_dir, corpus.get(name).tenant, questions)), path)
     found = evidence.load(path)
-    return [dataset.example(name, q, found[q.id]) for q in questions]
+    return [dataset.example(name, q, found[q.id], packed=packed) for q in questions]
 
 
 def held_out_p(rows: np.ndarray, labels: np.ndarray, groups: Sequence[str], *, seed: int) -> np.ndarray:
@@ -72,8 +74,31 @@ def held_out_p(rows: np.ndarray, labels: np.ndarray, groups: Sequence[str], *, s
     return p
 
 
-def train(by_corpus: dict[str, list[Example]], *, seed: int) -> tuple[Model, dict[str, Any]]:
-    """A model trained on `by_corpus` (at least two corpora), with its thresholds, and what was measured."""
+class ChunkModels:
+    """Chunk models by the corpora they are fitted on, each fitted once: a fold's nested folds and the other folds
+    fit many on the same corpora. `retrieval_order`: none fitted, the answer reads retrieval's first chunks (the arm
+    to compare with)."""
+
+    def __init__(self, pools: dict[str, list[Example]], *, seed: int, retrieval_order: bool = False) -> None:
+        self._pools = pools
+        self._seed = seed
+        self._retrieval_order = retrieval_order
+        self._fitted: dict[frozenset[str], Forest] = {}
+
+    def fitted(self, corpora: frozenset[str]) -> Forest:
+        if self._retrieval_order:
+            return fit.retrieval_order()
+        if corpora not in self._fitted:
+            self._fitted[corpora] = fit.fit_chunks([e for n in sorted(corpora) for e in self._pools[n]], seed=self._seed)
+        return self._fitted[corpora]
+
+
+def train(pools: dict[str, list[Example]], chunk_models: ChunkModels, *, seed: int) -> tuple[Model, dict[str, Any]]:
+    """A model trained on `pools` (at least two corpora, every chunk retrieved), with its thresholds, and what was
+    measured. Each corpus's answers read the chunks packed by a chunk model fitted on the other corpora, as an unseen
+    corpus's will be."""
+    names = frozenset(pools)
+    by_corpus = {n: [fit.packed(e, chunk_models.fitted(names - {n})) for e in group] for n, group in pools.items()}
     rows, labels, order, owners = fit.cross_fitted(by_corpus, seed=seed)
     groups = [e.corpus for e in order]
     p = held_out_p(rows, labels, groups, seed=seed)
@@ -84,39 +109,43 @@ def train(by_corpus: dict[str, list[Example]], *, seed: int) -> tuple[Model, dic
     sentences = fit.fit_sentences([e for group in by_corpus.values() for e in group], seed=seed)
     answers = fit.fit_answers(rows, labels, seed=seed)
     meta = {
-        "corpora": sorted(by_corpus),
+        "corpora": sorted(pools),
         "seed": seed,
-        "examples": sum(len(g) for g in by_corpus.values()),
+        "examples": sum(len(g) for g in pools.values()),
         "answer_rows": len(rows),
         "right_share": round(float(labels.mean()), 4),
         "trained_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    return Model(sentences, answers, cite, refuse, meta), {"cite_threshold": cite, "refuse_below": refuse}
+    model = Model(chunk_models.fitted(names), sentences, answers, cite, refuse, meta)
+    return model, {"cite_threshold": cite, "refuse_below": refuse}
 
 
-def judged(model: Model, examples_: Sequence[Example]) -> dict[str, Any]:
+def judged(model: Model, pools: Sequence[Example]) -> dict[str, Any]:
+    examples_ = [fit.packed(e, model.chunks) for e in pools]
     return fit.judge(examples_, model.sentences, model.answers, model.cite_threshold, model.refuse_below)
 
 
 def probe(by_corpus: dict[str, list[Example]], model: Model, digest: str) -> dict[str, Any]:
-    """A fixed probe set (per corpus, its first question of each of PROBE_KINDS, with its evidence and term counts)
-    and how `model`, served by TrainedReader, reads it: P(right) and the quotes."""
-    reader = TrainedReader(model, rare_share=0.002)  # RAG_ANSWERABILITY_RARE_SHARE's default
+    """A fixed probe set (per corpus, its first question of each of PROBE_KINDS, with every chunk retrieved and its
+    term counts) and how `model`, served by TrainedReader, reads it: the chunks packed, P(right) and the quotes."""
+    reader = TrainedReader(model, rare_share=0.002, pool=evidence.EVIDENCE_K)  # RAG_ANSWERABILITY_RARE_SHARE's default
     cases = []
     for group in by_corpus.values():
         for kind in PROBE_KINDS:
             e = next(e for e in group if e.question.kind == kind)
             analysis = reader.analyse(e.analysis.search, e.question.question, e.counts)
-            assessment = reader.assess(analysis, e.evidence)
+            packed = reader.pack(analysis, e.evidence, limit=dataset.PACKED)
+            assessment = reader.assess(analysis, packed)
             cases.append({
                 "id": f"{e.corpus}/{e.question.id}",
                 "search": e.analysis.search,
                 "question": e.question.question,
                 "counts": {"chunks": e.counts.chunks, "frequencies": e.counts.frequencies},
                 "evidence": [dataset.as_hit(scored) for scored in e.evidence],
+                "packed": [e.evidence.index(scored) for scored in packed],
                 "p_right": assessment.score,
                 "answerable": assessment.answerable,
-                "quotes": [c.quote for c in reader.quotes(analysis, e.evidence, limit=3)],
+                "quotes": [c.quote for c in reader.quotes(analysis, packed, limit=3)],
             })  # fmt: skip
     return {"model_sha256": digest, "cases": cases}
 
@@ -136,25 +165,33 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--semantic",
         choices=semantic.MODES,
-        help="EXPERIMENT (bench/reader/semantic.py): add question-sentence similarity features; needs --no-write",
+        help="EXPERIMENT (bench/reader/semantic.py): add question-sentence similarity features, reading retrieval's "
+        "first five chunks; needs --no-write",
+    )
+    parser.add_argument(
+        "--retrieval-order",
+        action="store_true",
+        help="the arm without a chunk model: the answer reads retrieval's first five chunks; needs --no-write",
     )
     args = parser.parse_args(argv)
-    if args.semantic and not args.no_write:
-        parser.error("--semantic is an experiment: its features are not served, so it writes no model (--no-write)")
+    if (args.semantic or args.retrieval_order) and not args.no_write:
+        parser.error("--semantic and --retrieval-order are arms to compare: they write no model (--no-write)")
     names = args.corpus or list(corpus.CORPORA)
-    by_corpus = {name: examples(name) for name in names}
     if args.semantic:
-        by_corpus = semantic.extended(by_corpus, args.semantic)
+        by_corpus = semantic.extended({name: examples(name) for name in names}, args.semantic)
+    else:
+        by_corpus = {name: examples(name, packed=None) for name in names}
+    chunk_models = ChunkModels(by_corpus, seed=args.seed, retrieval_order=args.retrieval_order or bool(args.semantic))
     report: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "seed": args.seed, "folds": {}}
     for left_out in names:
         training = {n: e for n, e in by_corpus.items() if n != left_out}
-        model, chosen = train(training, seed=args.seed)
+        model, chosen = train(training, chunk_models, seed=args.seed)
         metrics = judged(model, by_corpus[left_out])
         report["folds"][left_out] = {**chosen, "trained_on": sorted(training), "unseen": metrics}
         print(f"without {left_out}: {json.dumps(metrics)} thresholds {chosen}", flush=True)
         if not args.no_write:
             report["folds"][left_out]["sha256"] = save(model, FOLDS / f"without-{left_out}.npz")
-    shipped, chosen = train(by_corpus, seed=args.seed)
+    shipped, chosen = train(by_corpus, chunk_models, seed=args.seed)
     report["shipped"] = {**chosen, "trained_on": names, "size_bytes": None}
     if not args.no_write:
         report["shipped"]["sha256"] = save(shipped, SHIPPED)

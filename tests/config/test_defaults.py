@@ -124,6 +124,7 @@ DEFAULTS: dict[str, Any] = {
     "RAG_SCORE_GATE": 0.15,
     "RAG_READER": "trained",
     "RAG_READER_MODEL": "",
+    "RAG_READER_POOL": 8,
     "RAG_CONFIDENCE_THRESHOLD": None,
     "RAG_DEFAULT_LLM_SCORE": 50.0,
     "RAG_ANSWERABILITY_GATE": True,

@@ -1,5 +1,6 @@
 """The shipped reader model (src/ragsvc/reading/models/reader.npz) reads a fixed probe set as `make train-reader`
-recorded when it wrote the model (tests/reading/data/reader-probe.json): same P(right), same quotes. make test never
+recorded when it wrote the model (tests/reading/data/reader-probe.json): the same chunks packed from those retrieved,
+the same P(right), the same quotes. make test never
 trains; this checks that the weights, the numpy evaluation and the features are the ones trained."""
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.reader.dataset import scored_chunks
+from bench.reader.dataset import PACKED, scored_chunks
+from bench.reader.evidence import EVIDENCE_K
 from ragsvc.domain import TermCounts
 from ragsvc.reading.trained import MODEL_FILE, Model, TrainedReader
 
@@ -21,7 +23,7 @@ SHIPPED = resources.files("ragsvc.reading").joinpath("models", MODEL_FILE)
 
 @pytest.fixture(scope="module")
 def reader() -> TrainedReader:
-    return TrainedReader(Model.load(), rare_share=0.002)
+    return TrainedReader(Model.load(), rare_share=0.002, pool=EVIDENCE_K)
 
 
 def test_the_probe_was_recorded_with_the_shipped_weights() -> None:
@@ -40,7 +42,9 @@ def test_the_shipped_model_reads_the_probe_as_recorded(reader: TrainedReader, ca
     counts = case["counts"]
     assert isinstance(counts, dict)
     analysis = reader.analyse(str(case["search"]), str(case["question"]), TermCounts(**counts))
-    evidence = scored_chunks(case["evidence"])  # type: ignore[arg-type]
+    pool = scored_chunks(case["evidence"])  # type: ignore[arg-type]
+    evidence = reader.pack(analysis, pool, limit=PACKED)
+    assert [pool.index(scored) for scored in evidence] == case["packed"]
     assessment = reader.assess(analysis, evidence)
     assert assessment.score == pytest.approx(case["p_right"], abs=1e-9)
     assert assessment.answerable == case["answerable"]

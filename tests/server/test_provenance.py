@@ -41,8 +41,9 @@ async def ask(stubs: Stubs, query: str = "How much is a hotel night reimbursed i
 
 @pytest.fixture(scope="module")
 async def server(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    # RAG_READER_POOL=0: the evidence is retrieval's, in its rank order (the reader's chunk model would choose it).
     async with running_server(tmp_path_factory.mktemp("provenance"), demo_corpus=False, chunk_tokens=40,
-                              chunk_overlap_tokens=8) as server:  # fmt: skip
+                              chunk_overlap_tokens=8, reader_pool=0) as server:  # fmt: skip
         async with connected(server) as stubs:
             await ingest(stubs)
         yield server

@@ -95,7 +95,9 @@ async def test_ask_stream_through_ragsvc_with_a_real_llm(llm_backed_server: RagS
     assert 1 <= answer.context_chunks_used <= 2
     valid = {c.marker for c in answer.explanation.packed_chunks}
     if answer.grounded:
-        assert draft == answer.text
+        # Sentences the model left uncited get the marker of the chunk that clearly holds them (docs/llm.md).
+        unattributed = re.sub(r"\s*\[#\d+\]", "", answer.text) if answer.flags.citations_attributed else answer.text
+        assert draft == unattributed
         cited = {int(n) for n in MARKER.findall(answer.text)}
         assert cited and cited <= valid
         assert {c.marker for c in answer.citations} == cited

@@ -99,6 +99,8 @@ class Pipeline:
                 yield answer
                 return
             reading = read_first or await self._read.run(question, search, retrieval.hits)
+            retrieval = replace(retrieval, hits=reading.evidence)  # what the answer reads, cites and shows
+            retrieved = replace(retrieved, retrieval=retrieval)
             if self._read.refuses and question.mode is not Mode.SELECTED_TEXT and not reading.assessment.answerable:
                 answer = await self._refused(
                     question,

@@ -1,6 +1,7 @@
 """The read stage: after the score gate, before generation, the reader (ragsvc.reading) reads the question against
 the evidence with the corpus statistics of what the caller can see (the engine counts the question's terms:
-`VectorEngine.term_counts`), and judges whether the evidence answers it. The reading goes down the pipeline: the
+`VectorEngine.term_counts`), chooses the top_k chunks the answer reads among those retrieved (the reader's pool),
+and judges whether they answer it. The reading goes down the pipeline: the
 extractive generator quotes from it and validation judges the answer with it."""
 
 from __future__ import annotations
@@ -15,25 +16,28 @@ from ragsvc.retrieval.base import Retriever
 
 @dataclass(frozen=True, slots=True)
 class Reading:
-    """What the reader made of one question: its analysis, with the statistics it was weighted by, and whether the
-    evidence answers it."""
+    """What the reader made of one question: its analysis, with the statistics it was weighted by, the evidence
+    the answer reads, and whether it answers it."""
 
     analysis: Analysis
     assessment: Assessment
     counts: TermCounts | None
+    evidence: tuple[ScoredChunk, ...]
 
 
 class ReadStage:
-    def __init__(self, reader: Reader, retriever: Retriever, *, refuses: bool) -> None:
+    def __init__(self, reader: Reader, retriever: Retriever, *, refuses: bool, top_k: int) -> None:
         """`refuses`: evidence the reader finds does not answer is refused with INSUFFICIENT_EVIDENCE
-        (RAG_ANSWERABILITY_GATE)."""
+        (RAG_ANSWERABILITY_GATE); `top_k`: the chunks the answer reads when the question sets none."""
         self.reader = reader
         self._retriever = retriever
         self.refuses = refuses
+        self._top_k = top_k
 
     async def run(self, question: Question, search: str, evidence: Sequence[ScoredChunk]) -> Reading:
-        """The reading of `search` (the question, or a follow-up with the turn it follows) against `evidence`; in
-        selected-text mode without corpus statistics (the selection is all there is)."""
+        """The reading of `search` (the question, or a follow-up with the turn it follows) against the top_k chunks
+        of `evidence` (retrieval's, best first) the reader chooses; in selected-text mode without corpus statistics
+        (the selection is all there is)."""
         counts = None
         if question.mode is not Mode.SELECTED_TEXT:
             visible = RetrievalQuery(
@@ -41,4 +45,5 @@ class ReadStage:
             )
             counts = await self._retriever.term_counts(visible, self.reader.counted_terms(search))
         analysis = self.reader.analyse(search, question.query, counts)
-        return Reading(analysis, self.reader.assess(analysis, evidence), counts)
+        packed = self.reader.pack(analysis, evidence, limit=question.top_k or self._top_k)
+        return Reading(analysis, self.reader.assess(analysis, packed), counts, packed)

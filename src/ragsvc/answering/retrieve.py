@@ -190,4 +190,5 @@ class RetrieveStage:
         )
 
     def _top_k(self, question: Question) -> int:
-        return question.top_k or self._settings.top_k
+        """The chunks to retrieve: the question's top_k, or the reader's pool to choose them from when larger."""
+        return max(question.top_k or self._settings.top_k, self._reader.pool)

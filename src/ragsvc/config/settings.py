@@ -632,6 +632,14 @@ class TrustSettings(Group):
     reader_model: str = env(
         "", "RAG_READER_MODEL", "the trained reader's model file (.npz from `make train-reader`); empty: the shipped one"
     )
+    reader_pool: int = env(
+        8,
+        "RAG_READER_POOL",
+        "chunks retrieved for the trained reader's chunk model to choose a question's top_k from, best first (at "
+        "most top_k: it only orders them); 0: no chunk model, retrieval's top_k in its order",
+        ge=0,
+        le=50,
+    )
     confidence_threshold: float | None = env(
         None,
         "RAG_CONFIDENCE_THRESHOLD",

@@ -71,6 +71,16 @@ class Reader(Protocol):
         """The probability from which an answer is CITEd, as this reader was calibrated (None: none)."""
         ...
 
+    @property
+    def pool(self) -> int:
+        """How many chunks retrieval hands it to choose the evidence from (0: the caller's top_k, as ranked)."""
+        ...
+
+    def pack(self, analysis: Analysis, evidence: Sequence[ScoredChunk], *, limit: int) -> tuple[ScoredChunk, ...]:
+        """The `limit` chunks of `evidence` (retrieval's, best first) that the answer reads, in the order it reads
+        them."""
+        ...
+
     def analyse(self, search: str, question: str, counts: TermCounts | None) -> Analysis:
         """The question as read: `search` is what was searched (a follow-up with its earlier turns' subject),
         `question` the user's own words, `counts` the tenant's statistics of `counted_terms(search)` (None: unknown)."""

@@ -40,6 +40,13 @@ class RuleReader(FollowUpRules):
     def cite_threshold(self) -> float | None:
         return None
 
+    @property
+    def pool(self) -> int:
+        return 0
+
+    def pack(self, analysis: Analysis, evidence: Sequence[ScoredChunk], *, limit: int) -> tuple[ScoredChunk, ...]:
+        return tuple(evidence[:limit])
+
     def counted_terms(self, search: str) -> list[str]:
         return counted_terms(search)
 

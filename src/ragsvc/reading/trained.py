@@ -2,6 +2,8 @@
 several documentation corpora (bench/reader), shipped in the package (reading/models/reader.npz) and evaluated
 with numpy.
 
+- The **chunk model** orders the chunks retrieval found (the pool, RAG_READER_POOL of them) and the answer reads the
+  best top_k of them (reading.packing).
 - The **sentence model** scores every candidate sentence of the evidence (features.SENTENCE_FEATURES); an
   extractive answer quotes the best ones.
 - The **answer model** gives the probability that an answer is right from features.ANSWER_FEATURES of the answer:
@@ -41,6 +43,7 @@ from ragsvc.reading.features import (
 )
 from ragsvc.reading.followups import FollowUpRules
 from ragsvc.reading.forest import Forest
+from ragsvc.reading.packing import CHUNK_FEATURES, chunk_features, packed_order
 from ragsvc.reading.relevance import Candidate, quoted_answer
 from ragsvc.reading.sentences import MARKER, sentences, without_markers
 
@@ -73,6 +76,7 @@ def near_duplicates(a: Candidate, b: Candidate) -> bool:
 class Model:
     """A trained reader's weights and calibration, as `make train-reader` writes them."""
 
+    chunks: Forest
     sentences: Forest
     answers: Forest
     cite_threshold: float  # P(right) from which an answer is CITEd
@@ -85,9 +89,11 @@ class Model:
         source = path if path is not None else resources.files("ragsvc.reading").joinpath("models", MODEL_FILE)
         with source.open("rb") as handle, np.load(handle) as arrays:
             meta = json.loads(str(arrays["meta"]))
-            if tuple(meta["sentence_features"]) != SENTENCE_FEATURES or tuple(meta["answer_features"]) != ANSWER_FEATURES:
+            features = (meta["sentence_features"], meta["answer_features"], meta.get("chunk_features"))
+            if tuple(map(tuple, features)) != (SENTENCE_FEATURES, ANSWER_FEATURES, CHUNK_FEATURES):
                 raise ValueError("trained on other features than this ragsvc computes (retrain: make train-reader)")
             return cls(
+                chunks=Forest.from_arrays(arrays, "chunks"),
                 sentences=Forest.from_arrays(arrays, "sentences"),
                 answers=Forest.from_arrays(arrays, "answers"),
                 cite_threshold=float(meta["cite_threshold"]),
@@ -98,8 +104,10 @@ class Model:
     def arrays(self) -> dict[str, Any]:
         """The model as the named arrays of its .npz file."""
         meta = {**self.meta, "cite_threshold": self.cite_threshold, "refuse_below": self.refuse_below,
-                "sentence_features": list(SENTENCE_FEATURES), "answer_features": list(ANSWER_FEATURES)}  # fmt: skip
-        return {**self.sentences.arrays("sentences"), **self.answers.arrays("answers"), "meta": np.asarray(json.dumps(meta))}
+                "sentence_features": list(SENTENCE_FEATURES), "answer_features": list(ANSWER_FEATURES),
+                "chunk_features": list(CHUNK_FEATURES)}  # fmt: skip
+        forests = {**self.chunks.arrays("chunks"), **self.sentences.arrays("sentences"), **self.answers.arrays("answers")}
+        return {**forests, "meta": np.asarray(json.dumps(meta))}
 
     def p_right(self, row: Sequence[float]) -> float:
         return 1.0 / (1.0 + math.exp(-float(self.answers.predict(np.asarray([row], dtype=np.float64))[0])))
@@ -116,9 +124,12 @@ class Read:
 
 
 class TrainedReader(FollowUpRules):
-    def __init__(self, model: Model, *, rare_share: float) -> None:
+    def __init__(self, model: Model, *, rare_share: float, pool: int) -> None:
+        """`pool`: the chunks retrieval hands it to choose the evidence from (RAG_READER_POOL; 0: none, it reads
+        retrieval's top_k in its order)."""
         self._model = model
         self._rare_share = rare_share
+        self._pool = pool
         self._recent: OrderedDict[tuple[object, ...], Read] = OrderedDict()
 
     @property
@@ -133,11 +144,24 @@ class TrainedReader(FollowUpRules):
     def cite_threshold(self) -> float | None:
         return self._model.cite_threshold
 
+    @property
+    def pool(self) -> int:
+        return self._pool
+
     def counted_terms(self, search: str) -> list[str]:
         return counted_terms(search)
 
     def analyse(self, search: str, question: str, counts: TermCounts | None) -> Analysis:
         return analyse(search, question, counts, rare_share=self._rare_share)
+
+    def pack(self, analysis: Analysis, evidence: Sequence[ScoredChunk], *, limit: int) -> tuple[ScoredChunk, ...]:
+        """The `limit` chunks of `evidence` the chunk model ranks best, best first (without a pool, the first
+        `limit`)."""
+        if not self._pool:
+            return tuple(evidence[:limit])
+        found = tuple(candidates(evidence))
+        table = chunk_features(found, sentence_features(analysis, found, evidence), evidence)
+        return tuple(evidence[i] for i in packed_order(self._model.chunks, table, limit))
 
     def assess(self, analysis: Analysis, evidence: Sequence[ScoredChunk]) -> Assessment:
         read = self.read(analysis, tuple(evidence))

@@ -345,7 +345,7 @@ def build_pipeline(
     return Pipeline(
         retrieve=RetrieveStage(retriever, reader, classifier, condenser, settings.retrieval),
         gate=gate,
-        read=ReadStage(reader, retriever, refuses=settings.trust.answerability_gate),
+        read=ReadStage(reader, retriever, refuses=settings.trust.answerability_gate, top_k=settings.retrieval.top_k),
         packer=packer,
         generate=generate,
         validate=ValidateStage(reader, policy, generate, packer, templates, generation),
@@ -367,7 +367,7 @@ def build_reader(settings: TrustSettings) -> Reader:
     except (OSError, ValueError, KeyError) as exc:
         which = settings.reader_model or "the shipped model"
         raise InvalidRequest([FieldViolation("RAG_READER_MODEL", f"cannot load {which}: {exc}")]) from exc
-    return TrainedReader(model, rare_share=settings.answerability_rare_share)
+    return TrainedReader(model, rare_share=settings.answerability_rare_share, pool=settings.reader_pool)
 
 
 def cite_threshold(settings: TrustSettings, reader: Reader) -> float:

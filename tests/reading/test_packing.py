@@ -1,0 +1,70 @@
+"""The chunks the reader reads among those retrieved (reading.packing): the trained reader's chunk model packs the
+chunk that answers the question even when retrieval ranked it below the top_k; the rule reader, and the trained
+reader without a pool, read retrieval's first top_k."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragsvc.domain import Chunk, ScoredChunk
+from ragsvc.reading.chunks import candidates
+from ragsvc.reading.features import analyse, sentence_features
+from ragsvc.reading.packing import CHUNK_FEATURES, chunk_features
+from ragsvc.reading.rules import RuleReader
+from ragsvc.reading.trained import Model, TrainedReader
+
+OTHERS = [
+    "Beekeepers inspect the brood frames every week during the spring flow.",
+    "A smoker calms the colony before the hive is opened.",
+    "Honey supers are added when the brood box is nearly full.",
+    "The queen excluder keeps the queen out of the honey supers.",
+    "Varroa mites are counted with a sugar roll on a sample of bees.",
+    "Frames are spaced so that bees can pass between the combs.",
+]
+ANSWER = "The Langstroth hive was patented by Lorenzo Langstroth in 1852, with frames hanging a bee space apart."
+QUESTION = "When was the Langstroth hive patented?"
+
+
+def pool() -> list[ScoredChunk]:
+    """Six chunks about other things, ranked first by retrieval, then the one that answers."""
+    texts = [*OTHERS, ANSWER]
+    return [
+        ScoredChunk(Chunk(f"doc-{i}", 0, text, section="Hives", page_title="Beekeeping"), 0.62 - 0.01 * i)
+        for i, text in enumerate(texts)
+    ]
+
+
+def test_a_chunk_is_read_from_its_candidates_rows() -> None:
+    evidence = [*pool(), ScoredChunk(Chunk("empty", 0, "```\n$ ls\n```"), 0.3)]
+    analysis = analyse(QUESTION, QUESTION, None)
+    found = tuple(candidates(evidence))
+    table = chunk_features(found, sentence_features(analysis, found, evidence), evidence)
+    column = {name: i for i, name in enumerate(CHUNK_FEATURES)}
+    assert [len(row) for row in table] == [len(CHUNK_FEATURES)] * len(evidence)
+    assert [row[column["rank"]] for row in table] == list(range(len(evidence)))
+    answering, unrelated, empty = table[len(OTHERS)], table[0], table[-1]
+    assert answering[column["best_cov_sentence"]] > unrelated[column["best_cov_sentence"]]
+    assert empty[column["candidates"]] == 0.0 and empty[column["missing_chunk"]] == 1.0
+
+
+def test_the_trained_reader_packs_the_answering_chunk_from_below_the_top_k() -> None:
+    reader = TrainedReader(Model.load(), rare_share=0.002, pool=12)
+    analysis = reader.analyse(QUESTION, QUESTION, None)
+    packed = reader.pack(analysis, pool(), limit=5)
+    assert len(packed) == 5 and len(set(packed)) == 5
+    assert packed[0].chunk.text == ANSWER
+    assert "1852" in reader.quotes(analysis, packed, limit=3)[0].text
+
+
+@pytest.mark.parametrize("limit", [1, 5, 12])
+@pytest.mark.parametrize("which", ["rules", "trained without a pool"])
+def test_without_a_pool_the_reader_reads_retrievals_first_chunks(limit: int, which: str) -> None:
+    """The rule reader has no chunk model; RAG_READER_POOL=0 turns the trained reader's off."""
+    reader: RuleReader | TrainedReader = (
+        RuleReader(min_coverage=0.5, rare_share=0.002)
+        if which == "rules"
+        else TrainedReader(Model.load(), rare_share=0.002, pool=0)
+    )
+    evidence = pool()
+    assert reader.pool == 0
+    assert reader.pack(reader.analyse(QUESTION, QUESTION, None), evidence, limit=limit) == tuple(evidence[:limit])
