@@ -2388,7 +2388,9 @@ type Citation struct {
 	PageTitle string `protobuf:"bytes,16,opt,name=page_title,json=pageTitle,proto3" json:"page_title,omitempty"`
 	// The chunk's rank among the evidence: similarity, recency and source trust weighted (see
 	// AdminService's RankingWeights), plus the boost for chunks whose labels hold the question's terms.
-	// Evidence is ordered by it. Unset in selected-text mode, where passages are ordered by similarity.
+	// Retrieval orders the chunks by it; the trained reader's chunk model (RAG_READER_POOL, on by default) then
+	// chooses and orders the evidence, so the evidence need not follow it. Unset in selected-text mode, where
+	// passages are ordered by similarity.
 	RankScore *float32 `protobuf:"fixed32,17,opt,name=rank_score,json=rankScore,proto3,oneof" json:"rank_score,omitempty"`
 	// The pages the chunk spans, for paged documents (a chunk never crosses a page, so at most one);
 	// empty otherwise. `page_number` is the first of them.

@@ -1070,7 +1070,9 @@ export type Citation = Message<"ragsvc.v1.Citation"> & {
   /**
    * The chunk's rank among the evidence: similarity, recency and source trust weighted (see
    * AdminService's RankingWeights), plus the boost for chunks whose labels hold the question's terms.
-   * Evidence is ordered by it. Unset in selected-text mode, where passages are ordered by similarity.
+   * Retrieval orders the chunks by it; the trained reader's chunk model (RAG_READER_POOL, on by default) then
+   * chooses and orders the evidence, so the evidence need not follow it. Unset in selected-text mode, where
+   * passages are ordered by similarity.
    *
    * @generated from field: optional float rank_score = 17;
    */
