@@ -6,10 +6,9 @@ key_facts (alternatives: the answer is right when it contains any one of them, n
 the sentence quoted from it), near_topic and why (unanswerables), unsafe_markers (injection probes).
 
 The split is a fixed function of the ids: within each kind, questions ordered by sha256(id) alternate dev, heldout.
-`python -m bench.quality.questions [--corpus NAME] [FILE]` checks a corpus's file (pgdocs by default; FILE: another
-set, such as pgdocs' tuning_followups.jsonl, without the split rule): the split rule, that every quoted sentence is
-in its page as ragsvc's HTML loader reads it, that a key fact of every answerable question is in its expected page,
-and that no key fact is already in the question (or its earlier turns).
+`check` holds a file to the split rule, to every quoted sentence being in its page as ragsvc's HTML loader reads it,
+to a key fact of every answerable question being in its expected page, and to no key fact being already in the
+question (or its earlier turns); `python -m bench.quality.check` runs it on a corpus's file.
 """
 
 from __future__ import annotations
@@ -159,25 +158,3 @@ def summary(questions: list[Question]) -> dict[str, dict[str, int]]:
         counts.setdefault(q.kind, {"dev": 0, "heldout": 0})[q.split] += 1
     return counts
 
-
-def main(argv: list[str] | None = None) -> None:
-    import argparse
-
-    from bench.quality import corpus
-
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", default="pgdocs", choices=list(corpus.CORPORA))
-    parser.add_argument("file", nargs="?", type=Path, help="another question set of that corpus")
-    args = parser.parse_args(argv)
-    spec = corpus.get(args.corpus)
-    path = args.file or spec.questions_file
-    texts = corpus.page_texts(corpus.load_pages(spec, corpus.fetch(spec).html_dir))
-    loaded = load(path)
-    found = check(loaded, texts, split_rule=path.resolve() == spec.questions_file)
-    print("\n".join(found) or f"{path.name} is sound")
-    print(json.dumps(summary(loaded)))
-    raise SystemExit(1 if found else 0)
-
-
-if __name__ == "__main__":
-    main()

@@ -436,7 +436,7 @@ make eval                                                     # every corpus: fe
 .venv/bin/python -m bench.quality.run --corpus pydocs --no-write  # one corpus (repeat --corpus for more)
 .venv/bin/python -m bench.quality.run --corpus pgdocs --split dev # pgdocs dev only (a partial results file)
 .venv/bin/python -m bench.quality.run --no-folds              # the server's default reader on every corpus
-.venv/bin/python -m bench.quality.questions --corpus httpd    # check a question file against its corpus
+.venv/bin/python -m bench.quality.check --corpus httpd    # check a question file against its corpus
 .venv/bin/python -m bench.quality.compare before.json .bench/quality-last.json --corpus pgdocs --split dev
 ```
 """
