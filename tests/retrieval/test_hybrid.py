@@ -11,12 +11,11 @@ import pytest
 from ragsvc.config import RetrievalSettings
 from ragsvc.domain import Chunk, RetrievalQuery, ScoredChunk
 from ragsvc.errors import RetrievalUnavailable
-from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.base import Candidate, IndexedChunk, VectorEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
 from ragsvc.retrieval.hybrid import OVERFETCH, HybridRetriever
-from ragsvc.retrieval.layout import redact
-from ragsvc.retrieval.quality import RankingWeights, label_match, recency_boost
+from ragsvc.retrieval.layout import RRF_K, redact
+from ragsvc.retrieval.quality import RankingWeights, fused_relevance, recency_boost
 from tests.retrieval.conftest import store
 
 TODAY = dt.date(2026, 6, 30)
@@ -96,7 +95,7 @@ async def test_it_over_fetches_three_times_top_k_and_splits_at_the_threshold(emb
     result = await retriever.retrieve(RetrievalQuery("q", tenant_id="t", top_k=3))
 
     assert engine.limits == [9]
-    assert ids(result.hits) == ["doc1", "doc7", "doc0"]  # ranked by similarity (equal recency and trust)
+    assert ids(result.hits) == ["doc0", "doc1", "doc3"]  # in the fused order (equal recency and trust), not by similarity
     assert ids(result.rejected) == ["doc5", "doc6", "doc2"]
     assert [r.score for r in result.rejected] == [0.35, 0.28, 0.20]
     assert result.redacted == () and not result.redactions_applied
@@ -109,7 +108,7 @@ async def test_top_k_cuts_the_hits(embedder: MiniLMEmbedder) -> None:
     result = await retriever.retrieve(RetrievalQuery("q", tenant_id="t", top_k=2))
 
     assert engine.limits == [2 * OVERFETCH]
-    assert ids(result.hits) == ["doc1", "doc0"]  # the best two of the six fetched: .92, .55 (.41, .35, .20, .10 cut)
+    assert ids(result.hits) == ["doc0", "doc1"]  # the first two of the six fetched in the fused order
     assert result.rejected == ()
 
 
@@ -121,7 +120,7 @@ async def test_a_request_threshold_overrides_the_configured_one(embedder: MiniLM
 
     assert strict.hits == ()
     assert [r.score for r in strict.rejected] == [0.92, 0.60, 0.55]
-    assert ids(lenient.hits) == ["doc1", "doc7", "doc0"]
+    assert ids(lenient.hits) == ["doc0", "doc1", "doc2"]
 
 
 async def test_a_score_equal_to_the_threshold_is_a_hit(embedder: MiniLMEmbedder) -> None:
@@ -154,9 +153,9 @@ async def test_near_duplicates_keep_only_the_best_ranked(embedder: MiniLMEmbedde
         RetrievalQuery("q", tenant_id="t", top_k=5)
     )
 
-    assert ids(default.hits) == ["b", "c"]  # a (0.958) and d (1.0) duplicate b; c (0.857) stays under 0.9
-    assert ids(strict.hits) == ["b"]
-    assert ids(off.hits) == ["b", "a", "c", "d"]  # only cosines above 1.0 would be duplicates
+    assert ids(default.hits) == ["a", "c"]  # b (0.958) and d (0.958) duplicate a; c (0.821 to a) stays under 0.9
+    assert ids(strict.hits) == ["a"]
+    assert ids(off.hits) == ["a", "b", "c", "d"]  # only cosines above 1.0 would be duplicates
 
 
 async def test_each_document_contributes_at_most_the_cap(embedder: MiniLMEmbedder) -> None:
@@ -178,27 +177,28 @@ async def test_each_document_contributes_at_most_the_cap(embedder: MiniLMEmbedde
     assert ids(one.hits) == ["big", "small", "other"]
 
 
-async def test_ranking_weighs_similarity_recency_and_trust(embedder: MiniLMEmbedder) -> None:
+async def test_ranking_weighs_the_fused_order_recency_and_trust(embedder: MiniLMEmbedder) -> None:
     engine = FixedEngine(
         [
-            candidate("old-trusted", 0.80, vector=axis(0), published_at="2019-01-01", trust=1.0),
-            candidate("fresh", 0.70, vector=axis(1), published_at="2026-06-20", trust=0.5),
             candidate("undated", 0.75, vector=axis(2), trust=0.5),
+            candidate("fresh", 0.70, vector=axis(1), published_at="2026-06-20", trust=0.5),
+            candidate("old-trusted", 0.80, vector=axis(0), published_at="2019-01-01", trust=1.0),
         ]
     )
     query = RetrievalQuery("q", tenant_id="t", top_k=3)
 
     default = await retriever_over(engine, embedder).retrieve(query)
-    similarity_only = await retriever_over(engine, embedder, weights=RankingWeights(1.0, 0.0, 0.0)).retrieve(query)
+    relevance_only = await retriever_over(engine, embedder, weights=RankingWeights(1.0, 0.0, 0.0)).retrieve(query)
     trust_heavy = await retriever_over(engine, embedder, weights=RankingWeights(0.1, 0.0, 1.0)).retrieve(query)
-
-    # default: old 0.56+0+0.1=0.66, fresh 0.49+0.06+0.05=0.60, undated 0.525+0+0.05=0.575
-    assert ids(default.hits) == ["old-trusted", "fresh", "undated"]
-    assert ids(similarity_only.hits) == ["old-trusted", "undated", "fresh"]
-    assert ids(trust_heavy.hits) == ["old-trusted", "undated", "fresh"]
     recency_heavy = await retriever_over(engine, embedder, weights=RankingWeights(0.7, 1.0, 0.0)).retrieve(query)
-    assert ids(recency_heavy.hits) == ["fresh", "old-trusted", "undated"]
-    assert [h.score for h in default.hits] == [0.80, 0.70, 0.75]  # scores stay the cosine similarities
+
+    # relevance by fused place 1, 60/61, 60/62; default: undated 0.7+0+0.05=0.75, fresh 0.689+0.06+0.05=0.799,
+    # old 0.677+0+0.1=0.777
+    assert ids(default.hits) == ["fresh", "old-trusted", "undated"]
+    assert ids(relevance_only.hits) == ["undated", "fresh", "old-trusted"]
+    assert ids(trust_heavy.hits) == ["old-trusted", "undated", "fresh"]
+    assert ids(recency_heavy.hits) == ["fresh", "undated", "old-trusted"]
+    assert [h.score for h in default.hits] == [0.70, 0.80, 0.75]  # scores stay the cosine similarities
 
 
 async def test_new_weights_rank_from_the_next_query_on(embedder: MiniLMEmbedder) -> None:
@@ -305,16 +305,14 @@ async def test_the_per_document_cap_holds_on_real_engines(any_engine: VectorEngi
     assert "dr-plan" in found, "the cap leaves room for other documents"
 
 
-async def test_a_chunk_whose_label_names_what_is_asked_ranks_above_one_naming_it_in_passing(
-    embedder: MiniLMEmbedder,
-) -> None:
-    passing = Chunk("wal", 0, "Independently of max_wal_size, recent WAL files are kept.", tenant_id="t")
+async def test_the_fused_order_ranks_not_the_cosine_similarity_alone(embedder: MiniLMEmbedder) -> None:
+    # BM25 ranks the entry naming what is asked first; the passage naming it in passing is nearer in meaning.
     entry = Chunk("config", 3, "max_wal_size (integer)\n\nMaximum size to let the WAL grow. The default is 1 GB.", tenant_id="t")
-    engine = FixedEngine([Candidate(passing, 0.66, axis(0)), Candidate(entry, 0.59, axis(1))])
+    passing = Chunk("wal", 0, "Independently of max_wal_size, recent WAL files are kept.", tenant_id="t")
+    engine = FixedEngine([Candidate(entry, 0.59, axis(1)), Candidate(passing, 0.66, axis(0))])
 
     hits = (await retriever_over(engine, embedder).retrieve(RetrievalQuery("max_wal_size default", "t", top_k=2))).hits
 
     assert ids(hits) == ["config", "wal"]
     assert [h.score for h in hits] == [0.59, 0.66], "scores stay the cosine similarities"
-    assert label_match(entry.text, frozenset(index_terms("max_wal_size default"))) == pytest.approx(4 / 5)
-    assert label_match(passing.text, frozenset(index_terms("max_wal_size default"))) == 0
+    assert fused_relevance(3) == [1.0, RRF_K / (RRF_K + 1), RRF_K / (RRF_K + 2)]

@@ -292,7 +292,12 @@ class RetrievalSettings(Group):
         gt=0,
         le=1,
     )
-    similarity_weight: float = env(0.7, "RAG_SIMILARITY_WEIGHT", "ranking weight of the cosine similarity", ge=0)
+    similarity_weight: float = env(
+        0.7,
+        "RAG_SIMILARITY_WEIGHT",
+        "ranking weight of the similarity: a candidate's place in the fused dense + BM25 order, 1 at the top",
+        ge=0,
+    )
     recency_weight: float = env(0.2, "RAG_RECENCY_WEIGHT", "ranking weight of the recency boost (0-0.3 by age)", ge=0)
     trust_weight: float = env(0.1, "RAG_TRUST_WEIGHT", "ranking weight of the document's source trust (0-1)", ge=0)
     untagged_visible: bool = env(

@@ -8,8 +8,8 @@ General mode (R-000-19's pipeline, R-003-08's ranking):
    RAG_MIN_SIMILARITY_SCORE) are not evidence; the best few are reported as `rejected`;
 3. redaction: confidential chunks the caller may not read (already redacted by the engine) are never evidence;
    they are reported in `redacted`, which sets the answer's redactions_applied flag;
-4. rank: similarity, recency boost and source trust, weighted (RAG_SIMILARITY_WEIGHT ...), plus a boost for
-   chunks whose labels hold the query's terms (quality.LABEL_BOOST);
+4. rank: relevance, recency boost and source trust, weighted (RAG_SIMILARITY_WEIGHT ...), the relevance being
+   the candidate's place in the engine's fused order (quality.fused_relevance), not its cosine similarity alone;
 5. near-duplicates: a candidate whose dense vector is closer than RAG_CHUNK_OVERLAP_THRESHOLD (cosine) to a
    better-ranked one is dropped;
 6. per-document cap: at most RAG_MAX_CHUNKS_PER_DOC chunks of one document;
@@ -29,13 +29,13 @@ import numpy as np
 
 from ragsvc.config import RetrievalSettings
 from ragsvc.domain import Retrieval, RetrievalQuery, ScoredChunk, TermCounts
-from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.base import Candidate, Embedder, VectorEngine
 from ragsvc.retrieval.layout import cosines, unit_rows
 from ragsvc.retrieval.quality import (
     RankingWeights,
     cap_per_document,
     drop_near_duplicates,
+    fused_relevance,
     rank,
 )
 from ragsvc.retrieval.selection import split_selection
@@ -81,8 +81,9 @@ class HybridRetriever:
         store_ms = (time.perf_counter() - embedded) * 1000
         threshold = self._min_similarity if query.score_threshold is None else query.score_threshold
         passing = [c for c in candidates if c.score >= threshold]
-        readable = [c for c in passing if not c.redacted]
-        ranked = rank(readable, self._weights, self._today(), index_terms(query.text))
+        relevance = fused_relevance(len(candidates))
+        readable = [(c, r) for c, r in zip(candidates, relevance, strict=True) if c.score >= threshold and not c.redacted]
+        ranked = rank([c for c, _ in readable], [r for _, r in readable], self._weights, self._today())
         hits = cap_per_document(drop_near_duplicates(ranked, self._overlap_threshold), self._max_per_document)
         redacted = [c.scored for c in passing if c.redacted]
         return Retrieval(
