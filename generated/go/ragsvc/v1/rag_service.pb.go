@@ -2386,8 +2386,8 @@ type Citation struct {
 	LineEnd *int32 `protobuf:"varint,15,opt,name=line_end,json=lineEnd,proto3,oneof" json:"line_end,omitempty"`
 	// The title of the cited document.
 	PageTitle string `protobuf:"bytes,16,opt,name=page_title,json=pageTitle,proto3" json:"page_title,omitempty"`
-	// The chunk's rank among the evidence: similarity, recency and source trust weighted (see
-	// AdminService's RankingWeights), plus the boost for chunks whose labels hold the question's terms.
+	// The chunk's rank among the evidence: relevance, recency and source trust weighted (see AdminService's
+	// RankingWeights), the relevance being the chunk's place in the engine's fused dense and keyword order.
 	// Retrieval orders the chunks by it; the trained reader's chunk model (RAG_READER_POOL, on by default) then
 	// chooses and orders the evidence, so the evidence need not follow it. Unset in selected-text mode, where
 	// passages are ordered by similarity.
