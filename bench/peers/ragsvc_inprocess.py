@@ -41,27 +41,17 @@ _TIMING_FIELDS = {"retrieval": "retrieval_ms", "embedding": "embedding_ms", "sto
 
 
 class RecordingShard:
-    """The engine's qdrant-edge shard with every read a query makes (its `query`, and the `retrieve` or `scroll`
-    of the chosen points) kept on its way in, unchanged, with when it was sent (`sent`: method, arguments and
-    perf_counter time): what ragsvc sends, exactly, for the `raw_engine` row to send again. Everything else passes
-    straight through."""
+    """The engine's qdrant-edge shard with every query request kept on its way in, unchanged, with when it was
+    sent (`sent`: request and perf_counter time): what ragsvc sends, exactly, for the `raw_engine` row to send
+    again. Everything else passes straight through."""
 
     def __init__(self, shard: Any) -> None:
         self.shard = shard
-        self.sent: list[tuple[str, tuple[Any, ...], float]] = []
+        self.sent: list[tuple[Any, float]] = []
 
     def query(self, request: Any) -> Any:
-        return self._sent("query", request)
-
-    def retrieve(self, *args: Any) -> Any:
-        return self._sent("retrieve", *args)
-
-    def scroll(self, request: Any) -> Any:
-        return self._sent("scroll", request)
-
-    def _sent(self, method: str, *args: Any) -> Any:
-        self.sent.append((method, args, time.perf_counter()))
-        return getattr(self.shard, method)(*args)
+        self.sent.append((request, time.perf_counter()))
+        return self.shard.query(request)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.shard, name)
@@ -79,43 +69,30 @@ def recording(components: Components) -> RecordingShard:
 
 
 def raw_engine(recorded: RecordingShard) -> dict[str, Any]:
-    """The requests recorded since the previous call, each question's sent again to the same shard and timed alone
-    (`EdgeShard.query`, and `retrieve` or `scroll` when ragsvc fetched the chosen points by a second call: the
-    engine's work and its results as Python objects, not converted further), twice over:
+    """The requests recorded since the previous call, each sent again to the same shard and timed alone
+    (`EdgeShard.query`: the engine's search and its results as Python objects), twice over:
 
     - `raw_ms`: at the pace ragsvc sent them (each one as long after the previous one as in ragsvc's run, the time
       of a question): between questions the engine's search thread goes to sleep and the caches cool, for ragsvc's
       calls and these alike;
     - `back_to_back_ms`: one right after the other (the engine kept warm: the least a call can cost).
 
-    `points`: how many results each question's query returned."""
+    `points`: how many results each returned."""
     sent, recorded.sent = recorded.sent, []
-    asked = _per_question(sent)
     spaced, points = [], []
-    for number, calls in enumerate(asked):
+    for number, (request, at) in enumerate(sent):
         if number:
-            time.sleep(max(calls[0][2] - asked[number - 1][0][2] - spaced[-1] / 1000, 0.0))
+            time.sleep(max(at - sent[number - 1][1] - spaced[-1] / 1000, 0.0))
         started = time.perf_counter()
-        found = [getattr(recorded.shard, method)(*args) for method, args, _ in calls]
+        found = recorded.shard.query(request)
         spaced.append((time.perf_counter() - started) * 1000)
-        points.append(len(found[0]))
+        points.append(len(found))
     back_to_back = []
-    for calls in asked:
+    for request, _ in sent:
         started = time.perf_counter()
-        for method, args, _ in calls:
-            getattr(recorded.shard, method)(*args)
+        recorded.shard.query(request)
         back_to_back.append((time.perf_counter() - started) * 1000)
     return {"raw_ms": spaced, "back_to_back_ms": back_to_back, "points": points}
-
-
-def _per_question(sent: list[tuple[str, tuple[Any, ...], float]]) -> list[list[tuple[str, tuple[Any, ...], float]]]:
-    """The recorded calls grouped by question: each `query` with the fetches that follow it."""
-    asked: list[list[tuple[str, tuple[Any, ...], float]]] = []
-    for call in sent:
-        if call[0] == "query" or not asked:
-            asked.append([])
-        asked[-1].append(call)
-    return asked
 
 
 @contextlib.asynccontextmanager

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bench import stats
-from bench.peers import ragsvc_inprocess, report, run
+from bench.peers import report, run
 from bench.peers.common import HashingEmbedder, Passage, WorkerConfig, corpus, queries
 from bench.peers.llm_server import purpose
 from bench.peers.ragsvc_variant import RagsvcInProcess, RagsvcServer
@@ -244,35 +244,3 @@ def test_the_report_sets_the_store_stage_against_raw_engine_and_costs_each_defau
     page = "\n".join(report.store_markdown(per) + report.ablation_markdown(per))
     assert "| raw_engine at ragsvc's pace | 0.90 " in page and "| without follow-up questions by the LLM (2) |" in page
 
-
-def test_raw_engine_sends_each_question_s_query_and_fetch_again_and_times_them_together() -> None:
-    """The raw_engine row replays what ragsvc sent its shard: a question's query and the fetch of its chosen
-    points (retrieve, or scroll when a write came between), timed as one per question."""
-
-    class Shard:
-        def __init__(self) -> None:
-            self.calls: list[str] = []
-
-        def query(self, request: str) -> list[str]:
-            self.calls.append(request)
-            return ["a", "b", "c"][: int(request[-1])]
-
-        def retrieve(self, ids: list[str], fields: list[str], vectors: list[str]) -> list[str]:
-            self.calls.append(f"retrieve {ids}")
-            return ids
-
-        def scroll(self, request: str) -> tuple[list[str], None]:
-            self.calls.append(request)
-            return [], None
-
-        def count(self, request: str) -> int:
-            return 7
-
-    shard = Shard()
-    recorded = ragsvc_inprocess.RecordingShard(shard)
-    recorded.query("q3"), recorded.retrieve(["a"], ["text"], ["dense"]), recorded.query("q2"), recorded.scroll("s1")
-    assert recorded.count("c") == 7 and len(recorded.sent) == 4  # a count is not part of a query
-    shard.calls.clear()
-    raw = ragsvc_inprocess.raw_engine(recorded)
-    assert raw["points"] == [3, 2] and len(raw["raw_ms"]) == len(raw["back_to_back_ms"]) == 2
-    assert shard.calls == ["q3", "retrieve ['a']", "q2", "s1"] * 2 and recorded.sent == []

@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,20 +18,9 @@ from ragsvc.domain import Chunk, RetrievalQuery
 from ragsvc.errors import RetrievalUnavailable
 from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.base import IndexedChunk, TermCounts
-from ragsvc.retrieval.edge import BUILDING_SUFFIX, PREVIOUS_SUFFIX, EdgeEngine, _visibility, shard_config
+from ragsvc.retrieval.edge import BUILDING_SUFFIX, PREVIOUS_SUFFIX, EdgeEngine, shard_config
 from ragsvc.retrieval.embedders import MiniLMEmbedder
-from ragsvc.retrieval.layout import (
-    DENSE,
-    RETURNED_FIELDS,
-    RRF_K,
-    TIE_MARGIN,
-    candidates_from,
-    cosines,
-    dense_rows,
-    first_by_score,
-    payload,
-    point_id,
-)
+from ragsvc.retrieval.layout import payload, point_id
 from tests.retrieval.conftest import store
 from tests.support.polling import eventually
 
@@ -86,63 +74,6 @@ async def test_results_carry_unit_vectors_and_their_cosine_to_the_query(tmp_path
             assert np.allclose(candidate.dense, original / np.linalg.norm(original), atol=1e-6)
             cosine = original @ asked / (np.linalg.norm(original) * np.linalg.norm(asked))
             assert candidate.score == pytest.approx(cosine, abs=1e-5)
-    finally:
-        await engine.close()
-
-
-async def test_a_query_returns_what_one_fused_query_returning_payloads_and_vectors_would(tmp_path: Path) -> None:
-    """The engine ranks without payloads or vectors, then fetches those of the chosen points: candidates, their
-    order, scores, vectors and readings are those of one fused query that returned everything, bit for bit."""
-    engine = EdgeEngine.open(tmp_path / "shard", DIMENSION)
-    try:
-        for d in range(12):
-            tagged = [IndexedChunk(replace(c.chunk, tags=("ops",) if d % 3 == 0 else ()), c.dense)
-                      for c in random_document(f"doc{d}", 4, seed=d)]  # fmt: skip
-            await engine.replace_document("acme", f"doc{d}", tagged)
-        rng = np.random.default_rng(5)
-        for number in range(10):
-            query = RetrievalQuery(f"doc{number} part {number % 4} archive", "acme", user_tags=("ops",) * (number % 2))
-            dense = rng.standard_normal(DIMENSION).tolist()
-            found = await engine.query(query, dense, 7)
-            visible = _visibility(query, engine.access)
-            assert visible is not None
-            everything = qe.QueryRequest(limit=7 + TIE_MARGIN, prefetches=engine._prefetches(query, dense, 7, visible),
-                                         query=qe.Fusion.Rrf(k=RRF_K), with_vector=[DENSE], with_payload=RETURNED_FIELDS)  # type: ignore[arg-type]  # fmt: skip
-            points = first_by_score(engine._shard.query(everything), 7)
-            rows = dense_rows([p.vector[DENSE] for p in points])  # type: ignore[index]
-            expected = candidates_from([p.payload or {} for p in points], rows, cosines(rows, dense), query, engine.access)
-            assert len(found) == 7
-            assert [(c.chunk, c.score, c.dense.tobytes(), c.reading, c.redacted) for c in found] == [
-                (c.chunk, c.score, c.dense.tobytes(), c.reading, c.redacted) for c in expected
-            ]
-    finally:
-        await engine.close()
-
-
-async def test_chosen_points_are_fetched_through_the_filter_again_when_a_write_came_between(tmp_path: Path) -> None:
-    """Between the ranking and the fetch of the chosen points a write may run (in a worker thread). When one came
-    or is under way, the points are fetched through the query's filter again: a point the write made invisible to
-    the caller is left out, one it removed too; otherwise they are fetched by id, in the ranked order."""
-    engine = EdgeEngine.open(tmp_path / "shard", DIMENSION)
-    try:
-        await fill(engine, 2, 2)
-        hidden = IndexedChunk(Chunk("secret", 0, "secret part 0", tenant_id="acme", tags=("board",)), [0.5] * DIMENSION)
-        await engine.replace_document("acme", "secret", [hidden])
-        ranked = [point_id("acme", "doc1", 1), point_id("acme", "secret", 0), point_id("acme", "gone", 0),
-                  point_id("acme", "doc0", 0)]  # fmt: skip
-        visible = _visibility(RetrievalQuery("q", "acme"), engine.access)
-        assert visible is not None
-        before = engine._unwritten()
-        assert before is not None
-        by_id = engine._chosen(ranked, visible, before)  # by id: the ranking applied the filter
-        assert [r.payload["document_id"] for r in by_id] == ["doc1", "secret", "doc0"]  # type: ignore[index]
-        await engine.replace_document("acme", "doc1", random_document("doc1", 1, seed=1))  # doc1:1 goes
-        assert engine._unwritten() not in (None, before)
-        again = engine._chosen(ranked, visible, before)
-        assert [(r.payload["document_id"], r.payload["chunk_index"]) for r in again] == [("doc0", 0)]  # type: ignore[index]
-        with engine._write_lock:  # a write under way
-            assert engine._unwritten() is None
-        assert [r.payload["document_id"] for r in engine._chosen(ranked, visible, None)] == ["doc0"]  # type: ignore[index]
     finally:
         await engine.close()
 

@@ -633,45 +633,20 @@ class EdgeEngine:
         visible = _visibility(query, self._access)
         if visible is None or limit <= 0:
             return []
-        # The fused ranking alone, then the chunks and vectors of the `limit` best (`_chosen`): the engine reads a
-        # result's whole payload and its vector, and the TIE_MARGIN results past the cut were read for nothing
-        # (10k points, 20 asked and 15 kept: 0.1-0.15 ms of a store call; docs/profile/README.md, branch store3).
         request = qe.QueryRequest(
             limit=limit + TIE_MARGIN,
             prefetches=self._prefetches(query, dense, limit, visible),
             query=qe.Fusion.Rrf(k=RRF_K),  # type: ignore[arg-type]  # the stub types it Fusion; it builds an Rrf
-            with_vector=False,
-            with_payload=False,
+            with_vector=[DENSE],
+            with_payload=RETURNED_FIELDS,
         )
-        unwritten = self._unwritten()
-        ranked = [point.id for point in first_by_score(self._shard.query(request), limit)]
-        points = self._chosen(ranked, visible, unwritten) if ranked else []
+        points = first_by_score(self._shard.query(request), limit)
         if not points:
             return []
         # Cosine distance: the engine stores every vector normalised on upload (max |norm - 1| of the rows it
         # returned: 0.0), so its rows are unit rows as they come (unit_rows took 0.05 ms of 15 rows).
         stored = _dense_rows(points)
         return candidates_from([p.payload or {} for p in points], stored, cosines(stored, dense), query, self._access)
-
-    def _unwritten(self) -> int | None:
-        """The writes' version while no write is under way, else None. Every write holds the write lock and bumps
-        the version before releasing it, so the same version read before and after a stretch of reads, with no
-        write under way at either end, means no write touched the shard in between."""
-        version = self._counted.version
-        return None if self._write_lock.locked() else version
-
-    def _chosen(self, ranked: Sequence[Any], visible: qe.Filter, unwritten: int | None) -> list[qe.Record]:
-        """The points `ranked` (ids, best first), with the returned payload and the dense vector, in that order.
-        Fetched by id when no write came between the ranking and now (`unwritten`, read before the ranking, is
-        still the version); otherwise through the query's filter again, so that a point a write took away or
-        made invisible to the caller (new tags or metadata) is left out, as if the query had come after it."""
-        if unwritten is not None:
-            records = self._shard.retrieve(list(ranked), RETURNED_FIELDS, [DENSE])
-            if self._unwritten() == unwritten:
-                return in_order(ranked, records)
-        again = qe.Filter(must=[qe.HasIdCondition(set(ranked)), visible])
-        request = qe.ScrollRequest(limit=len(ranked), filter=again, with_payload=RETURNED_FIELDS, with_vector=[DENSE])
-        return in_order(ranked, self._shard.scroll(request)[0])
 
     def _prefetches(self, query: RetrievalQuery, dense: Sequence[float], limit: int, visible: qe.Filter) -> list[qe.Prefetch]:
         """One filtered prefetch per vector the query's search mode ranks by (R-002-03)."""
@@ -841,13 +816,7 @@ def _copy_sparse(source: str, target: str) -> None:
     shutil.copystat(source, target)
 
 
-def in_order(ranked: Sequence[Any], records: Sequence[qe.Record]) -> list[qe.Record]:
-    """The `records` of the point ids `ranked`, in that order, those not among them left out."""
-    found = {record.id: record for record in records}
-    return [found[point] for point in ranked if point in found]
-
-
-def _dense_rows(points: Sequence[qe.Record]) -> np.ndarray:
+def _dense_rows(points: Sequence[qe.ScoredPoint]) -> np.ndarray:
     """The stored dense vectors of results asked `with_vector=[DENSE]`, a row each."""
     try:
         return dense_rows([_vectors(point)[DENSE] for point in points])
@@ -855,7 +824,7 @@ def _dense_rows(points: Sequence[qe.Record]) -> np.ndarray:
         raise RetrievalUnavailable("the engine returned a result without its dense vector") from exc
 
 
-def _vectors(point: qe.Record) -> Any:
+def _vectors(point: qe.ScoredPoint) -> Any:
     return point.vector
 
 
