@@ -243,4 +243,3 @@ def test_the_report_sets_the_store_stage_against_raw_engine_and_costs_each_defau
     assert criteria["ragsvc", "ttft_overhead_p50_ms"]["met"]  # 2.0 ≤ 4
     page = "\n".join(report.store_markdown(per) + report.ablation_markdown(per))
     assert "| raw_engine at ragsvc's pace | 0.90 " in page and "| without follow-up questions by the LLM (2) |" in page
-
