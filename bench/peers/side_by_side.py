@@ -9,19 +9,19 @@ A variant is KIND:SRC, SRC a src/ directory put first on the child's PYTHONPATH 
 (`inprocess:src+RAG_AUDIT_BEFORE_ANSWER=false`). KIND: `grpc` (a server process, the caller on `CALLER_OPTIONS`),
 `grpc-threaded` (the same with grpc's default channel, whose channel thread hands every message over to the
 caller) or `inprocess`.
-Every variant gets the same warm-up, then `--rounds` rounds of the same `--queries` questions, the variants in a
-new order each round. Per variant and round, over the questions answered (one the reader refuses calls no LLM): the
-p50 of the overhead and first-token overhead, with and without the store (as bench-peers computes them), of the
-time outside the pipeline's clock, of the retrieval stage without embedding and store (the stage's own work around
-the engine's query call), of validation, and per question the CPU time of ragsvc's process (from /proc) and of
-this process (the gRPC caller; nothing for in process). With `--interleave` the variants take turns question by
-question instead (each question asked of every variant, in a new order each time): the machine's load, which moves
-these medians by a millisecond from one round to the next on a shared machine, then weighs on every variant alike,
-and the result adds, per variant, the median over the questions of its difference from the first variant's
-(`paired_median_difference_ms`): what a change of a tenth of a millisecond is measured by. The server process
-counts too: the same code in two servers differs by up to ±0.4 ms, question by question (docs/profile/README.md),
-so give each code two servers in a balanced order (A B B A: `+NAME=VALUE` with a default value tells two servers
-of one code apart). Results:
+Every variant gets the same warm-up, then `--rounds` rounds of the same `--queries` questions, the variants in a new
+order each round. Per variant and round, over the questions answered (one the reader refuses calls no LLM): the p50
+of the store stage (the engine's query call), of the overhead and first-token overhead, with and without the store
+(as bench-peers computes them), of the time outside the pipeline's clock, of the retrieval stage without embedding
+and store (the stage's own work around the engine's query call), of validation, and per question the CPU time of
+ragsvc's process (from /proc) and of this process (the gRPC caller; nothing for in process). With `--interleave` the
+variants take turns question by question instead (each question asked of every variant, in a new order each time):
+the machine's load, which moves these medians by a millisecond from one round to the next on a shared machine, then
+weighs on every variant alike, and the result adds, per variant, the median over the questions of its difference
+from the first variant's (`paired_median_difference_ms`): what a change of a tenth of a millisecond is measured by.
+The server process counts too: the same code in two servers differs by up to ±0.4 ms, question by question
+(docs/profile/README.md), so give each code two servers in a balanced order (A B B A: `+NAME=VALUE` with a default
+value tells two servers of one code apart). Results:
 bench/results/side-by-side-<label>-<date>.json, and a table on stderr.
 """
 
@@ -43,6 +43,7 @@ from bench.stats import run_record, write_result
 
 KINDS = ("grpc", "grpc-threaded", "inprocess")
 PER_QUESTION = (
+    "store",
     "overhead",
     "ttft_overhead",
     "overhead_excl_store",
@@ -123,6 +124,7 @@ def per_question(result: dict[str, Any], served: dict[str, Any]) -> dict[str, fl
     """PER_QUESTION's measures of one answered question (`served`: its LLM call, as the scripted LLM logged it)."""
     server, store = result["server"], result["store_ms"]
     return {
+        "store": store,
         "overhead": result["total_ms"] - result["embed_ms"] - served["server_ms"],
         "ttft_overhead": result["ttft_ms"] - served["first_token_ms"],
         "overhead_excl_store": result["total_ms"] - result["embed_ms"] - store - served["server_ms"],

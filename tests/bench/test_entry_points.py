@@ -196,6 +196,8 @@ def test_side_by_side_measures_every_variant_every_round(tmp_path: Path) -> None
     for name in variants:
         assert all(len(values) == 2 for values in measured[name].values())
         assert all(ms > 0 for ms in measured[name]["overhead_excl_store"] + measured[name]["ragsvc_cpu"])
+        stages = zip(measured[name]["store"], measured[name]["overhead"], strict=True)
+        assert all(0 < store < overhead for store, overhead in stages), "the store stage is part of the overhead"
     assert measured["inprocess:src"]["caller_cpu"] == [0.0, 0.0], "in process there is no gRPC caller"
     assert all(ms > 0 for ms in measured["grpc:src"]["caller_cpu"])
 
