@@ -75,6 +75,10 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
                     calls.update(r["variants"][name]["llm_calls"])
                 asked = per[name]["questions"] + per[name]["refused"]
                 per[name]["llm_calls_per_question"] = {k: round(v / asked, 2) for k, v in sorted(calls.items())}
+            if "messages" in rounds[0]["variants"][name]:
+                per[name]["messages_per_askstream"] = round(
+                    statistics.mean(r["variants"][name]["messages"] for r in rounds), 2
+                )
             if "raw_engine" in rounds[0]["variants"][name]:
                 per[name]["raw_engine"] = {
                     pace: _over_rounds([{"variants": {name: r["variants"][name]["raw_engine"]}} for r in rounds], name,

@@ -181,6 +181,9 @@ def test_peers_runs_ragsvc_through_the_whole_job(tmp_path: Path) -> None:
     for variant in (ragsvc, in_process):
         assert variant["store"]["p50_ms"] > 0 and variant["overhead_excl_store"]["n"] == 3
         assert variant["overhead_excl_store"]["p50_ms"] < variant["overhead"]["p50_ms"]
+        # The job's answer quotes its first passage with one marker: at least a text delta, its citation, the Answer.
+        assert variant["messages"] >= 3
+    assert summary["sizes"]["60"]["ragsvc"]["messages_per_askstream"] == round(ragsvc["messages"], 2)
     criteria = result(tmp_path, "peers")["summary"]["acceptance"]["criteria"]
     [grpc_overhead] = [c for c in criteria if c["variant"] == "ragsvc"]
     assert grpc_overhead["measured_ms"] > 0, "the acceptance block's criteria need the peers, but for this one"
@@ -198,6 +201,7 @@ def test_side_by_side_measures_every_variant_every_round(tmp_path: Path) -> None
         assert all(ms > 0 for ms in measured[name]["overhead_excl_store"] + measured[name]["ragsvc_cpu"])
     assert measured["inprocess:src"]["caller_cpu"] == [0.0, 0.0], "in process there is no gRPC caller"
     assert all(ms > 0 for ms in measured["grpc:src"]["caller_cpu"])
+    assert all(count >= 3 for name in variants for count in measured[name]["messages"]), "text, citation, Answer"
 
 
 @pytest.mark.timeout(300)
