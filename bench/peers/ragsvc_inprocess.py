@@ -122,8 +122,10 @@ async def timed_ask(components: Components, query: str, tenant: str, *, explain:
     first_token = None
     text = []
     answer = None
+    messages = 0  # the events an AskStream would send, one message each
     async with contextlib.aclosing(components.answering.answer(question, call)) as events:
         async for event in events:
+            messages += 1
             if isinstance(event, TextDelta):
                 if first_token is None:
                     first_token = time.perf_counter()
@@ -136,7 +138,7 @@ async def timed_ask(components: Components, query: str, tenant: str, *, explain:
         raise RuntimeError("the stream ended without its final answer")
     timings = {name: getattr(answer.timings, _TIMING_FIELDS[name]) for name in STAGES}
     result = timed_result(started, first_token, ended, "".join(text), timings, answer.grounded, answer.flags.cache_hit)
-    return result | {"window": window, "refused": answer.refusal is not RefusalReason.NONE}, answer
+    return result | {"window": window, "refused": answer.refusal is not RefusalReason.NONE, "messages": messages}, answer
 
 
 async def ask_all(components: Components, queries: Sequence[Sequence[str]]) -> list[dict[str, Any]]:

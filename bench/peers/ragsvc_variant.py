@@ -191,7 +191,9 @@ class RagsvcServer:
         first_token = None
         text = []
         answer = None
+        messages = 0
         for event in self.rag.AskStream(request, timeout=30):
+            messages += 1
             kind = event.WhichOneof("event")
             if kind == "text_delta":
                 if first_token is None:
@@ -205,7 +207,7 @@ class RagsvcServer:
         timings = {name: getattr(answer.timings, name).ToNanoseconds() / 1e6 for name in STAGES}
         refused = answer.refusal_reason != pb.REFUSAL_REASON_NONE
         return timed_result(started, first_token, ended, "".join(text), timings, answer.grounded, answer.flags.cache_hit) | {
-            "window": window, "refused": refused}
+            "window": window, "refused": refused, "messages": messages}
 
 
 # ragsvc's stage timings (the fields of the answer's Timings) that a result reports, in milliseconds.

@@ -75,6 +75,10 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
                     calls.update(r["variants"][name]["llm_calls"])
                 asked = per[name]["questions"] + per[name]["refused"]
                 per[name]["llm_calls_per_question"] = {k: round(v / asked, 2) for k, v in sorted(calls.items())}
+            if "messages" in rounds[0]["variants"][name]:
+                per[name]["messages_per_askstream"] = round(
+                    statistics.mean(r["variants"][name]["messages"] for r in rounds), 2
+                )
             if "raw_engine" in rounds[0]["variants"][name]:
                 per[name]["raw_engine"] = {
                     pace: _over_rounds([{"variants": {name: r["variants"][name]["raw_engine"]}} for r in rounds], name,
@@ -470,9 +474,10 @@ def same_store_explanation() -> list[str]:
         "**Where the work differs.** Excluding the store, ragsvc still does more per question than the peers:",
         "",
         "- *hybrid retrieval*: ragsvc's engine query is dense + BM25 sparse fused with RRF and returns the dense "
-        "vectors, and ragsvc then ranks (similarity, recency, trust), drops near-duplicates and caps chunks per "
-        "document; the peers run one dense query and take its top 5. The fused query is inside the store time; "
-        "the ranking is not;",
+        "vectors, and ragsvc then ranks (its place in the fused order, recency, trust), drops near-duplicates and "
+        "caps chunks per document; the peers run one dense query and take its top 5, so ragsvc's prompt holds other "
+        "passages whenever BM25 moves one into its five (the column *prompts = exact top-5* counts the questions "
+        "where it does not). The fused query is inside the store time; the ranking is not;",
         "- *admission and limits*: every field of the question validated, prompt-injection patterns matched, "
         "the model checked against the allowlist, and the prompt packed to the model's context window counted "
         "in tokens (tiktoken); over gRPC also the concurrency limit (RAG_MAX_CONCURRENT_REQUESTS; the rate limit "

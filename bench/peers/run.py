@@ -29,6 +29,7 @@ import json
 import os
 import platform
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -320,6 +321,8 @@ def per_variant(
         "digests": [answer["messages_sha256"] if answer is not None else None for answer in answers],
         **same_store(pairs),
     }
+    if "messages" in results[0]:  # ragsvc: the messages of each AskStream (in process: the events, one message each)
+        measured["messages"] = statistics.mean(r["messages"] for r, _ in pairs)
     if any(side):
         measured["side_calls_llm_server"] = summary([sum(c["server_ms"] or 0.0 for c in mine) for mine in side])
     if "server" in results[0]:  # ragsvc: its own stage timings split the overhead exactly

@@ -13,15 +13,16 @@ Every variant gets the same warm-up, then `--rounds` rounds of the same `--queri
 order each round. Per variant and round, over the questions answered (one the reader refuses calls no LLM): the p50
 of the store stage (the engine's query call), of the overhead and first-token overhead, with and without the store
 (as bench-peers computes them), of the time outside the pipeline's clock, of the retrieval stage without embedding
-and store (the stage's own work around the engine's query call), of validation, and per question the CPU time of
-ragsvc's process (from /proc) and of this process (the gRPC caller; nothing for in process). With `--interleave` the
-variants take turns question by question instead (each question asked of every variant, in a new order each time):
-the machine's load, which moves these medians by a millisecond from one round to the next on a shared machine, then
-weighs on every variant alike, and the result adds, per variant, the median over the questions of its difference
-from the first variant's (`paired_median_difference_ms`): what a change of a tenth of a millisecond is measured by.
-The server process counts too: the same code in two servers differs by up to ±0.4 ms, question by question
-(docs/profile/README.md), so give each code two servers in a balanced order (A B B A: `+NAME=VALUE` with a default
-value tells two servers of one code apart). Results:
+and store (the stage's own work around the engine's query call), of validation, the mean number of messages an
+AskStream sent (in process: of the events the answering service yielded, one message each over gRPC), and per
+question the CPU time of ragsvc's process (from /proc) and of this process (the gRPC caller; nothing for in
+process). With `--interleave` the variants take turns question by question instead (each question asked of every
+variant, in a new order each time): the machine's load, which moves these medians by a millisecond from one round to
+the next on a shared machine, then weighs on every variant alike, and the result adds, per variant, the median over
+the questions of its difference from the first variant's (`paired_median_difference_ms`): what a change of a tenth
+of a millisecond is measured by. The server process counts too: the same code in two servers differs by up to
+±0.4 ms, question by question (docs/profile/README.md), so give each code two servers in a balanced order (A B B A:
+`+NAME=VALUE` with a default value tells two servers of one code apart). Results:
 bench/results/side-by-side-<label>-<date>.json, and a table on stderr.
 """
 
@@ -51,6 +52,7 @@ PER_QUESTION = (
     "outside_pipeline",
     "retrieval_excl_store",
     "validation",
+    "messages",
 )
 MEASURES = (*PER_QUESTION, "ragsvc_cpu", "caller_cpu")
 
@@ -132,6 +134,7 @@ def per_question(result: dict[str, Any], served: dict[str, Any]) -> dict[str, fl
         "outside_pipeline": result["total_ms"] - server["total"],
         "retrieval_excl_store": server["retrieval"] - result["embed_ms"] - store,
         "validation": server["validation"],
+        "messages": result["messages"],
     }
 
 
@@ -146,9 +149,11 @@ def answered(results: list[dict[str, Any]], served: list[dict[str, Any]]) -> lis
 def append_round(
     out: dict[str, list[float]], values: list[dict[str, float]], ragsvc_cpu: float, caller_cpu: float, asked: int
 ) -> None:
-    """Appends a round's p50 of each measure, and its CPU seconds per question (in ms), to `out`."""
+    """Appends a round's p50 of each measure (of `messages`, the mean), and its CPU seconds per question (in ms), to
+    `out`."""
     for measure in PER_QUESTION:
-        out[measure].append(statistics.median(v[measure] for v in values))
+        average = statistics.mean if measure == "messages" else statistics.median
+        out[measure].append(average(v[measure] for v in values))
     out["ragsvc_cpu"].append(ragsvc_cpu * 1000 / asked)
     out["caller_cpu"].append(caller_cpu * 1000 / asked)
 

@@ -161,7 +161,9 @@ def test_peers_runs_ragsvc_through_the_whole_job(tmp_path: Path) -> None:
         "--no-docs", results=tmp_path)  # fmt: skip
     measured = result(tmp_path, "peers")["sizes"]["60"]
     ragsvc = measured["rounds"][0]["variants"]["ragsvc"]
-    assert ragsvc["n"] == 3 and ragsvc["prompts_as_exact_top5"] == 3
+    # ragsvc ranks by the fused dense + BM25 order, the reference by the dense one: its prompts may hold other
+    # passages, the same over gRPC and in process.
+    assert ragsvc["n"] == 3 and 0 <= ragsvc["prompts_as_exact_top5"] <= 3
     assert ragsvc["cache"] == {"hits": 0, "misses": 3} and ragsvc["llm_calls"] == {"answer": 3}
     defaults = measured["rounds"][0]["variants"]["ragsvc_defaults"]
     assert defaults["n"] + defaults["refused"] == 3 and defaults["llm_calls"]["answer"] == defaults["n"]
@@ -173,14 +175,18 @@ def test_peers_runs_ragsvc_through_the_whole_job(tmp_path: Path) -> None:
     assert set(summary["sizes"]["60"]["store_against_raw_engine"]) == {"ragsvc_inprocess", "ragsvc", "ragsvc_defaults"}
     store = {c["variant"]: c for c in summary["acceptance_store"]["criteria"] if "back_to_back" in c}
     assert store["ragsvc"]["measured"] > 0 and store["ragsvc"]["met"] == (store["ragsvc"]["measured"] <= 1.5)
-    assert measured["checks"]["ragsvc"]["same_top5_as_exact"] == measured["checks"]["ragsvc"]["of"]
+    # Over gRPC and in process, ragsvc retrieves the same five (by the fused order: not always the exact top 5).
+    assert measured["checks"]["ragsvc"] == measured["checks"]["ragsvc_inprocess"]
     assert "throughput" in measured
     in_process = measured["rounds"][0]["variants"]["ragsvc_inprocess"]
-    assert in_process["n"] == 3 and in_process["prompts_as_exact_top5"] == 3
-    assert measured["checks"]["ragsvc_inprocess"]["same_top5_as_exact"] == measured["checks"]["ragsvc_inprocess"]["of"]
+    assert ragsvc["prompts_as_exact_top5"] == in_process["prompts_as_exact_top5"]
+    assert in_process["n"] == 3
     for variant in (ragsvc, in_process):
         assert variant["store"]["p50_ms"] > 0 and variant["overhead_excl_store"]["n"] == 3
         assert variant["overhead_excl_store"]["p50_ms"] < variant["overhead"]["p50_ms"]
+        # The job's answer quotes its first passage with one marker: at least a text delta, its citation, the Answer.
+        assert variant["messages"] >= 3
+    assert summary["sizes"]["60"]["ragsvc"]["messages_per_askstream"] == round(ragsvc["messages"], 2)
     criteria = result(tmp_path, "peers")["summary"]["acceptance"]["criteria"]
     [grpc_overhead] = [c for c in criteria if c["variant"] == "ragsvc"]
     assert grpc_overhead["measured_ms"] > 0, "the acceptance block's criteria need the peers, but for this one"
@@ -200,6 +206,7 @@ def test_side_by_side_measures_every_variant_every_round(tmp_path: Path) -> None
         assert all(0 < store < overhead for store, overhead in stages), "the store stage is part of the overhead"
     assert measured["inprocess:src"]["caller_cpu"] == [0.0, 0.0], "in process there is no gRPC caller"
     assert all(ms > 0 for ms in measured["grpc:src"]["caller_cpu"])
+    assert all(count >= 3 for name in variants for count in measured[name]["messages"]), "text, citation, Answer"
 
 
 @pytest.mark.timeout(300)

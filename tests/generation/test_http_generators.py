@@ -39,15 +39,17 @@ async def test_streams_deltas_as_they_arrive_then_usage(backend: Backend) -> Non
     deltas = ["The", " server", " uses", " port", " 50051."]
     async with backend.server(deltas=deltas, token_delay_s=0.05) as server:
         async with contextlib.aclosing(backend.generator(server)) as generator:
-            arrivals = [(time.monotonic(), delta) async for delta in generator.generate(request())]
+            # With each delta, how many the server had sent when it arrived.
+            arrivals = [(server.streams[0].tokens_sent, delta) async for delta in generator.generate(request())]
 
     received = [delta for _, delta in arrivals]
-    assert [delta.text for delta in received if delta.text] == deltas
+    # What arrived in one network read is one delta (a loaded machine may read two at once): the text is whole.
+    assert "".join(delta.text for delta in received) == "".join(deltas)
     # Usage last, with what arrived with it: the servers count 5 + 6 words of prompt and one token per delta.
     assert received[-1].usage == Usage(prompt_tokens=11, completion_tokens=5)
     assert all(delta.usage is None for delta in received[:-1])
     # Each delta is yielded when it arrives (0.05 s apart), not once the answer is complete.
-    assert arrivals[-2][0] - arrivals[0][0] >= 0.15
+    assert arrivals[0][0] < len(deltas) and arrivals[0][1].text
     assert generator.name == f"{backend.name}:llama3.2" == generator.model_name("llama3.2")
     assert generator.capabilities.follows_instructions
 
