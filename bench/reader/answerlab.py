@@ -1,7 +1,7 @@
 """EXPERIMENT: the answer model's features, objective and levels, measured leaving each corpus out.
 
-    python -m bench.reader.answerlab prepare --seed N        # the costly part: chunk and sentence models, once a seed
-    python -m bench.reader.answerlab run --seed N [ARM ...]   # answer models and levels per arm, from what prepare kept
+    python -m bench.reader.answerlab --seed N prepare                  # the costly part, once a seed (/tmp/answerlab)
+    python -m bench.reader.answerlab --seed N [--out F.json] run ARM ...  # answer models and levels per arm (ARMS)
 
 `prepare` follows bench/reader/train.py's recipe exactly (per corpus left out: the training corpora's answers read
 chunks packed by chunk models fitted without them and are composed by sentence models fitted without them; the
