@@ -8,7 +8,6 @@ bench/quality/questions.contains judges it). An unanswerable question has no pos
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +35,8 @@ class Example:
     # the question's other searches (a follow-up's, after its earlier questions word for word), each read alike; the
     # reader answers from whichever it judges likelier to answer, as the pipeline does
     alternatives: tuple[Example, ...] = ()
+    # how the chunk model packed `evidence` from the pool (`fit.packed`); None: retrieval's first chunks, unscored
+    packing: features.Packing | None = None
 
     @property
     def answerable(self) -> bool:
@@ -87,10 +88,13 @@ def _searched(corpus: str, question: Question, row: dict[str, Any], packed: int 
     return _read(corpus, question, analysis, counts, scored_chunks(row["hits"])[:packed])
 
 
-def repacked(pool: Example, order: Sequence[int]) -> Example:
-    """`pool` reading only the chunks of its evidence at the places `order`, in that order (what the chunk model
-    packs: `ragsvc.reading.packing`); without its other searches (`fit.packed` packs each)."""
-    return _read(pool.corpus, pool.question, pool.analysis, pool.counts, tuple(pool.evidence[i] for i in order))
+def repacked(pool: Example, packing: features.Packing) -> Example:
+    """`pool` reading only the chunks of its evidence the chunk model packs (`ragsvc.reading.packing`), in its
+    order; without its other searches (`fit.packed` packs each)."""
+    if list(packing.places) == list(range(len(pool.evidence))):
+        return dataclasses.replace(pool, alternatives=(), packing=packing)
+    evidence = tuple(pool.evidence[i] for i in packing.places)
+    return dataclasses.replace(_read(pool.corpus, pool.question, pool.analysis, pool.counts, evidence), packing=packing)
 
 
 def _read(

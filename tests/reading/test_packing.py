@@ -8,7 +8,7 @@ import pytest
 
 from ragsvc.domain import Chunk, ScoredChunk
 from ragsvc.reading.chunks import candidates
-from ragsvc.reading.features import analyse, sentence_features
+from ragsvc.reading.features import ANSWER_FEATURES, analyse, answer_features, sentence_features
 from ragsvc.reading.packing import CHUNK_FEATURES, chunk_features
 from ragsvc.reading.rules import RuleReader
 from ragsvc.reading.trained import Model, TrainedReader
@@ -54,6 +54,25 @@ def test_the_trained_reader_packs_the_answering_chunk_from_below_the_top_k() -> 
     assert len(packed) == 5 and len(set(packed)) == 5
     assert packed[0].chunk.text == ANSWER
     assert "1852" in reader.quotes(analysis, packed, limit=3)[0].text
+
+
+def test_the_answer_reads_how_sure_the_chunk_model_was_of_what_it_packed() -> None:
+    """P(right) reads the chunk model's scores and the places in retrieval's order of the chunks it packed (kept from
+    `pack`); evidence it did not pack is read in its own order, by the same features."""
+    reader = TrainedReader(Model.load(), rare_share=0.002, pool=12)
+    analysis = reader.analyse(QUESTION, QUESTION, None)
+    packed = reader.pack(analysis, pool(), limit=5)
+    packing = reader.packing(packed, reader.read(analysis, packed))
+    assert packing.places[0] == len(OTHERS)  # the answering chunk, promoted from below retrieval's first five
+    assert list(packing.scores) == sorted(packing.scores, reverse=True)
+    own = reader.packing(tuple(pool()[:5]), reader.read(analysis, tuple(pool()[:5])))
+    assert own.places == (0, 1, 2, 3, 4)
+    column = {name: i for i, name in enumerate(ANSWER_FEATURES)}
+    read = reader.read(analysis, packed)
+    row = answer_features(analysis, read.found, read.rows, read.scores, read.chosen[0], packed, packing, read.chosen)
+    assert row[column["pack_promoted"]] == 1.0 and row[column["pack_agrees"]] == 0.0
+    assert row[column["pack_lead_place"]] == float(len(OTHERS)) and row[column["pack_lead_promoted"]] == 1.0
+    assert row[column["pack_gap"]] == packing.scores[0] - packing.scores[1]
 
 
 @pytest.mark.parametrize("limit", [1, 5, 12])

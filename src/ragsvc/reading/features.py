@@ -289,6 +289,15 @@ def _chunk_terms(found: Sequence[Candidate], marker: int) -> frozenset[str]:
     return frozenset(terms)
 
 
+@dataclass(frozen=True, slots=True)
+class Packing:
+    """How the chunk model chose the evidence an answer reads (`packing.pack`): per chunk read, in the order read,
+    its place in the pool retrieval handed over (0 its first) and the chunk model's score of it."""
+
+    places: tuple[int, ...]
+    scores: tuple[float, ...]
+
+
 ANSWER_FEATURES = (
     "top_score",  # the sentence model's score of the answer's first sentence
     "second_score",  # ... of the best other candidate
@@ -317,7 +326,21 @@ ANSWER_FEATURES = (
     "lead_states_code",
     "documents",  # distinct documents among the evidence
     "lead_in_top_document",  # the lead sits in the best-ranked chunk's document
+    # how sure the chunk model is (`Packing`)
+    "pack_top",  # its score of the first chunk read
+    "pack_gap",  # ... of the first chunk read less the second's
+    "pack_promoted",  # chunks read from below retrieval's first as many
+    "pack_agrees",  # the first chunk read is retrieval's first
+    "pack_lead",  # its score of the lead's chunk (-10 without a lead)
+    "pack_lead_gap",  # ... less its best score of the other chunks read (-1 without a lead)
+    "pack_lead_place",  # the lead's chunk's place in retrieval's order (-1 without a lead)
+    "pack_lead_promoted",  # the lead's chunk is from below retrieval's first as many as are read (-1 without a lead)
+    # how sure the sentence model is
+    "lead_margin_other_chunks",  # the lead's score less the best of other chunks' candidates (at most 10; -10: no lead)
+    "close_chunks",  # other chunks holding a candidate scored within CLOSE of the lead
+    "close_candidates",  # other candidates scored within CLOSE of the lead
 )
+CLOSE = 1.0  # a candidate's score this near the lead's is a close second reading
 
 
 def answer_features(
@@ -327,10 +350,12 @@ def answer_features(
     scores: Sequence[float],
     lead: int,
     evidence: Sequence[ScoredChunk],
+    packing: Packing,
     quoted: Sequence[int] = (),
 ) -> list[float]:
     """ANSWER_FEATURES of an answer that leads with candidate `lead` (an index into `found`, -1: none) and quotes
-    `quoted` (indices, the lead among them), given every candidate's feature row and model score."""
+    `quoted` (indices, the lead among them), given every candidate's feature row and model score and how the
+    evidence was packed."""
     weights = analysis.weights
     heaviest = max(weights.values(), default=1.0) or 1.0
     everywhere: set[str] = set()
@@ -378,4 +403,32 @@ def answer_features(
         1.0
         if lead >= 0 and evidence and evidence[found[lead].marker - 1].chunk.document_id == evidence[0].chunk.document_id
         else 0.0,
+        *_packing_features(found, scores, lead, packing),
+    ]
+
+
+def _packing_features(found: Sequence[Candidate], scores: Sequence[float], lead: int, packing: Packing) -> list[float]:
+    """The answer's columns that say how sure the chunk model and the sentence model are of its lead."""
+    read, places = packing.scores, packing.places
+    top = [
+        read[0] if read else 0.0,
+        read[0] - read[1] if len(read) > 1 else 0.0,
+        float(sum(1 for place in places if place >= len(places))),
+        1.0 if places and places[0] == 0 else 0.0,
+    ]
+    if lead < 0:
+        return [*top, -10.0, -1.0, -1.0, -1.0, -10.0, 0.0, 0.0]
+    chunk = found[lead].marker - 1
+    others = [score for i, score in enumerate(read) if i != chunk]
+    other_candidates = [s for c, s in zip(found, scores, strict=True) if c.marker - 1 != chunk]
+    near = scores[lead] - CLOSE
+    return [
+        *top,
+        read[chunk],
+        read[chunk] - max(others) if others else 0.0,
+        float(places[chunk]),
+        1.0 if places[chunk] >= len(places) else 0.0,
+        min(scores[lead] - max(other_candidates), 10.0) if other_candidates else 10.0,
+        float(len({c.marker for c, s in zip(found, scores, strict=True) if s >= near and c.marker - 1 != chunk})),
+        float(sum(1 for s in scores if s >= near) - 1),
     ]

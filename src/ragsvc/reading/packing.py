@@ -6,7 +6,9 @@ first, are what the answer reads, quotes and cites. A chunk's features are read 
 (`features.sentence_features` over the whole pool, the function the sentence model reads): its retrieval rank and
 score, the best of its sentences' coverage of the question, whether it states the kind of value asked, its share of
 the question's names. Trained on which chunk holds a key fact; on corpora it never saw, it packs the chunk holding the
-key fact for 4 more answerable questions in 100 than the retrieval order's top five (docs/reading.md).
+key fact for 4 more answerable questions in 100 than the retrieval order's top five (docs/reading.md). How sure it
+was (`features.Packing`: its scores of the chunks it packed, and their places in retrieval's order) is read by the
+answer model.
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragsvc.domain import ScoredChunk
-from ragsvc.reading.features import SENTENCE_FEATURES
+from ragsvc.reading.features import SENTENCE_FEATURES, Packing
 from ragsvc.reading.forest import Forest
 from ragsvc.reading.relevance import Candidate
 
-__all__ = ["CHUNK_FEATURES", "chunk_features", "packed_order"]
+__all__ = ["CHUNK_FEATURES", "as_read", "chunk_features", "pack"]
 
 # The best value among a chunk's candidate sentences of these sentence features.
 _BEST_OF = (
@@ -86,9 +88,18 @@ def chunk_features(
     return table
 
 
-def packed_order(model: Forest, table: Sequence[Sequence[float]], limit: int) -> list[int]:
-    """The places of the `limit` chunks the reader reads, best first by `model` (the retrieval order on a tie)."""
+def pack(model: Forest, table: Sequence[Sequence[float]], limit: int) -> Packing:
+    """The `limit` chunks the reader reads (their places in `table`'s pool), best first by `model` (the retrieval
+    order on a tie), with `model`'s scores of them."""
     if not table:
-        return []
+        return Packing((), ())
     scores = model.predict(np.asarray(table, dtype=np.float64)).tolist()
-    return sorted(range(len(table)), key=lambda i: (-scores[i], i))[:limit]
+    places = sorted(range(len(table)), key=lambda i: (-scores[i], i))[:limit]
+    return Packing(tuple(places), tuple(scores[i] for i in places))
+
+
+def as_read(model: Forest, table: Sequence[Sequence[float]]) -> Packing:
+    """Evidence read in its own order, not packed from a pool (a caller's own chunks, a model's budgeted context):
+    each chunk its own place, with `model`'s scores."""
+    scores = model.predict(np.asarray(table, dtype=np.float64)).tolist() if table else []
+    return Packing(tuple(range(len(table))), tuple(scores))

@@ -8,7 +8,8 @@ with numpy.
   extractive answer quotes the best ones.
 - The **answer model** gives the probability that an answer is right from features.ANSWER_FEATURES of the answer:
   its leading sentence's score and features, how the other candidates score, how much of the question the
-  evidence holds, the names and rare terms it lacks.
+  evidence holds, the names and rare terms it lacks, and how sure the chunk model was of the chunks it packed
+  (`features.Packing`, kept from `pack` for the `assess` and `judge` of the evidence it packed).
 
 The evidence answers the question when the best answer it holds is right with probability `refuse_below` or more
 (else INSUFFICIENT_EVIDENCE); an answer is CITEd from `cite_threshold` on, chosen when training for 95% precision
@@ -36,6 +37,7 @@ from ragsvc.reading.features import (
     ANSWER_FEATURES,
     SENTENCE_FEATURES,
     Analysis,
+    Packing,
     analyse,
     answer_features,
     counted_terms,
@@ -43,14 +45,14 @@ from ragsvc.reading.features import (
 )
 from ragsvc.reading.followups import FollowUpRules
 from ragsvc.reading.forest import Forest
-from ragsvc.reading.packing import CHUNK_FEATURES, chunk_features, packed_order
+from ragsvc.reading.packing import CHUNK_FEATURES, as_read, chunk_features, pack
 from ragsvc.reading.relevance import Candidate, quoted_answer
 from ragsvc.reading.sentences import MARKER, sentences, without_markers
 
 MAX_QUOTES = 3  # sentences an extractive answer quotes
 _DUPLICATE_OVERLAP = 0.8  # share of the smaller passage's terms that makes two passages the same
 MODEL_FILE = "reader.npz"
-_RECENT = 64  # readings kept (see TrainedReader.read)
+_RECENT = 64  # readings and packings kept (see TrainedReader.read, TrainedReader.pack)
 
 
 def choose(found: Sequence[Candidate], scores: Sequence[float], *, max_quotes: int = MAX_QUOTES) -> list[int]:
@@ -131,6 +133,7 @@ class TrainedReader(FollowUpRules):
         self._rare_share = rare_share
         self._pool = pool
         self._recent: OrderedDict[tuple[object, ...], Read] = OrderedDict()
+        self._packings: OrderedDict[tuple[ScoredChunk, ...], Packing] = OrderedDict()
 
     @property
     def name(self) -> str:
@@ -160,13 +163,28 @@ class TrainedReader(FollowUpRules):
         if not self._pool:
             return tuple(evidence[:limit])
         found = tuple(candidates(evidence))
-        table = chunk_features(found, sentence_features(analysis, found, evidence), evidence)
-        return tuple(evidence[i] for i in packed_order(self._model.chunks, table, limit))
+        packing = pack(self._model.chunks, chunk_features(found, sentence_features(analysis, found, evidence), evidence), limit)
+        packed = tuple(evidence[i] for i in packing.places)
+        self._packings[packed] = packing  # how sure the chunk model was: the answer's P(right) reads it
+        while len(self._packings) > _RECENT:
+            self._packings.popitem(last=False)
+        return packed
+
+    def packing(self, evidence: tuple[ScoredChunk, ...], read: Read) -> Packing:
+        """How `evidence` was packed from retrieval's pool (`pack`); evidence not packed here (a caller's selection,
+        a model's budgeted context) is read in its own order."""
+        packing = self._packings.get(evidence)
+        if packing is None:
+            packing = as_read(self._model.chunks, chunk_features(read.found, read.rows, evidence))
+        return packing
 
     def assess(self, analysis: Analysis, evidence: Sequence[ScoredChunk]) -> Assessment:
         read = self.read(analysis, tuple(evidence))
         lead = read.chosen[0] if read.chosen else -1
-        p = self._model.p_right(answer_features(analysis, read.found, read.rows, read.scores, lead, evidence, read.chosen))
+        packing = self.packing(tuple(evidence), read)
+        p = self._model.p_right(
+            answer_features(analysis, read.found, read.rows, read.scores, lead, evidence, packing, read.chosen)
+        )
         everywhere: set[str] = set()
         for candidate in read.found:
             everywhere |= candidate.terms | candidate.label | candidate.heading
@@ -199,7 +217,8 @@ class TrainedReader(FollowUpRules):
                 rows += sentence_features(analysis, [*read.found, own], evidence, rows_of=slice(-1, None))
                 scores.append(float(self._model.sentences.predict(np.asarray([rows[-1]], dtype=np.float64))[0]))
                 lead = len(found) - 1
-        p = self._model.p_right(answer_features(analysis, found, rows, scores, lead, evidence, quoted))
+        packing = self.packing(tuple(evidence), read)
+        p = self._model.p_right(answer_features(analysis, found, rows, scores, lead, evidence, packing, quoted))
         return Judgement(support=_share(scores, lead), p_right=p)
 
     def read(self, analysis: Analysis, evidence: tuple[ScoredChunk, ...]) -> Read:
