@@ -1,6 +1,7 @@
 """The peer benchmark's own parts, so that `make bench-peers` cannot rot unseen: the job is deterministic, the
-baseline worker and ragsvc do it exactly (top 5 of exact search, the reference prompt), and the report reads
-the results. The frameworks' workers need their own venvs and run only in `make bench-peers`."""
+baseline worker does it exactly (top 5 of exact search, the reference prompt), ragsvc with its own ranking (its
+five, the reference prompt of them), and the report reads the results. The frameworks' workers need their own
+venvs and run only in `make bench-peers`."""
 
 from __future__ import annotations
 
@@ -35,11 +36,15 @@ def test_the_job_is_the_same_every_time() -> None:
     assert len(vector) == 384 and abs(sum(v * v for v in vector) - 1.0) < 1e-9
 
 
-def _exact(llm: LLMServer, results: list[dict], asked: list[tuple[str, str]], reference: Reference) -> None:
+def _exact(
+    llm: LLMServer, results: list[dict], asked: list[tuple[str, str]], reference: Reference, ids: list[list[str]] | None = None
+) -> None:
+    """One LLM call a question, its prompt the reference prompt of `ids` (default: the exact search's top 5)."""
     served = llm.drain_log()
     assert len(served) == len(asked), "one LLM call per question"
-    for (query, tenant), result, call in zip(asked, results, served, strict=True):
-        assert call["messages_sha256"] == reference.messages_sha256(query, reference.top_ids(query, tenant))
+    expected = ids or [reference.top_ids(query, tenant) for query, tenant in asked]
+    for (query, _), result, call, five in zip(asked, results, served, expected, strict=True):
+        assert call["messages_sha256"] == reference.messages_sha256(query, five)
         assert result["answer"].endswith("[#1].") and result["ttft_ms"] <= result["total_ms"]
 
 
@@ -81,12 +86,18 @@ def test_ragsvc_does_the_job_exactly_and_reports_its_stages(llm: LLMServer, star
     asked = queries(reference.passages, 8, seed=2)
     variant = start(config, reference.passages)
     try:
-        assert variant.context_ids(asked) == [reference.top_ids(q, t) for q, t in asked]
+        ids = variant.context_ids(asked)
         llm.drain_log()
         results = variant.ask(asked)
     finally:
         variant.close()
-    _exact(llm, results, asked, reference)
+    # ragsvc ranks by the fused dense + BM25 order, not the dense one alone (docs/benchmarks.md): its five are the
+    # question's tenant's, mostly the exact search's, and its prompt is the reference prompt of them.
+    tenants = {p.id: p.tenant for p in reference.passages}
+    assert all(len(five) == 5 and {tenants[i] for i in five} == {tenant} for five, (_, tenant) in zip(ids, asked, strict=True))
+    exact = [reference.top_ids(q, t) for q, t in asked]
+    assert sum(len(set(five) & set(top)) for five, top in zip(ids, exact, strict=True)) >= 3 * len(asked)
+    _exact(llm, results, asked, reference, ids)
     for result in results:
         stages = result["server"]
         assert 0 < stages["embedding"] <= stages["retrieval"] and stages["validation"] > 0
