@@ -332,9 +332,11 @@ async def test_ranking_weights_are_validated_and_rank_the_next_query(
     await index.IngestDocuments(index_pb.IngestDocumentsRequest(tenant_id="weights", documents=documents), timeout=30)
 
     async def first_document() -> str:
+        """The document retrieval ranks first: the weights order retrieval (each chunk's rank_score); the trained
+        reader's chunk model then orders the evidence by its own reading."""
         request = simulate("What is the travel budget of the finance team?", tenant_id="weights", score_threshold=0.05)
         response = await admin.SimulateAsk(request, timeout=30)
-        return response.answer.explanation.packed_chunks[0].document_name
+        return max(response.answer.explanation.packed_chunks, key=lambda chunk: chunk.rank_score).document_name
 
     similarity_only = admin_pb.RankingWeights(similarity_weight=1.0, recency_weight=0.0, trust_weight=0.0)
     await admin.UpdateRankingWeights(admin_pb.UpdateRankingWeightsRequest(ranking_weights=similarity_only), timeout=10)
