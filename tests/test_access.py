@@ -7,10 +7,9 @@ import re
 
 import pytest
 
-from ragsvc.access import ANY_TAG, Evidence, KeyStore, Principal, token_digest
+from ragsvc.access import ANY_TAG, AccessPolicy, Evidence, KeyStore, Principal, token_digest
 from ragsvc.domain import Chunk, Question
 from ragsvc.errors import PermissionDenied
-from ragsvc.retrieval.layout import AccessPolicy
 
 KEYS = {
     "keys": [

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from qdrant_client import AsyncQdrantClient
 
+from ragsvc.access import AccessPolicy
 from ragsvc.domain import Chunk
 from ragsvc.retrieval.base import IndexedChunk, VectorEngine
 from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
-from ragsvc.retrieval.layout import AccessPolicy
 from ragsvc.retrieval.qdrant_server import QdrantServerEngine
 
 

@@ -13,13 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ragsvc.access import AccessPolicy
 from ragsvc.config import RetrievalSettings
 from ragsvc.domain import Chunk, DocumentSource, MetadataFilter, RetrievalQuery, StoredDocument
 from ragsvc.errors import RetrievalUnavailable
 from ragsvc.retrieval.base import IndexedChunk, VectorEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
 from ragsvc.retrieval.hybrid import HybridRetriever
-from ragsvc.retrieval.layout import REDACTED_TEXT, AccessPolicy
+from ragsvc.retrieval.layout import REDACTED_TEXT
 from tests.retrieval.conftest import ENGINE_KINDS, EngineKind, store
 
 TEXTS = {

@@ -13,11 +13,12 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ragsvc.access import AccessPolicy
 from ragsvc.domain import Chunk, RetrievalQuery, TermCounts
 from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.base import IndexedChunk
 from ragsvc.retrieval.edge import EdgeEngine
-from ragsvc.retrieval.layout import AccessPolicy, indexed_text
+from ragsvc.retrieval.layout import indexed_text
 from ragsvc.retrieval.term_table import TermRow, TermTable
 
 WORDS = ["refund", "invoice", "carrier", "parcel", "tariff", "ledger", "quota", "velvet"]

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ragsvc.access import Evidence
+from ragsvc.access import AccessPolicy, Evidence
 from ragsvc.answering.deadlines import RequestBudget
 from ragsvc.answering.usage import UsageLedger
 from ragsvc.domain import Answer, CallPurpose, ChatMessage, QueryRewrite, Question, Retrieval, Role, SearchQuery
@@ -33,7 +33,6 @@ from ragsvc.errors import NotFound, RagError
 from ragsvc.generation.base import Generator
 from ragsvc.judge import LLMJudge
 from ragsvc.reading import Reader
-from ragsvc.retrieval.layout import AccessPolicy
 from ragsvc.storage.answers import AnswerLog
 from ragsvc.storage.sessions import SessionKey, SessionStore, StoredMessage, StoredTurn
 

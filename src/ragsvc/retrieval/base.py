@@ -13,7 +13,7 @@ from ragsvc.domain import Chunk, DocumentSource, IndexStats, Retrieval, Retrieva
 from ragsvc.metadata import MetadataType, MetadataValue
 
 if TYPE_CHECKING:  # layout imports this module
-    from ragsvc.retrieval.layout import AccessPolicy
+    from ragsvc.access import AccessPolicy
 
 
 class Embedder(Protocol):
@@ -97,7 +97,7 @@ class VectorEngine(Protocol):
     async def query(self, query: RetrievalQuery, dense: Sequence[float], limit: int) -> list[Candidate]:
         """Hybrid dense + sparse query fused with RRF, filtered by access and metadata inside the engine, in
         fused order; each result's score is the cosine similarity of its dense vector to `dense`. Confidential
-        chunks the caller may not read come back redacted (see `layout.AccessPolicy`)."""
+        chunks the caller may not read come back redacted (see `ragsvc.access.AccessPolicy`)."""
         ...
 
     async def term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:

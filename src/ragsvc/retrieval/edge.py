@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 import numpy as np
 import qdrant_edge as qe
 
+from ragsvc.access import AccessPolicy
 from ragsvc.domain import IndexStats, RetrievalQuery, StoredDocument, TermCounts
 from ragsvc.errors import RagError, RetrievalUnavailable
 from ragsvc.metadata import MetadataType
@@ -58,7 +59,6 @@ from ragsvc.retrieval.layout import (
     TENANT_FIELD,
     TERMS_FIELD,
     TIE_MARGIN,
-    AccessPolicy,
     Analysed,
     SparseEncoder,
     candidates_from,

@@ -43,14 +43,14 @@ from __future__ import annotations
 import functools
 import struct
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import qdrant_edge as qe
 
-from ragsvc.access import Evidence
+from ragsvc.access import AccessPolicy
 from ragsvc.domain import Chunk, DocumentSource, MetadataFilter, RetrievalQuery, SearchMode, StoredDocument
 from ragsvc.errors import IndexOutdated
 from ragsvc.filters import And, Condition, Match, Node, Or, Range, Where
@@ -110,39 +110,6 @@ DOCUMENT_FIELDS = (
     META_FIELD,
     "encoding",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class AccessPolicy:
-    """Who sees and reads what, within a tenant.
-
-    - A chunk is visible when it shares a tag with the caller; an untagged chunk is visible to everyone when
-      `untagged_visible` (the default), to no one otherwise. A caller without tags sees only untagged chunks.
-    - A visible chunk marked confidential is readable only by a caller holding `clearance_tag`; for the others
-      the engine returns it redacted (R-003-07: content "[REDACTED]", redactions_applied).
-    """
-
-    untagged_visible: bool = True
-    clearance_tag: str = "confidential"
-
-    def may_read(self, chunk: Chunk, user_tags: Sequence[str]) -> bool:
-        return not chunk.confidential or self.clearance_tag in user_tags
-
-    def sees(self, chunk_tags: Collection[str], user_tags: Collection[str]) -> bool:
-        """Whether a chunk tagged `chunk_tags` is visible to a caller holding `user_tags` (the engines' filter)."""
-        return bool(set(user_tags).intersection(chunk_tags)) if chunk_tags else self.untagged_visible
-
-    def shows(self, document_tags: Collection[str], reader: Collection[str] | None) -> bool:
-        """Whether an IndexService call by a key holding the tags `reader` (None: a key of any tag) may list, read,
-        count or delete a document tagged `document_tags`: the rule of `sees`; every document for a key of any tag."""
-        return reader is None or self.sees(document_tags, reader)
-
-    def covers(self, evidence: Evidence, user_tags: Sequence[str]) -> bool:
-        """Whether a caller holding `user_tags` could read every chunk `evidence` describes (the engines' filter
-        and the redaction above, applied to what an answer was drawn from)."""
-        tags = set(user_tags)
-        visible = all(self.sees(chunk_tags, tags) for chunk_tags in evidence.tag_sets)
-        return visible and (not evidence.confidential or self.clearance_tag in tags)
 
 
 def redact(chunk: Chunk) -> Chunk:

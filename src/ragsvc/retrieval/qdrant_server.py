@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as m
 
+from ragsvc.access import AccessPolicy
 from ragsvc.domain import IndexStats, RetrievalQuery, StoredDocument, TermCounts
 from ragsvc.errors import RetrievalUnavailable
 from ragsvc.metadata import MetadataType
@@ -39,7 +40,6 @@ from ragsvc.retrieval.layout import (
     TENANT_FIELD,
     TERMS_FIELD,
     TIE_MARGIN,
-    AccessPolicy,
     Analysed,
     SparseEncoder,
     candidates_from,

@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from ragsvc.access import AccessPolicy
 from ragsvc.domain import TermCounts
-from ragsvc.retrieval.layout import AccessPolicy
 
 
 @dataclass(frozen=True, slots=True)

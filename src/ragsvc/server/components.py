@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ragsvc.access import AccessPolicy
 from ragsvc.answering.admission import Admission
 from ragsvc.answering.cache import AnswerStore, MemoryAnswerCache, keeps_every_answer
 from ragsvc.answering.conversation import Condenser, Conversation
@@ -61,7 +62,6 @@ from ragsvc.retrieval.edge import EdgeEngine
 from ragsvc.retrieval.embedders import INT8_NAME, MiniLMEmbedder
 from ragsvc.retrieval.http_embedders import OllamaEmbedder, OpenAIEmbedder
 from ragsvc.retrieval.hybrid import HybridRetriever
-from ragsvc.retrieval.layout import AccessPolicy
 from ragsvc.retrieval.qdrant_server import QdrantServerEngine
 from ragsvc.retrieval.schema import MetadataSchema
 from ragsvc.retrieval.stored_terms import check_analyser
