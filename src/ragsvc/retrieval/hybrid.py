@@ -80,12 +80,12 @@ class HybridRetriever:
         candidates = await self._engine.query(query, dense, limit=query.top_k * OVERFETCH)
         store_ms = (time.perf_counter() - embedded) * 1000
         threshold = self._min_similarity if query.score_threshold is None else query.score_threshold
-        passing = [c for c in candidates if c.score >= threshold]
-        relevance = fused_relevance(len(candidates))
-        readable = [(c, r) for c, r in zip(candidates, relevance, strict=True) if c.score >= threshold and not c.redacted]
-        ranked = rank([c for c, _ in readable], [r for _, r in readable], self._weights, self._today())
+        # Each candidate with its relevance, its place in the engine's fused order among all it returned.
+        fused = zip(candidates, fused_relevance(len(candidates)), strict=True)
+        passing = [(c, relevance) for c, relevance in fused if c.score >= threshold]
+        ranked = rank([(c, relevance) for c, relevance in passing if not c.redacted], self._weights, self._today())
         hits = cap_per_document(drop_near_duplicates(ranked, self._overlap_threshold), self._max_per_document)
-        redacted = [c.scored for c in passing if c.redacted]
+        redacted = [c.scored for c, _ in passing if c.redacted]
         return Retrieval(
             hits=tuple(c.scored for c in hits[: query.top_k]),
             rejected=_best_below(c for c in candidates if c.score < threshold and not c.redacted),

@@ -75,14 +75,12 @@ def fused_relevance(count: int) -> list[float]:
     return [RRF_K / (RRF_K + position) for position in range(count)]
 
 
-def rank(
-    candidates: Sequence[Candidate], relevance: Sequence[float], weights: RankingWeights, today: dt.date
-) -> list[Candidate]:
-    """Best rank first, each with its rank score (R-003-14): the weighted rank of each candidate's `relevance`
-    (`fused_relevance`), recency and trust; equal ranks keep the given order."""
-    scores = [rank_score(c.chunk, r, weights, today) for c, r in zip(candidates, relevance, strict=True)]
+def rank(candidates: Sequence[tuple[Candidate, float]], weights: RankingWeights, today: dt.date) -> list[Candidate]:
+    """Best rank first, each with its rank score (R-003-14): the weighted rank of each candidate's relevance
+    (`fused_relevance`, paired with it), recency and trust; equal ranks keep the given order."""
+    scores = [rank_score(c.chunk, relevance, weights, today) for c, relevance in candidates]
     order = sorted(range(len(candidates)), key=lambda i: -scores[i])
-    return [dataclasses.replace(candidates[i], rank_score=scores[i]) for i in order]
+    return [dataclasses.replace(candidates[i][0], rank_score=scores[i]) for i in order]
 
 
 def drop_near_duplicates(candidates: Sequence[Candidate], threshold: float) -> list[Candidate]:
