@@ -62,11 +62,14 @@ def test_the_answer_reads_how_sure_the_chunk_model_was_of_what_it_packed() -> No
     reader = TrainedReader(Model.load(), rare_share=0.002, pool=12)
     analysis = reader.analyse(QUESTION, QUESTION, None)
     packed = reader.pack(analysis, pool(), limit=5)
-    packing = reader.packing(packed, reader.read(analysis, packed))
+    packing = reader.packing(analysis, packed, reader.read(analysis, packed))
     assert packing.places[0] == len(OTHERS)  # the answering chunk, promoted from below retrieval's first five
     assert list(packing.scores) == sorted(packing.scores, reverse=True)
-    own = reader.packing(tuple(pool()[:5]), reader.read(analysis, tuple(pool()[:5])))
+    own = reader.packing(analysis, tuple(pool()[:5]), reader.read(analysis, tuple(pool()[:5])))
     assert own.places == (0, 1, 2, 3, 4)
+    # Another question over the same five chunks was not packed by this reader: it reads them in their own order.
+    other = reader.analyse("Where do honey bees store pollen?", "Where do honey bees store pollen?", None)
+    assert reader.packing(other, packed, reader.read(other, packed)).places == (0, 1, 2, 3, 4)
     column = {name: i for i, name in enumerate(ANSWER_FEATURES)}
     read = reader.read(analysis, packed)
     row = answer_features(analysis, read.found, read.rows, read.scores, read.chosen[0], packed, packing, read.chosen)

@@ -133,7 +133,7 @@ class TrainedReader(FollowUpRules):
         self._rare_share = rare_share
         self._pool = pool
         self._recent: OrderedDict[tuple[object, ...], Read] = OrderedDict()
-        self._packings: OrderedDict[tuple[ScoredChunk, ...], Packing] = OrderedDict()
+        self._packings: OrderedDict[tuple[object, ...], Packing] = OrderedDict()
 
     @property
     def name(self) -> str:
@@ -165,15 +165,15 @@ class TrainedReader(FollowUpRules):
         found = tuple(candidates(evidence))
         packing = pack(self._model.chunks, chunk_features(found, sentence_features(analysis, found, evidence), evidence), limit)
         packed = tuple(evidence[i] for i in packing.places)
-        self._packings[packed] = packing  # how sure the chunk model was: the answer's P(right) reads it
+        self._packings[_key(analysis, packed)] = packing  # how sure the chunk model was: the answer's P(right) reads it
         while len(self._packings) > _RECENT:
             self._packings.popitem(last=False)
         return packed
 
-    def packing(self, evidence: tuple[ScoredChunk, ...], read: Read) -> Packing:
-        """How `evidence` was packed from retrieval's pool (`pack`); evidence not packed here (a caller's selection,
-        a model's budgeted context) is read in its own order."""
-        packing = self._packings.get(evidence)
+    def packing(self, analysis: Analysis, evidence: tuple[ScoredChunk, ...], read: Read) -> Packing:
+        """How `evidence` was packed for this question from retrieval's pool (`pack`); evidence not packed here (a
+        caller's selection, a model's budgeted context) is read in its own order."""
+        packing = self._packings.get(_key(analysis, evidence))
         if packing is None:
             packing = as_read(self._model.chunks, chunk_features(read.found, read.rows, evidence))
         return packing
@@ -181,7 +181,7 @@ class TrainedReader(FollowUpRules):
     def assess(self, analysis: Analysis, evidence: Sequence[ScoredChunk]) -> Assessment:
         read = self.read(analysis, tuple(evidence))
         lead = read.chosen[0] if read.chosen else -1
-        packing = self.packing(tuple(evidence), read)
+        packing = self.packing(analysis, tuple(evidence), read)
         p = self._model.p_right(
             answer_features(analysis, read.found, read.rows, read.scores, lead, evidence, packing, read.chosen)
         )
@@ -217,14 +217,14 @@ class TrainedReader(FollowUpRules):
                 rows += sentence_features(analysis, [*read.found, own], evidence, rows_of=slice(-1, None))
                 scores.append(float(self._model.sentences.predict(np.asarray([rows[-1]], dtype=np.float64))[0]))
                 lead = len(found) - 1
-        packing = self.packing(tuple(evidence), read)
+        packing = self.packing(analysis, tuple(evidence), read)
         p = self._model.p_right(answer_features(analysis, found, rows, scores, lead, evidence, packing, quoted))
         return Judgement(support=_share(scores, lead), p_right=p)
 
     def read(self, analysis: Analysis, evidence: tuple[ScoredChunk, ...]) -> Read:
         """The evidence read for the question: kept for the next few calls, since the read stage, the extractive
         generator and validation read the same evidence for one question."""
-        key = (analysis.search, analysis.question, tuple(analysis.weights.items()), evidence)
+        key = _key(analysis, evidence)
         read = self._recent.get(key)
         if read is None:
             found = tuple(candidates(evidence))
@@ -236,6 +236,11 @@ class TrainedReader(FollowUpRules):
             while len(self._recent) > _RECENT:
                 self._recent.popitem(last=False)
         return read
+
+
+def _key(analysis: Analysis, evidence: tuple[ScoredChunk, ...]) -> tuple[object, ...]:
+    """What a reading or a packing of `evidence` is kept under: the question as analysed, and the evidence."""
+    return (analysis.search, analysis.question, tuple(analysis.weights.items()), evidence)
 
 
 def _share(scores: Sequence[float], lead: int) -> float:
