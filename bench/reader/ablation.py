@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from bench.quality import corpus
+from bench.quality.metrics import auroc
 from bench.reader import fit, train
 from bench.reader.dataset import Example
 from ragsvc.reading import features, paraphrase
@@ -133,7 +134,7 @@ def judged(by_corpus: dict[str, list[Example]], rule: Rule | None, *, seed: int)
             np.vstack([answers[n][0] for n in others]), np.concatenate([answers[n][1] for n in others]), seed=seed
         )
         p = fit.sigmoid(model.predict(rows))
-        results[left_out]["auroc"] = fit.auroc(p.tolist(), right.astype(bool).tolist())
+        results[left_out]["auroc"] = auroc(p.tolist(), right.astype(bool).tolist())
         answerable = [e.question.kind == "answerable" for e in by_corpus[left_out] if e.question.kind != "injection"]
         results[left_out]["answered_and_right"] = round(
             float(sum(r for r, a in zip(right, answerable, strict=True) if a) / max(sum(answerable), 1)), 4

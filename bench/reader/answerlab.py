@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from bench.quality import corpus
+from bench.quality.metrics import auroc
 from bench.reader import dataset, fit, train
 from bench.reader.dataset import Example
 from ragsvc.reading import features, packing
@@ -202,15 +203,7 @@ def fit_answers(rows: np.ndarray, labels: np.ndarray, seed: int, params: dict[st
     return lgb.train({**BEFORE, "seed": seed, **params}, data, num_boost_round=rounds)
 
 
-def chosen(p: np.ndarray, owners: Sequence[int]) -> list[int]:
-    best: dict[int, int] = {}
-    for i, owner in enumerate(owners):
-        if owner not in best or p[i] > p[best[owner]]:
-            best[owner] = i
-    return list(best.values())
-
-
-def levels(p: np.ndarray, ctxs: Sequence[Ctx], read: list[int]) -> dict[str, tuple[float, float]]:
+def levels(p: np.ndarray, ctxs: Sequence[Ctx], read: np.ndarray) -> dict[str, tuple[float, float]]:
     """(refuse_below, cite_threshold) by each way of choosing them, on out-of-fold P of the training readings."""
     pr = p[read]
     right = np.asarray([ctxs[i].right for i in read])
@@ -230,27 +223,8 @@ def levels(p: np.ndarray, ctxs: Sequence[Ctx], read: list[int]) -> dict[str, tup
     return out
 
 
-def _auroc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
-    s = np.asarray(scores)
-    y = np.asarray(labels, dtype=bool)
-    if y.all() or not y.any():
-        return None
-    order = np.argsort(s, kind="stable")
-    ranks = np.empty(len(s))
-    sorted_s = s[order]
-    i = 0
-    while i < len(s):  # average ranks over ties
-        j = i
-        while j + 1 < len(s) and sorted_s[j + 1] == sorted_s[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    pos = y.sum()
-    return float((ranks[y].sum() - pos * (pos + 1) / 2) / (pos * (len(s) - pos)))
-
-
 def judge(p: np.ndarray, ctxs: Sequence[Ctx], refuse: float, cite: float) -> dict[str, Any]:
-    read = chosen(p, [c.owner for c in ctxs])
+    read = fit.chosen(p, np.asarray([c.owner for c in ctxs]))
     out = [(ctxs[i], float(p[i])) for i in read]
     answered = [(c, q, q >= refuse and c.has_chosen) for c, q in out]
     A = [a for a in answered if a[0].kind == "answerable"]
@@ -270,7 +244,7 @@ def judge(p: np.ndarray, ctxs: Sequence[Ctx], refuse: float, cite: float) -> dic
         "cite_right": sum(1 for c, q, ok in cited if c.right),
         "cite_precision": ratio(sum(1 for c, q, ok in cited if c.right), len(cited)),
         "unanswerable_cited": sum(1 for c, q, ok in cited if c.kind == "unanswerable"),
-        "auroc": _auroc([q for _, q, _ in answered], [ok and c.right for c, q, ok in answered]),
+        "auroc": auroc([q for _, q, _ in answered], [ok and c.right for c, q, ok in answered]),
     }
 
 
@@ -322,7 +296,6 @@ ARMS = {a.name: a for a in [
 
 def run_arm(folds: dict[str, Any], arm: Arm, seed: int) -> dict[str, Any]:
     result: dict[str, Any] = {"arm": arm.name, "seed": seed, "folds": {}}
-    sig = lambda x: 1.0 / (1.0 + np.exp(-x))  # noqa: E731
     for left_out, fold in folds.items():
         training: list[Ctx] = fold["training"]
         unseen: list[Ctx] = fold["unseen"]
@@ -335,13 +308,13 @@ def run_arm(folds: dict[str, Any], arm: Arm, seed: int) -> dict[str, Any]:
         for name in dict.fromkeys(corp.tolist()):
             inside = corp == name
             booster = fit_answers(X[~inside], y[~inside], seed, arm.params, arm.rounds)
-            p[inside] = sig(booster.predict(X[inside], raw_score=True))
-        read = chosen(p, [c.owner for c in training])
+            p[inside] = fit.sigmoid(booster.predict(X[inside], raw_score=True))
+        read = fit.chosen(p, np.asarray([c.owner for c in training]))
         chosen_levels = levels(p, training, read)
         entry: dict[str, Any] = {"levels": chosen_levels}
         if unseen:
             booster = fit_answers(X, y, seed, arm.params, arm.rounds)
-            q = sig(booster.predict(matrix(unseen, arm.extra, arm.drop), raw_score=True))
+            q = fit.sigmoid(booster.predict(matrix(unseen, arm.extra, arm.drop), raw_score=True))
             entry["unseen"] = {way: judge(q, unseen, r, c) for way, (r, c) in chosen_levels.items()}
         result["folds"][left_out] = entry
     return result

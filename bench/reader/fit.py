@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.quality.metrics import auroc
 from bench.quality.questions import contains
 from bench.reader import dataset, semantic
 from bench.reader.dataset import Example
@@ -262,15 +263,6 @@ def refuse_threshold(p: np.ndarray, answerable: np.ndarray, *, false_refusals: f
     if held.size == 0:
         return 0.0
     return float(held[int(np.floor(false_refusals * held.size))])
-
-
-def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
-    pos = [s for s, y in zip(scores, labels, strict=True) if y]
-    neg = [s for s, y in zip(scores, labels, strict=True) if not y]
-    if not pos or not neg:
-        return None
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return wins / (len(pos) * len(neg))
 
 
 def judge(examples: Sequence[Example], sentences: Forest, answers: Forest, cite_t: float, refuse_t: float) -> dict[str, Any]:
