@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 from ragsvc.errors import LLMTimeout, StageTimeout
 
-# A stage ends this long before the caller's deadline, so that its DEADLINE_EXCEEDED (naming the stage) reaches
-# the caller before the caller gives up on its own.
-DEADLINE_MARGIN_S = 0.05
+# Work for a call ends this long before the caller's deadline, so that what the server says (a stage's
+# DEADLINE_EXCEEDED naming the stage, WaitOperation's answer) reaches the caller before the caller gives up on its
+# own. 50 ms lost that race on a loaded 2-core machine: closing the upstream stream and the event loop's lag took longer.
+DEADLINE_MARGIN_S = 0.2
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from google.longrunning import operations_proto_pb2 as lro
 from google.protobuf import empty_pb2
 
 from ragsvc.answering.context import CallContext
+from ragsvc.answering.deadlines import DEADLINE_MARGIN_S
 from ragsvc.errors import FieldViolation, InvalidRequest, NotFound, OperationDone
 from ragsvc.server.boundary import call_context, unary_boundary
 from ragsvc.server.interceptors import Context
@@ -26,8 +27,6 @@ from ragsvc.wire.operations import NAME, operation_to_proto
 
 COLLECTION = "operations"  # ListOperations' `name`: the one collection (or empty)
 _FILTERS = {"": None, "done = true": True, "done = false": False}
-# WaitOperation returns this much before the caller's own deadline, so that its answer still reaches it.
-DEADLINE_MARGIN_S = 0.2
 
 
 class OperationsServicer(lro_grpc.OperationsServicer):
