@@ -186,7 +186,7 @@ async def test_on_a_one_slot_server_the_answer_is_the_first_call_and_the_side_ca
 
 async def test_a_slow_classification_is_not_waited_for_and_side_calls_go_together_after_the_answer() -> None:
     def delay(body: dict[str, Any]) -> float:
-        return {"classify": 1.0, "answer": 0.0}.get(kind_of(body), 0.1)
+        return {"classify": 1.0, "answer": 0.0}.get(kind_of(body), 0.3)
 
     replies = replies_by_prompt([CITED], SIDE_REPLIES)
     async with OPENAI.server(deltas=replies, first_token_delay_s=delay) as server:  # reports no slots
@@ -205,7 +205,7 @@ async def test_a_slow_classification_is_not_waited_for_and_side_calls_go_togethe
     answered_at = streams["answer"].last_token_at
     score, follow_ups = calls["score"], calls["follow-ups"]
     assert min(score.received_at, follow_ups.received_at) >= answered_at, "after the answer's text"
-    assert abs(score.received_at - follow_ups.received_at) < 0.09, "asked together, not one after the other"
+    assert abs(score.received_at - follow_ups.received_at) < 0.25, "asked together, not one after the other (0.3 s each)"
 
 
 async def test_a_classification_that_arrives_before_the_generation_starts_is_used() -> None:

@@ -90,7 +90,7 @@ async def test_the_rate_limit_is_per_client_and_says_when_to_retry(rag, limited_
 
 
 async def test_asks_beyond_the_in_flight_cap_are_refused_at_once(rag, llm, limited_stubs: Stubs) -> None:
-    llm.token_delay_s = 0.05  # each stream takes ~0.5 s
+    llm.token_delay_s = 0.1  # each stream takes ~1 s
     try:
         streams = [rag.AskStream(raw_stream(), metadata=bearer(f"stream-{i}"), timeout=30) for i in range(MAX_IN_FLIGHT)]
         for stream in streams:
@@ -99,7 +99,7 @@ async def test_asks_beyond_the_in_flight_cap_are_refused_at_once(rag, llm, limit
         started = time.monotonic()
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await rag.Ask(pb.AskRequest(query=QUESTION), metadata=bearer("one-too-many"), timeout=30)
-        assert time.monotonic() - started < 0.25, "refused at once, not queued"
+        assert time.monotonic() - started < 0.5, "refused at once, not queued behind a stream"
         details = details_of(caught.value)
         assert (details.code, details.reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "OVERLOADED")
         assert details.retry_after_s > 0 and details.error_info.metadata["limit"] == str(MAX_IN_FLIGHT)
