@@ -463,19 +463,23 @@ def fuse(legs: Sequence[tuple[str, Sequence[_P]]], limit: int) -> list[_P]:
     scores every one); equal scores are cut as `first_by_score` cuts them.
 
     Why not RRF: ranks alone cannot tell a chunk far nearer in meaning than any other, or holding the question's
-    rare words as no other does, from one a little ahead of many; fused by rank, a chunk first by one leg and
-    35th by the other fell behind chunks middling in both. Scored on five corpora's answerable questions, the key
-    fact was among the first eight chunks for 93.4% of them, 91.9% by RRF (k=60), with no corpus losing
+    rare words as no other does, from one a little ahead of many; and a candidate below one leg's prefetch got
+    nothing from that leg, however close it came. Fused by score, the key fact of five corpora's answerable
+    questions was among the first eight chunks for 93.4% of them, 91.9% by RRF (k=60), none of the five losing
     (docs/reading.md, "Retrieval, round 4")."""
     if not legs:
         return []
-    fused: dict[Any, float] = {}
-    for name, points in legs:
-        best = max((point.score for point in points), default=0.0)
+    # Each point's id read once: the engines build it (a `uuid.UUID`) on every read.
+    ids = [[point.id for point in points] for _, points in legs]
+    fused = dict.fromkeys(ids[0], 0.0)
+    for (name, points), leg_ids in zip(legs, ids, strict=True):
+        scores = [point.score for point in points]
+        best = max(scores, default=0.0)
         if best <= 0:
             continue
         share = LEG_SHARES.get(name, 1.0) / best
-        for point in points:
-            fused[point.id] = fused.get(point.id, 0.0) + share * max(point.score, 0.0)
-    scored = [_Fused(point.id, fused.get(point.id, 0.0), point) for point in legs[0][1]]
+        for point_id, score in zip(leg_ids, scores, strict=True):
+            if point_id in fused:
+                fused[point_id] += share * max(score, 0.0)
+    scored = [_Fused(point_id, fused[point_id], point) for point_id, point in zip(ids[0], legs[0][1], strict=True)]
     return [chosen.point for chosen in first_by_score(scored, limit)]
