@@ -5,7 +5,7 @@ embedded engine's HNSW index against exact search on real MiniLM embeddings.
 The corpus is deterministic (seeded): chunks of 40 Zipf-distributed pseudo-words, 10 tenants, 0-2 of 6 tags each.
 Dense vectors are precomputed and clustered (256 centres plus noise, 384 dimensions), so that embedding costs
 nothing and the nearest-neighbour structure is not uniform noise. Each query is what the retriever sends: the
-hybrid (dense + BM25, RRF) query for 15 candidates (top_k 5, over-fetched 3x), filtered inside the engine by a
+hybrid (dense + BM25, fused) query for 15 candidates (top_k 5, over-fetched 3x), filtered inside the engine by a
 tenant and one or two user tags; the time is that of `engine.query` as the service awaits it.
 
 Every phase is bounded in time: qdrant-client's local mode is pure Python, so at 100k its query count is capped
@@ -378,7 +378,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             default=None,
         )
     return {
-        "what": "engine.query latency of the hybrid (dense + BM25, RRF) query for 15 candidates, filtered by "
+        "what": "engine.query latency of the hybrid (dense + BM25, fused) query for 15 candidates, filtered by "
         "tenant and user tags inside the engine, sequential, on a synthetic deterministic corpus with "
         "precomputed clustered 384-d vectors; embedded engine (qdrant-edge) vs qdrant-client local mode in the "
         "same run; recall@10 of the embedded engine's dense (HNSW) search vs exact numpy search",

@@ -41,7 +41,7 @@ class ResponseStyle(enum.Enum):
 class SearchMode(enum.Enum):
     """Which of the index's vectors a search ranks by (R-002-03)."""
 
-    HYBRID = "hybrid"  # dense and sparse, fused with RRF
+    HYBRID = "hybrid"  # dense and sparse, fused (retrieval.layout.fuse)
     DENSE = "dense"
     SPARSE = "sparse"
 

@@ -204,8 +204,8 @@ async def test_a_word_only_bm25_finds_is_fused_in(any_engine: VectorEngine, embe
 async def test_equal_fused_scores_are_cut_at_the_limit_the_same_way_every_time(
     any_engine: VectorEngine, embedder: MiniLMEmbedder
 ) -> None:
-    """The dense leg's best and the sparse leg's best get equal RRF scores. At a limit of 1 the embedded engine
-    returned either, as its hash order fell; the same question must draw the same evidence every time."""
+    """The dense leg's best and the sparse leg's best (under RRF, equal scores: the embedded engine returned
+    either at a limit of 1, as its hash order fell): the same question must draw the same evidence every time."""
     meaning = "Office: the ID card printing machine jammed and shows a fault while making visitor passes."
     token = "Parking garage level two reopens Monday; the contractor's ticket is ZX-4711."
     await store(any_engine, embedder, [chunk("manual", 0, text=meaning), chunk("manual", 1, text=token)])

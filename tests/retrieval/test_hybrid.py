@@ -84,7 +84,7 @@ def ids(scored: Sequence[ScoredChunk]) -> list[str]:
     return [s.chunk.document_id for s in scored]
 
 
-# Fused (RRF) order, deliberately not sorted by similarity.
+# The engine's fused order, deliberately not sorted by similarity.
 FUSED = [0.55, 0.92, 0.20, 0.41, 0.10, 0.35, 0.28, 0.60, 0.05]
 
 

@@ -95,7 +95,7 @@ class VectorEngine(Protocol):
         ...
 
     async def query(self, query: RetrievalQuery, dense: Sequence[float], limit: int) -> list[Candidate]:
-        """Hybrid dense + sparse query fused with RRF, filtered by access and metadata inside the engine, in
+        """Hybrid dense + sparse query fused by `layout.fuse`, filtered by access and metadata inside the engine, in
         fused order; each result's score is the cosine similarity of its dense vector to `dense`. Confidential
         chunks the caller may not read come back redacted (see `ragsvc.access.AccessPolicy`)."""
         ...

@@ -1,4 +1,4 @@
-"""The Retriever: a hybrid (dense + BM25, RRF-fused) engine query followed by the quality pipeline.
+"""The Retriever: a hybrid (dense + BM25, fused by their scores) engine query followed by the quality pipeline.
 
 General mode (R-000-19's pipeline, R-003-08's ranking):
 

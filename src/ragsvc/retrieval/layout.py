@@ -31,10 +31,12 @@ index of a key when it is declared (`ensure_metadata_index`: keyword, float, key
 A tenant's documents are listed from the engine's facet counts of document_id, with the document's fields read
 from its chunk 0 (whose point id is known).
 
-A query fuses a dense and a sparse prefetch with RRF (k=60), or, in the dense or sparse search mode (R-002-03), has
-only the one prefetch (`searched_vectors`); the access filter (tenant, tags) and the metadata filters sit inside
-every prefetch, so nothing the caller may not see is ever a candidate. Each result's score is the cosine similarity
-of its stored dense vector to the query vector, whatever its fused rank. A metadata filter expression, resolved
+A query prefetches the best chunks by the dense vector and by the sparse one, or, in the dense or sparse search mode
+(R-002-03), by the one (`searched_vectors`); the access filter (tenant, tags) and the metadata filters sit inside
+every prefetch, so nothing the caller may not see is ever a candidate. Each leg then scores every prefetched
+candidate (the dense leg its cosine, the BM25 leg its term weights, 0 when it shares no term), and `fuse` orders
+them by the legs' scores, each scaled to its best, weighed by `LEG_SHARES`. Each result's score is the cosine
+similarity of its stored dense vector to the query vector, whatever its fused rank. A metadata filter expression, resolved
 (`ragsvc.filters`), is rendered into each engine's filter by `render`.
 """
 
@@ -45,7 +47,7 @@ import struct
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import qdrant_edge as qe
@@ -61,9 +63,12 @@ from ragsvc.retrieval.base import Candidate
 
 DENSE = "dense"
 SPARSE = "bm25"
+# RRF's constant: what a place in the fused order is worth to the ranking (quality.fused_relevance).
 RRF_K = 60
-# Fused candidates asked of an engine beyond the limit, so that ties at the limit are settled by `first_by_score`.
-TIE_MARGIN = 5
+# Each leg's share of a candidate's fused score (`fuse`): chosen on five corpora's answerable questions (pgdocs,
+# pydocs, httpd, handbook, sqlite; 0.45-0.6 gave within 0.5 points of each other), measured on five others
+# (docs/reading.md, "Retrieval, round 4").
+LEG_SHARES = {DENSE: 0.6, SPARSE: 0.4}
 TENANT_FIELD = "tenant_id"
 TERMS_FIELD = "terms"
 READING_FIELD = "reading"
@@ -337,7 +342,7 @@ def chunk_from_payload(data: dict[str, Any]) -> Chunk:
 
 
 def searched_vectors(mode: SearchMode) -> tuple[str, ...]:
-    """The named vectors a search in `mode` ranks by, each a prefetch fused with RRF (R-002-03)."""
+    """The named vectors a search in `mode` ranks by, each a prefetch, fused by `fuse` (R-002-03)."""
     return {SearchMode.HYBRID: (DENSE, SPARSE), SearchMode.DENSE: (DENSE,), SearchMode.SPARSE: (SPARSE,)}[mode]
 
 
@@ -399,11 +404,11 @@ _P = TypeVar("_P", bound=_Scored)
 
 
 def first_by_score(points: Sequence[_P], limit: int) -> list[_P]:
-    """The `limit` best `points` by fused score, equal scores by point id. RRF gives equal scores to a chunk ranked
-    r-th by meaning and another ranked r-th by words, and the engines return those in any order: cut at the limit
-    as they come, the same question could draw different evidence from one call to the next. So engines ask for
-    TIE_MARGIN more and cut here. Each score is read once, and only points of equal score are ordered by id (the
-    engines build a point's id as a `uuid.UUID` on every read: reading all of them took as long as the rest)."""
+    """The `limit` best `points` by fused score, equal scores by point id. Two chunks can get equal fused scores
+    (identical texts, or the same scaled scores), and the engines return those in any order: cut at the limit as
+    they come, the same question could draw different evidence from one call to the next. Each score is read once,
+    and only points of equal score are ordered by id (the engines build a point's id as a `uuid.UUID` on every
+    read: reading all of them took as long as the rest)."""
     scored = sorted([(point.score, point) for point in points], key=lambda pair: -pair[0])
     chosen: list[_P] = []
     at = 0
@@ -442,3 +447,39 @@ def candidates_from(
         else:
             candidates.append(Candidate(redact(chunk), similarity, vector, redacted=True))
     return candidates
+
+
+@dataclass(frozen=True, slots=True)
+class _Fused(Generic[_P]):
+    id: Any
+    score: float
+    point: _P
+
+
+def fuse(legs: Sequence[tuple[str, Sequence[_P]]], limit: int) -> list[_P]:
+    """The `limit` best candidates by their legs' scores: for each leg (a named vector and the candidates it scored),
+    its share (`LEG_SHARES`) of the candidate's score scaled to the leg's best; a leg that did not return a
+    candidate gives it 0. The candidates are the first leg's points, which must hold every candidate (a dense leg
+    scores every one); equal scores are cut as `first_by_score` cuts them.
+
+    Why not RRF: ranks alone cannot tell a chunk far nearer in meaning than any other, or holding the question's
+    rare words as no other does, from one a little ahead of many; and a candidate below one leg's prefetch got
+    nothing from that leg, however close it came. Fused by score, the key fact of five corpora's answerable
+    questions was among the first eight chunks for 93.4% of them, 91.9% by RRF (k=60), none of the five losing
+    (docs/reading.md, "Retrieval, round 4")."""
+    if not legs:
+        return []
+    # Each point's id read once: the engines build it (a `uuid.UUID`) on every read.
+    ids = [[point.id for point in points] for _, points in legs]
+    fused = dict.fromkeys(ids[0], 0.0)
+    for (name, points), leg_ids in zip(legs, ids, strict=True):
+        scores = [point.score for point in points]
+        best = max(scores, default=0.0)
+        if best <= 0:
+            continue
+        share = LEG_SHARES.get(name, 1.0) / best
+        for point_id, score in zip(leg_ids, scores, strict=True):
+            if point_id in fused:
+                fused[point_id] += share * max(score, 0.0)
+    scored = [_Fused(point_id, fused[point_id], point) for point_id, point in zip(ids[0], legs[0][1], strict=True)]
+    return [chosen.point for chosen in first_by_score(scored, limit)]

@@ -1,9 +1,10 @@
 """The VectorEngine over a Qdrant server or cluster, through qdrant-client's AsyncQdrantClient.
 
 Same collection layout and query semantics as the embedded engine (see `layout`): dense + BM25 sparse (IDF
-modifier) prefetches fused with RRF in one `query_points` call, the access and metadata filters inside both
-prefetches, scores the cosine of the stored dense vectors. The BM25 term weights are computed here with
-qdrant-edge's model, so both engines index and query identical sparse vectors.
+modifier) prefetches, each leg scoring their candidates in one `query_batch_points` call and `fuse` ordering
+them, the access and metadata filters inside both prefetches, scores the cosine of the stored dense vectors. The
+BM25 term weights are computed here with qdrant-edge's model, so both engines index and query identical sparse
+vectors.
 
 `connect()` talks to a server (`RAG_QDRANT_URL`, gRPC preferred); `create()` accepts any ready client, including
 qdrant-client's local mode (`AsyncQdrantClient(location=":memory:")` or `path=...`), which the tests use since no
@@ -35,17 +36,15 @@ from ragsvc.retrieval.layout import (
     KEYWORD_FIELDS,
     READING_FIELD,
     RETURNED_FIELDS,
-    RRF_K,
     SPARSE,
     TENANT_FIELD,
     TERMS_FIELD,
-    TIE_MARGIN,
     Analysed,
     SparseEncoder,
     candidates_from,
     cosines,
     dense_rows,
-    first_by_score,
+    fuse,
     indexed_text,
     meta_path,
     metadata_constraints,
@@ -202,33 +201,32 @@ class QdrantServerEngine:
         visible = _visibility(query, self._access)
         if visible is None or limit <= 0:
             return []
-        response = await self._call(
-            self._client.query_points(
-                self._collection,
-                prefetch=self._prefetches(query, dense, limit, visible),
-                query=m.RrfQuery(rrf=m.Rrf(k=RRF_K)),
-                limit=limit + TIE_MARGIN,
-                with_payload=RETURNED_FIELDS,
-                with_vectors=[DENSE],
+        vectors = {name: self._query_vector(name, query, dense) for name in searched_vectors(query.search_mode)}
+        prefetches = [m.Prefetch(query=v, using=name, filter=visible, limit=limit) for name, v in vectors.items()]
+        # Each leg scores every prefetched candidate; the first one returns them with their chunks (`fuse`).
+        requests = [
+            m.QueryRequest(
+                prefetch=prefetches,
+                query=vector,
+                using=name,
+                limit=limit * len(prefetches),
+                with_payload=RETURNED_FIELDS if at == 0 else False,
+                with_vector=[DENSE] if at == 0 else False,
             )
-        )
-        points = first_by_score(response.points, limit)
+            for at, (name, vector) in enumerate(vectors.items())
+        ]
+        responses = await self._call(self._client.query_batch_points(self._collection, requests=requests))
+        points = fuse([(name, response.points) for name, response in zip(vectors, responses, strict=True)], limit)
         if not points:
             return []
         stored = unit_rows(dense_rows([_dense_of(p) for p in points]))
         return candidates_from([p.payload or {} for p in points], stored, cosines(stored, dense), query, self._access)
 
-    def _prefetches(self, query: RetrievalQuery, dense: Sequence[float], limit: int, visible: m.Filter) -> list[m.Prefetch]:
-        """One filtered prefetch per vector the query's search mode ranks by (R-002-03)."""
-        prefetches = []
-        for name in searched_vectors(query.search_mode):
-            if name == DENSE:
-                vector: list[float] | m.SparseVector = [float(x) for x in dense]
-            else:
-                indices, values = self._sparse.query(query.text)
-                vector = m.SparseVector(indices=indices, values=values)
-            prefetches.append(m.Prefetch(query=vector, using=name, filter=visible, limit=limit))
-        return prefetches
+    def _query_vector(self, name: str, query: RetrievalQuery, dense: Sequence[float]) -> list[float] | m.SparseVector:
+        if name == DENSE:
+            return [float(x) for x in dense]
+        indices, values = self._sparse.query(query.text)
+        return m.SparseVector(indices=indices, values=values)
 
     async def term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
         visible = _visibility(query, self._access)

@@ -63,9 +63,9 @@ def rank_score(chunk: Chunk, similarity: float, weights: RankingWeights, today: 
 
 
 def fused_relevance(count: int) -> list[float]:
-    """The relevance of an engine's `count` candidates, in the engine's fused order (dense and BM25, RRF): RRF's
-    score of each position in one list, scaled to 1 at the top (RRF_K / (RRF_K + position)), 1 to ~0.7 over a
-    pool of 24.
+    """The relevance of an engine's `count` candidates, in the engine's fused order (dense and BM25,
+    `layout.fuse`): RRF's score of each position in one list, scaled to 1 at the top (RRF_K / (RRF_K + position)),
+    1 to ~0.7 over a pool of 24.
 
     What the ranking weighs as a chunk's similarity (R-003-08's similarity_score). Ranking by the cosine
     similarity alone undid the fusion: a chunk BM25 found by a name or a rare word the question shares with it,
