@@ -15,6 +15,7 @@ The question must already be admitted (validated, defaults applied: see `admissi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncGenerator
 from dataclasses import replace
@@ -86,6 +87,7 @@ class Pipeline:
             question.response_style,
         )
         retrieved = await self._retrieve.run(question, budget, ledger)
+        assessing: asyncio.Handle | None = None
         try:
             retrieved, read_first = await self._best_read(question, retrieved)
             retrieval = retrieved.retrieval
@@ -138,6 +140,9 @@ class Pipeline:
             stream = self._generate.stream(
                 question, search, prompt, retrieval.hits, packing, generation_deadline, clock, ledger, reading.counts
             )
+            # An assessment nothing read before generation (the gate off) is made while the model writes: the loop
+            # runs this once the pipeline first waits, which is for the LLM's answer once its request is sent.
+            assessing = asyncio.get_running_loop().call_soon(_assess, reading)
             async with contextlib.aclosing(stream):  # a caller leaving closes the upstream LLM stream at once
                 async for item in stream:
                     if isinstance(item, Generated):
@@ -169,6 +174,8 @@ class Pipeline:
             yield answer
         finally:
             retrieved.classification.settle()  # a classification still running is not waited for
+            if assessing is not None:
+                assessing.cancel()
 
     async def _best_read(self, question: Question, retrieved: Retrieved) -> tuple[Retrieved, Reading | None]:
         """A follow-up searched more than one way (`Retrieved.alternatives`): the search whose evidence passes the
@@ -214,3 +221,9 @@ class Pipeline:
         if verdict.action is not Action.ROUTE:
             return None
         return await self._owners.route(verdict.primary_tag, verdict.route_reason)
+
+
+def _assess(reading: Reading) -> None:
+    """Makes the reading's assessment now (should it fail, validation meets the failure when it reads it)."""
+    with contextlib.suppress(Exception):
+        _ = reading.assessment
