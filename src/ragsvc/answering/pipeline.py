@@ -33,7 +33,7 @@ from ragsvc.answering.usage import UsageLedger
 from ragsvc.answering.validate import ValidateStage
 from ragsvc.citation_policy import resolve
 from ragsvc.config import GenerationSettings, ServerSettings
-from ragsvc.domain import Action, Answer, Event, Mode, Question, RefusalReason, RouteTarget, Timings
+from ragsvc.domain import Action, Answer, Event, Mode, Question, RefusalReason, RouteTarget, TextDelta, Timings
 from ragsvc.prompts import Prompt, TemplateRegistry, get_prompt
 from ragsvc.storage.owners import OwnerDirectory
 from ragsvc.validation import AnswerPolicy, Verdict
@@ -140,14 +140,15 @@ class Pipeline:
             stream = self._generate.stream(
                 question, search, prompt, retrieval.hits, packing, generation_deadline, clock, ledger, reading.counts
             )
-            # An assessment nothing read before generation (the gate off) is made while the model writes: the loop
-            # runs this once the pipeline first waits, which is for the LLM's answer once its request is sent.
-            assessing = asyncio.get_running_loop().call_soon(_assess, reading)
             async with contextlib.aclosing(stream):  # a caller leaving closes the upstream LLM stream at once
                 async for item in stream:
                     if isinstance(item, Generated):
                         generated = item
                     else:
+                        if assessing is None and isinstance(item, TextDelta):
+                            # An assessment nothing read before generation (the gate off) is made while the model
+                            # writes the rest: the loop runs it once the pipeline next waits, the first text on its way.
+                            assessing = asyncio.get_running_loop().call_soon(_assess, reading)
                         for event in release.feed(item):
                             yield event
             if generated is None:
