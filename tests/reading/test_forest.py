@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ragsvc.reading.forest import Forest
+from ragsvc.reading.trained import Model
 
 
 def leaf(value: float) -> dict[str, Any]:
@@ -52,3 +53,21 @@ def test_a_forest_read_back_from_its_arrays_predicts_the_same() -> None:
     again = Forest.from_arrays(forest.arrays("model"), "model")
 
     assert np.array_equal(again.predict(rows), forest.predict(rows))
+
+
+def test_a_row_alone_gets_the_leaves_it_gets_among_others_on_the_shipped_forests() -> None:
+    """One row takes its own walk (`Forest._predict_one`): on the shipped model's forests, each row alone predicts
+    exactly what it predicts within a batch, values on a split's threshold included."""
+    rng = np.random.default_rng(7)
+    model = Model.load()
+    for forest in (model.chunks, model.sentences, model.answers):
+        splits = forest.feature >= 0
+        rows = rng.normal(size=(60, int(forest.feature.max()) + 1)) * 3
+        at = rng.integers(0, int(splits.sum()), size=180)
+        rows[np.arange(60).repeat(3), forest.feature[splits][at]] = forest.threshold[splits][at]
+
+        together = forest.predict(rows)
+
+        alone = np.concatenate([forest.predict(rows[i : i + 1]) for i in range(len(rows))])
+        assert np.array_equal(alone, together)
+        assert np.unique(together).size > 30, "the rows reach different leaves"

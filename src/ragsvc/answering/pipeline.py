@@ -15,6 +15,7 @@ The question must already be admitted (validated, defaults applied: see `admissi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncGenerator
 from dataclasses import replace
@@ -32,7 +33,7 @@ from ragsvc.answering.usage import UsageLedger
 from ragsvc.answering.validate import ValidateStage
 from ragsvc.citation_policy import resolve
 from ragsvc.config import GenerationSettings, ServerSettings
-from ragsvc.domain import Action, Answer, Event, Mode, Question, RefusalReason, RouteTarget, Timings
+from ragsvc.domain import Action, Answer, Event, Mode, Question, RefusalReason, RouteTarget, TextDelta, Timings
 from ragsvc.prompts import Prompt, TemplateRegistry, get_prompt
 from ragsvc.storage.owners import OwnerDirectory
 from ragsvc.validation import AnswerPolicy, Verdict
@@ -86,6 +87,7 @@ class Pipeline:
             question.response_style,
         )
         retrieved = await self._retrieve.run(question, budget, ledger)
+        assessing: asyncio.Handle | None = None
         try:
             retrieved, read_first = await self._best_read(question, retrieved)
             retrieval = retrieved.retrieval
@@ -143,6 +145,10 @@ class Pipeline:
                     if isinstance(item, Generated):
                         generated = item
                     else:
+                        if assessing is None and isinstance(item, TextDelta):
+                            # An assessment nothing read before generation (the gate off) is made while the model
+                            # writes the rest: the loop runs it once the pipeline next waits, the first text on its way.
+                            assessing = asyncio.get_running_loop().call_soon(_assess, reading)
                         for event in release.feed(item):
                             yield event
             if generated is None:
@@ -169,6 +175,8 @@ class Pipeline:
             yield answer
         finally:
             retrieved.classification.settle()  # a classification still running is not waited for
+            if assessing is not None:
+                assessing.cancel()
 
     async def _best_read(self, question: Question, retrieved: Retrieved) -> tuple[Retrieved, Reading | None]:
         """A follow-up searched more than one way (`Retrieved.alternatives`): the search whose evidence passes the
@@ -214,3 +222,9 @@ class Pipeline:
         if verdict.action is not Action.ROUTE:
             return None
         return await self._owners.route(verdict.primary_tag, verdict.route_reason)
+
+
+def _assess(reading: Reading) -> None:
+    """Makes the reading's assessment now (should it fail, validation meets the failure when it reads it)."""
+    with contextlib.suppress(Exception):
+        _ = reading.assessment

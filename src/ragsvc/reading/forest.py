@@ -30,6 +30,8 @@ class Forest:
     # itself), right then left, in platform integers (numpy indexes with them without converting).
     _feature: npt.NDArray[np.intp] = field(init=False, repr=False, compare=False)
     _children: npt.NDArray[np.intp] = field(init=False, repr=False, compare=False)
+    _right: npt.NDArray[np.intp] = field(init=False, repr=False, compare=False)
+    _left: npt.NDArray[np.intp] = field(init=False, repr=False, compare=False)
     _roots: npt.NDArray[np.intp] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -38,6 +40,8 @@ class Forest:
         right, left = np.where(leaf, itself, self.right), np.where(leaf, itself, self.left)
         object.__setattr__(self, "_feature", np.where(leaf, 0, self.feature).astype(np.intp))
         object.__setattr__(self, "_children", np.stack([right, left], axis=1).ravel().astype(np.intp))
+        object.__setattr__(self, "_right", right.astype(np.intp))
+        object.__setattr__(self, "_left", left.astype(np.intp))
         object.__setattr__(self, "_roots", self.roots.astype(np.intp))
 
     def predict(self, rows: FloatArray) -> FloatArray:
@@ -45,12 +49,24 @@ class Forest:
         time, `depth` levels (a leaf stays where it is): going left when the row's value is <= the threshold."""
         if rows.shape[0] == 0 or self.roots.size == 0:
             return np.zeros(rows.shape[0])
+        if rows.shape[0] == 1:
+            return self._predict_one(np.asarray(rows, dtype=np.float64)[0])
         node = np.broadcast_to(self._roots, (rows.shape[0], self.roots.size)).copy()
         values = np.ascontiguousarray(rows, dtype=np.float64).ravel()
         row_start = (np.arange(rows.shape[0]) * rows.shape[1])[:, None]
         for _ in range(self.depth):
             node = self._children[2 * node + (values[row_start + self._feature[node]] <= self.threshold[node])]
         return np.asarray(self.value[node].sum(axis=1), dtype=np.float64)
+
+    def _predict_one(self, row: FloatArray) -> FloatArray:
+        """`predict` of one row, the same leaves: every node's way for the row is decided at once (its next
+        node), then each tree is walked by that table alone, `depth` gathers instead of `depth` rounds of eight
+        (three predictions of a question are of one row: 105 -> 30 us each on the shipped sentence model)."""
+        way = np.where(row[self._feature] <= self.threshold, self._left, self._right)
+        node = self._roots
+        for _ in range(self.depth):
+            node = way[node]
+        return np.asarray(self.value[node[None, :]].sum(axis=1), dtype=np.float64)
 
     def arrays(self, prefix: str) -> dict[str, npt.NDArray[Any]]:
         """The forest as named arrays (for an .npz file)."""

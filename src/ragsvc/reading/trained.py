@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -53,6 +53,7 @@ MAX_QUOTES = 3  # sentences an extractive answer quotes
 _DUPLICATE_OVERLAP = 0.8  # share of the smaller passage's terms that makes two passages the same
 MODEL_FILE = "reader.npz"
 _RECENT = 64  # readings and packings kept (see TrainedReader.read, TrainedReader.pack)
+_V = TypeVar("_V")
 
 
 def choose(found: Sequence[Candidate], scores: Sequence[float], *, max_quotes: int = MAX_QUOTES) -> list[int]:
@@ -165,17 +166,18 @@ class TrainedReader(FollowUpRules):
         found = tuple(candidates(evidence))
         packing = pack(self._model.chunks, chunk_features(found, sentence_features(analysis, found, evidence), evidence), limit)
         packed = tuple(evidence[i] for i in packing.places)
-        self._packings[_key(analysis, packed)] = packing  # how sure the chunk model was: the answer's P(right) reads it
-        while len(self._packings) > _RECENT:
-            self._packings.popitem(last=False)
+        _keep(self._packings, _key(analysis, packed), packing)  # how sure the chunk model was: P(right) reads it
         return packed
 
     def packing(self, analysis: Analysis, evidence: tuple[ScoredChunk, ...], read: Read) -> Packing:
         """How `evidence` was packed for this question from retrieval's pool (`pack`); evidence not packed here (a
-        caller's selection, a model's budgeted context) is read in its own order."""
-        packing = self._packings.get(_key(analysis, evidence))
+        caller's selection, a model's budgeted context) is read in its own order, and kept: the assessment and
+        the answer's judgement read the same evidence's packing."""
+        key = _key(analysis, evidence)
+        packing = self._packings.get(key)
         if packing is None:
             packing = as_read(self._model.chunks, chunk_features(read.found, read.rows, evidence))
+            _keep(self._packings, key, packing)
         return packing
 
     def assess(self, analysis: Analysis, evidence: Sequence[ScoredChunk]) -> Assessment:
@@ -232,15 +234,20 @@ class TrainedReader(FollowUpRules):
             matrix = np.asarray(rows, dtype=np.float64).reshape(len(found), len(SENTENCE_FEATURES))
             scores = self._model.sentences.predict(matrix).tolist()
             read = Read(found, rows, scores, tuple(choose(found, scores)))
-            self._recent[key] = read
-            while len(self._recent) > _RECENT:
-                self._recent.popitem(last=False)
+            _keep(self._recent, key, read)
         return read
 
 
 def _key(analysis: Analysis, evidence: tuple[ScoredChunk, ...]) -> tuple[object, ...]:
     """What a reading or a packing of `evidence` is kept under: the question as analysed, and the evidence."""
     return (analysis.search, analysis.question, tuple(analysis.weights.items()), evidence)
+
+
+def _keep(recent: OrderedDict[tuple[object, ...], _V], key: tuple[object, ...], value: _V) -> None:
+    """`value` kept under `key` among the _RECENT latest."""
+    recent[key] = value
+    while len(recent) > _RECENT:
+        recent.popitem(last=False)
 
 
 def _share(scores: Sequence[float], lead: int) -> float:
