@@ -41,17 +41,28 @@ _TIMING_FIELDS = {"retrieval": "retrieval_ms", "embedding": "embedding_ms", "sto
 
 
 class RecordingShard:
-    """The engine's qdrant-edge shard with every query request kept on its way in, unchanged, with when it was
-    sent (`sent`: request and perf_counter time): what ragsvc sends, exactly, for the `raw_engine` row to send
-    again. Everything else passes straight through."""
+    """The engine's qdrant-edge shard with every query (`query`, `query_batch`) kept on its way in, unchanged, with
+    when it was sent, per question (`sent`: a list per `question()`, of method, request and perf_counter time): what
+    ragsvc sends, exactly, for the `raw_engine` row to send again. Everything else passes straight through."""
 
     def __init__(self, shard: Any) -> None:
         self.shard = shard
-        self.sent: list[tuple[Any, float]] = []
+        self.sent: list[list[tuple[str, Any, float]]] = []
+
+    def question(self) -> None:
+        """What is sent from now on is the next question's."""
+        self.sent.append([])
 
     def query(self, request: Any) -> Any:
-        self.sent.append((request, time.perf_counter()))
-        return self.shard.query(request)
+        return self._recorded("query", request)
+
+    def query_batch(self, request: Any) -> Any:
+        return self._recorded("query_batch", request)
+
+    def _recorded(self, method: str, request: Any) -> Any:
+        if self.sent:
+            self.sent[-1].append((method, request, time.perf_counter()))
+        return getattr(self.shard, method)(request)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.shard, name)
@@ -69,28 +80,36 @@ def recording(components: Components) -> RecordingShard:
 
 
 def raw_engine(recorded: RecordingShard) -> dict[str, Any]:
-    """The requests recorded since the previous call, each sent again to the same shard and timed alone
-    (`EdgeShard.query`: the engine's search and its results as Python objects), twice over:
+    """Each question's requests recorded since the previous call, sent again to the same shard and timed alone
+    (`EdgeShard.query` / `query_batch`: the engine's search and its results as Python objects), a question's time
+    the sum of its requests', twice over:
 
     - `raw_ms`: at the pace ragsvc sent them (each one as long after the previous one as in ragsvc's run, the time
       of a question): between questions the engine's search thread goes to sleep and the caches cool, for ragsvc's
       calls and these alike;
     - `back_to_back_ms`: one right after the other (the engine kept warm: the least a call can cost).
 
-    `points`: how many results each returned."""
-    sent, recorded.sent = recorded.sent, []
-    spaced, points = [], []
-    for number, (request, at) in enumerate(sent):
-        if number:
-            time.sleep(max(at - sent[number - 1][1] - spaced[-1] / 1000, 0.0))
+    `points`: how many results each question's requests returned."""
+    questions, recorded.sent = recorded.sent, []
+    spaced, back_to_back, points = [], [], []
+    previous: tuple[float, float] | None = None  # when the previous request was sent in ragsvc's run, and its time
+    for sent in questions:
+        took, returned = 0.0, 0
+        for method, request, at in sent:
+            if previous is not None:
+                time.sleep(max(at - previous[0] - previous[1], 0.0))
+            started = time.perf_counter()
+            found = getattr(recorded.shard, method)(request)
+            elapsed = time.perf_counter() - started
+            previous = (at, elapsed)
+            took += elapsed * 1000
+            returned += sum(len(part) for part in found) if method == "query_batch" else len(found)
+        spaced.append(took)
+        points.append(returned)
+    for sent in questions:
         started = time.perf_counter()
-        found = recorded.shard.query(request)
-        spaced.append((time.perf_counter() - started) * 1000)
-        points.append(len(found))
-    back_to_back = []
-    for request, _ in sent:
-        started = time.perf_counter()
-        recorded.shard.query(request)
+        for method, request, _ in sent:
+            getattr(recorded.shard, method)(request)
         back_to_back.append((time.perf_counter() - started) * 1000)
     return {"raw_ms": spaced, "back_to_back_ms": back_to_back, "points": points}
 
@@ -141,11 +160,16 @@ async def timed_ask(components: Components, query: str, tenant: str, *, explain:
     return result | {"window": window, "refused": answer.refusal is not RefusalReason.NONE, "messages": messages}, answer
 
 
-async def ask_all(components: Components, queries: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
+async def ask_all(
+    components: Components, queries: Sequence[Sequence[str]], shard: RecordingShard | None = None
+) -> list[dict[str, Any]]:
     """`timed_ask` each query in turn on one running event loop, so that the work an answer leaves to background
-    tasks (the audit log's writes) runs as it does in a server: between and during the questions, timed or not."""
+    tasks (the audit log's writes) runs as it does in a server: between and during the questions, timed or not.
+    `shard` records what each question sends the engine."""
     results = []
     for query, tenant in queries:
+        if shard is not None:
+            shard.question()
         result, _ = await timed_ask(components, query, tenant)
         results.append(result | {"rss_mib": rss_mib()})
         await asyncio.sleep(0)  # as a server's loop does between a response and the next request
@@ -179,8 +203,8 @@ def main() -> None:
                     return {"ids": runner.run(packed_ids(components, command["queries"]))}
                 if command["op"] == "raw_engine":
                     return raw_engine(shard)
-                shard.sent.clear()  # what the ask sends, and only that
-                return {"results": runner.run(ask_all(components, command["queries"]))}
+                shard.sent = []  # what the ask sends, and only that
+                return {"results": runner.run(ask_all(components, command["queries"], shard))}
 
             serve_commands(out, answer)
         finally:
