@@ -203,7 +203,8 @@ type SearchMode int32
 const (
 	// Treated as SEARCH_MODE_HYBRID.
 	SearchMode_SEARCH_MODE_UNSPECIFIED SearchMode = 0
-	// Dense (embedding) and sparse (BM25) results fused with reciprocal rank fusion (k = 60).
+	// Dense (embedding) and sparse (BM25) results fused by their scores: each candidate's cosine scaled to the
+	// best cosine (share 0.6) plus its BM25 score scaled to the best BM25 (share 0.4).
 	SearchMode_SEARCH_MODE_HYBRID SearchMode = 1
 	// The dense embedding vectors only: passages close in meaning.
 	SearchMode_SEARCH_MODE_DENSE SearchMode = 2

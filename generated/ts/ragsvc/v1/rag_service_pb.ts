@@ -1625,7 +1625,8 @@ export enum SearchMode {
   UNSPECIFIED = 0,
 
   /**
-   * Dense (embedding) and sparse (BM25) results fused with reciprocal rank fusion (k = 60).
+   * Dense (embedding) and sparse (BM25) results fused by their scores: each candidate's cosine scaled to the
+   * best cosine (share 0.6) plus its BM25 score scaled to the best BM25 (share 0.4).
    *
    * @generated from enum value: SEARCH_MODE_HYBRID = 1;
    */
