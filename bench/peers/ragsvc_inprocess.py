@@ -160,16 +160,13 @@ async def timed_ask(components: Components, query: str, tenant: str, *, explain:
     return result | {"window": window, "refused": answer.refusal is not RefusalReason.NONE, "messages": messages}, answer
 
 
-async def ask_all(
-    components: Components, queries: Sequence[Sequence[str]], shard: RecordingShard | None = None
-) -> list[dict[str, Any]]:
+async def ask_all(components: Components, queries: Sequence[Sequence[str]], shard: RecordingShard) -> list[dict[str, Any]]:
     """`timed_ask` each query in turn on one running event loop, so that the work an answer leaves to background
     tasks (the audit log's writes) runs as it does in a server: between and during the questions, timed or not.
     `shard` records what each question sends the engine."""
     results = []
     for query, tenant in queries:
-        if shard is not None:
-            shard.question()
+        shard.question()
         result, _ = await timed_ask(components, query, tenant)
         results.append(result | {"rss_mib": rss_mib()})
         await asyncio.sleep(0)  # as a server's loop does between a response and the next request

@@ -14,8 +14,8 @@ from ragsvc.errors import RetrievalUnavailable
 from ragsvc.retrieval.base import Candidate, IndexedChunk, VectorEngine
 from ragsvc.retrieval.embedders import MiniLMEmbedder
 from ragsvc.retrieval.hybrid import OVERFETCH, HybridRetriever
-from ragsvc.retrieval.layout import RRF_K, redact
-from ragsvc.retrieval.quality import RankingWeights, fused_relevance, recency_boost
+from ragsvc.retrieval.layout import redact
+from ragsvc.retrieval.quality import RRF_K, RankingWeights, fused_relevance, recency_boost
 from tests.retrieval.conftest import store
 
 TODAY = dt.date(2026, 6, 30)

@@ -63,8 +63,6 @@ from ragsvc.retrieval.base import Candidate
 
 DENSE = "dense"
 SPARSE = "bm25"
-# RRF's constant: what a place in the fused order is worth to the ranking (quality.fused_relevance).
-RRF_K = 60
 # Each leg's share of a candidate's fused score (`fuse`): chosen on five corpora's answerable questions (pgdocs,
 # pydocs, httpd, handbook, sqlite; 0.45-0.6 gave within 0.5 points of each other), measured on five others
 # (docs/reading.md, "Retrieval, round 4").

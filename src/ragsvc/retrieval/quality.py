@@ -15,8 +15,9 @@ import numpy as np
 from ragsvc.domain import Chunk
 from ragsvc.errors import FieldViolation
 from ragsvc.retrieval.base import Candidate
-from ragsvc.retrieval.layout import RRF_K
 
+# RRF's constant: what a place in the engine's fused order is worth to the ranking (`fused_relevance`).
+RRF_K = 60
 # R-003-08's recency boost: documents up to 30 days old +0.3, up to 90 days +0.2, up to 365 days +0.1.
 RECENCY_STEPS = ((30, 0.3), (90, 0.2), (365, 0.1))
 
