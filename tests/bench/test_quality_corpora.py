@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.quality import corpus
+from bench.quality import corpus, questions
 from bench.quality.debian import FetchError, VersionGone, deb_version, sha256_of
+from bench.quality.questions import Question
 from bench.quality.subsets import Directories, Named, Toctree, UpLinks
 from ragsvc.ingest.loaders import slugify
 
@@ -258,8 +259,27 @@ def test_a_newer_version_with_another_page_list_is_refused_naming_the_change(tmp
 def test_a_newer_version_whose_page_lost_a_quoted_sentence_is_refused_naming_the_question(tmp_path: Path) -> None:
     changed = {**PAGES, "bind.html": PAGE.format(title="Binding", text="Listen sets the port; see the example.")}
     spec, archive = fetcher(tmp_path, {"1.1": changed}, "1.1")
-    with pytest.raises(FetchError, match=r"(?s)a001: the quoted sentence is not in bind.*a001: no key fact"):
+    with pytest.raises(FetchError, match=r"(?s)a001: the quoted sentence is in none of bind.*a001: no key fact"):
         corpus.fetch(spec, tmp_path / "cache", download=archive.download)
+
+
+def test_a_quote_needs_to_be_in_one_of_the_expected_documents_not_in_each() -> None:
+    """A label audit adds the document of another answering sentence: the quote stays in its own page only."""
+    asked = Question(
+        id="a001",
+        split="dev",
+        kind="answerable",
+        style="natural",
+        question="Which port?",
+        expected_documents=("bind", "faq"),
+        key_facts=("port 80",),
+        provenance={"quote": "Listen sets port 80."},
+    )
+    pages = {"bind": "Listen sets port 80.", "faq": "It listens on port 80 unless told otherwise."}
+    assert questions.check([asked], pages, split_rule=False) == []
+    assert questions.check([asked], {**pages, "bind": "Listen sets a port."}, split_rule=False) == [
+        "a001: the quoted sentence is in none of bind, faq"
+    ]
 
 
 def test_a_failed_download_that_is_not_a_dropped_version_is_not_a_reason_to_fall_back(tmp_path: Path) -> None:
