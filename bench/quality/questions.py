@@ -6,9 +6,9 @@ key_facts (alternatives: the answer is right when it contains any one of them, n
 the sentence quoted from it), near_topic and why (unanswerables), unsafe_markers (injection probes).
 
 The split is a fixed function of the ids: within each kind, questions ordered by sha256(id) alternate dev, heldout.
-`check` holds a file to the split rule, to every quoted sentence being in its page as ragsvc's HTML loader reads it,
-to a key fact of every answerable question being in its expected page, and to no key fact being already in the
-question (or its earlier turns); `python -m bench.quality.check` runs it on a corpus's file.
+`check` holds a file to the split rule, to every quoted sentence being in one of its expected pages as ragsvc's HTML
+loader reads it, to a key fact of every answerable question being in an expected page, and to no key fact being
+already in the question (or its earlier turns); `python -m bench.quality.check` runs it on a corpus's file.
 """
 
 from __future__ import annotations
@@ -132,13 +132,12 @@ def check(questions: list[Question], page_texts: dict[str, str], *, split_rule: 
         if q.should_answer:
             if not q.expected_documents or not q.key_facts:
                 problems.append(f"{q.id}: an answerable question needs expected_documents and key_facts")
-            for doc in q.expected_documents:
-                if doc not in normalised:
-                    problems.append(f"{q.id}: unknown document {doc}")
-                    continue
-                quote = q.provenance.get("quote") or ""
-                if normalise(quote) not in normalised[doc]:
-                    problems.append(f"{q.id}: the quoted sentence is not in {doc}")
+            problems += [f"{q.id}: unknown document {doc}" for doc in q.expected_documents if doc not in normalised]
+            # One expected document holds the quote; a label audit adds the documents of other answering sentences.
+            quote = normalise(q.provenance.get("quote") or "")
+            known = [doc for doc in q.expected_documents if doc in normalised]
+            if known and not any(quote in normalised[doc] for doc in known):
+                problems.append(f"{q.id}: the quoted sentence is in none of {', '.join(known)}")
             if not any(contains(page_texts.get(d, ""), f) for d in q.expected_documents for f in q.key_facts):
                 problems.append(f"{q.id}: no key fact occurs in the expected documents")
             asked = " ".join((*q.history, q.question))
