@@ -363,6 +363,7 @@ def resolved_where(query_filters: MetadataFilter) -> Where | None:
 
 
 _C = TypeVar("_C")
+_T = TypeVar("_T")
 
 
 class FilterBuilder(Protocol[_C]):
@@ -399,6 +400,7 @@ class _Scored(Protocol):
 
 
 _P = TypeVar("_P", bound=_Scored)
+_K = TypeVar("_K")
 
 
 def first_by_score(points: Sequence[_P], limit: int) -> list[_P]:
@@ -448,17 +450,33 @@ def candidates_from(
 
 
 @dataclass(frozen=True, slots=True)
-class _Fused(Generic[_P]):
+class _Fused(Generic[_T]):
     id: Any
     score: float
-    point: _P
+    point: _T
 
 
 def fuse(legs: Sequence[tuple[str, Sequence[_P]]], limit: int) -> list[_P]:
-    """The `limit` best candidates by their legs' scores: for each leg (a named vector and the candidates it scored),
-    its share (`LEG_SHARES`) of the candidate's score scaled to the leg's best; a leg that did not return a
-    candidate gives it 0. The candidates are the first leg's points, which must hold every candidate (a dense leg
-    scores every one); equal scores are cut as `first_by_score` cuts them.
+    """The `limit` best candidates by their legs' scores (`fused_ids`), each leg a named vector and the points it
+    scored. The candidates are the first leg's points, which must hold every candidate (a dense leg scores every
+    one)."""
+    if not legs:
+        return []
+    # Each point's id read once: the engines build it (a `uuid.UUID`) on every read.
+    ids = [[point.id for point in points] for _, points in legs]
+    first = dict(zip(ids[0], legs[0][1], strict=True))
+    scores = [
+        (name, dict(zip(leg_ids, [point.score for point in points], strict=True)))
+        for (name, points), leg_ids in zip(legs, ids, strict=True)
+    ]
+    return [first[point_id] for point_id in fused_ids(scores, limit)]
+
+
+def fused_ids(legs: Sequence[tuple[str, Mapping[_K, float]]], limit: int) -> list[_K]:
+    """The ids of the `limit` best candidates by their legs' scores: for each leg (a named vector and its score of
+    each candidate it scored), its share (`LEG_SHARES`) of the candidate's score scaled to the leg's best; a leg that
+    did not score a candidate gives it 0. The candidates are the first leg's ids, which must hold every candidate;
+    equal scores are cut as `first_by_score` cuts them.
 
     Why not RRF: ranks alone cannot tell a chunk far nearer in meaning than any other, or holding the question's
     rare words as no other does, from one a little ahead of many; and a candidate below one leg's prefetch got
@@ -467,17 +485,13 @@ def fuse(legs: Sequence[tuple[str, Sequence[_P]]], limit: int) -> list[_P]:
     (docs/reading.md, "Retrieval, round 4")."""
     if not legs:
         return []
-    # Each point's id read once: the engines build it (a `uuid.UUID`) on every read.
-    ids = [[point.id for point in points] for _, points in legs]
-    fused = dict.fromkeys(ids[0], 0.0)
-    for (name, points), leg_ids in zip(legs, ids, strict=True):
-        scores = [point.score for point in points]
-        best = max(scores, default=0.0)
+    fused = dict.fromkeys(legs[0][1], 0.0)
+    for name, scores in legs:
+        best = max(scores.values(), default=0.0)
         if best <= 0:
             continue
         share = LEG_SHARES.get(name, 1.0) / best
-        for point_id, score in zip(leg_ids, scores, strict=True):
+        for point_id, score in scores.items():
             if point_id in fused:
                 fused[point_id] += share * max(score, 0.0)
-    scored = [_Fused(point_id, fused[point_id], point) for point_id, point in zip(ids[0], legs[0][1], strict=True)]
-    return [chosen.point for chosen in first_by_score(scored, limit)]
+    return [chosen.point for chosen in first_by_score([_Fused(k, score, k) for k, score in fused.items()], limit)]
