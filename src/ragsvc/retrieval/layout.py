@@ -47,7 +47,7 @@ import struct
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import qdrant_edge as qe
@@ -363,7 +363,6 @@ def resolved_where(query_filters: MetadataFilter) -> Where | None:
 
 
 _C = TypeVar("_C")
-_T = TypeVar("_T")
 
 
 class FilterBuilder(Protocol[_C]):
@@ -403,25 +402,6 @@ _P = TypeVar("_P", bound=_Scored)
 _K = TypeVar("_K")
 
 
-def first_by_score(points: Sequence[_P], limit: int) -> list[_P]:
-    """The `limit` best `points` by fused score, equal scores by point id. Two chunks can get equal fused scores
-    (identical texts, or the same scaled scores), and the engines return those in any order: cut at the limit as
-    they come, the same question could draw different evidence from one call to the next. Each score is read once,
-    and only points of equal score are ordered by id (the engines build a point's id as a `uuid.UUID` on every
-    read: reading all of them took as long as the rest)."""
-    scored = sorted([(point.score, point) for point in points], key=lambda pair: -pair[0])
-    chosen: list[_P] = []
-    at = 0
-    while at < len(scored) and len(chosen) < limit:
-        end = at + 1
-        while end < len(scored) and scored[end][0] == scored[at][0]:
-            end += 1
-        tied = [point for _, point in scored[at:end]]
-        chosen.extend(sorted(tied, key=lambda point: str(point.id)) if len(tied) > 1 else tied)
-        at = end
-    return chosen[:limit]
-
-
 def candidates_from(
     payloads: Sequence[dict[str, Any]],
     stored: np.ndarray,
@@ -449,13 +429,6 @@ def candidates_from(
     return candidates
 
 
-@dataclass(frozen=True, slots=True)
-class _Fused(Generic[_T]):
-    id: Any
-    score: float
-    point: _T
-
-
 def fuse(legs: Sequence[tuple[str, Sequence[_P]]], limit: int) -> list[_P]:
     """The `limit` best candidates by their legs' scores (`fused_ids`), each leg a named vector and the points it
     scored. The candidates are the first leg's points, which must hold every candidate (a dense leg scores every
@@ -476,7 +449,7 @@ def fused_ids(legs: Sequence[tuple[str, Mapping[_K, float]]], limit: int) -> lis
     """The ids of the `limit` best candidates by their legs' scores: for each leg (a named vector and its score of
     each candidate it scored), its share (`LEG_SHARES`) of the candidate's score scaled to the leg's best; a leg that
     did not score a candidate gives it 0. The candidates are the first leg's ids, which must hold every candidate;
-    equal scores are cut as `first_by_score` cuts them.
+    equal scores are ordered by id (`_first_by_score`).
 
     Why not RRF: ranks alone cannot tell a chunk far nearer in meaning than any other, or holding the question's
     rare words as no other does, from one a little ahead of many; and a candidate below one leg's prefetch got
@@ -494,4 +467,21 @@ def fused_ids(legs: Sequence[tuple[str, Mapping[_K, float]]], limit: int) -> lis
         for point_id, score in scores.items():
             if point_id in fused:
                 fused[point_id] += share * max(score, 0.0)
-    return [chosen.point for chosen in first_by_score([_Fused(k, score, k) for k, score in fused.items()], limit)]
+    return _first_by_score(fused, limit)
+
+
+def _first_by_score(scores: Mapping[_K, float], limit: int) -> list[_K]:
+    """The ids of the `limit` best `scores`, equal scores by id (as text). Two chunks can get equal fused scores
+    (identical texts, or the same scaled scores), and the engines return those in any order: cut at the limit as
+    they come, the same question could draw different evidence from one call to the next. Only ids of equal score
+    are turned into text."""
+    ranked = sorted(scores, key=scores.__getitem__, reverse=True)  # stable: equal scores keep their order
+    chosen: list[_K] = []
+    at = 0
+    while at < len(ranked) and len(chosen) < limit:
+        end = at + 1
+        while end < len(ranked) and scores[ranked[end]] == scores[ranked[at]]:
+            end += 1
+        chosen.extend(sorted(ranked[at:end], key=str) if end - at > 1 else ranked[at:end])
+        at = end
+    return chosen[:limit]
