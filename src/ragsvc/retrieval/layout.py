@@ -34,8 +34,10 @@ from its chunk 0 (whose point id is known).
 A query prefetches the best chunks by the dense vector and by the sparse one, or, in the dense or sparse search mode
 (R-002-03), by the one (`searched_vectors`); the access filter (tenant, tags) and the metadata filters sit inside
 every prefetch, so nothing the caller may not see is ever a candidate. Each leg then scores every prefetched
-candidate (the dense leg its cosine, the BM25 leg its term weights, 0 when it shares no term), and `fuse` orders
-them by the legs' scores, each scaled to its best, weighed by `LEG_SHARES`. Each result's score is the cosine
+candidate (the dense leg its cosine, the BM25 leg its term weights, 0 when it shares no term), and `fuse` (or
+`fused_ids`, given each leg's scores by id) orders them by the legs' scores, each scaled to its best, weighed by
+`LEG_SHARES`. The embedded engine has each leg score only the candidates another leg found, and reads the payloads
+and vectors of the chosen alone. Each result's score is the cosine
 similarity of its stored dense vector to the query vector, whatever its fused rank. A metadata filter expression, resolved
 (`ragsvc.filters`), is rendered into each engine's filter by `render`.
 """
