@@ -8,7 +8,7 @@ reports the answer's stage timings (embedding, store), so that the gRPC variant 
 Besides ``ask`` it answers ``{"op": "context_ids", "queries": [...]}`` with the passages packed into each prompt
 (an untimed explained answer), as `RagsvcServer.context_ids` does over gRPC, and ``{"op": "raw_engine"}`` with the
 `raw_engine` row: the qdrant-edge QueryRequests ragsvc sent to its shard during the latest ``ask`` (recorded as
-they were sent: `RecordingShard`), each sent again to the same shard and timed bare, `EdgeShard.query` alone
+they were sent: `RecordingShard`), each sent again to the same shard and timed bare, the shard's calls alone
 (`raw_engine`).
 """
 
@@ -21,7 +21,8 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from bench.peers.common import Passage, WorkerConfig, corpus, rss_mib, send, serve_commands, start_worker, versions
@@ -40,29 +41,44 @@ _TIMING_FIELDS = {"retrieval": "retrieval_ms", "embedding": "embedding_ms", "sto
                   "validation": "validation_ms", "total": "total_ms"}  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """The arguments of one call to the shard."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def to(self, method: Callable[..., Any]) -> Any:
+        return method(*self.args, **self.kwargs)
+
+
 class RecordingShard:
-    """The engine's qdrant-edge shard with every query (`query`, `query_batch`) kept on its way in, unchanged, with
-    when it was sent, per question (`sent`: a list per `question()`, of method, request and perf_counter time): what
-    ragsvc sends, exactly, for the `raw_engine` row to send again. Everything else passes straight through."""
+    """The engine's qdrant-edge shard with every read a question makes (`query`, `query_batch`, `retrieve`) kept on
+    its way in, unchanged, with when it was sent, per question (`sent`: a list per `question()`, of method,
+    arguments and perf_counter time): what ragsvc sends, exactly, for the `raw_engine` row to send again.
+    Everything else passes straight through."""
 
     def __init__(self, shard: Any) -> None:
         self.shard = shard
-        self.sent: list[list[tuple[str, Any, float]]] = []
+        self.sent: list[list[tuple[str, Sent, float]]] = []
 
     def question(self) -> None:
         """What is sent from now on is the next question's."""
         self.sent.append([])
 
     def query(self, request: Any) -> Any:
-        return self._recorded("query", request)
+        return self._recorded("query", Sent((request,)))
 
     def query_batch(self, request: Any) -> Any:
-        return self._recorded("query_batch", request)
+        return self._recorded("query_batch", Sent((request,)))
 
-    def _recorded(self, method: str, request: Any) -> Any:
+    def retrieve(self, *args: Any, **kwargs: Any) -> Any:
+        return self._recorded("retrieve", Sent(args, kwargs))
+
+    def _recorded(self, method: str, sent: Sent) -> Any:
         if self.sent:
-            self.sent[-1].append((method, request, time.perf_counter()))
-        return getattr(self.shard, method)(request)
+            self.sent[-1].append((method, sent, time.perf_counter()))
+        return sent.to(getattr(self.shard, method))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.shard, name)
@@ -81,7 +97,7 @@ def recording(components: Components) -> RecordingShard:
 
 def raw_engine(recorded: RecordingShard) -> dict[str, Any]:
     """Each question's requests recorded since the previous call, sent again to the same shard and timed alone
-    (`EdgeShard.query` / `query_batch`: the engine's search and its results as Python objects), a question's time
+    (`EdgeShard.query` / `query_batch` / `retrieve`: the engine's search and its results as Python objects), a question's time
     the sum of its requests', twice over:
 
     - `raw_ms`: at the pace ragsvc sent them (each one as long after the previous one as in ragsvc's run, the time
@@ -95,11 +111,11 @@ def raw_engine(recorded: RecordingShard) -> dict[str, Any]:
     previous: tuple[float, float] | None = None  # when the previous request was sent in ragsvc's run, and its time
     for sent in questions:
         took, returned = 0.0, 0
-        for method, request, at in sent:
+        for method, arguments, at in sent:
             if previous is not None:
                 time.sleep(max(at - previous[0] - previous[1], 0.0))
             started = time.perf_counter()
-            found = getattr(recorded.shard, method)(request)
+            found = arguments.to(getattr(recorded.shard, method))
             elapsed = time.perf_counter() - started
             previous = (at, elapsed)
             took += elapsed * 1000
@@ -108,8 +124,8 @@ def raw_engine(recorded: RecordingShard) -> dict[str, Any]:
         points.append(returned)
     for sent in questions:
         started = time.perf_counter()
-        for method, request, _ in sent:
-            getattr(recorded.shard, method)(request)
+        for method, arguments, _ in sent:
+            arguments.to(getattr(recorded.shard, method))
         back_to_back.append((time.perf_counter() - started) * 1000)
     return {"raw_ms": spaced, "back_to_back_ms": back_to_back, "points": points}
 

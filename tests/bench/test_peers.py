@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,9 +16,13 @@ from bench import stats
 from bench.peers import report, run
 from bench.peers.common import HashingEmbedder, Passage, WorkerConfig, corpus, queries
 from bench.peers.llm_server import purpose
+from bench.peers.ragsvc_inprocess import RecordingShard, raw_engine
 from bench.peers.ragsvc_variant import RagsvcInProcess, RagsvcServer
 from bench.peers.workers import LLMServer, Reference, Worker, job_config
+from ragsvc.domain import Chunk, RetrievalQuery
 from ragsvc.judge import CLASSIFY_PROMPT, CONFIDENCE_PROMPT, FOLLOW_UP_PROMPT
+from ragsvc.retrieval.base import IndexedChunk
+from ragsvc.retrieval.edge import EdgeEngine
 
 SIZE = 120
 
@@ -254,3 +259,31 @@ def test_the_report_sets_the_store_stage_against_raw_engine_and_costs_each_defau
     assert criteria["ragsvc", "ttft_overhead_p50_ms"]["met"]  # 2.0 ≤ 4
     page = "\n".join(report.store_markdown(per) + report.ablation_markdown(per))
     assert "| raw_engine at ragsvc's pace | 0.90 " in page and "| without follow-up questions by the LLM (2) |" in page
+
+
+async def test_raw_engine_sends_each_read_of_a_question_again(tmp_path: Path) -> None:
+    """The raw_engine row replays every shard read ragsvc made for a question, the chosen chunks' retrieve too,
+    with the same arguments: what the engine returned, replayed, is what it returned to ragsvc."""
+    embedder = HashingEmbedder(dimension=32)
+    engine = EdgeEngine.open(tmp_path / "shard", dimension=32)
+    try:
+        for passage in corpus(40):
+            chunk = Chunk(passage.id, 0, passage.text, tenant_id="acme")
+            await engine.replace_document("acme", passage.id, [IndexedChunk(chunk, embedder.embed(passage.text))])
+        shard = engine._shard = RecordingShard(engine._shard)
+        asked = queries(corpus(40), 3, seed=4)
+        found = []
+        for text, _ in asked:
+            shard.question()
+            found.append(await engine.query(RetrievalQuery(text, "acme"), embedder.embed(text), 6))
+        sent = [[method for method, _, _ in question] for question in shard.sent]
+
+        replayed = raw_engine(shard)
+
+        assert all(methods[0] == "query_batch" and methods[-1] == "retrieve" for methods in sent), sent
+        assert len(replayed["raw_ms"]) == len(replayed["back_to_back_ms"]) == 3 and min(replayed["raw_ms"]) > 0
+        # Each question's reads returned its legs' finds, the other leg's scores of them, then the chunks chosen.
+        assert all(points > len(candidates) == 6 for points, candidates in zip(replayed["points"], found, strict=True))
+        assert shard.sent == [], "what was replayed is forgotten"
+    finally:
+        await engine.close()  # through the recorder: its other calls pass straight through

@@ -20,7 +20,7 @@ from ragsvc.reading.text import index_terms
 from ragsvc.retrieval.base import IndexedChunk, TermCounts
 from ragsvc.retrieval.edge import BUILDING_SUFFIX, PREVIOUS_SUFFIX, EdgeEngine, shard_config
 from ragsvc.retrieval.embedders import MiniLMEmbedder
-from ragsvc.retrieval.layout import payload, point_id
+from ragsvc.retrieval.layout import DENSE, SPARSE, SparseEncoder, fuse, payload, point_id
 from tests.retrieval.conftest import store
 from tests.support.polling import eventually
 
@@ -74,6 +74,44 @@ async def test_results_carry_unit_vectors_and_their_cosine_to_the_query(tmp_path
             assert np.allclose(candidate.dense, original / np.linalg.norm(original), atol=1e-6)
             cosine = original @ asked / (np.linalg.norm(original) * np.linalg.norm(asked))
             assert candidate.score == pytest.approx(cosine, abs=1e-5)
+    finally:
+        await engine.close()
+
+
+async def test_the_fused_order_is_that_of_both_legs_scoring_every_candidate(tmp_path: Path) -> None:
+    """Each leg scores only the candidates another leg found (it scored its own when it found them), and only the
+    chosen are read: the same chunks, in the same order, as when both legs score every candidate."""
+    words = [f"w{i}" for i in range(40)]
+    rng = np.random.default_rng(5)
+    engine = EdgeEngine.open(tmp_path / "shard", dimension=DIMENSION)
+    try:
+        for d in range(6):
+            texts = [" ".join(rng.choice(words, 8)) for _ in range(10)]
+            await engine.replace_document("acme", f"doc{d}", [
+                IndexedChunk(Chunk(f"doc{d}", i, text, tenant_id="acme"), rng.standard_normal(DIMENSION).tolist())
+                for i, text in enumerate(texts)
+            ])  # fmt: skip
+        shard = engine._shard
+        for asked in range(8):
+            query = RetrievalQuery(" ".join(rng.choice(words, 4)), "acme")
+            dense = rng.standard_normal(DIMENSION).tolist()
+            vectors = {DENSE: dense, SPARSE: SparseEncoder().edge_query(query.text)}
+            tenant = qe.Filter(must=[qe.FieldCondition("tenant_id", match=qe.MatchValue("acme"))])
+            found = shard.query_batch(qe.QueryBatchRequest([
+                qe.QueryRequest(limit=6, query=qe.Query.Nearest(v, using=name), filter=tenant) for name, v in vectors.items()
+            ]))  # fmt: skip
+            candidates = {point.id for points in found for point in points}
+            by_id = qe.Filter(must=[qe.HasIdCondition(candidates)])
+            everyone = shard.query_batch(qe.QueryBatchRequest([
+                qe.QueryRequest(limit=len(candidates), query=qe.Query.Nearest(v, using=name), filter=by_id)
+                for name, v in vectors.items()
+            ]))  # fmt: skip
+            expected = [p.id for p in fuse(list(zip(vectors, everyone, strict=True)), 6)]
+            assert len(candidates) > 6, "both legs found candidates of their own"
+
+            results = await engine.query(query, dense, 6)
+
+            assert [point_id("acme", c.chunk.document_id, c.chunk.chunk_index) for c in results] == expected, asked
     finally:
         await engine.close()
 

@@ -1,4 +1,4 @@
-"""How the engines fuse their dense and BM25 legs (`layout.fuse`)."""
+"""How the engines fuse their dense and BM25 legs (`layout.fuse`, `layout.fused_ids`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from ragsvc.retrieval.layout import DENSE, LEG_SHARES, SPARSE, fuse
+from ragsvc.retrieval.layout import DENSE, LEG_SHARES, SPARSE, fuse, fused_ids
 
 
 @dataclass(frozen=True)
@@ -59,3 +59,20 @@ def test_one_leg_keeps_its_own_order() -> None:
     sparse = points(a=3.0, b=2.0, c=1.0)
 
     assert [p.id for p in fuse([(SPARSE, sparse)], 3)] == ["a", "b", "c"]
+
+
+def test_ids_fuse_as_their_points_do() -> None:
+    dense = points(a=0.8, b=0.4, c=0.2, d=0.1)
+    sparse = points(c=12.0, b=3.0, z=20.0)  # "z" is not a candidate (the first leg's are), yet the leg's best
+    legs = [(DENSE, dense), (SPARSE, sparse)]
+
+    by_id = fused_ids([(name, {p.id: p.score for p in found}) for name, found in legs], 3)
+
+    assert by_id == [p.id for p in fuse(legs, 3)] == ["a", "c", "b"]
+
+
+def test_equal_fused_scores_are_ordered_by_id_whatever_the_order_given() -> None:
+    dense = {"b": 0.5, "a": 0.5, "c": 0.25}
+
+    assert fused_ids([(DENSE, dense)], 2) == ["a", "b"]
+    assert fused_ids([(DENSE, dict(reversed(dense.items())))], 2) == ["a", "b"]

@@ -95,9 +95,10 @@ class VectorEngine(Protocol):
         ...
 
     async def query(self, query: RetrievalQuery, dense: Sequence[float], limit: int) -> list[Candidate]:
-        """Hybrid dense + sparse query fused by `layout.fuse`, filtered by access and metadata inside the engine, in
-        fused order; each result's score is the cosine similarity of its dense vector to `dense`. Confidential
-        chunks the caller may not read come back redacted (see `ragsvc.access.AccessPolicy`)."""
+        """Hybrid dense + sparse query fused by the legs' scores (`layout.fused_ids`), filtered by access and
+        metadata inside the engine, in fused order; each result's score is the cosine similarity of its dense vector
+        to `dense`. Confidential chunks the caller may not read come back redacted (see
+        `ragsvc.access.AccessPolicy`)."""
         ...
 
     async def term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:

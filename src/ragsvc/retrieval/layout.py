@@ -34,8 +34,10 @@ from its chunk 0 (whose point id is known).
 A query prefetches the best chunks by the dense vector and by the sparse one, or, in the dense or sparse search mode
 (R-002-03), by the one (`searched_vectors`); the access filter (tenant, tags) and the metadata filters sit inside
 every prefetch, so nothing the caller may not see is ever a candidate. Each leg then scores every prefetched
-candidate (the dense leg its cosine, the BM25 leg its term weights, 0 when it shares no term), and `fuse` orders
-them by the legs' scores, each scaled to its best, weighed by `LEG_SHARES`. Each result's score is the cosine
+candidate (the dense leg its cosine, the BM25 leg its term weights, 0 when it shares no term), and `fuse` (or
+`fused_ids`, given each leg's scores by id) orders them by the legs' scores, each scaled to its best, weighed by
+`LEG_SHARES`. The embedded engine has each leg score only the candidates another leg found, and reads the payloads
+and vectors of the chosen alone. Each result's score is the cosine
 similarity of its stored dense vector to the query vector, whatever its fused rank. A metadata filter expression, resolved
 (`ragsvc.filters`), is rendered into each engine's filter by `render`.
 """
@@ -47,7 +49,7 @@ import struct
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import qdrant_edge as qe
@@ -399,25 +401,7 @@ class _Scored(Protocol):
 
 
 _P = TypeVar("_P", bound=_Scored)
-
-
-def first_by_score(points: Sequence[_P], limit: int) -> list[_P]:
-    """The `limit` best `points` by fused score, equal scores by point id. Two chunks can get equal fused scores
-    (identical texts, or the same scaled scores), and the engines return those in any order: cut at the limit as
-    they come, the same question could draw different evidence from one call to the next. Each score is read once,
-    and only points of equal score are ordered by id (the engines build a point's id as a `uuid.UUID` on every
-    read: reading all of them took as long as the rest)."""
-    scored = sorted([(point.score, point) for point in points], key=lambda pair: -pair[0])
-    chosen: list[_P] = []
-    at = 0
-    while at < len(scored) and len(chosen) < limit:
-        end = at + 1
-        while end < len(scored) and scored[end][0] == scored[at][0]:
-            end += 1
-        tied = [point for _, point in scored[at:end]]
-        chosen.extend(sorted(tied, key=lambda point: str(point.id)) if len(tied) > 1 else tied)
-        at = end
-    return chosen[:limit]
+_K = TypeVar("_K")
 
 
 def candidates_from(
@@ -447,18 +431,27 @@ def candidates_from(
     return candidates
 
 
-@dataclass(frozen=True, slots=True)
-class _Fused(Generic[_P]):
-    id: Any
-    score: float
-    point: _P
-
-
 def fuse(legs: Sequence[tuple[str, Sequence[_P]]], limit: int) -> list[_P]:
-    """The `limit` best candidates by their legs' scores: for each leg (a named vector and the candidates it scored),
-    its share (`LEG_SHARES`) of the candidate's score scaled to the leg's best; a leg that did not return a
-    candidate gives it 0. The candidates are the first leg's points, which must hold every candidate (a dense leg
-    scores every one); equal scores are cut as `first_by_score` cuts them.
+    """The `limit` best candidates by their legs' scores (`fused_ids`), each leg a named vector and the points it
+    scored. The candidates are the first leg's points, which must hold every candidate (a dense leg scores every
+    one)."""
+    if not legs:
+        return []
+    # Each point's id read once: the engines build it (a `uuid.UUID`) on every read.
+    ids = [[point.id for point in points] for _, points in legs]
+    first = dict(zip(ids[0], legs[0][1], strict=True))
+    scores = [
+        (name, dict(zip(leg_ids, [point.score for point in points], strict=True)))
+        for (name, points), leg_ids in zip(legs, ids, strict=True)
+    ]
+    return [first[point_id] for point_id in fused_ids(scores, limit)]
+
+
+def fused_ids(legs: Sequence[tuple[str, Mapping[_K, float]]], limit: int) -> list[_K]:
+    """The ids of the `limit` best candidates by their legs' scores: for each leg (a named vector and its score of
+    each candidate it scored), its share (`LEG_SHARES`) of the candidate's score scaled to the leg's best; a leg that
+    did not score a candidate gives it 0. The candidates are the first leg's ids, which must hold every candidate;
+    equal scores are ordered by id (`_first_by_score`).
 
     Why not RRF: ranks alone cannot tell a chunk far nearer in meaning than any other, or holding the question's
     rare words as no other does, from one a little ahead of many; and a candidate below one leg's prefetch got
@@ -467,17 +460,30 @@ def fuse(legs: Sequence[tuple[str, Sequence[_P]]], limit: int) -> list[_P]:
     (docs/reading.md, "Retrieval, round 4")."""
     if not legs:
         return []
-    # Each point's id read once: the engines build it (a `uuid.UUID`) on every read.
-    ids = [[point.id for point in points] for _, points in legs]
-    fused = dict.fromkeys(ids[0], 0.0)
-    for (name, points), leg_ids in zip(legs, ids, strict=True):
-        scores = [point.score for point in points]
-        best = max(scores, default=0.0)
+    fused = dict.fromkeys(legs[0][1], 0.0)
+    for name, scores in legs:
+        best = max(scores.values(), default=0.0)
         if best <= 0:
             continue
         share = LEG_SHARES.get(name, 1.0) / best
-        for point_id, score in zip(leg_ids, scores, strict=True):
+        for point_id, score in scores.items():
             if point_id in fused:
                 fused[point_id] += share * max(score, 0.0)
-    scored = [_Fused(point_id, fused[point_id], point) for point_id, point in zip(ids[0], legs[0][1], strict=True)]
-    return [chosen.point for chosen in first_by_score(scored, limit)]
+    return _first_by_score(fused, limit)
+
+
+def _first_by_score(scores: Mapping[_K, float], limit: int) -> list[_K]:
+    """The ids of the `limit` best `scores`, equal scores by id (as text). Two chunks can get equal fused scores
+    (identical texts, or the same scaled scores), and the engines return those in any order: cut at the limit as
+    they come, the same question could draw different evidence from one call to the next. Only ids of equal score
+    are turned into text."""
+    ranked = sorted(scores, key=scores.__getitem__, reverse=True)  # stable: equal scores keep their order
+    chosen: list[_K] = []
+    at = 0
+    while at < len(ranked) and len(chosen) < limit:
+        end = at + 1
+        while end < len(ranked) and scores[ranked[end]] == scores[ranked[at]]:
+            end += 1
+        chosen.extend(sorted(ranked[at:end], key=str) if end - at > 1 else ranked[at:end])
+        at = end
+    return chosen[:limit]
