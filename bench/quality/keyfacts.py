@@ -9,15 +9,13 @@ Each corpus's index is `make eval`'s (bench/quality/server.py's cache, ingested 
 EVAL_INDEX_DIR elsewhere to build indexes of other ingest code without touching the shared cache), copied into a
 temporary directory and opened in process with the server's own retriever (`open_engine`, `HybridRetriever`) and
 settings. A question counts its first search only (follow-ups are the reader's business); kf@12 comes from a
-retrieval of top_k 12, the others from one of top_k 8, each asked as the server asks for a reader's pool of eight
-(`answering.retrieve.reader_query`: without the per-document cap, which the reader applies to what it packs).
+retrieval of top_k 12, the others from one of top_k 8, as the server retrieves for a pool of eight.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import shutil
 import statistics
@@ -31,7 +29,6 @@ from bench.quality.metrics import contains
 from bench.quality.questions import Question
 from bench.quality.questions import load as load_questions
 from bench.quality.server import cached_index
-from ragsvc.answering.retrieve import reader_query
 from ragsvc.config import Settings
 from ragsvc.domain import RetrievalQuery
 from ragsvc.retrieval.hybrid import HybridRetriever
@@ -64,10 +61,9 @@ async def measure(name: str, work: Path) -> dict[str, Any]:
     try:
         for question in asked:
             started = time.perf_counter()
-            asked_for = RetrievalQuery(text=question.question, tenant_id=spec.tenant)
-            pool = (await retriever.retrieve(reader_query(asked_for, POOL))).hits
+            pool = (await retriever.retrieve(RetrievalQuery(text=question.question, tenant_id=spec.tenant, top_k=POOL))).hits
             times.append((time.perf_counter() - started) * 1000)
-            wide = (await retriever.retrieve(reader_query(dataclasses.replace(asked_for, top_k=WIDE), POOL))).hits
+            wide = (await retriever.retrieve(RetrievalQuery(text=question.question, tenant_id=spec.tenant, top_k=WIDE))).hits
             found = [holds_key_fact(hit.chunk.text, question) for hit in pool]
             counts["kf@5"] += any(found[:5])
             counts["kf@8"] += any(found)

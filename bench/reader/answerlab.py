@@ -106,7 +106,7 @@ class Packer:
     def option(self, pool: Example, chunks: Forest) -> tuple[Example, list[float], list[int]]:
         table = fit.chunk_table(pool).tolist()
         scores = chunks.predict(np.asarray(table, dtype=np.float64)).tolist() if table else []
-        packed = packing.pack(chunks, table, pool.evidence, limit=dataset.PACKED, per_document=dataset.PER_DOCUMENT)
+        packed = packing.pack(chunks, table, dataset.PACKED)
         key = (id(pool), packed.places)
         if key not in self._memo:
             self._memo[key] = dataset.repacked(pool, packed)

@@ -14,14 +14,12 @@ from typing import Any
 import numpy as np
 
 from bench.quality.questions import Question, contains
-from ragsvc.config import Settings
 from ragsvc.domain import Chunk, ScoredChunk, TermCounts
 from ragsvc.reading import features
 from ragsvc.reading.chunks import candidates
 from ragsvc.reading.relevance import Candidate
 
 PACKED = 5  # the chunks the answer reads: the default top-k
-PER_DOCUMENT = Settings.of().retrieval.max_chunks_per_doc  # at most this many of one document packed, as served
 
 
 @dataclass(frozen=True, slots=True)

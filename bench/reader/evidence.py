@@ -3,11 +3,10 @@ reader: what retrieval hands the reading component, saved once so that features 
 the engine again.
 
 For each question, each search the server makes for it (`searches`: a follow-up is searched as the rule rewrites it
-and again after its earlier questions): the search text, the EVIDENCE_K hits of the pool the server retrieves for the
-reader (`reader_query`: without the per-document cap, which the reader applies to what it packs) as the retriever
-ranks them (text, headings, document, score) and the tenant's chunk counts of the search's terms (the corpus
-statistics the gate reads). A follow-up's second search is stored under "alternatives"; the reader keeps whichever it
-judges likelier to answer, as the pipeline does (`Pipeline._best_read`).
+and again after its earlier questions): the search text, the top EVIDENCE_K hits as the retriever ranks them (text,
+headings, document, score) and the tenant's chunk counts of the search's terms (the corpus statistics the gate
+reads). A follow-up's second search is stored under "alternatives"; the reader keeps whichever it judges likelier to
+answer, as the pipeline does (`Pipeline._best_read`).
 """
 
 from __future__ import annotations
@@ -19,8 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from bench.quality.questions import Question
-from bench.reader.dataset import PACKED
-from ragsvc.answering.retrieve import reader_query
 from ragsvc.config import Settings
 from ragsvc.domain import ChatMessage, RetrievalQuery, Role
 from ragsvc.reading import features as reading_features
@@ -32,7 +29,6 @@ ROOT = Path(__file__).resolve().parents[2]
 # What the evidence depends on besides the index: the retrieval code, the follow-up rule and this collection.
 CODE = (
     "src/ragsvc/retrieval",
-    "src/ragsvc/answering/retrieve.py",
     "src/ragsvc/reading/followups.py",
     "src/ragsvc/reading/features.py",
     "bench/reader/evidence.py",
@@ -65,8 +61,8 @@ async def collect(data_dir: Path, tenant: str, questions: Sequence[Question]) ->
     async with open_components(settings) as components:
 
         async def searched(search: str) -> dict[str, Any]:
-            query = RetrievalQuery(text=search, tenant_id=tenant, top_k=PACKED)
-            retrieval = await components.retriever.retrieve(reader_query(query, EVIDENCE_K))
+            query = RetrievalQuery(text=search, tenant_id=tenant, top_k=EVIDENCE_K)
+            retrieval = await components.retriever.retrieve(query)
             counts = await components.retriever.term_counts(query, reading_features.counted_terms(search))
             return {
                 "search": search,

@@ -134,8 +134,7 @@ def packed(pool: Example, chunks: Forest, limit: int = dataset.PACKED) -> Exampl
 
 def _packed(pool: Example, chunks: Forest, limit: int) -> Example:
     """One search's pool reading what the chunk model packs, with how it packed it."""
-    table = chunk_table(pool).tolist()
-    return dataset.repacked(pool, packing.pack(chunks, table, pool.evidence, limit=limit, per_document=dataset.PER_DOCUMENT))
+    return dataset.repacked(pool, packing.pack(chunks, chunk_table(pool).tolist(), limit))
 
 
 def fit_answers(rows: np.ndarray, labels: np.ndarray, *, seed: int = SEED) -> Forest:

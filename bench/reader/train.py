@@ -134,7 +134,7 @@ def probe(by_corpus: dict[str, list[Example]], model: Model, digest: str) -> dic
         for kind in PROBE_KINDS:
             e = next(e for e in group if e.question.kind == kind)
             analysis = reader.analyse(e.analysis.search, e.question.question, e.counts)
-            packed = reader.pack(analysis, e.evidence, limit=dataset.PACKED, per_document=dataset.PER_DOCUMENT)
+            packed = reader.pack(analysis, e.evidence, limit=dataset.PACKED)
             assessment = reader.assess(analysis, packed)
             cases.append({
                 "id": f"{e.corpus}/{e.question.id}",

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import enum
-from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -205,23 +203,6 @@ class RetrievalQuery:
     score_threshold: float | None = None
     filters: MetadataFilter = field(default_factory=MetadataFilter)
     search_mode: SearchMode = SearchMode.HYBRID
-    # At most this many chunks of one document among the hits; None: RAG_MAX_CHUNKS_PER_DOC. A reader with a pool
-    # asks for its pool without the cap and caps what it packs instead (answering.retrieve.reader_query).
-    max_per_document: int | None = None
-
-
-def within_cap(chunks: Iterable[Chunk], max_per_document: int) -> list[int]:
-    """The places of `chunks` (best first) kept when at most `max_per_document` of each document are (R-000-19's
-    per-document cap, RAG_MAX_CHUNKS_PER_DOC), earlier ones first: retrieval caps its hits with it, and the trained
-    reader the chunks it packs from its pool."""
-    seen: Counter[tuple[str, str]] = Counter()
-    kept = []
-    for place, chunk in enumerate(chunks):
-        document = (chunk.tenant_id, chunk.document_id)
-        if seen[document] < max_per_document:
-            seen[document] += 1
-            kept.append(place)
-    return kept
 
 
 @dataclass(frozen=True, slots=True)

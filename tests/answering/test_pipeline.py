@@ -51,7 +51,6 @@ from ragsvc.model_table import DEFAULT_MODELS
 from ragsvc.prompts import TemplateRegistry, get_prompt
 from ragsvc.reading import Reader
 from ragsvc.reading.text import index_terms
-from ragsvc.reading.trained import Model, TrainedReader
 from ragsvc.retrieval.layout import indexed_text
 from ragsvc.server.components import build_pipeline
 from ragsvc.storage.owners import OwnerDirectory
@@ -481,51 +480,3 @@ async def test_a_hanging_retrieval_ends_at_the_earliest_budget_naming_the_stage(
     assert caught.value.stage == "retrieval" and caught.value.reason == "DEADLINE"
     assert limit in caught.value.message
     assert time.monotonic() - started < 1.0
-
-
-class RecordingRetriever(FixedRetriever):
-    """Finds `hits` (whatever the query's per-document cap: a pool as the engine ranks it) and keeps the queries."""
-
-    def __init__(self, hits: Sequence[ScoredChunk]) -> None:
-        super().__init__(hits)
-        self.queries: list[RetrievalQuery] = []
-
-    async def retrieve(self, query: RetrievalQuery) -> Retrieval:
-        self.queries.append(query)
-        return await super().retrieve(query)
-
-
-async def test_the_trained_reader_chooses_from_an_uncapped_pool_and_the_answer_keeps_the_cap() -> None:
-    """RAG_MAX_CHUNKS_PER_DOC holds on what the caller sees (the evidence, its citations, the explanation), while
-    the reader's pool of RAG_READER_POOL chunks is retrieved without it."""
-    travel = [
-        "Hotel expenses are reimbursed up to 180 euros per night. Receipts are required.",
-        "Flights are booked through the travel desk at least two weeks ahead.",
-        "Trains are booked in second class for trips under four hours.",
-        "Rental cars need the approval of a manager before the trip.",
-        "Travel insurance is provided by the company for every business trip.",
-        "Per diems for meals abroad follow the country table of the finance office.",
-    ]
-    pool = [ScoredChunk(Chunk("travel", i, text, document_name="travel.md"), 0.8 - 0.02 * i) for i, text in enumerate(travel)]
-    pool += [ScoredChunk(Chunk(f"other-{i}", 0, f"Office rule {i}: badges are worn at all times."), 0.5) for i in range(2)]
-    reader = TrainedReader(Model.load(), rare_share=0.002, pool=8)
-    retriever = RecordingRetriever(pool)
-    pipeline = make_pipeline(ExtractiveGenerator(reader), retriever=retriever, reader=reader, max_chunks_per_doc=3)
-
-    answer = answer_of(await run(pipeline, dataclasses.replace(QUESTION, explain=True)))
-
-    assert [(q.top_k, q.max_per_document) for q in retriever.queries] == [(8, 8)]
-    assert answer.explanation is not None and len(answer.explanation.packed) == 5
-    shown = [
-        [s.chunk.document_id for s in answer.explanation.packed],
-        [s.chunk.document_id for s in answer.candidates],
-        [c.chunk.document_id for c in answer.citations],
-    ]
-    assert all(documents.count("travel") <= 3 for documents in shown), shown
-    assert "180 euros" in answer.text
-
-
-async def test_without_a_pool_retrieval_caps_as_asked() -> None:
-    retriever = RecordingRetriever(EVIDENCE)
-    await run(make_pipeline(ExtractiveGenerator(RULES), retriever=retriever))
-    assert [(q.top_k, q.max_per_document) for q in retriever.queries] == [(5, None)]

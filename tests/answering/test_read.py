@@ -30,7 +30,7 @@ class CountingReader:
 
 async def test_the_assessment_is_made_when_first_read_and_once() -> None:
     reader = CountingReader(RULES)
-    stage = ReadStage(reader, FixedRetriever(), refuses=False, top_k=5, per_document=3)
+    stage = ReadStage(reader, FixedRetriever(), refuses=False, top_k=5)
 
     reading = await stage.run(QUESTION, QUESTION.query, EVIDENCE)
 

@@ -50,7 +50,7 @@ def test_a_chunk_is_read_from_its_candidates_rows() -> None:
 def test_the_trained_reader_packs_the_answering_chunk_from_below_the_top_k() -> None:
     reader = TrainedReader(Model.load(), rare_share=0.002, pool=12)
     analysis = reader.analyse(QUESTION, QUESTION, None)
-    packed = reader.pack(analysis, pool(), limit=5, per_document=3)
+    packed = reader.pack(analysis, pool(), limit=5)
     assert len(packed) == 5 and len(set(packed)) == 5
     assert packed[0].chunk.text == ANSWER
     assert "1852" in reader.quotes(analysis, packed, limit=3)[0].text
@@ -61,7 +61,7 @@ def test_the_answer_reads_how_sure_the_chunk_model_was_of_what_it_packed() -> No
     `pack`); evidence it did not pack is read in its own order, by the same features."""
     reader = TrainedReader(Model.load(), rare_share=0.002, pool=12)
     analysis = reader.analyse(QUESTION, QUESTION, None)
-    packed = reader.pack(analysis, pool(), limit=5, per_document=3)
+    packed = reader.pack(analysis, pool(), limit=5)
     packing = reader.packing(analysis, packed, reader.read(analysis, packed))
     assert packing.places[0] == len(OTHERS)  # the answering chunk, promoted from below retrieval's first five
     assert list(packing.scores) == sorted(packing.scores, reverse=True)
@@ -89,24 +89,4 @@ def test_without_a_pool_the_reader_reads_retrievals_first_chunks(limit: int, whi
     )
     evidence = pool()
     assert reader.pool == 0
-    analysis = reader.analyse(QUESTION, QUESTION, None)
-    assert reader.pack(analysis, evidence, limit=limit, per_document=3) == tuple(evidence[:limit])
-
-
-def test_the_packed_evidence_holds_at_most_the_cap_of_one_document_while_the_pool_holds_more() -> None:
-    """The pool is retrieved without RAG_MAX_CHUNKS_PER_DOC (answering.retrieve.reader_query): the chunk model
-    chooses among every chunk of the answering page, and packs at most the cap of them."""
-    page = [ScoredChunk(Chunk("hives", i, text, section="Hives", page_title="Beekeeping"), 0.7 - 0.01 * i)
-            for i, text in enumerate([ANSWER, *OTHERS[:4]])]  # fmt: skip
-    others = [ScoredChunk(Chunk(f"doc-{i}", 0, text), 0.5 - 0.01 * i) for i, text in enumerate(OTHERS[4:])]
-    evidence = [*page, *others]
-    reader = TrainedReader(Model.load(), rare_share=0.002, pool=8)
-    analysis = reader.analyse(QUESTION, QUESTION, None)
-
-    packed = reader.pack(analysis, evidence, limit=5, per_document=3)
-    one = reader.pack(analysis, evidence, limit=5, per_document=1)
-
-    assert sum(s.chunk.document_id == "hives" for s in evidence) == 5
-    assert [s.chunk.document_id for s in packed].count("hives") == 3 and len(packed) == 5
-    assert packed[0].chunk.text == ANSWER
-    assert sorted(s.chunk.document_id for s in one) == ["doc-0", "doc-1", "hives"], "fewer than the limit: the cap holds"
+    assert reader.pack(reader.analyse(QUESTION, QUESTION, None), evidence, limit=limit) == tuple(evidence[:limit])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.reader.dataset import PACKED, PER_DOCUMENT, scored_chunks
+from bench.reader.dataset import PACKED, scored_chunks
 from bench.reader.evidence import EVIDENCE_K
 from ragsvc.domain import TermCounts
 from ragsvc.reading.trained import MODEL_FILE, Model, TrainedReader
@@ -43,7 +43,7 @@ def test_the_shipped_model_reads_the_probe_as_recorded(reader: TrainedReader, ca
     assert isinstance(counts, dict)
     analysis = reader.analyse(str(case["search"]), str(case["question"]), TermCounts(**counts))
     pool = scored_chunks(case["evidence"])  # type: ignore[arg-type]
-    evidence = reader.pack(analysis, pool, limit=PACKED, per_document=PER_DOCUMENT)
+    evidence = reader.pack(analysis, pool, limit=PACKED)
     assert [pool.index(scored) for scored in evidence] == case["packed"]
     assessment = reader.assess(analysis, evidence)
     assert assessment.score == pytest.approx(case["p_right"], abs=1e-9)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
-from ragsvc.answering.retrieve import reader_query
 from ragsvc.config import RetrievalSettings
 from ragsvc.domain import Chunk, RetrievalQuery, ScoredChunk
 from ragsvc.errors import RetrievalUnavailable
@@ -177,24 +175,6 @@ async def test_each_document_contributes_at_most_the_cap(embedder: MiniLMEmbedde
         ("other", 0),
     ]
     assert ids(one.hits) == ["big", "small", "other"]
-
-
-async def test_a_readers_pool_is_retrieved_without_the_cap(embedder: MiniLMEmbedder) -> None:
-    """The trained reader caps what it packs from its pool (RAG_MAX_CHUNKS_PER_DOC), so its pool is not capped;
-    without a pool the query is asked as it is, capped."""
-    engine = FixedEngine(
-        [candidate("big", 0.9 - i / 100, index=i, vector=axis(i)) for i in range(6)]
-        + [candidate("small", 0.5, vector=axis(10)), candidate("other", 0.4, vector=axis(11))]
-    )
-    asked = RetrievalQuery("q", tenant_id="t", top_k=5)
-
-    pool = await retriever_over(engine, embedder).retrieve(reader_query(asked, 8))
-    without = await retriever_over(engine, embedder).retrieve(reader_query(asked, 0))
-
-    assert reader_query(asked, 8) == dataclasses.replace(asked, top_k=8, max_per_document=8)
-    assert reader_query(asked, 0) == asked
-    assert ids(pool.hits) == ["big"] * 6 + ["small", "other"]
-    assert ids(without.hits) == ["big"] * 3 + ["small", "other"]
 
 
 async def test_ranking_weighs_the_fused_order_recency_and_trust(embedder: MiniLMEmbedder) -> None:

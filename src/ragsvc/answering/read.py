@@ -34,15 +34,13 @@ class Reading:
 
 
 class ReadStage:
-    def __init__(self, reader: Reader, retriever: Retriever, *, refuses: bool, top_k: int, per_document: int) -> None:
+    def __init__(self, reader: Reader, retriever: Retriever, *, refuses: bool, top_k: int) -> None:
         """`refuses`: evidence the reader finds does not answer is refused with INSUFFICIENT_EVIDENCE
-        (RAG_ANSWERABILITY_GATE); `top_k`: the chunks the answer reads when the question sets none; `per_document`:
-        at most this many of one document (RAG_MAX_CHUNKS_PER_DOC)."""
+        (RAG_ANSWERABILITY_GATE); `top_k`: the chunks the answer reads when the question sets none."""
         self.reader = reader
         self._retriever = retriever
         self.refuses = refuses
         self._top_k = top_k
-        self._per_document = per_document
 
     async def run(self, question: Question, search: str, evidence: Sequence[ScoredChunk]) -> Reading:
         """The reading of `search` (the question, or a follow-up with the turn it follows) against the top_k chunks
@@ -55,5 +53,5 @@ class ReadStage:
             )
             counts = await self._retriever.term_counts(visible, self.reader.counted_terms(search))
         analysis = self.reader.analyse(search, question.query, counts)
-        packed = self.reader.pack(analysis, evidence, limit=question.top_k or self._top_k, per_document=self._per_document)
+        packed = self.reader.pack(analysis, evidence, limit=question.top_k or self._top_k)
         return Reading(analysis, counts, packed, self.reader)

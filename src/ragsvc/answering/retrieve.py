@@ -177,30 +177,18 @@ class RetrieveStage:
             return retrieval, search, tuple(Searched(r, other) for r, other in zip(found, others, strict=True))
 
     async def _search(self, question: Question, text: str) -> Retrieval:
-        query = RetrievalQuery(
-            text=text,
-            tenant_id=question.tenant_id,
-            user_tags=question.user_tags,
-            top_k=question.top_k or self._settings.top_k,
-            score_threshold=question.score_threshold,
-            filters=question.filters,
-            search_mode=question.search_mode,
+        return await self._retriever.retrieve(
+            RetrievalQuery(
+                text=text,
+                tenant_id=question.tenant_id,
+                user_tags=question.user_tags,
+                top_k=self._top_k(question),
+                score_threshold=question.score_threshold,
+                filters=question.filters,
+                search_mode=question.search_mode,
+            )
         )
-        return await self._retriever.retrieve(reader_query(query, self._reader.pool))
 
     def _top_k(self, question: Question) -> int:
-        """The selection's passages to score: the question's top_k, or the reader's pool to choose them from when
-        larger."""
+        """The chunks to retrieve: the question's top_k, or the reader's pool to choose them from when larger."""
         return max(question.top_k or self._settings.top_k, self._reader.pool)
-
-
-def reader_query(query: RetrievalQuery, pool: int) -> RetrievalQuery:
-    """What retrieval is asked for a reader choosing `query`'s top_k chunks from a pool of `pool` (`Reader.pool`; 0:
-    none, `query` as it is): the pool, or top_k when larger, without the per-document cap. The reader packs at most
-    RAG_MAX_CHUNKS_PER_DOC of one document (`Reader.pack`), so what the answer reads, cites and shows keeps the cap
-    while the chunk model chooses among every chunk of a long page that ranks in the pool (docs/reading.md, "Where
-    the per-document cap applies"). The server and the reader's training evidence (bench/reader/evidence.py) ask it."""
-    if not pool:
-        return query
-    size = max(query.top_k, pool)
-    return dataclasses.replace(query, top_k=size, max_per_document=size)

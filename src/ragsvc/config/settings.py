@@ -284,13 +284,7 @@ class RetrievalSettings(Group):
     retrieval_timeout_s: float = env(
         5.0, "RAG_RETRIEVAL_TIMEOUT_SECONDS", "retrieval stage budget (embedding + engine query)", gt=0
     )
-    max_chunks_per_doc: int = env(
-        3,
-        "RAG_MAX_CHUNKS_PER_DOC",
-        "max chunks of one document among the retrieved; with a reader's pool (RAG_READER_POOL), among the chunks "
-        "it packs (the pool is retrieved without it)",
-        ge=1,
-    )
+    max_chunks_per_doc: int = env(3, "RAG_MAX_CHUNKS_PER_DOC", "max chunks of one document among the retrieved", ge=1)
     chunk_overlap_threshold: float = env(
         0.9,
         "RAG_CHUNK_OVERLAP_THRESHOLD",

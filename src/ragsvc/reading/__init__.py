@@ -76,11 +76,9 @@ class Reader(Protocol):
         """How many chunks retrieval hands it to choose the evidence from (0: the caller's top_k, as ranked)."""
         ...
 
-    def pack(
-        self, analysis: Analysis, evidence: Sequence[ScoredChunk], *, limit: int, per_document: int
-    ) -> tuple[ScoredChunk, ...]:
+    def pack(self, analysis: Analysis, evidence: Sequence[ScoredChunk], *, limit: int) -> tuple[ScoredChunk, ...]:
         """The `limit` chunks of `evidence` (retrieval's, best first) that the answer reads, in the order it reads
-        them, at most `per_document` of one document (RAG_MAX_CHUNKS_PER_DOC: a pool may hold more of a long page)."""
+        them."""
         ...
 
     def analyse(self, search: str, question: str, counts: TermCounts | None) -> Analysis:

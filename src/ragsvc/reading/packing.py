@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ragsvc.domain import ScoredChunk, within_cap
+from ragsvc.domain import ScoredChunk
 from ragsvc.reading.features import SENTENCE_FEATURES, Packing
 from ragsvc.reading.forest import Forest
 from ragsvc.reading.relevance import Candidate
@@ -88,17 +88,13 @@ def chunk_features(
     return table
 
 
-def pack(
-    model: Forest, table: Sequence[Sequence[float]], evidence: Sequence[ScoredChunk], *, limit: int, per_document: int
-) -> Packing:
-    """The `limit` chunks of `evidence` (the pool, one row of `table` each) the reader reads, their places best first
-    by `model` (the retrieval order on a tie), at most `per_document` of one document (RAG_MAX_CHUNKS_PER_DOC, the
-    cap retrieval would apply: the pool may hold more of a long page), with `model`'s scores of them."""
+def pack(model: Forest, table: Sequence[Sequence[float]], limit: int) -> Packing:
+    """The `limit` chunks the reader reads (their places in `table`'s pool), best first by `model` (the retrieval
+    order on a tie), with `model`'s scores of them."""
     if not table:
         return Packing((), ())
     scores = model.predict(np.asarray(table, dtype=np.float64)).tolist()
-    order = sorted(range(len(table)), key=lambda i: (-scores[i], i))
-    places = [order[i] for i in within_cap((evidence[j].chunk for j in order), per_document)][:limit]
+    places = sorted(range(len(table)), key=lambda i: (-scores[i], i))[:limit]
     return Packing(tuple(places), tuple(scores[i] for i in places))
 
 

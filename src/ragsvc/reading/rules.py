@@ -44,10 +44,8 @@ class RuleReader(FollowUpRules):
     def pool(self) -> int:
         return 0
 
-    def pack(
-        self, analysis: Analysis, evidence: Sequence[ScoredChunk], *, limit: int, per_document: int
-    ) -> tuple[ScoredChunk, ...]:
-        return tuple(evidence[:limit])  # no pool: retrieval capped it
+    def pack(self, analysis: Analysis, evidence: Sequence[ScoredChunk], *, limit: int) -> tuple[ScoredChunk, ...]:
+        return tuple(evidence[:limit])
 
     def counted_terms(self, search: str) -> list[str]:
         return counted_terms(search)

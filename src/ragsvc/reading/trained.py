@@ -158,16 +158,13 @@ class TrainedReader(FollowUpRules):
     def analyse(self, search: str, question: str, counts: TermCounts | None) -> Analysis:
         return analyse(search, question, counts, rare_share=self._rare_share)
 
-    def pack(
-        self, analysis: Analysis, evidence: Sequence[ScoredChunk], *, limit: int, per_document: int
-    ) -> tuple[ScoredChunk, ...]:
-        """The `limit` chunks of `evidence` the chunk model ranks best, best first, at most `per_document` of one
-        document (without a pool, the first `limit`: retrieval capped them)."""
+    def pack(self, analysis: Analysis, evidence: Sequence[ScoredChunk], *, limit: int) -> tuple[ScoredChunk, ...]:
+        """The `limit` chunks of `evidence` the chunk model ranks best, best first (without a pool, the first
+        `limit`)."""
         if not self._pool:
             return tuple(evidence[:limit])
         found = tuple(candidates(evidence))
-        table = chunk_features(found, sentence_features(analysis, found, evidence), evidence)
-        packing = pack(self._model.chunks, table, evidence, limit=limit, per_document=per_document)
+        packing = pack(self._model.chunks, chunk_features(found, sentence_features(analysis, found, evidence), evidence), limit)
         packed = tuple(evidence[i] for i in packing.places)
         _keep(self._packings, _key(analysis, packed), packing)  # how sure the chunk model was: P(right) reads it
         return packed

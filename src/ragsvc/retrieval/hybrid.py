@@ -12,8 +12,7 @@ General mode (R-000-19's pipeline, R-003-08's ranking):
    the candidate's place in the engine's fused order (quality.fused_relevance), not its cosine similarity alone;
 5. near-duplicates: a candidate whose dense vector is closer than RAG_CHUNK_OVERLAP_THRESHOLD (cosine) to a
    better-ranked one is dropped;
-6. per-document cap: at most RAG_MAX_CHUNKS_PER_DOC chunks of one document (the query's max_per_document when it
-   sets one: a reader with a pool caps the chunks it packs instead, answering.retrieve.reader_query);
+6. per-document cap: at most RAG_MAX_CHUNKS_PER_DOC chunks of one document;
 7. top-k.
 
 Selected-text mode (R-001-06): the passages of the caller's selection, scored against the query with the same
@@ -85,8 +84,7 @@ class HybridRetriever:
         fused = zip(candidates, fused_relevance(len(candidates)), strict=True)
         passing = [(c, relevance) for c, relevance in fused if c.score >= threshold]
         ranked = rank([(c, relevance) for c, relevance in passing if not c.redacted], self._weights, self._today())
-        cap = self._max_per_document if query.max_per_document is None else query.max_per_document
-        hits = cap_per_document(drop_near_duplicates(ranked, self._overlap_threshold), cap)
+        hits = cap_per_document(drop_near_duplicates(ranked, self._overlap_threshold), self._max_per_document)
         redacted = [c.scored for c, _ in passing if c.redacted]
         return Retrieval(
             hits=tuple(c.scored for c in hits[: query.top_k]),

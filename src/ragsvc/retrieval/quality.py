@@ -6,12 +6,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from ragsvc.domain import Chunk, within_cap
+from ragsvc.domain import Chunk
 from ragsvc.errors import FieldViolation
 from ragsvc.retrieval.base import Candidate
 
@@ -100,4 +101,11 @@ def drop_near_duplicates(candidates: Sequence[Candidate], threshold: float) -> l
 
 def cap_per_document(candidates: Sequence[Candidate], max_per_document: int) -> list[Candidate]:
     """At most `max_per_document` candidates of each document (RAG_MAX_CHUNKS_PER_DOC), earlier ones first."""
-    return [candidates[i] for i in within_cap((c.chunk for c in candidates), max_per_document)]
+    seen: Counter[tuple[str, str]] = Counter()
+    kept = []
+    for candidate in candidates:
+        key = (candidate.chunk.tenant_id, candidate.chunk.document_id)
+        if seen[key] < max_per_document:
+            seen[key] += 1
+            kept.append(candidate)
+    return kept

@@ -345,13 +345,7 @@ def build_pipeline(
     return Pipeline(
         retrieve=RetrieveStage(retriever, reader, classifier, condenser, settings.retrieval),
         gate=gate,
-        read=ReadStage(
-            reader,
-            retriever,
-            refuses=settings.trust.answerability_gate,
-            top_k=settings.retrieval.top_k,
-            per_document=settings.retrieval.max_chunks_per_doc,
-        ),
+        read=ReadStage(reader, retriever, refuses=settings.trust.answerability_gate, top_k=settings.retrieval.top_k),
         packer=packer,
         generate=generate,
         validate=ValidateStage(reader, policy, generate, packer, templates, generation),
