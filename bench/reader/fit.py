@@ -268,10 +268,13 @@ def refuse_threshold(p: np.ndarray, answerable: np.ndarray, *, false_refusals: f
 def judge(examples: Sequence[Example], sentences: Forest, answers: Forest, cite_t: float, refuse_t: float) -> dict[str, Any]:
     """Offline metrics of a fitted reader on `examples` (the benchmark's definitions)."""
     outcomes = []
+    found = 0  # answerable questions whose expected page is among the chunks the answer reads
     for e in examples:
-        _, composed, p = likeliest(e, sentences, answers)
+        read, composed, p = likeliest(e, sentences, answers)
         answered = p >= refuse_t and bool(composed.chosen)
         outcomes.append((e, p, answered, answered and composed.right, answered and p >= cite_t))
+        if e.question.kind == "answerable":
+            found += bool(set(e.question.expected_documents) & {s.chunk.document_id for s in read.evidence})
 
     def kind(*kinds: str) -> list[Any]:
         return [o for o in outcomes if o[0].question.kind in kinds]
@@ -290,6 +293,7 @@ def judge(examples: Sequence[Example], sentences: Forest, answers: Forest, cite_
         "answered_and_right": ratio(sum(1 for o in answerable if o[3]), len(answerable)),
         "followups_right": ratio(sum(1 for o in followups if o[3]), len(followups)),
         "key_fact_packed": ratio(sum(1 for o in answerable if o[0].has_positive), len(answerable)),
+        "hit_at_5": ratio(found, len(answerable)),  # bench/quality/metrics.py's hit@5, of the packed chunks
         "auroc": _round(auroc([o[1] for o in scored], [o[3] for o in scored])),
     }
 
