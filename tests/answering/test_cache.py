@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
-
-import pytest
 
 from ragsvc import domain
 from ragsvc.answering.cache import (
@@ -18,30 +15,19 @@ from ragsvc.answering.cache import (
     Recorded,
     bypasses_cache,
     cache_key,
-    is_cacheable,
     keeps_every_answer,
     replay_key,
     request_fingerprint,
 )
+from ragsvc.reading.trained import Model, TrainedReader
 from ragsvc.shared.cache import RedisAnswerCache
 from ragsvc.shared.guard import RedisGuard, connect
+from tests.support.readers import RULES
 
 GROUNDED = domain.Answer(text="It is 42 [#1].", grounded=True, action=domain.Action.CITE, template_version="rag-v1")
 REFUSAL = dataclasses.replace(GROUNDED, grounded=False, refusal=domain.RefusalReason.SCORE_GATE)
 QUESTION = domain.Question(query="What is the answer?", tenant_id="acme", user_tags=("a", "b"))
-
-
-@pytest.fixture(params=["memory", "redis"])
-async def stores(request: pytest.FixtureRequest) -> AsyncIterator[tuple[AnswerStore, AnswerStore]]:
-    """The answer cache and the replay store, of each implementation."""
-    if request.param == "memory":
-        yield (MemoryAnswerCache(max_entries=10, ttl_s=60),
-               MemoryAnswerCache(max_entries=10, ttl_s=60, admits=keeps_every_answer))  # fmt: skip
-        return
-    guard = RedisGuard(connect(request.getfixturevalue("redis_url")))
-    yield (RedisAnswerCache(guard, ttl_s=60, admits=is_cacheable),
-           RedisAnswerCache(guard, ttl_s=60, admits=keeps_every_answer, prefix="{test}:replays"))  # fmt: skip
-    await guard.aclose()
+READER = RULES.fingerprint
 
 
 async def answer_of(store: AnswerStore, key: str) -> domain.Answer | None:
@@ -59,9 +45,9 @@ class Clock:
 
 
 def test_the_key_separates_tenants_and_tag_sets_but_not_tag_order_or_spacing() -> None:
-    key = cache_key(QUESTION)
-    assert cache_key(dataclasses.replace(QUESTION, user_tags=("b", "a"))) == key
-    assert cache_key(dataclasses.replace(QUESTION, query="  what IS the\tanswer? ")) == key
+    key = cache_key(QUESTION, READER)
+    assert cache_key(dataclasses.replace(QUESTION, user_tags=("b", "a")), READER) == key
+    assert cache_key(dataclasses.replace(QUESTION, query="  what IS the\tanswer? "), READER) == key
     for other in (
         dataclasses.replace(QUESTION, tenant_id="globex"),
         dataclasses.replace(QUESTION, user_tags=("a",)),
@@ -74,7 +60,19 @@ def test_the_key_separates_tenants_and_tag_sets_but_not_tag_order_or_spacing() -
         dataclasses.replace(QUESTION, mode=domain.Mode.SELECTED_TEXT, selected_text="some text"),
         dataclasses.replace(QUESTION, citation_policy=domain.CitationPolicy.DROP_INVALID),
     ):
-        assert cache_key(other) != key, other
+        assert cache_key(other, READER) != key, other
+
+
+def test_the_key_separates_readers() -> None:
+    """Another reader, or the trained reader with another model or pool, may answer otherwise: another key (what
+    makes a reader's fingerprint is tested in tests/reading/test_fingerprint.py)."""
+    shipped = Model.load()
+    retrained = dataclasses.replace(shipped, cite_threshold=shipped.cite_threshold + 0.01)
+    readers = [RULES, *(TrainedReader(m, rare_share=0.002, pool=p) for m, p in ((shipped, 8), (shipped, 0), (retrained, 8)))]
+    keys = [cache_key(QUESTION, reader.fingerprint) for reader in readers]
+    assert len(set(keys)) == len(readers), keys
+    again = TrainedReader(Model.load(), rare_share=0.002, pool=8)  # the same model loaded again (another replica)
+    assert cache_key(QUESTION, again.fingerprint) == keys[1]
 
 
 def test_what_bypasses_the_cache() -> None:
@@ -123,7 +121,7 @@ def test_the_request_fingerprint_is_everything_that_changes_the_answer_and_nothi
     ):
         assert request_fingerprint(other) != fingerprint, other
         assert (
-            cache_key(other) != cache_key(QUESTION)
+            cache_key(other, READER) != cache_key(QUESTION, READER)
             or other.chat_history
             or other.session_id
             or other.dry_run

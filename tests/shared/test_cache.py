@@ -30,7 +30,7 @@ from ragsvc.errors import DependencyUnavailable
 from ragsvc.shared.cache import RedisAnswerCache
 from ragsvc.shared.codec import decode, encode
 from ragsvc.shared.guard import RedisGuard, SharedStateUnavailable, connect
-from tests.answering.test_cache import answer_of
+from tests.answering.test_cache import READER, answer_of
 from tests.support.redis_server import RedisServer
 
 CHUNK = Chunk("guide", 2, "Hotels up to 180 euros.", document_name="guide.md", tenant_id="acme", tags=("travel",),
@@ -79,9 +79,9 @@ def test_an_answer_survives_the_codec_unchanged() -> None:
 async def test_an_answer_cached_by_one_replica_is_served_by_the_other(replicas) -> None:
     a, b = replicas
     q = question()
-    assert await answer_of(a, cache_key(q)) is None
-    assert await a.put(cache_key(q), ANSWER, question=q, generation=await a.generation("acme"))
-    assert await answer_of(b, cache_key(q)) == ANSWER
+    assert await answer_of(a, cache_key(q, READER)) is None
+    assert await a.put(cache_key(q, READER), ANSWER, question=q, generation=await a.generation("acme"))
+    assert await answer_of(b, cache_key(q, READER)) == ANSWER
 
 
 async def test_an_ingest_on_one_replica_empties_the_tenant_on_all(replicas) -> None:
@@ -89,25 +89,25 @@ async def test_an_ingest_on_one_replica_empties_the_tenant_on_all(replicas) -> N
     first, second, other = question(query="one"), question(query="two"), question(tenant="globex")
     generation = await a.generation("acme")
     for q in (first, second, other):
-        assert await a.put(cache_key(q), ANSWER, question=q, generation=await a.generation(q.tenant_id))
+        assert await a.put(cache_key(q, READER), ANSWER, question=q, generation=await a.generation(q.tenant_id))
     assert await b.invalidate_tenant("acme") == 2
-    assert await answer_of(a, cache_key(first)) is None and await answer_of(a, cache_key(second)) is None
-    assert await answer_of(a, cache_key(other)) == ANSWER, "another tenant keeps its entries"
+    assert await answer_of(a, cache_key(first, READER)) is None and await answer_of(a, cache_key(second, READER)) is None
+    assert await answer_of(a, cache_key(other, READER)) == ANSWER, "another tenant keeps its entries"
     # An answer computed before the ingest (with the old generation) is not stored after it.
     assert await a.generation("acme") == generation + 1
-    assert not await a.put(cache_key(first), ANSWER, question=first, generation=generation)
-    assert await answer_of(b, cache_key(first)) is None
+    assert not await a.put(cache_key(first, READER), ANSWER, question=first, generation=generation)
+    assert await answer_of(b, cache_key(first, READER)) is None
 
 
 async def test_a_template_change_drops_the_answers_written_from_it(replicas) -> None:
     a, b = replicas
     named, default = question(query="one", template="support-short"), question(query="two")
-    await a.put(cache_key(named), ANSWER, question=named, generation=0)
-    await a.put(cache_key(default), ANSWER, question=default, generation=0)  # written from rag-v1
+    await a.put(cache_key(named, READER), ANSWER, question=named, generation=0)
+    await a.put(cache_key(default, READER), ANSWER, question=default, generation=0)  # written from rag-v1
     assert await b.invalidate_template("support-short") == 1
-    assert await answer_of(a, cache_key(named)) is None and await answer_of(a, cache_key(default)) == ANSWER
+    assert await answer_of(a, cache_key(named, READER)) is None and await answer_of(a, cache_key(default, READER)) == ANSWER
     assert await b.invalidate_template("rag-v1") == 1
-    assert await answer_of(a, cache_key(default)) is None
+    assert await answer_of(a, cache_key(default, READER)) is None
 
 
 async def test_clear_drops_everything_but_keeps_generations(replicas) -> None:
@@ -115,9 +115,9 @@ async def test_clear_drops_everything_but_keeps_generations(replicas) -> None:
     await a.invalidate_tenant("acme")
     for n in range(3):
         q = question(query=f"q{n}")
-        await a.put(cache_key(q), ANSWER, question=q, generation=1)
+        await a.put(cache_key(q, READER), ANSWER, question=q, generation=1)
     await b.clear()
-    assert [await answer_of(a, cache_key(question(query=f"q{n}"))) for n in range(3)] == [None] * 3
+    assert [await answer_of(a, cache_key(question(query=f"q{n}"), READER)) for n in range(3)] == [None] * 3
     assert await a.generation("acme") == 1
     assert [key async for key in a._guard.client.scan_iter("*") if b":gen:" not in key] == []
 
@@ -127,9 +127,9 @@ async def test_a_caller_erased_on_one_replica_is_gone_from_redis(replicas) -> No
     fin = Question(query="hotel limit?", tenant_id="acme", caller="key:acme/fin")
     hr = Question(query="salary bands?", tenant_id="acme", caller="key:acme/hr")
     for q in (fin, hr):
-        await a.put(cache_key(q), ANSWER, question=q, generation=0)
+        await a.put(cache_key(q, READER), ANSWER, question=q, generation=0)
     assert await b.erase_caller("key:acme/fin", "acme") == 1
-    assert await answer_of(a, cache_key(fin)) is None and await answer_of(a, cache_key(hr)) == ANSWER
+    assert await answer_of(a, cache_key(fin, READER)) is None and await answer_of(a, cache_key(hr, READER)) == ANSWER
     keys = [key.decode() async for key in a._guard.client.scan_iter("*")]
     assert not [key for key in keys if "fin" in key], "the caller's index went with its entries"
     assert "{ragsvc}:answers:c:key:acme/hr" in keys
@@ -151,7 +151,7 @@ async def test_entries_expire_after_the_ttl(redis_url: str) -> None:
     guard = RedisGuard(connect(redis_url))
     cache = RedisAnswerCache(guard, ttl_s=30, admits=is_cacheable)
     q = question()
-    await cache.put(cache_key(q), ANSWER, question=q, generation=0)
+    await cache.put(cache_key(q, READER), ANSWER, question=q, generation=0)
     ttls = [await guard.client.pttl(key) async for key in guard.client.scan_iter("*:e:*")]
     assert len(ttls) == 1 and 29_000 < ttls[0] <= 30_000
     await guard.aclose()
@@ -164,13 +164,13 @@ async def test_redis_down_is_a_miss_and_a_missed_invalidation_is_applied_on_retu
     guard = RedisGuard(connect(redis_url), retry_after_s=1.0, clock=lambda: now[0])
     cache = RedisAnswerCache(guard, ttl_s=60, admits=is_cacheable)
     q = question()
-    await cache.put(cache_key(q), ANSWER, question=q, generation=0)
+    await cache.put(cache_key(q, READER), ANSWER, question=q, generation=0)
     await guard.client.save()  # the entry survives the restart below (loaded from the dump)
     redis_server.stop()
     try:
-        assert await answer_of(cache, cache_key(q)) is None, "a miss, not an error"
+        assert await answer_of(cache, cache_key(q, READER)) is None, "a miss, not an error"
         assert guard.degraded
-        assert not await cache.put(cache_key(q), ANSWER, question=q, generation=0)
+        assert not await cache.put(cache_key(q, READER), ANSWER, question=q, generation=0)
         assert await cache.invalidate_tenant("acme") == 0  # could not reach Redis: remembered
         with pytest.raises(SharedStateUnavailable) as raised:
             await guard.check_health()
@@ -178,12 +178,12 @@ async def test_redis_down_is_a_miss_and_a_missed_invalidation_is_applied_on_retu
     finally:
         redis_server.start()
     other_replica = RedisGuard(connect(redis_url))
-    assert await other_replica.client.exists(f"{{ragsvc}}:answers:e:{cache_key(q)}") == 1, "the stale entry is back"
-    assert await answer_of(cache, cache_key(q)) is None, "still inside the retry pause: Redis is not asked"
+    assert await other_replica.client.exists(f"{{ragsvc}}:answers:e:{cache_key(q, READER)}") == 1, "the stale entry is back"
+    assert await answer_of(cache, cache_key(q, READER)) is None, "still inside the retry pause: Redis is not asked"
     now[0] += 1.5
-    assert await answer_of(cache, cache_key(q)) is None, "the missed invalidation ran first"
+    assert await answer_of(cache, cache_key(q, READER)) is None, "the missed invalidation ran first"
     assert not guard.degraded
-    assert await other_replica.client.exists(f"{{ragsvc}}:answers:e:{cache_key(q)}") == 0
+    assert await other_replica.client.exists(f"{{ragsvc}}:answers:e:{cache_key(q, READER)}") == 0
     assert await cache.generation("acme") == 1
     await other_replica.aclose()
     await guard.aclose()

@@ -2,11 +2,13 @@
 `MemoryAnswerCache` here (an LRU with a TTL, per process: the default) and `ragsvc.shared.cache.RedisAnswerCache`
 (shared by replicas, when RAG_REDIS_URL is set). Both are keyed by everything that shapes an answer.
 
-The key is the SHA-256 of the tenant, the normalised query (control characters stripped, whitespace collapsed,
-case folded), the template, top_k, the citation style, the tags (sorted), the metadata filters (the expression as
-resolved), the model, the mode and selection, and the remaining knobs that change an answer (score threshold,
-strictness, temperature, seed, search mode, response style, citation policy). Tenant and tags are part of the key,
-so an answer is never served to another tenant or tag set.
+The key is the SHA-256 of the reader's fingerprint (`Reader.fingerprint`: RAG_READER and, for the trained reader,
+its model's sha256 and its settings), the tenant, the normalised query (control characters stripped, whitespace
+collapsed, case folded), the template, top_k, the citation style, the tags (sorted), the metadata filters (the
+expression as resolved), the model, the mode and selection, and the remaining knobs that change an answer (score
+threshold, strictness, temperature, seed, search mode, response style, citation policy). Tenant and tags are part
+of the key, so an answer is never served to another tenant or tag set; the reader is, so that replicas sharing the
+Redis cache with another reader or model (a rolling upgrade to a new model) never serve each other's answers.
 
 What is cached: grounded answers, CITEd or ROUTEd (the action is kept with the answer: a cached ROUTE is routed
 again). The trained reader CITEs only from a P(right) chosen for 95% precision, which most answers do not clear;
@@ -19,8 +21,9 @@ Idempotency (R-003-03, with Stripe's and AIP-155's semantics): an answer recorde
 to the caller that sent it (`Question.caller`: its key, or its peer without authentication) in its tenant, and
 to the fingerprint of its request (`request_fingerprint`: every field that changes the answer, the effective tags
 included, never the request id). The same key from the same caller with the same request replays the answer,
-whatever it was, until the replay store's TTL; from another caller it is another key (its own fresh answer,
-recorded for it); from the same caller with another request it is refused (`IdempotencyKeyReused`).
+whatever it was and whichever reader now serves (the reader is in neither the replay key nor the fingerprint),
+until the replay store's TTL; from another caller it is another key (its own fresh answer, recorded for it); from
+the same caller with another request it is refused (`IdempotencyKeyReused`).
 
 Invalidation: any ingest or delete in a tenant drops that tenant's entries (`invalidate_tenant`), a template
 change drops the entries written from it (`invalidate_template`), a change of the ranking weights drops every
@@ -71,14 +74,17 @@ def normalise_query(query: str) -> str:
     return clean_text(query).casefold()
 
 
-def cache_key(question: Question) -> str:
-    """The cache key of a validated question (tenant resolved, text cleaned)."""
-    return _digest([question.tenant_id, *_answer_shaping(question)])
+def cache_key(question: Question, reader: str) -> str:
+    """The cache key of a validated question (tenant resolved, text cleaned), answered by the reader whose
+    fingerprint is `reader` (`Reader.fingerprint`)."""
+    return _digest([reader, question.tenant_id, *_answer_shaping(question)])
 
 
 def request_fingerprint(question: Question) -> str:
     """What a request asks, canonically: every field that changes its answer (the effective tags, history,
-    session and explain/dry-run included); not its request id, idempotency key, tenant or caller."""
+    session and explain/dry-run included); not its request id, idempotency key, tenant or caller, nor the reader:
+    a replay returns the answer recorded whichever reader now serves (AIP-155), and is refused only for another
+    request."""
     history = [[message.role.value, message.content] for message in question.chat_history]
     extra = [history, question.session_id, question.dry_run, question.explain, question.follow_up_count]
     return _digest([*_answer_shaping(question), *extra])
@@ -132,7 +138,8 @@ def keeps_every_answer(answer: Answer) -> bool:
 
 
 def replay_key(question: Question) -> str:
-    """The key of an idempotent retry: the idempotency key of this caller, in its tenant."""
+    """The key of an idempotent retry: the idempotency key of this caller, in its tenant (not the reader: a retry
+    gets the answer it was given, whichever reader now serves)."""
     return _digest([question.tenant_id, question.caller, question.idempotency_key])
 
 

@@ -4,7 +4,8 @@
       -> cache and replay store -> audit log
 
 A replayed or cached answer comes back as the pipeline's would: one text delta, its citations, then the Answer
-(with `flags.cache_hit`). A replay is the caller's own (see `cache.replay_key`); its key sent again with another
+(with `flags.cache_hit`). A cached answer is one the same reader wrote (the cache key holds its fingerprint); a
+replay is the caller's own, whichever reader wrote it (see `cache.replay_key`); its key sent again with another
 request is refused with IdempotencyKeyReused. The audit log gets a row for every outcome, refusals and failures
 included.
 
@@ -42,6 +43,7 @@ class AnsweringService:
         admission: Admission,
         schema: MetadataSchema,
         *,
+        reader: str,
         cache: AnswerStore | None = None,
         replays: AnswerStore | None = None,
         answers: AnswerLog | None = None,
@@ -52,6 +54,7 @@ class AnsweringService:
         self.pipeline = pipeline
         self._admission = admission
         self._schema = schema  # resolves a filter expression against the tenant's metadata keys
+        self._reader = reader  # the fingerprint of the pipeline's reader: part of every cache key
         self._cache = cache
         self._replays = replays  # answers by idempotency key, whatever their outcome
         self._answers = answers
@@ -148,7 +151,7 @@ class AnsweringService:
         if self._replays is not None and question.idempotency_key:
             stores.append((self._replays, replay_key(question)))
         if self._cache is not None and not bypasses_cache(question):
-            stores.append((self._cache, cache_key(question)))
+            stores.append((self._cache, cache_key(question, self._reader)))
         return stores
 
 

@@ -67,6 +67,13 @@ class Reader(Protocol):
         ...
 
     @property
+    def fingerprint(self) -> str:
+        """What this reader's answers depend on: its name and what configures it (the trained reader: its model's
+        sha256 and its pool). Two readers with the same fingerprint read alike; the answer cache keys by it
+        (`answering.cache.cache_key`), so that no reader serves an answer another one wrote."""
+        ...
+
+    @property
     def cite_threshold(self) -> float | None:
         """The probability from which an answer is CITEd, as this reader was calibrated (None: none)."""
         ...

@@ -37,6 +37,10 @@ class RuleReader(FollowUpRules):
         return "rules"
 
     @property
+    def fingerprint(self) -> str:
+        return f"rules min_coverage={self._min_coverage!r} rare_share={self._rare_share!r}"
+
+    @property
     def cite_threshold(self) -> float | None:
         return None
 

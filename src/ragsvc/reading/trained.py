@@ -19,6 +19,7 @@ on the training corpora. An LLM's answer is judged the same way: its sentences a
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 from collections import OrderedDict
@@ -85,6 +86,10 @@ class Model:
     cite_threshold: float  # P(right) from which an answer is CITEd
     refuse_below: float  # P(right) of the best answer under which the evidence does not answer
     meta: dict[str, Any]
+    sha256: str = dataclasses.field(init=False)  # of its arrays (`_digest`), computed once: what identifies it
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sha256", _digest(self.arrays()))
 
     @classmethod
     def load(cls, path: Path | None = None) -> Model:
@@ -116,6 +121,17 @@ class Model:
         return 1.0 / (1.0 + math.exp(-float(self.answers.predict(np.asarray([row], dtype=np.float64))[0])))
 
 
+def _digest(arrays: dict[str, Any]) -> str:
+    """The SHA-256 of named arrays (a model's, as its .npz file holds them): each one's name, type, shape and bytes,
+    by name. The same arrays give the same digest however the file was compressed."""
+    sha = hashlib.sha256()
+    for name in sorted(arrays):
+        array = np.asarray(arrays[name])
+        sha.update(json.dumps([name, array.dtype.str, array.shape]).encode())
+        sha.update(array.tobytes())
+    return sha.hexdigest()
+
+
 @dataclass(frozen=True, slots=True)
 class Read:
     """The evidence as read for one question: its candidate sentences, their rows and scores, the quotes chosen."""
@@ -139,6 +155,10 @@ class TrainedReader(FollowUpRules):
     @property
     def name(self) -> str:
         return "trained"
+
+    @property
+    def fingerprint(self) -> str:
+        return f"trained model={self._model.sha256} pool={self._pool} rare_share={self._rare_share!r}"
 
     @property
     def model(self) -> Model:
