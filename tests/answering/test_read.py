@@ -13,10 +13,12 @@ import pytest
 
 from ragsvc.answering.read import ReadStage
 from ragsvc.domain import Answer, Event, Mode, RetrievalQuery, ScoredChunk, TermCounts, TextDelta, Timings
+from ragsvc.errors import RetrievalUnavailable
 from ragsvc.reading import Analysis, Assessment, Reader
 from tests.answering.test_pipeline import EVIDENCE, QUESTION, FixedRetriever, admitted, answer_of, make_pipeline
 from tests.generation.backends import OPENAI
 from tests.support.readers import RULES
+from tests.support.streams import collect_into
 
 
 class CountingReader:
@@ -120,3 +122,21 @@ def test_the_question_is_read_first_for_the_gate_or_a_pool_only() -> None:
     assert not stage(refuses=False).needed_first(QUESTION)
     assert stage(refuses=False).unread(QUESTION, EVIDENCE) == EVIDENCE[:2]
     assert stage(refuses=False).unread(dataclasses.replace(QUESTION, top_k=1), EVIDENCE) == EVIDENCE[:1]
+
+
+class FailingCounts(FixedRetriever):
+    """An engine whose term counts fail."""
+
+    async def term_counts(self, query: RetrievalQuery, terms: Sequence[str]) -> TermCounts:
+        raise RetrievalUnavailable("vector store error: scripted")
+
+
+async def test_a_reading_made_after_the_first_text_fails_the_stream_with_its_error() -> None:
+    events: list[Event] = []
+    async with OPENAI.server(deltas=["Up to 180 euros", " per night [#1]."]) as server:
+        async with contextlib.aclosing(OPENAI.generator(server)) as generator:
+            pipeline = make_pipeline(generator, retriever=FailingCounts(), answerability_gate=False, stream_policy="raw")
+            with pytest.raises(RetrievalUnavailable):
+                await collect_into(events, pipeline.run(admitted(QUESTION)))
+    assert isinstance(events[0], TextDelta), "the text went out first"
+    assert not any(isinstance(e, Answer) for e in events), "no Answer after the failure"
