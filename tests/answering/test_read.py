@@ -4,6 +4,7 @@ needs the reading (the gate, the reader's pool, the extractive generator), else 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Sequence
@@ -70,7 +71,8 @@ class CountingRetriever(FixedRetriever):
 
 async def _answered(**settings: Any) -> tuple[tuple[int, int, int], tuple[int, int, int], list[Event]]:
     """The pipeline's events for QUESTION against a scripted LLM, with the term counts, analyses and
-    assessments made when the caller took the first text delta, and at the end."""
+    assessments made by the time the caller, having taken the first text delta, asks for the next event (the loop
+    free meanwhile), and at the end."""
     reader, retriever = CountingReader(RULES), CountingRetriever()
     made = lambda: (retriever.counted, reader.analysed, reader.assessed)  # noqa: E731
     at_first_text: tuple[int, int, int] | None = None
@@ -81,6 +83,8 @@ async def _answered(**settings: Any) -> tuple[tuple[int, int, int], tuple[int, i
             async with contextlib.aclosing(pipeline.run(admitted(QUESTION))) as stream:
                 async for event in stream:
                     if at_first_text is None and isinstance(event, TextDelta):
+                        for _ in range(3):  # the loop free to run what was scheduled (as grpc sends the message)
+                            await asyncio.sleep(0)
                         at_first_text = made()
                     events.append(event)
     assert at_first_text is not None
@@ -93,7 +97,7 @@ def _untimed(answer: Answer) -> Answer:
 
 async def test_unread_before_generation_the_question_is_read_once_the_first_text_is_out() -> None:
     at_first_text, at_end, events = await _answered(answerability_gate=False)
-    assert at_first_text == (0, 0, 0), "no term counts, analysis or assessment before the first text"
+    assert at_first_text == (0, 0, 0), "no term counts, analysis or assessment until the first text is out"
     assert at_end == (1, 1, 1), "read once, while the model wrote, and assessed"
     _, _, read_first = await _answered(answerability_gate=True)
     assert _untimed(answer_of(events)) == _untimed(answer_of(read_first)), "the same answer as read before"
