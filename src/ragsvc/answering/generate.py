@@ -72,6 +72,13 @@ class GenerateStage:
         self._models = models
         self._settings = settings
 
+    @property
+    def reads_term_counts(self) -> bool:
+        """Whether a step of the chain reads the question's corpus statistics (the extractive generator): then
+        the question is read before generation starts."""
+        steps = (self.generators.generator, self.generators.extractive)
+        return any(step is not None and step.capabilities.reads_term_counts for step in steps)
+
     async def stream(
         self,
         question: Question,

@@ -33,7 +33,18 @@ from ragsvc.answering.usage import UsageLedger
 from ragsvc.answering.validate import ValidateStage
 from ragsvc.citation_policy import resolve
 from ragsvc.config import GenerationSettings, ServerSettings
-from ragsvc.domain import Action, Answer, Event, Mode, Question, RefusalReason, RouteTarget, TextDelta, Timings
+from ragsvc.domain import (
+    Action,
+    Answer,
+    Event,
+    Mode,
+    Question,
+    RefusalReason,
+    RouteTarget,
+    ScoredChunk,
+    TextDelta,
+    Timings,
+)
 from ragsvc.prompts import Prompt, TemplateRegistry, get_prompt
 from ragsvc.storage.owners import OwnerDirectory
 from ragsvc.validation import AnswerPolicy, Verdict
@@ -87,7 +98,7 @@ class Pipeline:
             question.response_style,
         )
         retrieved = await self._retrieve.run(question, budget, ledger)
-        assessing: asyncio.Handle | None = None
+        reading_later: asyncio.Task[Reading] | None = None
         try:
             retrieved, read_first = await self._best_read(question, retrieved)
             retrieval = retrieved.retrieval
@@ -100,10 +111,15 @@ class Pipeline:
                 await self._conversation.remember(turn, answer, retrieval)
                 yield answer
                 return
-            reading = read_first or await self._read.run(question, search, retrieval.hits)
-            retrieval = replace(retrieval, hits=reading.evidence)  # what the answer reads, cites and shows
+            reading = read_first
+            if reading is None and (self._read.needed_first(question) or self._generate.reads_term_counts):
+                reading = await self._read.run(question, search, retrieval.hits)
+            # what the answer reads, cites and shows; unread, the question is read while the model writes
+            evidence = self._read.unread(question, retrieval.hits) if reading is None else reading.evidence
+            retrieval = replace(retrieval, hits=evidence)
             retrieved = replace(retrieved, retrieval=retrieval)
-            if self._read.refuses and question.mode is not Mode.SELECTED_TEXT and not reading.assessment.answerable:
+            refuses = self._read.refuses and question.mode is not Mode.SELECTED_TEXT
+            if reading is not None and refuses and not reading.assessment.answerable:
                 answer = await self._refused(
                     question,
                     retrieved,
@@ -138,25 +154,41 @@ class Pipeline:
                 attribute=self._generation.citation_attribution,
             )
             stream = self._generate.stream(
-                question, search, prompt, retrieval.hits, packing, generation_deadline, clock, ledger, reading.counts
+                question,
+                search,
+                prompt,
+                retrieval.hits,
+                packing,
+                generation_deadline,
+                clock,
+                ledger,
+                None if reading is None else reading.counts,
             )
             async with contextlib.aclosing(stream):  # a caller leaving closes the upstream LLM stream at once
                 async for item in stream:
                     if isinstance(item, Generated):
                         generated = item
                     else:
-                        if assessing is None and isinstance(item, TextDelta):
-                            # An assessment nothing read before generation (the gate off) is made while the model
-                            # writes the rest: the loop runs it once the pipeline next waits, the first text on its way.
-                            assessing = asyncio.get_running_loop().call_soon(_assess, reading)
                         for event in release.feed(item):
                             yield event
+                        if reading_later is None and isinstance(item, TextDelta):
+                            # What nothing read before generation (the gate off: the assessment; no pool either:
+                            # the engine's term counts and the analysis) is made while the model writes the rest,
+                            # once the first text is out: the caller asked for the next event (over gRPC, the first
+                            # message's send completed; run before that, it held the first token back ~0.9 ms).
+                            reading_later = asyncio.get_running_loop().create_task(
+                                self._read_and_assess(question, search, retrieval.hits, reading)
+                            )
             if generated is None:
                 raise RuntimeError("generation ended without its result")
             for event in release.finish(complete=not generated.repetition_stopped):
                 yield event
             generation_ms = clock.lap()
 
+            if reading_later is None:  # no text came
+                reading = await self._read_and_assess(question, search, retrieval.hits, reading)
+            else:
+                reading = await reading_later
             validated = await self._validate.run(
                 question, search, prompt, generated, generation_deadline, ledger, reading, citations=citations
             )
@@ -175,8 +207,17 @@ class Pipeline:
             yield answer
         finally:
             retrieved.classification.settle()  # a classification still running is not waited for
-            if assessing is not None:
-                assessing.cancel()
+            if reading_later is not None and not reading_later.cancel() and not reading_later.cancelled():
+                reading_later.exception()  # done: a failure of its own is not reported over the stream's
+
+    async def _read_and_assess(
+        self, question: Question, search: str, evidence: tuple[ScoredChunk, ...], reading: Reading | None
+    ) -> Reading:
+        """`reading`, or the reading of `evidence` made now, with its assessment made."""
+        if reading is None:
+            reading = await self._read.run(question, search, evidence)
+        _assess(reading)
+        return reading
 
     async def _best_read(self, question: Question, retrieved: Retrieved) -> tuple[Retrieved, Reading | None]:
         """A follow-up searched more than one way (`Retrieved.alternatives`): the search whose evidence passes the

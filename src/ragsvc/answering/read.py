@@ -42,6 +42,17 @@ class ReadStage:
         self.refuses = refuses
         self._top_k = top_k
 
+    def needed_first(self, question: Question) -> bool:
+        """Whether the question must be read before generation: the gate refuses on the reading's assessment, or
+        the reader chooses the evidence from a pool by its analysis. Otherwise the pipeline reads it while the model
+        writes (the engine's term counts and the analysis off the first token's path)."""
+        return self.reader.pool > 0 or (self.refuses and question.mode is not Mode.SELECTED_TEXT)
+
+    def unread(self, question: Question, evidence: Sequence[ScoredChunk]) -> tuple[ScoredChunk, ...]:
+        """The evidence the answer reads when the reader chooses from no pool (`needed_first` False): the
+        top_k of retrieval's, in its order, what `run`'s reading will hold."""
+        return tuple(evidence[: question.top_k or self._top_k])
+
     async def run(self, question: Question, search: str, evidence: Sequence[ScoredChunk]) -> Reading:
         """The reading of `search` (the question, or a follow-up with the turn it follows) against the top_k chunks
         of `evidence` (retrieval's, best first) the reader chooses; in selected-text mode without corpus statistics

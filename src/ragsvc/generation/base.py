@@ -18,6 +18,9 @@ class Capabilities:
     # (classify the question, rate the answer's support, suggest follow-ups). A language model can; the
     # extractive generator, which only quotes the context, cannot.
     follows_instructions: bool
+    # It reads the corpus statistics the question was read with (`GenerationRequest.term_counts`): the extractive
+    # generator does, so the question is read before it writes; a language model does not.
+    reads_term_counts: bool = False
 
 
 class Generator(Protocol):

@@ -26,7 +26,7 @@ class ExtractiveGenerator:
         self._reader = reader
         self._max_sentences = max_sentences
 
-    capabilities = Capabilities(follows_instructions=False)
+    capabilities = Capabilities(follows_instructions=False, reads_term_counts=True)
 
     @property
     def name(self) -> str:
