@@ -37,7 +37,6 @@ from ragsvc.domain import (
     Action,
     Answer,
     Event,
-    Mode,
     Question,
     RefusalReason,
     RouteTarget,
@@ -118,8 +117,7 @@ class Pipeline:
             evidence = self._read.unread(question, retrieval.hits) if reading is None else reading.evidence
             retrieval = replace(retrieval, hits=evidence)
             retrieved = replace(retrieved, retrieval=retrieval)
-            refuses = self._read.refuses and question.mode is not Mode.SELECTED_TEXT
-            if reading is not None and refuses and not reading.assessment.answerable:
+            if reading is not None and self._read.gates(question) and not reading.assessment.answerable:
                 answer = await self._refused(
                     question,
                     retrieved,
