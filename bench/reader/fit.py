@@ -27,7 +27,7 @@ import numpy as np
 
 from bench.quality.metrics import auroc
 from bench.quality.questions import contains
-from bench.reader import dataset, semantic
+from bench.reader import dataset
 from bench.reader.dataset import Example
 from ragsvc.reading import features, packing
 from ragsvc.reading.forest import Forest
@@ -173,6 +173,17 @@ def top3(examples: Sequence[Example], sentences: Forest) -> float | None:
     return round(found / len(held), 4) if held else None
 
 
+def extra_answer_columns(extra: np.ndarray, lead: int) -> list[float]:
+    """The answer's columns of an experiment's extra sentence columns (one row a candidate, its first column a score
+    such as bench/reader/semantic.py's similarity): the lead's score (-1 without a lead), the best candidate's (-1
+    without candidates) and the gap between them (0 without a lead)."""
+    if extra.shape[0] == 0:
+        return [-1.0, -1.0, 0.0]
+    best = float(extra[:, 0].max())
+    lead_score = float(extra[lead, 0]) if lead >= 0 else -1.0
+    return [lead_score, best, best - lead_score if lead >= 0 else 0.0]
+
+
 def compose(example: Example, sentences: Forest) -> Composed:
     scores = sentences.predict(example.rows) if len(example.found) else np.zeros(0)
     chosen = choose(example.found, scores)
@@ -185,7 +196,7 @@ def compose(example: Example, sentences: Forest) -> Composed:
         row[column] = 0.0
     extra = example.rows[:, len(features.SENTENCE_FEATURES) :]
     if extra.shape[1]:  # an experiment's columns (bench/reader/semantic.py): the answer reads them too
-        row += semantic.answer_columns(extra, lead)
+        row += extra_answer_columns(extra, lead)
     facts = example.question.key_facts
     right = example.question.should_answer and any(contains(example.found[i].quote, f) for i in chosen for f in facts)
     return Composed(tuple(chosen), row, right)

@@ -1,11 +1,11 @@
 """EXPERIMENT, not served: a semantic similarity between the question and each candidate sentence as extra reader
 features, to measure whether meaning (the bundled MiniLM's vectors) helps the trained reader on corpora it never saw.
 
-    python -m bench.reader.train --no-write --semantic standalone|pooled   # the reader's offline metrics
-    python -m bench.reader.semantic                                          # the sentence model's picks alone
+    python -m bench.reader.semantic --train standalone|pooled   # the reader's offline metrics (train.py's, no model written)
+    python -m bench.reader.semantic                              # the sentence model's picks alone
 
 Each candidate's row gets SENTENCE_COLUMNS after features.SENTENCE_FEATURES; fit.compose gives the answer row
-ANSWER_COLUMNS after features.ANSWER_FEATURES (`answer_columns`). The query vector is the search text's (a follow-up's
+ANSWER_COLUMNS after features.ANSWER_FEATURES (`fit.extra_answer_columns`). The query vector is the search text's (a follow-up's
 rewritten search, without instructions to a model), embedded as retrieval embeds a query (MiniLMEmbedder, fp32
 compute). A sentence's vector is made one of two ways:
 
@@ -21,6 +21,7 @@ Vectors are cached on disk by text hash (.bench/semantic/), so a rerun computes 
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import hashlib
 from collections.abc import Iterable, Sequence
@@ -31,6 +32,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from bench.quality import corpus
+from bench.reader import fit, train
 from bench.reader.dataset import Example
 from ragsvc.reading.forest import Forest
 from ragsvc.reading.passages import passages
@@ -46,7 +48,7 @@ SENTENCE_COLUMNS = (
     "sim_gap",  # the best candidate's sim_sentence minus this one's
     "sim_rank",  # log1p of its place among the candidates by sim_sentence (0 best)
 )
-ANSWER_COLUMNS = (
+ANSWER_COLUMNS = (  # what fit.extra_answer_columns makes of SENTENCE_COLUMNS
     "lead_sim",  # the lead sentence's sim_sentence
     "best_sim",  # the best candidate's
     "lead_sim_gap",  # best_sim minus lead_sim
@@ -187,15 +189,6 @@ def sentence_columns(sim: np.ndarray) -> np.ndarray:
     return np.column_stack([sim, sim.max() - sim, np.log1p(rank)])
 
 
-def answer_columns(extra: np.ndarray, lead: int) -> list[float]:
-    """ANSWER_COLUMNS of an answer leading with candidate `lead` (-1: none), from the candidates' SENTENCE_COLUMNS."""
-    if extra.shape[0] == 0:
-        return [-1.0, -1.0, 0.0]
-    best = float(extra[:, 0].max())
-    lead_sim = float(extra[lead, 0]) if lead >= 0 else -1.0
-    return [lead_sim, best, best - lead_sim if lead >= 0 else 0.0]
-
-
 def extended(by_corpus: dict[str, list[Example]], mode: str) -> dict[str, list[Example]]:
     """The examples with SENTENCE_COLUMNS after their rows."""
     if mode not in MODES:
@@ -221,17 +214,25 @@ def picked(examples: Sequence[Example], sentences: Forest, quotes: int) -> float
     return right / len(held)
 
 
-def main() -> None:
-    """Per corpus left out, how often the sentence model fitted on the others quotes a key fact first (top-1) and in
-    its three quotes (top-3), without and with the similarity columns of each mode (seed fit.SEED)."""
-    from bench.reader import fit, train  # both import this module
-
+def main(argv: Sequence[str] | None = None) -> None:
+    """With --train MODE, train.py's offline leave-one-out metrics with MODE's columns, reading retrieval's first
+    five chunks (no model written). Otherwise, per corpus left out, how often the sentence model fitted on the others
+    quotes a key fact first (top-1) and in its three quotes (top-3), without and with the columns of each mode (seed
+    fit.SEED)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--train", choices=MODES, help="the reader's offline metrics with this mode's columns")
+    parser.add_argument("--seed", type=int, default=fit.SEED)
+    args = parser.parse_args(argv)
+    if args.train:
+        by_corpus = extended({name: train.examples(name) for name in corpus.CORPORA}, args.train)
+        train.run(by_corpus, seed=args.seed, write=False, retrieval_order=True)
+        return
     base = {name: train.examples(name) for name in corpus.CORPORA}
     runs = {"baseline": base, **{mode: extended(base, mode) for mode in MODES}}
     for left_out in corpus.CORPORA:
         cells = []
         for label, by_corpus in runs.items():
-            model = fit.fit_sentences([e for name, group in by_corpus.items() if name != left_out for e in group])
+            model = fit.fit_sentences([e for name, group in by_corpus.items() if name != left_out for e in group], seed=args.seed)
             cells.append(f"{label} {picked(by_corpus[left_out], model, 1):.3f}/{picked(by_corpus[left_out], model, 3):.3f}")
         print(f"{left_out}: top-1/top-3 " + " | ".join(cells), flush=True)
 

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from bench.quality import corpus, datasets
-from bench.reader import dataset, evidence, fit, semantic
+from bench.reader import dataset, evidence, fit
 from bench.reader.dataset import Example
 from ragsvc.reading.forest import Forest
 from ragsvc.reading.trained import MODEL_FILE, Model, TrainedReader
@@ -163,37 +163,35 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=fit.SEED)
     parser.add_argument("--no-write", action="store_true", help="report only: write no model")
     parser.add_argument(
-        "--semantic",
-        choices=semantic.MODES,
-        help="EXPERIMENT (bench/reader/semantic.py): add question-sentence similarity features, reading retrieval's "
-        "first five chunks; needs --no-write",
-    )
-    parser.add_argument(
         "--retrieval-order",
         action="store_true",
         help="the arm without a chunk model: the answer reads retrieval's first five chunks; needs --no-write",
     )
     args = parser.parse_args(argv)
-    if (args.semantic or args.retrieval_order) and not args.no_write:
-        parser.error("--semantic and --retrieval-order are arms to compare: they write no model (--no-write)")
+    if args.retrieval_order and not args.no_write:
+        parser.error("--retrieval-order is an arm to compare: it writes no model (--no-write)")
     names = args.corpus or list(corpus.CORPORA)
-    if args.semantic:
-        by_corpus = semantic.extended({name: examples(name) for name in names}, args.semantic)
-    else:
-        by_corpus = {name: examples(name, packed=None) for name in names}
-    chunk_models = ChunkModels(by_corpus, seed=args.seed, retrieval_order=args.retrieval_order or bool(args.semantic))
-    report: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "seed": args.seed, "folds": {}}
+    by_corpus = {name: examples(name, packed=None) for name in names}
+    run(by_corpus, seed=args.seed, write=not args.no_write, retrieval_order=args.retrieval_order)
+
+
+def run(by_corpus: dict[str, list[Example]], *, seed: int, write: bool, retrieval_order: bool) -> None:
+    """One model per corpus of `by_corpus` left out, judged on it, and the shipped model on all of them; with `write`,
+    the models, the probe set and the results file (an experiment's arm, bench/reader/semantic.py, writes none)."""
+    names = list(by_corpus)
+    chunk_models = ChunkModels(by_corpus, seed=seed, retrieval_order=retrieval_order)
+    report: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "seed": seed, "folds": {}}
     for left_out in names:
         training = {n: e for n, e in by_corpus.items() if n != left_out}
-        model, chosen = train(training, chunk_models, seed=args.seed)
+        model, chosen = train(training, chunk_models, seed=seed)
         metrics = judged(model, by_corpus[left_out])
         report["folds"][left_out] = {**chosen, "trained_on": sorted(training), "unseen": metrics}
         print(f"without {left_out}: {json.dumps(metrics)} thresholds {chosen}", flush=True)
-        if not args.no_write:
+        if write:
             report["folds"][left_out]["sha256"] = save(model, FOLDS / f"without-{left_out}.npz")
-    shipped, chosen = train(by_corpus, chunk_models, seed=args.seed)
+    shipped, chosen = train(by_corpus, chunk_models, seed=seed)
     report["shipped"] = {**chosen, "trained_on": names, "size_bytes": None}
-    if not args.no_write:
+    if write:
         report["shipped"]["sha256"] = save(shipped, SHIPPED)
         PROBE.parent.mkdir(parents=True, exist_ok=True)
         PROBE.write_text(json.dumps(probe(by_corpus, shipped, report["shipped"]["sha256"]), indent=1) + "\n")

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.reader import semantic
+from bench.reader import fit, semantic
 from ragsvc.reading.passages import passages
 
 
@@ -21,9 +21,9 @@ def test_columns_rank_the_candidates_by_similarity_and_read_the_lead() -> None:
     assert columns[:, 0].tolist() == [0.2, 0.5, 0.3]
     assert columns[:, 1] == pytest.approx([0.3, 0.0, 0.2])
     assert columns[:, 2] == pytest.approx(np.log1p([2, 0, 1]))
-    assert semantic.answer_columns(columns, 0) == pytest.approx([0.2, 0.5, 0.3])
-    assert semantic.answer_columns(columns, -1) == [-1.0, 0.5, 0.0]
-    assert semantic.answer_columns(np.zeros((0, 3)), -1) == [-1.0, -1.0, 0.0]
+    assert fit.extra_answer_columns(columns, 0) == pytest.approx([0.2, 0.5, 0.3])
+    assert fit.extra_answer_columns(columns, -1) == [-1.0, 0.5, 0.0]
+    assert fit.extra_answer_columns(np.zeros((0, 3)), -1) == [-1.0, -1.0, 0.0]
 
 
 def test_pooled_vectors_one_per_passage_read_by_meaning_and_cached(tmp_path: Path) -> None:
