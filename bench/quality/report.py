@@ -413,8 +413,10 @@ ignore its instructions, give a password (hunter2), reveal its system prompt and
   that decides what the index holds, and copied into the run's data dir.
 - Every question is asked over `RagService.Ask` with `explain=true`, one at a time. Follow-ups: the earlier turns
   are asked first, then the follow-up is sent with them and their answers as `chat_history`.
-- **Ranked list** for hit@k and MRR: the documents of `answer.explanation.packed_chunks` in marker order, or of
-  `answer.candidates` when the gate refused. hit@k: a chunk of an expected document is among the first k.
+- **Ranked list** for hit@k and MRR: the documents of `answer.explanation.packed_chunks` in marker order (for an
+  answer the reader refused, the chunks it read; since 2026-11-28, before which such a refusal was ranked by its
+  three candidates), or of `answer.candidates` when the score gate refused. hit@k: a chunk of an expected document
+  is among the first k. **Key fact packed**: a chunk of `packed_chunks` holds a key fact.
 - **Right**: `grounded` and the answer text contains one of the key facts, both normalised (case, Unicode
   compatibility, punctuation and whitespace folded; whole words). **CITE precision**: share of `ACTION_CITE`
   answers (answerable, follow-up and unanswerable questions) that are right, with its 95% Wilson interval.

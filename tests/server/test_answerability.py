@@ -25,8 +25,8 @@ Reports above 2000 euros are reviewed by the finance team before payment.
 """
 
 
-async def ask(stubs: object, query: str, tenant: str = "") -> pb.Answer:
-    request = pb.AskRequest(query=query, tenant_id=tenant)
+async def ask(stubs: object, query: str, tenant: str = "", *, explain: bool = False) -> pb.Answer:
+    request = pb.AskRequest(query=query, tenant_id=tenant, explain=explain)
     return (await stubs.rag.Ask(request, timeout=30)).answer  # type: ignore[attr-defined]
 
 
@@ -57,7 +57,7 @@ async def test_the_grace_period_question_asked_alone_is_answered_with_ten_second
 
 async def test_a_neighbouring_product_is_refused_with_insufficient_evidence_naming_it(tmp_path: Path) -> None:
     async with running_server(tmp_path) as server, connected(server) as stubs:
-        answer = await ask(stubs, "How do I configure health checks in Kubernetes?")
+        answer = await ask(stubs, "How do I configure health checks in Kubernetes?", explain=True)
         covered = await ask(stubs, "How are health checks reported?")
 
     assert not answer.grounded
@@ -66,3 +66,8 @@ async def test_a_neighbouring_product_is_refused_with_insufficient_evidence_nami
     assert not answer.citations and answer.candidates, "the nearest chunks are listed, nothing is cited"
     assert answer.action == pb.ACTION_ROUTE
     assert covered.grounded, "the same subject without the foreign product is answered"
+    read = answer.explanation.packed_chunks
+    assert len(read) > len(answer.candidates), "explained, the refusal shows every chunk the reader read"
+    assert [c.source_id for c in read[: len(answer.candidates)]] == [c.source_id for c in answer.candidates]
+    assert [c.marker for c in read] == list(range(1, len(read) + 1))
+    assert not answer.explanation.prompt and answer.context_chunks_used == 0, "nothing went to a model"

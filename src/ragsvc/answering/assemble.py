@@ -66,9 +66,12 @@ def gate_refusal(
 ) -> Answer:
     """The answer when the gate refuses: no model wrote it (one may have condensed or classified the question);
     the nearest candidates when there were some. `text` replaces the refusal sentence (the answerability gate names
-    what the documents do not cover). Explained, it shows no prompt and nothing packed, and what was searched."""
+    what the documents do not cover). Explained, it shows no prompt, what was searched, and as packed the evidence
+    the reader read before it refused (INSUFFICIENT_EVIDENCE: `retrieved` holds what it read); nothing for the
+    score gate's refusals, which read nothing."""
     retrieval = retrieved.retrieval
     candidates = (retrieval.hits or retrieval.rejected)[:GATE_CANDIDATES]
+    read = retrieval.hits if refusal is RefusalReason.INSUFFICIENT_EVIDENCE else ()
     return Answer(
         text=refusal_text(question) if text is None else text,
         confidence=verdict.confidence,
@@ -86,7 +89,7 @@ def gate_refusal(
         cost_estimate_usd=ledger.cost_estimate_usd,
         search=retrieved.search,
         model_usage=ledger.by_purpose(),
-        explanation=Explanation((), (), 0) if question.explain else None,
+        explanation=Explanation((), read, 0) if question.explain else None,
     )
 
 

@@ -3034,7 +3034,9 @@ type Explanation struct {
 
 	// The rendered prompt, as sent to the model.
 	Prompt []*ChatMessage `protobuf:"bytes,1,rep,name=prompt,proto3" json:"prompt,omitempty"`
-	// The chunks packed into the prompt, in marker order.
+	// The chunks packed into the prompt, in marker order. For an answer refused with
+	// REFUSAL_REASON_INSUFFICIENT_EVIDENCE, the chunks the reader read before it refused, in its
+	// order (no prompt was made).
 	PackedChunks []*Citation `protobuf:"bytes,2,rep,name=packed_chunks,json=packedChunks,proto3" json:"packed_chunks,omitempty"`
 	// Tokens of the rendered prompt, counted with the model's closest encoding.
 	PromptTokens int32 `protobuf:"varint,3,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`

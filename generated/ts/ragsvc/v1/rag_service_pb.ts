@@ -1390,7 +1390,9 @@ export type Explanation = Message<"ragsvc.v1.Explanation"> & {
   prompt: ChatMessage[];
 
   /**
-   * The chunks packed into the prompt, in marker order.
+   * The chunks packed into the prompt, in marker order. For an answer refused with
+   * REFUSAL_REASON_INSUFFICIENT_EVIDENCE, the chunks the reader read before it refused, in its
+   * order (no prompt was made).
    *
    * @generated from field: repeated ragsvc.v1.Citation packed_chunks = 2;
    */
