@@ -1,7 +1,6 @@
 """The read stage: the reader's assessment of the evidence is made when something first reads it (the gate before
 generation, else validation), and once; the question itself is read before generation only when something there
-needs the reading (the gate, the reader's pool, the extractive generator), else while the LLM request is out, with
-its assessment once the first text is out."""
+needs the reading (the gate, the reader's pool, the extractive generator), else once the first text is out."""
 
 from __future__ import annotations
 
@@ -96,9 +95,9 @@ def _untimed(answer: Answer) -> Answer:
     return dataclasses.replace(answer, timings=Timings())
 
 
-async def test_unread_before_generation_the_question_is_read_while_the_request_is_out() -> None:
+async def test_unread_before_generation_the_question_is_read_once_the_first_text_is_out() -> None:
     at_first_text, at_end, events = await _answered(answerability_gate=False)
-    assert at_first_text == (1, 1, 0), "read while the LLM request was out; no assessment until the first text is out"
+    assert at_first_text == (0, 0, 0), "no term counts, analysis or assessment until the first text is out"
     assert at_end == (1, 1, 1), "read once, while the model wrote, and assessed"
     _, _, read_first = await _answered(answerability_gate=True)
     assert _untimed(answer_of(events)) == _untimed(answer_of(read_first)), "the same answer as read before"

@@ -162,15 +162,6 @@ class Pipeline:
                 ledger,
                 None if reading is None else reading.counts,
             )
-            # What nothing read before generation is made while the model writes. Unread (no gate, no pool), the
-            # question is read (the engine's term counts, the analysis) while the LLM request is out: the task runs
-            # at the first wait, once the request is written, before the model's first token is back. The
-            # assessment waits for the first text to be out: the caller asked for the next event (over gRPC, the
-            # first message's send completed; run before that, it held the first token back ~0.9 ms).
-            first_text = asyncio.Event()
-            reading_later = asyncio.get_running_loop().create_task(
-                self._read_and_assess(question, search, retrieval.hits, reading, first_text)
-            )
             async with contextlib.aclosing(stream):  # a caller leaving closes the upstream LLM stream at once
                 async for item in stream:
                     if isinstance(item, Generated):
@@ -178,16 +169,24 @@ class Pipeline:
                     else:
                         for event in release.feed(item):
                             yield event
-                        if isinstance(item, TextDelta):
-                            first_text.set()
+                        if reading_later is None and isinstance(item, TextDelta):
+                            # What nothing read before generation (the gate off: the assessment; no pool either:
+                            # the engine's term counts and the analysis) is made while the model writes the rest,
+                            # once the first text is out: the caller asked for the next event (over gRPC, the first
+                            # message's send completed; run before that, it held the first token back ~0.9 ms).
+                            reading_later = asyncio.get_running_loop().create_task(
+                                self._read_and_assess(question, search, retrieval.hits, reading)
+                            )
             if generated is None:
                 raise RuntimeError("generation ended without its result")
             for event in release.finish(complete=not generated.repetition_stopped):
                 yield event
             generation_ms = clock.lap()
 
-            first_text.set()  # when no text came, nothing is left to wait for
-            reading = await reading_later
+            if reading_later is None:  # no text came
+                reading = await self._read_and_assess(question, search, retrieval.hits, reading)
+            else:
+                reading = await reading_later
             validated = await self._validate.run(
                 question, search, prompt, generated, generation_deadline, ledger, reading, citations=citations
             )
@@ -210,17 +209,11 @@ class Pipeline:
                 reading_later.exception()  # done: a failure of its own is not reported over the stream's
 
     async def _read_and_assess(
-        self,
-        question: Question,
-        search: str,
-        evidence: tuple[ScoredChunk, ...],
-        reading: Reading | None,
-        first_text: asyncio.Event,
+        self, question: Question, search: str, evidence: tuple[ScoredChunk, ...], reading: Reading | None
     ) -> Reading:
-        """`reading`, or the reading of `evidence` made now, with its assessment made once `first_text` is set."""
+        """`reading`, or the reading of `evidence` made now, with its assessment made."""
         if reading is None:
             reading = await self._read.run(question, search, evidence)
-        await first_text.wait()
         _assess(reading)
         return reading
 

@@ -44,8 +44,8 @@ class ReadStage:
 
     def needed_first(self, question: Question) -> bool:
         """Whether the question must be read before generation: the gate refuses on the reading's assessment, or
-        the reader chooses the evidence from a pool by its analysis. Otherwise the pipeline reads it while the LLM
-        request is out (the engine's term counts and the analysis in the wait for the model's first token)."""
+        the reader chooses the evidence from a pool by its analysis. Otherwise the pipeline reads it while the model
+        writes (the engine's term counts and the analysis off the first token's path)."""
         return self.reader.pool > 0 or self.gates(question)
 
     def gates(self, question: Question) -> bool:
