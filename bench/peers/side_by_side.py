@@ -12,17 +12,18 @@ caller) or `inprocess`.
 Every variant gets the same warm-up, then `--rounds` rounds of the same `--queries` questions, the variants in a new
 order each round. Per variant and round, over the questions answered (one the reader refuses calls no LLM): the p50
 of the store stage (the engine's query call), of the overhead and first-token overhead, with and without the store
-(as bench-peers computes them), of the time outside the pipeline's clock, of the retrieval stage without embedding
-and store (the stage's own work around the engine's query call), of validation, the mean number of messages an
-AskStream sent (in process: of the events the answering service yielded, one message each over gRPC), and per
-question the CPU time of ragsvc's process (from /proc) and of this process (the gRPC caller; nothing for in
-process). With `--interleave` the variants take turns question by question instead (each question asked of every
-variant, in a new order each time): the machine's load, which moves these medians by a millisecond from one round to
-the next on a shared machine, then weighs on every variant alike, and the result adds, per variant, the median over
-the questions of its difference from the first variant's (`paired_median_difference_ms`): what a change of a tenth
-of a millisecond is measured by. The server process counts too: the same code in two servers differs by up to
-±0.4 ms, question by question (docs/profile/README.md), so give each code two servers in a balanced order (A B B A:
-`+NAME=VALUE` with a default value tells two servers of one code apart). Results:
+(as bench-peers computes them; with the store, their p99 too), of the time outside the pipeline's clock, of the
+retrieval stage without embedding and store (the stage's own work around the engine's query call), of validation,
+the mean number of messages an AskStream sent (in process: of the events the answering service yielded, one message
+each over gRPC), and per question the CPU time of ragsvc's process (from /proc) and of this process (the gRPC
+caller; nothing for in process). With `--interleave` the variants take turns question by question instead (each
+question asked of every variant, in a new order each time): the machine's load, which moves these medians by a
+millisecond from one round to the next on a shared machine, then weighs on every variant alike, and the result adds,
+per variant, the median over the questions of its difference from the first variant's
+(`paired_median_difference_ms`): what a change of a tenth of a millisecond is measured by. The server process counts
+too: the same code in two servers differs by up to ±0.4 ms, question by question (docs/profile/README.md), so give
+each code two servers in a balanced order (A B B A: `+NAME=VALUE` with a default value tells two servers of one code
+apart). Results:
 bench/results/side-by-side-<label>-<date>.json, and a table on stderr.
 """
 
@@ -40,7 +41,7 @@ from bench.peers.common import queries
 from bench.peers.cpu import process_s
 from bench.peers.ragsvc_variant import CALLER_OPTIONS, RagsvcInProcess, RagsvcServer
 from bench.peers.workers import LLMServer, Reference, job_config
-from bench.stats import run_record, write_result
+from bench.stats import percentile, run_record, write_result
 
 KINDS = ("grpc", "grpc-threaded", "inprocess")
 PER_QUESTION = (
@@ -54,7 +55,9 @@ PER_QUESTION = (
     "validation",
     "messages",
 )
-MEASURES = (*PER_QUESTION, "ragsvc_cpu", "caller_cpu")
+# Measures whose p99 is kept besides their p50 (as `<measure>_p99`).
+TAILS = ("overhead", "ttft_overhead")
+MEASURES = (*PER_QUESTION, *(f"{m}_p99" for m in TAILS), "ragsvc_cpu", "caller_cpu")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -149,11 +152,13 @@ def answered(results: list[dict[str, Any]], served: list[dict[str, Any]]) -> lis
 def append_round(
     out: dict[str, list[float]], values: list[dict[str, float]], ragsvc_cpu: float, caller_cpu: float, asked: int
 ) -> None:
-    """Appends a round's p50 of each measure (of `messages`, the mean), and its CPU seconds per question (in ms), to
-    `out`."""
+    """Appends a round's p50 of each measure (of `messages`, the mean), the p99 of TAILS', and its CPU seconds per
+    question (in ms), to `out`."""
     for measure in PER_QUESTION:
         average = statistics.mean if measure == "messages" else statistics.median
         out[measure].append(average(v[measure] for v in values))
+    for measure in TAILS:
+        out[f"{measure}_p99"].append(percentile([v[measure] for v in values], 0.99) or 0.0)
     out["ragsvc_cpu"].append(ragsvc_cpu * 1000 / asked)
     out["caller_cpu"].append(caller_cpu * 1000 / asked)
 

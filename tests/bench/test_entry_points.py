@@ -204,6 +204,8 @@ def test_side_by_side_measures_every_variant_every_round(tmp_path: Path) -> None
         assert all(ms > 0 for ms in measured[name]["overhead_excl_store"] + measured[name]["ragsvc_cpu"])
         stages = zip(measured[name]["store"], measured[name]["overhead"], strict=True)
         assert all(0 < store < overhead for store, overhead in stages), "the store stage is part of the overhead"
+        for tail in ("overhead", "ttft_overhead"):
+            assert all(p99 >= p50 for p50, p99 in zip(measured[name][tail], measured[name][f"{tail}_p99"], strict=True))
     assert measured["inprocess:src"]["caller_cpu"] == [0.0, 0.0], "in process there is no gRPC caller"
     assert all(ms > 0 for ms in measured["grpc:src"]["caller_cpu"])
     assert all(count >= 3 for name in variants for count in measured[name]["messages"]), "text, citation, Answer"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 
@@ -316,3 +317,15 @@ async def test_the_fused_order_ranks_not_the_cosine_similarity_alone(embedder: M
     assert ids(hits) == ["config", "wal"]
     assert [h.score for h in hits] == [0.59, 0.66], "scores stay the cosine similarities"
     assert fused_relevance(3) == [1.0, RRF_K / (RRF_K + 1), RRF_K / (RRF_K + 2)]
+
+
+def test_a_ranked_candidate_is_the_candidate_replaced_field_by_field() -> None:
+    candidate = Candidate(Chunk("doc", 3, "text", tenant_id="t"), 0.8, np.ones(3), redacted=True, reading="[2]")
+    assert {f.name for f in dataclasses.fields(Candidate)} == {
+        "chunk", "score", "dense", "redacted", "rank_score", "reading",
+    }, "a new field: `ranked` must carry it"  # fmt: skip
+
+    ranked = candidate.ranked(0.5)
+
+    assert ranked == dataclasses.replace(candidate, rank_score=0.5)
+    assert ranked.dense is candidate.dense and ranked.reading == candidate.reading, "not compared by =="

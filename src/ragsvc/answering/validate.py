@@ -205,9 +205,9 @@ class ValidateStage:
         it) and follow-up questions, asked at once; each left out when it fails."""
         verdict = settled.verdict
         count = self._settings.follow_up_count if question.follow_up_count is None else question.follow_up_count
-        if not verdict.grounded or not attempt.generator.capabilities.follows_instructions:
-            return verdict, ()
         scoring = self._settings.llm_self_score
+        if not (scoring or count) or not verdict.grounded or not attempt.generator.capabilities.follows_instructions:
+            return verdict, ()  # nothing to ask: no tasks to gather (two loop turns)
         score, follow_ups = await asyncio.gather(
             _ask(
                 attempt,

@@ -24,7 +24,6 @@ Terms are sorted, so a chunk's reading packs to the same string in every process
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import re
@@ -69,7 +68,7 @@ def candidates(context: Sequence[ScoredChunk]) -> Iterator[Candidate]:
         else:
             found = read_chunk(chunk.text, chunk.page_title, chunk.section or "")
         for candidate in found:
-            yield dataclasses.replace(candidate, marker=marker, relevance=relevance, scope=(marker, *candidate.scope[1:]))
+            yield candidate.placed(marker, relevance)
 
 
 @functools.lru_cache(maxsize=4096)  # a chunk never stored (a selection, training data) may be read again and again

@@ -140,6 +140,7 @@ def analyse(
     )
 
 
+@functools.lru_cache(maxsize=256)  # a question's text is read for its terms (`_asked_terms`), then analysed
 def without_instructions(question: str) -> str:
     """`question` without what instructs the model: the spans that match an injection pattern
     (`sanitize.without_injections`) and the sentences that ask for given words in the answer. They are not part of

@@ -102,6 +102,14 @@ class Candidate:
     kind: Kind = Kind.SENTENCE
     term: str = ""  # the term a definition list defines it under ("-f, --force"; not a section heading), or ""
 
+    def placed(self, marker: int, relevance: float) -> Candidate:
+        """The passage as read in a context: at its chunk's `marker` (from 1), weighed by its chunk's retrieval
+        `relevance` (what `dataclasses.replace` would make, without its per-call look at the fields: 1.6 of 3.1 us)."""
+        return Candidate(
+            self.text, marker, self.position, relevance, self.terms, self.label, self.depth, self.heading,
+            (marker, *self.scope[1:]), self.values, self.traits, self.cut, self.kind, self.term,
+        )  # fmt: skip
+
     @property
     def quote(self) -> str:
         """The passage as an answer quotes it: after the term it defines when it does not name it ("--force: Allow

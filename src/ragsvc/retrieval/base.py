@@ -70,6 +70,10 @@ class Candidate:
     def scored(self) -> ScoredChunk:
         return ScoredChunk(self.chunk, self.score, self.rank_score, self.reading)
 
+    def ranked(self, rank_score: float) -> Candidate:
+        """The candidate with its rank score (`dataclasses.replace` without its per-call look at the fields)."""
+        return Candidate(self.chunk, self.score, self.dense, self.redacted, rank_score, self.reading)
+
 
 class VectorEngine(Protocol):
     """A Qdrant engine holding chunks of every tenant. Raises RetrievalUnavailable.

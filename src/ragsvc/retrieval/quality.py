@@ -3,7 +3,6 @@ order, near-duplicate removal and the per-document cap (R-000-19)."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import math
 from collections import Counter
@@ -81,7 +80,7 @@ def rank(candidates: Sequence[tuple[Candidate, float]], weights: RankingWeights,
     (`fused_relevance`, paired with it), recency and trust; equal ranks keep the given order."""
     scores = [rank_score(c.chunk, relevance, weights, today) for c, relevance in candidates]
     order = sorted(range(len(candidates)), key=lambda i: -scores[i])
-    return [dataclasses.replace(candidates[i][0], rank_score=scores[i]) for i in order]
+    return [candidates[i][0].ranked(scores[i]) for i in order]
 
 
 def drop_near_duplicates(candidates: Sequence[Candidate], threshold: float) -> list[Candidate]:
