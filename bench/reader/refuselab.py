@@ -13,8 +13,10 @@ Per corpus left out, on the nine others, exactly `bench.reader.train`'s discipli
 fitted without each training corpus, answer rows cross-fitted, out-of-fold P): arm `p_right` is `train.fitted`'s
 model as `make train-reader` writes it; arm `answerability` adds the gate, its level chosen as `refuse_below` is
 (at most 5% of the training corpora's questions whose chosen reading holds a key fact refused) on out-of-fold P of
-gates fitted without each training corpus (`train.held_out_p`). Both are judged on the corpus left out
-(`fit.outcomes`). No shipped model is trained and nothing is written but `--out`.
+gates fitted without each training corpus (`train.held_out_p`); arm `matched` is the same gate under the level that
+refuses the training corpora's unanswerables as often as `refuse_below` does on them (`matched_level`: the hypothesis
+at equal refusal of unanswerables). All are judged on the corpus left out (`fit.outcomes`). No shipped model is
+trained and nothing is written but `--out`.
 """
 
 from __future__ import annotations
@@ -31,7 +33,10 @@ from bench.quality import corpus
 from bench.reader import fit, train
 from bench.reader.dataset import Example
 
-ARMS = ("p_right", "answerability")
+# p_right: today, refused under refuse_below on P(right); answerability: refused under the gate's level chosen as
+# refuse_below is (5% of the questions whose reading holds a key fact); matched: under the gate's level that refuses
+# the training corpora's unanswerables as often as refuse_below does (the hypothesis at equal refusal of those)
+ARMS = ("p_right", "answerability", "matched")
 
 
 def refusals(outcomes: Sequence[fit.Outcome]) -> dict[str, Any]:
@@ -54,17 +59,30 @@ def refusals(outcomes: Sequence[fit.Outcome]) -> dict[str, Any]:
     }
 
 
+def matched_level(q: np.ndarray, p: np.ndarray, below: float, unanswerable: np.ndarray) -> float:
+    """The level on `q` under which as many of the `unanswerable` questions fall as fall under `below` on `p`: refusing
+    on `q` under it turns those questions away as often as refusing on `p` under `below` does."""
+    held = np.sort(q[unanswerable])
+    refused = int(np.sum(p[unanswerable] < below))
+    if held.size == 0:
+        return 0.0
+    return float(held[refused]) if refused < held.size else 1.0
+
+
 def fold(by_corpus: dict[str, list[Example]], chunk_models: train.ChunkModels, left_out: str, seed: int) -> dict[str, Any]:
-    """Both arms trained without `left_out` and judged on it."""
+    """Every arm trained without `left_out` and judged on it."""
     r = train.readings({n: e for n, e in by_corpus.items() if n != left_out}, chunk_models, seed=seed)
     model, levels = train.fitted(r, chunk_models, seed=seed)
     answers = fit.evidence_answers(r.order)
     q = train.held_out_p(r.rows, answers.astype(np.int32), r.groups, seed=seed)
     gate_below = fit.refuse_threshold(q[r.read], answers[r.read])
+    unanswerable = np.asarray([r.order[i].question.kind == "unanswerable" for i in r.read])
+    matched = matched_level(q[r.read], r.p[r.read], model.refuse_below, unanswerable)
     gate = fit.fit_answers(r.rows, answers.astype(np.int32), seed=seed)
     unseen = [fit.packed(e, model.chunks) for e in by_corpus[left_out]]
-    result: dict[str, Any] = {"levels": {**levels, "gate_below": gate_below}}
-    for arm, refuse_t, chosen_gate in (("p_right", model.refuse_below, None), ("answerability", gate_below, gate)):
+    result: dict[str, Any] = {"levels": {**levels, "gate_below": gate_below, "gate_matched_below": matched}}
+    arms = {"p_right": (model.refuse_below, None), "answerability": (gate_below, gate), "matched": (matched, gate)}
+    for arm, (refuse_t, chosen_gate) in arms.items():
         got = fit.outcomes(unseen, model.sentences, model.answers, model.cite_threshold, refuse_t, chosen_gate)
         result[arm] = {**fit.metrics(got), **refusals(got)}
     return result
@@ -96,23 +114,28 @@ def mean(folds: dict[str, dict[str, Any]], arm: str) -> dict[str, Any]:
 
 
 def table(folds: dict[str, dict[str, Any]]) -> str:
-    """A markdown table, each cell `p_right → answerability`."""
+    """A markdown table, each cell the arms' values in ARMS' order."""
     head = ("corpus", "answered and right", "answerables refused", "key fact read, refused", "unanswerables refused",
             "AUROC", "CITE (right of CITEd)")  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
-    def cell(row: dict[str, Any], key: str) -> str:
+    def count(row: dict[str, Any], key: str) -> str:
         return f"{row[key]}/{row[TOTALS[key]]} ({100 * row[key] / row[TOTALS[key]]:.1f}%)" if row[TOTALS[key]] else "-"
 
+    def share(x: float | None) -> str:
+        return "-" if x is None else f"{100 * x:.1f}%"
+
     for name, f in folds.items():
-        a, b = f["p_right"], f["answerability"]
-        cells = [f"{cell(a, k)} → {cell(b, k)}" for k in TOTALS]
-        cells += [f"{a['auroc']} → {b['auroc']}", f"{a['cite_right']}/{a['cited']} → {b['cite_right']}/{b['cited']}"]
+        rows = [f[arm] for arm in ARMS]
+        cells = [" / ".join(count(row, k) for row in rows) for k in TOTALS]
+        cells += [
+            " / ".join(str(row["auroc"]) for row in rows),
+            " / ".join(f"{row['cite_right']}/{row['cited']}" for row in rows),
+        ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    a, b = mean(folds, "p_right"), mean(folds, "answerability")
-    share = lambda x: "-" if x is None else f"{100 * x:.1f}%"  # noqa: E731
-    cells = [f"{share(a[k])} → {share(b[k])}" for k in TOTALS]
-    cells += [f"{a['auroc']} → {b['auroc']}", f"{a['cite_right']}/{a['cited']} → {b['cite_right']}/{b['cited']}"]
+    means = [mean(folds, arm) for arm in ARMS]
+    cells = [" / ".join(share(m[k]) for m in means) for k in TOTALS]
+    cells += [" / ".join(str(m["auroc"]) for m in means), " / ".join(f"{m['cite_right']}/{m['cited']}" for m in means)]
     lines.append("| **mean** | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from bench.quality.questions import Question
 from bench.reader import dataset, fit, refuselab
 from bench.reader.dataset import Example
@@ -65,3 +67,13 @@ def test_the_mean_weighs_each_corpus_the_same_and_sums_cite_answers() -> None:
     assert mean["unanswerables_refused"] == 0.5
     assert mean["evidence_refused"] is None  # no corpus has a reading holding a key fact
     assert (mean["cited"], mean["cite_right"], mean["auroc"], mean["followups_right"]) == (5, 5, 0.8, None)
+
+
+def test_the_matched_level_refuses_the_unanswerables_as_often_as_the_level_on_p_right() -> None:
+    p = np.asarray([0.1, 0.15, 0.3, 0.5, 0.05])
+    q = np.asarray([0.6, 0.2, 0.4, 0.1, 0.9])
+    unanswerable = np.asarray([True, True, True, True, False])
+    level = refuselab.matched_level(q, p, 0.2, unanswerable)  # p refuses two of the four unanswerables
+    assert int(np.sum(q[unanswerable] < level)) == 2 and level == 0.4
+    assert refuselab.matched_level(q, p, 0.01, unanswerable) == 0.1  # none refused: the lowest, nothing under it
+    assert refuselab.matched_level(q, p, 0.9, unanswerable) == 1.0  # all refused
