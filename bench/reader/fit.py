@@ -276,36 +276,69 @@ def refuse_threshold(p: np.ndarray, answerable: np.ndarray, *, false_refusals: f
     return float(held[int(np.floor(false_refusals * held.size))])
 
 
-def judge(examples: Sequence[Example], sentences: Forest, answers: Forest, cite_t: float, refuse_t: float) -> dict[str, Any]:
-    """Offline metrics of a fitted reader on `examples` (the benchmark's definitions)."""
-    outcomes = []
-    found = 0  # answerable questions whose expected page is among the chunks the answer reads
+def evidence_answers(readings: Sequence[Example]) -> np.ndarray:
+    """For each reading, whether its question should be answered and its packed evidence holds a key fact (what the
+    refusal level is chosen to spare; an answerability model's label: bench/reader/refuselab.py)."""
+    return np.asarray([e.question.should_answer and e.has_positive for e in readings], dtype=bool)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a fitted reader answers one question: the reading it chose, P(right), and what it did."""
+
+    example: Example
+    read: Example
+    p: float
+    answered: bool
+    right: bool  # answered, and a quote holds a key fact
+    cited: bool
+
+
+def outcomes(
+    examples: Sequence[Example], sentences: Forest, answers: Forest, cite_t: float, refuse_t: float, gate: Forest | None = None
+) -> list[Outcome]:
+    """Each example answered from its likeliest reading, refused when P(right) (or, with `gate`, the gate's P of that
+    reading: an answerability model) is under `refuse_t`, CITEd from `cite_t` on."""
+    out = []
     for e in examples:
         read, composed, p = likeliest(e, sentences, answers)
-        answered = p >= refuse_t and bool(composed.chosen)
-        outcomes.append((e, p, answered, answered and composed.right, answered and p >= cite_t))
-        if e.question.kind == "answerable":
-            found += bool(set(e.question.expected_documents) & {s.chunk.document_id for s in read.evidence})
+        sure = p if gate is None else float(sigmoid(gate.predict(np.asarray([composed.row])))[0])
+        answered = sure >= refuse_t and bool(composed.chosen)
+        out.append(Outcome(e, read, p, answered, answered and composed.right, answered and p >= cite_t))
+    return out
 
-    def kind(*kinds: str) -> list[Any]:
-        return [o for o in outcomes if o[0].question.kind in kinds]
+
+def judge(examples: Sequence[Example], sentences: Forest, answers: Forest, cite_t: float, refuse_t: float) -> dict[str, Any]:
+    """Offline metrics of a fitted reader on `examples` (the benchmark's definitions)."""
+    return metrics(outcomes(examples, sentences, answers, cite_t, refuse_t))
+
+
+def metrics(outcomes_: Sequence[Outcome]) -> dict[str, Any]:
+    """`judge`'s metrics of a reader's outcomes."""
+
+    def kind(*kinds: str) -> list[Outcome]:
+        return [o for o in outcomes_ if o.example.question.kind in kinds]
 
     answerable, followups, unanswerable = kind("answerable"), kind("followup"), kind("unanswerable")
     scored = kind("answerable", "followup", "unanswerable")
-    cited = [o for o in scored if o[4]]
+    cited = [o for o in scored if o.cited]
+    # answerable questions whose expected page is among the chunks the answer reads
+    found = sum(
+        1 for o in answerable if set(o.example.question.expected_documents) & {s.chunk.document_id for s in o.read.evidence}
+    )
     ratio = lambda a, b: round(a / b, 4) if b else None  # noqa: E731
     return {
         "n": len(scored),
-        "coverage": ratio(sum(1 for o in answerable if o[4] and o[3]), len(answerable)),
-        "cite_precision": ratio(sum(1 for o in cited if o[3]), len(cited)),
+        "coverage": ratio(sum(1 for o in answerable if o.cited and o.right), len(answerable)),
+        "cite_precision": ratio(sum(1 for o in cited if o.right), len(cited)),
         "cited": len(cited),
-        "unanswerable_cited": ratio(sum(1 for o in unanswerable if o[4]), len(unanswerable)),
-        "unanswerable_refused": ratio(sum(1 for o in unanswerable if not o[2]), len(unanswerable)),
-        "answered_and_right": ratio(sum(1 for o in answerable if o[3]), len(answerable)),
-        "followups_right": ratio(sum(1 for o in followups if o[3]), len(followups)),
-        "key_fact_packed": ratio(sum(1 for o in answerable if o[0].has_positive), len(answerable)),
+        "unanswerable_cited": ratio(sum(1 for o in unanswerable if o.cited), len(unanswerable)),
+        "unanswerable_refused": ratio(sum(1 for o in unanswerable if not o.answered), len(unanswerable)),
+        "answered_and_right": ratio(sum(1 for o in answerable if o.right), len(answerable)),
+        "followups_right": ratio(sum(1 for o in followups if o.right), len(followups)),
+        "key_fact_packed": ratio(sum(1 for o in answerable if o.example.has_positive), len(answerable)),
         "hit_at_5": ratio(found, len(answerable)),  # bench/quality/metrics.py's hit@5, of the packed chunks
-        "auroc": _round(auroc([o[1] for o in scored], [o[3] for o in scored])),
+        "auroc": _round(auroc([o.p for o in scored], [o.right for o in scored])),
     }
 
 

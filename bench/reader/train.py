@@ -28,6 +28,7 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -93,30 +94,58 @@ class ChunkModels:
         return self._fitted[corpora]
 
 
+@dataclass(frozen=True)
+class Readings:
+    """The training corpora's readings as `train` makes them: each corpus's answers read the chunks packed by a chunk
+    model fitted on the other corpora and are composed by a sentence model fitted on them (`fit.cross_fitted`), their
+    out-of-fold P(right) (`held_out_p`), and each question's reading as the pipeline would choose it."""
+
+    pools: dict[str, list[Example]]
+    by_corpus: dict[str, list[Example]]  # packed
+    rows: np.ndarray
+    labels: np.ndarray
+    order: list[Example]
+    owners: np.ndarray
+    p: np.ndarray
+    read: np.ndarray
+
+    @property
+    def groups(self) -> list[str]:
+        return [e.corpus for e in self.order]
+
+
+def readings(pools: dict[str, list[Example]], chunk_models: ChunkModels, *, seed: int) -> Readings:
+    """`pools` (at least two corpora, every chunk retrieved) read as `train` reads them."""
+    names = frozenset(pools)
+    by_corpus = {n: [fit.packed(e, chunk_models.fitted(names - {n})) for e in group] for n, group in pools.items()}
+    rows, labels, order, owners = fit.cross_fitted(by_corpus, seed=seed)
+    p = held_out_p(rows, labels, [e.corpus for e in order], seed=seed)
+    return Readings(pools, by_corpus, rows, labels, order, owners, p, fit.chosen(p, owners))
+
+
 def train(pools: dict[str, list[Example]], chunk_models: ChunkModels, *, seed: int) -> tuple[Model, dict[str, Any]]:
     """A model trained on `pools` (at least two corpora, every chunk retrieved), with its thresholds, and what was
     measured. Each corpus's answers read the chunks packed by a chunk model fitted on the other corpora, as an unseen
     corpus's will be."""
-    names = frozenset(pools)
-    by_corpus = {n: [fit.packed(e, chunk_models.fitted(names - {n})) for e in group] for n, group in pools.items()}
-    rows, labels, order, owners = fit.cross_fitted(by_corpus, seed=seed)
-    groups = [e.corpus for e in order]
-    p = held_out_p(rows, labels, groups, seed=seed)
-    read = fit.chosen(p, owners)  # each question's reading as the pipeline would choose it
-    should = np.asarray([order[i].question.should_answer and order[i].has_positive for i in read])
-    cite = fit.cite_threshold(p[read], labels[read].astype(bool), precision=PRECISION)
-    refuse = fit.refuse_threshold(p[read], should)
-    sentences = fit.fit_sentences([e for group in by_corpus.values() for e in group], seed=seed)
-    answers = fit.fit_answers(rows, labels, seed=seed)
+    return fitted(readings(pools, chunk_models, seed=seed), chunk_models, seed=seed)
+
+
+def fitted(r: Readings, chunk_models: ChunkModels, *, seed: int) -> tuple[Model, dict[str, Any]]:
+    """The model of `r`'s corpora, with its thresholds chosen on their out-of-fold P(right)."""
+    should = fit.evidence_answers([r.order[i] for i in r.read])
+    cite = fit.cite_threshold(r.p[r.read], r.labels[r.read].astype(bool), precision=PRECISION)
+    refuse = fit.refuse_threshold(r.p[r.read], should)
+    sentences = fit.fit_sentences([e for group in r.by_corpus.values() for e in group], seed=seed)
+    answers = fit.fit_answers(r.rows, r.labels, seed=seed)
     meta = {
-        "corpora": sorted(pools),
+        "corpora": sorted(r.pools),
         "seed": seed,
-        "examples": sum(len(g) for g in pools.values()),
-        "answer_rows": len(rows),
-        "right_share": round(float(labels.mean()), 4),
+        "examples": sum(len(g) for g in r.pools.values()),
+        "answer_rows": len(r.rows),
+        "right_share": round(float(r.labels.mean()), 4),
         "trained_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    model = Model(chunk_models.fitted(names), sentences, answers, cite, refuse, meta)
+    model = Model(chunk_models.fitted(frozenset(r.pools)), sentences, answers, cite, refuse, meta)
     return model, {"cite_threshold": cite, "refuse_below": refuse}
 
 
