@@ -30,7 +30,7 @@ def service(reader: Reader, stores: tuple[AnswerStore, AnswerStore], records: Ba
     cache, replays = stores
     schema = MetadataSchema(MetadataKeyStore(records), engine)
     pipeline = make_pipeline(ExtractiveGenerator(reader), reader=reader)
-    return AnsweringService(pipeline, ADMISSION, schema, reader=reader.fingerprint, cache=cache, replays=replays)
+    return AnsweringService(pipeline, ADMISSION, schema, fingerprint=reader.fingerprint, cache=cache, replays=replays)
 
 
 async def ask(answering: AnsweringService, question: Question = QUESTION) -> Answer:

@@ -55,6 +55,19 @@ def test_replace_changes_fields_and_checks_them_again() -> None:
     assert [v.field for v in caught.value.violations] == ["CHAT_MODEL"]
 
 
+def test_the_answer_fingerprint_follows_the_settings_that_shape_an_answer_and_no_others() -> None:
+    base = Settings.of()
+    assert base.answer_fingerprint() == Settings.of().answer_fingerprint()
+    shaping = {"confidence_threshold": 0.5, "top_k": 3, "temperature": 0.7, "score_gate": 0.4}
+    for name, value in shaping.items():
+        assert base.replace(**{name: value}).answer_fingerprint() != base.answer_fingerprint(), name
+    others = {"grace_period_s": 1.0, "grpc_address": "127.0.0.1:50999", "demo_corpus": False}
+    for name, value in others.items():
+        assert base.replace(**{name: value}).answer_fingerprint() == base.answer_fingerprint(), name
+    keyed = base.replace(openai_api_key="sk-1")
+    assert keyed.replace(openai_api_key="sk-2").answer_fingerprint() == keyed.answer_fingerprint(), "secrets are masked"
+
+
 def test_a_group_can_be_built_alone_by_field_name() -> None:
     assert RetrievalSettings(min_similarity=0.3).min_similarity == 0.3
     assert GenerationSettings(chat_model="qwen3:8b").model_limits["qwen3:8b"].context_window == 32768

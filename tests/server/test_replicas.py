@@ -245,3 +245,28 @@ async def test_an_ingest_through_one_replica_empties_the_cache_on_both(replicas:
     )
     assert not (await ask(replicas.b.stubs, "cache", questions[0])).flags.cache_hit, "B's next answer is fresh"
     assert not (await ask(replicas.a.stubs, "cache", questions[1])).flags.cache_hit, "and so is A's"
+
+
+async def test_a_replica_with_another_cite_level_answers_for_itself_from_the_shared_cache(
+    replicas: Replicas,
+    tmp_path: Path,
+    postgres_server: PostgresServer,
+    redis_server: RedisServer,
+    demo_index: Callable[[Path], Path],
+) -> None:
+    query = "How long is the grace period?"
+    assert not (await ask(replicas.a.stubs, "levels", query)).flags.cache_hit
+    assert (await ask(replicas.b.stubs, "levels", query)).flags.cache_hit, "the same settings share the entry"
+    env = {
+        "RAG_DATABASE_URL": postgres_server.create_schema("replicas_levels"),
+        "RAG_REDIS_URL": redis_server.url,
+        "RAG_CONFIDENCE_THRESHOLD": "50",  # a rolling change of the CITE level: the action cached is not this one's
+    }
+    try:
+        async with serve_process(demo_index(tmp_path), env) as other, connected(other.address) as stubs:
+            first = await ask(stubs, "levels", query)
+            again = await ask(stubs, "levels", query)
+    finally:
+        postgres_server.drop_schema("replicas_levels")
+    assert not first.flags.cache_hit, "another CITE level writes its own answer"
+    assert again.flags.cache_hit, "which it caches for itself"

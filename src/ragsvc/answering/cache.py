@@ -2,13 +2,15 @@
 `MemoryAnswerCache` here (an LRU with a TTL, per process: the default) and `ragsvc.shared.cache.RedisAnswerCache`
 (shared by replicas, when RAG_REDIS_URL is set). Both are keyed by everything that shapes an answer.
 
-The key is the SHA-256 of the reader's fingerprint (`Reader.fingerprint`: RAG_READER and, for the trained reader,
-its model's sha256 and its settings), the tenant, the normalised query (control characters stripped, whitespace
+The key is the SHA-256 of what writes the server's answers (the reader's fingerprint, `Reader.fingerprint`: RAG_READER
+and, for the trained reader, its model's sha256 and its settings; and `Settings.answer_fingerprint`, the retrieval,
+generation, budget and trust settings), the tenant, the normalised query (control characters stripped, whitespace
 collapsed, case folded), the template, top_k, the citation style, the tags (sorted), the metadata filters (the
 expression as resolved), the model, the mode and selection, and the remaining knobs that change an answer (score
 threshold, strictness, temperature, seed, search mode, response style, citation policy). Tenant and tags are part
-of the key, so an answer is never served to another tenant or tag set; the reader is, so that replicas sharing the
-Redis cache with another reader or model (a rolling upgrade to a new model) never serve each other's answers.
+of the key, so an answer is never served to another tenant or tag set; the reader and the settings are, so that
+replicas sharing the Redis cache with another reader, model or settings (a rolling upgrade, a new CITE level) never
+serve each other's answers, nor a server restarted with other settings the answers written before.
 
 What is cached: grounded answers, CITEd or ROUTEd (the action is kept with the answer: a cached ROUTE is routed
 again). The trained reader CITEs only from a P(right) chosen for 95% precision, which most answers do not clear;
@@ -74,10 +76,10 @@ def normalise_query(query: str) -> str:
     return clean_text(query).casefold()
 
 
-def cache_key(question: Question, reader: str) -> str:
-    """The cache key of a validated question (tenant resolved, text cleaned), answered by the reader whose
-    fingerprint is `reader` (`Reader.fingerprint`)."""
-    return _digest([reader, question.tenant_id, *_answer_shaping(question)])
+def cache_key(question: Question, fingerprint: str) -> str:
+    """The cache key of a validated question (tenant resolved, text cleaned), answered by a server whose reader and
+    settings have `fingerprint` (`Reader.fingerprint` and `Settings.answer_fingerprint`)."""
+    return _digest([fingerprint, question.tenant_id, *_answer_shaping(question)])
 
 
 def request_fingerprint(question: Question) -> str:

@@ -4,9 +4,9 @@
       -> cache and replay store -> audit log
 
 A replayed or cached answer comes back as the pipeline's would: one text delta, its citations, then the Answer
-(with `flags.cache_hit`). A cached answer is one the same reader wrote (the cache key holds its fingerprint); a
-replay is the caller's own, whichever reader wrote it (see `cache.replay_key`); its key sent again with another
-request is refused with IdempotencyKeyReused. The audit log gets a row for every outcome, refusals and failures
+(with `flags.cache_hit`). A cached answer is one the same reader wrote under the same settings (the cache key holds
+their fingerprint); a replay is the caller's own, whichever reader wrote it (see `cache.replay_key`); its key sent
+again with another request is refused with IdempotencyKeyReused. The audit log gets a row for every outcome, refusals and failures
 included.
 
 Every answer the pipeline writes carries its provenance (R-003-13): the version of the tenant's index taken before
@@ -43,7 +43,7 @@ class AnsweringService:
         admission: Admission,
         schema: MetadataSchema,
         *,
-        reader: str,
+        fingerprint: str,
         cache: AnswerStore | None = None,
         replays: AnswerStore | None = None,
         answers: AnswerLog | None = None,
@@ -54,7 +54,9 @@ class AnsweringService:
         self.pipeline = pipeline
         self._admission = admission
         self._schema = schema  # resolves a filter expression against the tenant's metadata keys
-        self._reader = reader  # the fingerprint of the pipeline's reader: part of every cache key
+        # what writes this server's answers (its reader's fingerprint and Settings.answer_fingerprint): part of every
+        # cache key
+        self._fingerprint = fingerprint
         self._cache = cache
         self._replays = replays  # answers by idempotency key, whatever their outcome
         self._answers = answers
@@ -151,7 +153,7 @@ class AnsweringService:
         if self._replays is not None and question.idempotency_key:
             stores.append((self._replays, replay_key(question)))
         if self._cache is not None and not bypasses_cache(question):
-            stores.append((self._cache, cache_key(question, self._reader)))
+            stores.append((self._cache, cache_key(question, self._fingerprint)))
         return stores
 
 

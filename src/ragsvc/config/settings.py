@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextvars
 import enum
 import functools
+import hashlib
+import json
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -905,6 +907,13 @@ class Settings(BaseSettings):
             grouped.setdefault(group, {})[name] = value
         return cls._build({}, grouped)
 
+    def answer_fingerprint(self) -> str:
+        """The SHA-256 of the settings that shape an answer (the retrieval, generation, budget and trust groups; secrets
+        masked): part of the answer cache's key, so that a server restarted with other settings, or replicas sharing a
+        cache while their settings differ (a rolling change), never serve an answer written under other settings."""
+        shaping = {group: getattr(self, group).model_dump(mode="json") for group in _ANSWER_SHAPING}
+        return hashlib.sha256(json.dumps(shaping, sort_keys=True, default=str).encode()).hexdigest()
+
     def replace(self, **fields: Any) -> Settings:
         """These settings with `fields` (by field name) changed, validated again."""
         current = {group: getattr(self, group).model_dump() for group in _GROUPS}
@@ -962,6 +971,7 @@ _GROUPS: dict[str, type[Group]] = {
     for name, info in Settings.model_fields.items()
 }
 _GROUP_OF_FIELD = {field: group for group, model in _GROUPS.items() for field in model.model_fields}
+_ANSWER_SHAPING = ("retrieval", "generation", "budget", "trust")  # the groups whose settings shape an answer
 _VARIABLES = {str(info.validation_alias): info for model in _GROUPS.values() for info in model.model_fields.values()}
 
 

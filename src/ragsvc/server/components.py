@@ -203,7 +203,7 @@ async def open_components(
             pipeline,
             Admission(settings.hardening, models, default_tenant=settings.server.default_tenant),
             schema,
-            reader=reader.fingerprint,
+            fingerprint=f"{reader.fingerprint} settings={settings.answer_fingerprint()}",
             cache=cache,
             replays=replays,
             answers=answers,
