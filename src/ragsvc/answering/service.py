@@ -6,8 +6,8 @@
 A replayed or cached answer comes back as the pipeline's would: one text delta, its citations, then the Answer
 (with `flags.cache_hit`). A cached answer is one the same reader wrote under the same settings (the cache key holds
 their fingerprint); a replay is the caller's own, whichever reader wrote it (see `cache.replay_key`); its key sent
-again with another request is refused with IdempotencyKeyReused. The audit log gets a row for every outcome, refusals and failures
-included.
+again with another request is refused with IdempotencyKeyReused. The audit log gets a row for every outcome,
+refusals and failures included.
 
 Every answer the pipeline writes carries its provenance (R-003-13): the version of the tenant's index taken before
 the search (`storage.index_versions`), the time it was written, and the question's language (`language.py`), which

@@ -912,7 +912,7 @@ class Settings(BaseSettings):
         masked): part of the answer cache's key, so that a server restarted with other settings, or replicas sharing a
         cache while their settings differ (a rolling change), never serve an answer written under other settings."""
         shaping = {group: getattr(self, group).model_dump(mode="json") for group in _ANSWER_SHAPING}
-        return hashlib.sha256(json.dumps(shaping, sort_keys=True, default=str).encode()).hexdigest()
+        return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()
 
     def replace(self, **fields: Any) -> Settings:
         """These settings with `fields` (by field name) changed, validated again."""
