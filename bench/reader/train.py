@@ -1,7 +1,7 @@
 """`make train-reader`: train the reader on the benchmark's labelled questions, the shipped model on every corpus and
 one model per corpus left out (bench/quality/folds/without-<corpus>.npz, what `make eval` judges each corpus with).
 
-    python -m bench.reader.train [--corpus NAME ...] [--seed N] [--no-write]
+    python -m bench.reader.train [--corpus NAME ...] [--seed N] [--no-write] [--small-tenants]
 
 Everything is deterministic for a seed: LightGBM with deterministic=True on one thread, examples in file order.
 Each corpus's evidence is retrieved once from its ingested index (bench/reader/evidence.py, cached under
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.quality import corpus, datasets
+from bench.quality import corpus, datasets, small
 from bench.reader import dataset, evidence, fit
 from bench.reader.dataset import Example
 from ragsvc.reading.forest import Forest
@@ -62,6 +62,25 @@ def examples(name: str, *, packed: int | None = dataset.PACKED) -> list[Example]
         evidence.save(asyncio.run(evidence.collect(data_dir, corpus.get(name).tenant, questions)), path)
     found = evidence.load(path)
     return [dataset.example(name, q, found[q.id], packed=packed) for q in questions]
+
+
+def small_examples(name: str) -> list[Example]:
+    """The corpus's questions asked of its small tenants (bench/quality/small.py: a handful of its pages each), every
+    chunk retrieved, their evidence retrieved from the tenants' index on first use (ingested first when missing).
+    Training on them too (`--small-tenants`) shows the models a tenant's statistics at both sizes: term weights by
+    IDF over a few dozen chunks, and the retrieval scores of a small index. Measured and not shipped (docs/reading.md,
+    "Small tenants")."""
+    groups = small.corpus_tenants(name)
+    data_dir = small.data_dir(name, groups)
+    found: list[Example] = []
+    for group in groups:
+        asked = list(group.questions)
+        path = CACHE / f"evidence-{group.name}-{evidence.key(data_dir, asked)}.jsonl"
+        if not path.exists():
+            evidence.save(asyncio.run(evidence.collect(data_dir, group.name, asked)), path)
+        rows = evidence.load(path)
+        found += [dataset.example(name, q, rows[q.id]) for q in asked]
+    return found
 
 
 def held_out_p(rows: np.ndarray, labels: np.ndarray, groups: Sequence[str], *, seed: int) -> np.ndarray:
@@ -196,11 +215,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="the arm without a chunk model: the answer reads retrieval's first five chunks; needs --no-write",
     )
+    parser.add_argument(
+        "--small-tenants",
+        action="store_true",
+        help="train on each corpus's small tenants too (bench/quality/small.py; an arm, not shipped: docs/reading.md)",
+    )
     args = parser.parse_args(argv)
     if args.retrieval_order and not args.no_write:
         parser.error("--retrieval-order is an arm to compare: it writes no model (--no-write)")
     names = args.corpus or list(corpus.CORPORA)
-    by_corpus = {name: examples(name, packed=None) for name in names}
+    by_corpus = {name: examples(name, packed=None) + (small_examples(name) if args.small_tenants else []) for name in names}
     run(by_corpus, seed=args.seed, write=not args.no_write, retrieval_order=args.retrieval_order)
 
 
