@@ -2,12 +2,14 @@
 
     python -m bench.reader.crosslab --seed N prepare        # chunk and sentence models, cross scores (/tmp/crosslab)
     python -m bench.reader.crosslab --seed N run [ARM ...]  # answer models and levels per arm and design
-    python -m bench.reader.crosslab latency                 # K=3 and K=6 pairs scored on one thread
+    python -m bench.reader.crosslab latency --out L.json    # K=3 and K=6 pairs scored on one thread
+    python -m bench.reader.crosslab report RUN.json ... L.json --out R.json  # one results file, tables on stdout
 
 The cross-encoder (`git show cross:src/ragsvc/reading/models/cross.onnx > .bench/cross/cross.onnx`: six MiniLM
 layers, int8, cosine head, 22.9 MB) was fine-tuned on pgdocs, pydocs, httpd, handbook, sqlite and gitdocs only, so
 its scores on UNSEEN (djangodocs, postfix, borgdocs, zshdocs) are out of sample. Nothing here is imported by the
-server; the model stays outside the package.
+server; the model stays outside the package. It scores the six probes its training run recorded
+(`git show cross:bench/results/cross-train-2026-11-27.json`) to 1e-6 with this code.
 
 `prepare` follows bench/reader/answerlab.py (bench/reader/train.py's recipe: per corpus left out, the training
 corpora's answers read chunks packed by chunk models fitted without them and are composed by sentence models
@@ -16,7 +18,8 @@ four UNSEEN corpora left out. Per reading it keeps the answer row of ANSWER_FEAT
 it, and the cross-encoder's scores of the sentence model's top K candidates (near-duplicates once, as quoted), and
 the same reading with its quotes re-ranked by the z-score sum of the sentence model's and the cross-encoder's
 scores among its top K (`VARIANTS`). `run` fits only answer models (and chooses the levels the shipped way, on
-out-of-fold P of the training corpora), so arms differ only in what they change. Two designs:
+out-of-fold P of the training corpora), so arms differ only in what they change. The evidence is the reader's cache
+as `make train-reader` last wrote it (`corpus_pools`). Two designs:
 
 - `three` (primary): the answer model of a corpus left out is trained on the other three UNSEEN corpora only, so no
   training row carries an in-sample cross score;
