@@ -50,10 +50,11 @@ serve-llm: $(VENV)/.runtime  ## serve against `make llm` (RAG_GENERATOR=openai, 
 test: $(VENV)/.dev lint-proto breaking go-example ts-tools node-example check  ## lint, type-check, run every test (about 10 minutes on 2 cores)
 	POLYGLOT_REQUIRED=1 $(BIN)/python -m pytest
 
-# Type checking (mypy strict on src/ragsvc) and linting (ruff), both configured in pyproject.toml.
-check: $(VENV)/.dev  ## mypy (strict) and ruff
+# Type checking (mypy strict on src/ragsvc), linting and formatting (ruff), all configured in pyproject.toml.
+check: $(VENV)/.dev  ## mypy (strict), ruff's lint and its format check
 	$(BIN)/mypy
 	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 
 # docs/settings.md's tables from the settings' code, then the shown output of every shell example of README.md and
 # docs/*.md from running it against a fresh server (tests/docs/examples.py); tests fail when either is stale.

@@ -77,8 +77,15 @@ def ask(stub: rag_grpc.RagServiceStub, question: str) -> dict[str, Any]:
         answer = stub.Ask(pb.AskRequest(query=question, explain=True), timeout=ASK_TIMEOUT_S).answer
     except grpc.RpcError as exc:
         elapsed_ms = (time.perf_counter() - started) * 1000
-        return {"question": question, "grounded": False, "outcome": exc.code().name, "error": exc.details(),
-                "markers_written": 0, "completion_tokens": 0, "latency_ms": round(elapsed_ms, 1)}
+        return {
+            "question": question,
+            "grounded": False,
+            "outcome": exc.code().name,
+            "error": exc.details(),
+            "markers_written": 0,
+            "completion_tokens": 0,
+            "latency_ms": round(elapsed_ms, 1),
+        }
     elapsed_ms = (time.perf_counter() - started) * 1000
     written = answer.text if answer.grounded else answer.explanation.draft
     return {

@@ -110,8 +110,14 @@ class RagsvcServer:
     options; `env`: settings on top of the job's (RAG_...; None unsets one of the job's: the serve default)."""
 
     def __init__(
-        self, config: WorkerConfig, *, data_dir: Path | None = None, workers: int = 1, src: str | None = None,
-        caller_options: Sequence[tuple[str, int]] = CALLER_OPTIONS, env: Mapping[str, str | None] = {},
+        self,
+        config: WorkerConfig,
+        *,
+        data_dir: Path | None = None,
+        workers: int = 1,
+        src: str | None = None,
+        caller_options: Sequence[tuple[str, int]] = CALLER_OPTIONS,
+        env: Mapping[str, str | None] = {},
     ) -> None:
         self.config = config
         self._data_dir = tempfile.TemporaryDirectory(prefix="ragsvc-peers-") if data_dir is None else None
@@ -207,7 +213,10 @@ class RagsvcServer:
         timings = {name: getattr(answer.timings, name).ToNanoseconds() / 1e6 for name in STAGES}
         refused = answer.refusal_reason != pb.REFUSAL_REASON_NONE
         return timed_result(started, first_token, ended, "".join(text), timings, answer.grounded, answer.flags.cache_hit) | {
-            "window": window, "refused": refused, "messages": messages}
+            "window": window,
+            "refused": refused,
+            "messages": messages,
+        }
 
 
 # ragsvc's stage timings (the fields of the answer's Timings) that a result reports, in milliseconds.

@@ -16,19 +16,28 @@ from bench.peers.workers import ROOT
 
 DOC = ROOT / "docs" / "benchmarks.md"
 PLOT = ROOT / "docs" / "peers.png"
-LABELS = {"ragsvc": "ragsvc over gRPC", "ragsvc_defaults": "ragsvc over gRPC, production defaults",
-          "ragsvc_inprocess": "ragsvc in-process (no gRPC)",
-          "baseline": "hand-written (qdrant-client + httpx)", "langchain": "LangChain LCEL", "llamaindex": "LlamaIndex",
-          "haystack": "Haystack"}
+LABELS = {
+    "ragsvc": "ragsvc over gRPC",
+    "ragsvc_defaults": "ragsvc over gRPC, production defaults",
+    "ragsvc_inprocess": "ragsvc in-process (no gRPC)",
+    "baseline": "hand-written (qdrant-client + httpx)",
+    "langchain": "LangChain LCEL",
+    "llamaindex": "LlamaIndex",
+    "haystack": "Haystack",
+}
 FRAMEWORKS = ("langchain", "llamaindex", "haystack")
 RAGSVC_VARIANTS = ("ragsvc", "ragsvc_defaults", "ragsvc_inprocess")
 # The ablation rows of the production defaults (`run.ABLATION`): "ragsvc_defaults_no_<feature>".
 ABLATION_PREFIX = "ragsvc_defaults_no_"
-FEATURES = {"answerability_gate": "the answerability gate (term counts in the engine)",
-            "validated_stream": "the validated stream (raw tokens instead)",
-            "llm_classify": "question classification by the LLM", "llm_self_score": "the LLM's self-score",
-            "follow_ups": "follow-up questions by the LLM (2)", "answer_cache": "the answer cache (every question a miss)",
-            "chunk_model": "the reader's chunk model (12 chunks retrieved, 5 chosen)"}
+FEATURES = {
+    "answerability_gate": "the answerability gate (term counts in the engine)",
+    "validated_stream": "the validated stream (raw tokens instead)",
+    "llm_classify": "question classification by the LLM",
+    "llm_self_score": "the LLM's self-score",
+    "follow_ups": "follow-up questions by the LLM (2)",
+    "answer_cache": "the answer cache (every question a miss)",
+    "chunk_model": "the reader's chunk model (12 chunks retrieved, 5 chosen)",
+}
 # The store stage of these rows against the raw_engine row (the in-process worker's shard; the servers' shards are
 # copies of one ingest of the same corpus).
 STORE_ROWS = ("ragsvc_inprocess", "ragsvc", "ragsvc_defaults")
@@ -76,9 +85,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
                 asked = per[name]["questions"] + per[name]["refused"]
                 per[name]["llm_calls_per_question"] = {k: round(v / asked, 2) for k, v in sorted(calls.items())}
             if "messages" in rounds[0]["variants"][name]:
-                per[name]["messages_per_askstream"] = round(
-                    statistics.mean(r["variants"][name]["messages"] for r in rounds), 2
-                )
+                per[name]["messages_per_askstream"] = round(statistics.mean(r["variants"][name]["messages"] for r in rounds), 2)
             if "raw_engine" in rounds[0]["variants"][name]:
                 per[name]["raw_engine"] = {
                     pace: _over_rounds([{"variants": {name: r["variants"][name]["raw_engine"]}} for r in rounds], name,
@@ -159,11 +166,23 @@ def store_acceptance(per: dict[str, Any], throughput: dict[str, Any] | None) -> 
     workers' Asks/s at concurrency 8 in this run against the raw unary ceiling (reported, no bound)."""
     criteria: list[dict[str, Any]] = []
     for name, ratio in per.get("store_against_raw_engine", {}).items():
-        criteria.append({"criterion": f"{LABELS[name]}: store stage p50 ÷ raw_engine p50 (ragsvc's pace)",
-                         "variant": name, "measured": ratio["spaced"]["median"], "bound": 1.5, "target": "≤ 1.5",
-                         "met": ratio["spaced"]["median"] <= 1.5, "back_to_back": ratio["back_to_back"]["median"]})
-    rows = [("ragsvc", "overhead_p50_ms", 5.0), ("ragsvc_defaults", "overhead_p50_ms", None),
-            ("ragsvc", "ttft_overhead_p50_ms", 4.0), ("ragsvc_defaults", "ttft_overhead_p50_ms", None)]
+        criteria.append(
+            {
+                "criterion": f"{LABELS[name]}: store stage p50 ÷ raw_engine p50 (ragsvc's pace)",
+                "variant": name,
+                "measured": ratio["spaced"]["median"],
+                "bound": 1.5,
+                "target": "≤ 1.5",
+                "met": ratio["spaced"]["median"] <= 1.5,
+                "back_to_back": ratio["back_to_back"]["median"],
+            }
+        )
+    rows = [
+        ("ragsvc", "overhead_p50_ms", 5.0),
+        ("ragsvc_defaults", "overhead_p50_ms", None),
+        ("ragsvc", "ttft_overhead_p50_ms", 4.0),
+        ("ragsvc_defaults", "ttft_overhead_p50_ms", None),
+    ]
     for name, metric, bound in rows:
         if name in per:
             value = per[name][metric]["median"]
@@ -197,10 +216,16 @@ def ablation(per: dict[str, Any]) -> list[dict[str, Any]]:
         if not name.startswith(ABLATION_PREFIX):
             continue
         feature = name.removeprefix(ABLATION_PREFIX)
-        rows.append({"feature": feature, "variant": name,
-                     "without": {m: row[m]["median"] for m in metrics},
-                     "costs": {m: round(defaults[m]["median"] - row[m]["median"], 3) for m in metrics},
-                     "llm_calls_per_question": row.get("llm_calls_per_question", {}), "refused": row.get("refused", 0)})
+        rows.append(
+            {
+                "feature": feature,
+                "variant": name,
+                "without": {m: row[m]["median"] for m in metrics},
+                "costs": {m: round(defaults[m]["median"] - row[m]["median"], 3) for m in metrics},
+                "llm_calls_per_question": row.get("llm_calls_per_question", {}),
+                "refused": row.get("refused", 0),
+            }
+        )
     return rows
 
 
@@ -351,9 +376,12 @@ def markdown(result: dict[str, Any], result_path: Path) -> str:
             stages = ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in per[name]["stages_p50_ms"].items())
             lines += ["", f"{LABELS[name]}: its overhead by its own stage timings (p50, ms): {stages}."]
         if staged:
-            lines += ["", "Outside pipeline = the caller's time − the pipeline's own total: admission, the audit "
-                      "record and the service around the pipeline, plus over gRPC the client, the transport and "
-                      "the interceptors. Store is part of retrieval engine."]
+            lines += [
+                "",
+                "Outside pipeline = the caller's time − the pipeline's own total: admission, the audit "
+                "record and the service around the pipeline, plus over gRPC the client, the transport and "
+                "the interceptors. Store is part of retrieval engine.",
+            ]
         lines += grpc_hop(per) + store_calls(per) + refusals(per) + store_markdown(per) + ablation_markdown(per)
         if any("delayed_ttft_overhead_p50_ms" in row for row in per.values()):
             lines += [
@@ -512,8 +540,14 @@ def store_calls(per: dict[str, Any]) -> list[str]:
 
 def refusals(per: dict[str, Any]) -> list[str]:
     """The questions a row refused (no LLM call: left out of its overheads) and its LLM calls per question."""
-    rows = [(name, row) for name, row in per.items() if isinstance(row, dict) and "llm_calls_per_question" in row
-            and not name.startswith(ABLATION_PREFIX) and (row["refused"] or set(row["llm_calls_per_question"]) != {"answer"})]
+    rows = [
+        (name, row)
+        for name, row in per.items()
+        if isinstance(row, dict)
+        and "llm_calls_per_question" in row
+        and not name.startswith(ABLATION_PREFIX)
+        and (row["refused"] or set(row["llm_calls_per_question"]) != {"answer"})
+    ]
     if not rows:
         return []
     parts = [f"{LABELS.get(name, name)}: {row['refused']} of {row['questions'] + row['refused']} questions refused "
@@ -530,15 +564,19 @@ def store_markdown(per: dict[str, Any]) -> list[str]:
     if not ratios or not raw:
         return []
     lines = [
-        "", "### The store stage against the engine it wraps", "",
+        "",
+        "### The store stage against the engine it wraps",
+        "",
         "**raw_engine**: the qdrant-edge `QueryRequest`s ragsvc in process sent its shard in the round (recorded as "
         "sent: same shard, filter, prefetches, limit, payload fields, vector), each sent again to the same shard and "
         "timed alone (`EdgeShard.query`), right after that variant's questions: at ragsvc's pace (each request as "
         "long after the previous one as ragsvc sent it: between questions the engine's search thread sleeps and the "
         "caches cool, for ragsvc's calls and these alike) and back to back (the engine kept warm: the least a call "
         "costs). The **store stage** is ragsvc's time inside `VectorEngine.query` (building the request, the call, "
-        "the results as candidates). The servers' shards are copies of one ingest of the same corpus.", "",
-        "| row | store p50 | ÷ raw_engine at ragsvc's pace | ÷ raw_engine back to back |", "|---|---|---|---|",
+        "the results as candidates). The servers' shards are copies of one ingest of the same corpus.",
+        "",
+        "| row | store p50 | ÷ raw_engine at ragsvc's pace | ÷ raw_engine back to back |",
+        "|---|---|---|---|",
         f"| raw_engine at ragsvc's pace | {_cell(raw['spaced'])} | 1 | |",
         f"| raw_engine back to back | {_cell(raw['back_to_back'])} | | 1 |",
     ]
@@ -555,13 +593,17 @@ def ablation_markdown(per: dict[str, Any]) -> list[str]:
         return []
     defaults = per["ragsvc_defaults"]
     lines = [
-        "", "### What each default feature costs (over gRPC)", "",
+        "",
+        "### What each default feature costs (over gRPC)",
+        "",
         "The production defaults' row against the same server without one feature (every other default on): the "
         "feature's cost is the difference of the medians over rounds. The scripted LLM answers the auxiliary calls "
         "at once (`FACTUAL`, `85`, two questions), so a real model's time for them is not in these figures: each is "
-        "another round trip to it (bench/llm_path.py measures that path with a real model).", "",
+        "another round trip to it (bench/llm_path.py measures that path with a real model).",
+        "",
         "| row | overhead p50 | overhead p99 | first-token overhead p50 | costs: p50 | costs: p99 | costs: first token "
-        "p50 | LLM calls per question |", "|---|---|---|---|---|---|---|---|",
+        "p50 | LLM calls per question |",
+        "|---|---|---|---|---|---|---|---|",
         f"| {LABELS['ragsvc_defaults']} | {_cell(defaults['overhead_p50_ms'])} | {_cell(defaults['overhead_p99_ms'])} | "
         f"{_cell(defaults['ttft_overhead_p50_ms'])} | | | | {_calls(defaults)} |",
     ]
@@ -576,8 +618,10 @@ def ablation_markdown(per: dict[str, Any]) -> list[str]:
         )
     if "ragsvc" in per:
         ours = per["ragsvc"]
-        lines.append(f"| {LABELS['ragsvc']} (the benchmark's settings: all of them off) | {_cell(ours['overhead_p50_ms'])} | "
-                     f"{_cell(ours['overhead_p99_ms'])} | {_cell(ours['ttft_overhead_p50_ms'])} | | | | {_calls(ours)} |")
+        lines.append(
+            f"| {LABELS['ragsvc']} (the benchmark's settings: all of them off) | {_cell(ours['overhead_p50_ms'])} | "
+            f"{_cell(ours['overhead_p99_ms'])} | {_cell(ours['ttft_overhead_p50_ms'])} | | | | {_calls(ours)} |"
+        )
     return lines
 
 

@@ -89,8 +89,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--delayed-queries", type=int, default=40, help="questions per round with the delayed LLM")
     parser.add_argument("--seconds", type=float, default=4.0, help="length of one throughput measurement")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
-    parser.add_argument("--no-ablation", dest="ablation", action="store_false",
-                        help="without the ablation rows of ragsvc_defaults (each default feature off in turn)")
+    parser.add_argument(
+        "--no-ablation",
+        dest="ablation",
+        action="store_false",
+        help="without the ablation rows of ragsvc_defaults (each default feature off in turn)",
+    )
     parser.add_argument("--no-docs", action="store_true", help="write the results file only, not docs/")
     parser.add_argument("--label", default="", help="results file bench/results/peers-LABEL-<date>.json")
     args = parser.parse_args(argv)
@@ -147,8 +151,10 @@ def run_size(
             if servers:  # one ingest over gRPC, then every server on a copy of its data directory
                 indexing = RagsvcServer(config, data_dir=index)
                 try:
-                    setup["ragsvc_index"] = {"cold_start_s": indexing.cold_start_s,
-                                             "index_s": indexing.ingest(reference.passages)}
+                    setup["ragsvc_index"] = {
+                        "cold_start_s": indexing.cold_start_s,
+                        "index_s": indexing.ingest(reference.passages),
+                    }
                 finally:
                     indexing.close()
                 for name, env in servers.items():
@@ -194,9 +200,25 @@ def measure_throughput(
     """`bench.peers.throughput` in a process of its own: this one holds synchronous gRPC channels, whose
     background threads would take the GIL from an asyncio load generator. `index`: the job's ingested data
     directory, for its scale-out servers to copy instead of ingesting the corpus again."""
-    command = [sys.executable, "-m", "bench.peers.throughput", str(size), "--rag", server.address, "--llm", llm.base_url,
-               "--scale-out", "--rounds", str(args.rounds), "--seconds", str(args.seconds),
-               "--pids", str(server.pid), str(llm.pid), *(["--index", str(index)] if index is not None else [])]
+    command = [
+        sys.executable,
+        "-m",
+        "bench.peers.throughput",
+        str(size),
+        "--rag",
+        server.address,
+        "--llm",
+        llm.base_url,
+        "--scale-out",
+        "--rounds",
+        str(args.rounds),
+        "--seconds",
+        str(args.seconds),
+        "--pids",
+        str(server.pid),
+        str(llm.pid),
+        *(["--index", str(index)] if index is not None else []),
+    ]
     measured = json.loads(subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout)
     measured["ragsvc_rss_mib_after"] = rss_mib(server.pid)
     return measured
@@ -337,9 +359,7 @@ def per_variant(
             "budget_and_prompt": [r["server"]["budget"] for r, _ in pairs],
             "llm_client": [r["server"]["generation"] - s["server_ms"] for r, s in pairs],
             "validation": [r["server"]["validation"] for r, _ in pairs],
-            "server_overhead": [
-                r["server"]["total"] - r["embed_ms"] - s["server_ms"] for r, s in pairs
-            ],
+            "server_overhead": [r["server"]["total"] - r["embed_ms"] - s["server_ms"] for r, s in pairs],
         }
         stages["rest"] = [
             o
@@ -356,12 +376,8 @@ def same_store(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, 
     calls = sorted({r["store_calls"] for r, _ in pairs if "store_calls" in r})
     return {
         "store": summary([r["store_ms"] for r, _ in pairs]),
-        "overhead_excl_store": summary(
-            [r["total_ms"] - r["embed_ms"] - r["store_ms"] - s["server_ms"] for r, s in pairs]
-        ),
-        "ttft_overhead_excl_store": summary(
-            [r["ttft_ms"] - r["store_ms"] - s["first_token_ms"] for r, s in pairs]
-        ),
+        "overhead_excl_store": summary([r["total_ms"] - r["embed_ms"] - r["store_ms"] - s["server_ms"] for r, s in pairs]),
+        "ttft_overhead_excl_store": summary([r["ttft_ms"] - r["store_ms"] - s["first_token_ms"] for r, s in pairs]),
         **({"store_calls_per_question": calls} if calls else {}),
     }
 

@@ -156,4 +156,3 @@ def summary(questions: list[Question]) -> dict[str, dict[str, int]]:
     for q in questions:
         counts.setdefault(q.kind, {"dev": 0, "heldout": 0})[q.split] += 1
     return counts
-

@@ -69,9 +69,7 @@ async def example_questions(channel: grpc.aio.Channel, tenant: str, deadline_s: 
     caller may list; none when it may list none (a key without IndexService rights) or the tenant holds none."""
     request = index_pb.ListDocumentsRequest(tenant_id=tenant, page_size=EXAMPLE_COUNT)
     try:
-        page = await index_grpc.IndexServiceStub(channel).ListDocuments(
-            request, timeout=deadline_s, metadata=call_metadata()
-        )
+        page = await index_grpc.IndexServiceStub(channel).ListDocuments(request, timeout=deadline_s, metadata=call_metadata())
     except grpc.aio.AioRpcError:
         return []
     return [example_question(d.title or d.name) for d in page.documents[:EXAMPLE_COUNT] if (d.title or d.name).strip()]

@@ -76,8 +76,12 @@ def _parser() -> argparse.ArgumentParser:
     reindex.add_argument("--page-size", type=_positive, help="chunks read and rewritten at a time (default 256)")
 
     llm = commands.add_parser("llm", help="run a local LLM for ragsvc: llama.cpp with a small model (see `make llm`)")
-    llm.add_argument("--model", choices=sorted(local_llm.MODELS), default=local_llm.DEFAULT_MODEL,
-                     help=f"the model (default: {local_llm.DEFAULT_MODEL})")
+    llm.add_argument(
+        "--model",
+        choices=sorted(local_llm.MODELS),
+        default=local_llm.DEFAULT_MODEL,
+        help=f"the model (default: {local_llm.DEFAULT_MODEL})",
+    )
     llm.add_argument("--host", default="127.0.0.1")
     llm.add_argument("--port", type=int, default=local_llm.DEFAULT_PORT)
     llm.add_argument("--threads", type=int, default=local_llm.default_threads(), help="llama.cpp threads (default: cores - 1)")
@@ -359,8 +363,10 @@ async def _ingest(args: argparse.Namespace, address: str) -> int:
     selection = find_files(args.paths, include=args.include, exclude=args.exclude, document_id=args.document_id)
     if skipped := selection.skipped_folders:
         shown = ", ".join(str(p) for p in skipped[:4]) + (f" and {len(skipped) - 4} more" if len(skipped) > 4 else "")
-        print(f"skipped {len(skipped)} folder{'s' * (len(skipped) != 1)} (hidden, dependencies, build output, virtualenvs): "
-              f"{shown}; name one as a path to ingest it")
+        print(
+            f"skipped {len(skipped)} folder{'s' * (len(skipped) != 1)} (hidden, dependencies, build output, virtualenvs): "
+            f"{shown}; name one as a path to ingest it"
+        )
     report = _IngestReport(len(selection.files) + len(selection.problems))
     if not report.total:
         raise InvalidRequest([], f"no {', '.join(MEDIA_TYPES)} files under the given paths")

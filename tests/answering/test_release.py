@@ -153,8 +153,10 @@ def test_with_attribution_an_unmarked_supported_sentence_is_released_with_its_ch
         assert shown == "Flights are booked two weeks ahead [#2]." and citations == [2]
     else:
         final = attribute("".join(draft), Markers(CONTEXT, CitationStyle.MARKER))[0]
-        assert shown == final == (
-            "Flights are booked two weeks ahead [#2]. Taxis are free on Fridays. Hotels are reimbursed up to 180 euros [#1]."
+        assert (
+            shown
+            == final
+            == ("Flights are booked two weeks ahead [#2]. Taxis are free on Fridays. Hotels are reimbursed up to 180 euros [#1].")
         )
         assert citations == [2, 1]
     assert "".join(texts(streamed(draft, attribute=False))) == "", "without attribution nothing is cited"

@@ -168,7 +168,8 @@ def test_peers_runs_ragsvc_through_the_whole_job(tmp_path: Path) -> None:
     defaults = measured["rounds"][0]["variants"]["ragsvc_defaults"]
     assert defaults["n"] + defaults["refused"] == 3 and defaults["llm_calls"]["answer"] == defaults["n"]
     assert defaults["llm_calls"]["follow_ups"] == defaults["llm_calls"]["self_score"] == defaults["n"], (
-        "the defaults ask the LLM for a self-score and follow-up questions after each answer")
+        "the defaults ask the LLM for a self-score and follow-up questions after each answer"
+    )
     raw = measured["rounds"][0]["variants"]["ragsvc_inprocess"]["raw_engine"]
     assert raw["spaced"]["n"] == raw["back_to_back"]["n"] == 3 and raw["spaced"]["p50_ms"] > 0
     summary = result(tmp_path, "peers")["summary"]

@@ -202,16 +202,30 @@ def test_the_llm_calls_are_told_apart_and_given_to_the_question_that_made_them()
     assert purpose([{"role": "system", "content": "s"}, question]) == "answer"
     assert purpose([{"role": "user", "content": CLASSIFY_PROMPT.format(query="what is x?")}]) == "classify"
     assert purpose([{"role": "user", "content": FOLLOW_UP_PROMPT.format(query="q", answer="a", count=2)}]) == "follow_ups"
-    assert purpose([{"role": "user", "content": CONFIDENCE_PROMPT.format(context_summary="c", query="q", answer="a")}]) \
+    assert (
+        purpose([{"role": "user", "content": CONFIDENCE_PROMPT.format(context_summary="c", query="q", answer="a")}])
         == "self_score"
+    )
 
     def call(at: float, purpose: str, server_ms: float) -> dict[str, Any]:
-        return {"received_at": at, "purpose": purpose, "server_ms": server_ms, "first_token_ms": server_ms / 2,
-                "messages_sha256": f"sha-{at}"}
+        return {
+            "received_at": at,
+            "purpose": purpose,
+            "server_ms": server_ms,
+            "first_token_ms": server_ms / 2,
+            "messages_sha256": f"sha-{at}",
+        }
 
     def asked(start: float, end: float, refused: bool = False) -> dict[str, Any]:
-        return {"window": [start, end], "total_ms": 10.0, "ttft_ms": 5.0, "embed_ms": 1.0, "store_ms": 1.0,
-                "answer": "a [#1].", "refused": refused}
+        return {
+            "window": [start, end],
+            "total_ms": 10.0,
+            "ttft_ms": 5.0,
+            "embed_ms": 1.0,
+            "store_ms": 1.0,
+            "answer": "a [#1].",
+            "refused": refused,
+        }
 
     results = [asked(0.0, 1.0), asked(1.0, 2.0, refused=True), asked(2.0, 3.0)]
     served = [call(0.1, "answer", 4.0), call(0.2, "self_score", 1.0), call(2.1, "answer", 6.0)]
@@ -231,10 +245,20 @@ def test_the_report_sets_the_store_stage_against_raw_engine_and_costs_each_defau
         def p(value: float) -> dict[str, float]:
             return {"p50_ms": value, "p99_ms": value * 2}
 
-        row = {"total": p(overhead + 30), "overhead": p(overhead), "ttft_overhead": p(overhead / 2), "n": 10,
-               "refused": 0, "llm_calls": calls, "prompts_as_exact_top5": 10, "answers_whole": 10,
-               "cpu": {"others_cores": 0.1}, "store": p(store), "overhead_excl_store": p(overhead - store),
-               "ttft_overhead_excl_store": p(overhead / 2 - store)}
+        row = {
+            "total": p(overhead + 30),
+            "overhead": p(overhead),
+            "ttft_overhead": p(overhead / 2),
+            "n": 10,
+            "refused": 0,
+            "llm_calls": calls,
+            "prompts_as_exact_top5": 10,
+            "answers_whole": 10,
+            "cpu": {"others_cores": 0.1},
+            "store": p(store),
+            "overhead_excl_store": p(overhead - store),
+            "ttft_overhead_excl_store": p(overhead / 2 - store),
+        }
         return row | ({"raw_engine": {"spaced": p(raw), "back_to_back": p(raw / 2)}} if raw else {})
 
     answer, side = {"answer": 10}, {"answer": 10, "follow_ups": 10, "self_score": 10}

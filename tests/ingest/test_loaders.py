@@ -131,16 +131,35 @@ def test_files_of_the_same_name_in_different_folders_get_different_ids(tmp_path:
 
 
 def test_hidden_dependency_build_and_virtualenv_folders_are_skipped(tmp_path: Path) -> None:
-    write(tmp_path, "README.md", "node_modules/pkg/README.md", ".git/description.txt", ".hidden.md",
-          "env/lib/site.md", "sub/__pycache__/x.txt", "sub/kept.txt", "go/vendor/modules.txt", "dist/pkg.md",
-          "build/html/index.html", "rust/target/doc/readme.md", "builds/kept.md")
+    write(
+        tmp_path,
+        "README.md",
+        "node_modules/pkg/README.md",
+        ".git/description.txt",
+        ".hidden.md",
+        "env/lib/site.md",
+        "sub/__pycache__/x.txt",
+        "sub/kept.txt",
+        "go/vendor/modules.txt",
+        "dist/pkg.md",
+        "build/html/index.html",
+        "rust/target/doc/readme.md",
+        "builds/kept.md",
+    )
     (tmp_path / "env" / "pyvenv.cfg").write_text("home = /usr/bin\n")
 
     selection = find_files([tmp_path])
 
     assert [f.name for f in selection.files] == ["README.md", "builds/kept.md", "sub/kept.txt"]
     assert sorted(p.relative_to(tmp_path).as_posix() for p in selection.skipped_folders) == [
-        ".git", "build", "dist", "env", "go/vendor", "node_modules", "rust/target", "sub/__pycache__"
+        ".git",
+        "build",
+        "dist",
+        "env",
+        "go/vendor",
+        "node_modules",
+        "rust/target",
+        "sub/__pycache__",
     ]
     # A skipped folder named as a path is ingested.
     assert [f.name for f in find_files([tmp_path / "node_modules"]).files] == ["pkg/README.md"]

@@ -29,9 +29,7 @@ EVIDENCE = (
         ("Taxis are reimbursed up to 180 euros per night.", None),  # one chunk's phrases recombined
     ],
 )
-def test_a_sentence_is_attributed_only_to_a_chunk_holding_most_of_its_words_in_order(
-    sentence: str, marker: int | None
-) -> None:
+def test_a_sentence_is_attributed_only_to_a_chunk_holding_most_of_its_words_in_order(sentence: str, marker: int | None) -> None:
     support = attribution(sentence, EVIDENCE)
     assert (support.marker if support is not None else None) == marker
     if support is not None:

@@ -34,9 +34,9 @@ async def test_on_sqlite_the_version_is_read_at_once_or_after_the_connections_wo
     try:
         versions = IndexVersions(database)
         await versions.bump("acme")
-        assert database.fetch_all_now("SELECT version FROM index_versions WHERE tenant_id = ?", ("acme",)) == [
-            {"version": 1}
-        ], "the connection is free: read on this thread"
+        assert database.fetch_all_now("SELECT version FROM index_versions WHERE tenant_id = ?", ("acme",)) == [{"version": 1}], (
+            "the connection is free: read on this thread"
+        )
 
         other.execute("BEGIN IMMEDIATE")  # holds the write lock: the next bump waits for it in a worker thread
         bump = asyncio.ensure_future(versions.bump("acme"))

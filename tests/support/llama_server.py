@@ -23,6 +23,7 @@ __all__ = ["MODEL_ALIAS", "LlamaServer"]
 
 MODEL_ALIAS = "smollm2"  # the tests' model, whichever `make llm` serves by default
 
+
 def _serve(port: int) -> None:
     server = local_llm.start(model=MODEL_ALIAS, port=port, context_tokens=2048, seed=42)  # noqa: F841 - serves while referenced
     while True:

@@ -46,6 +46,9 @@ class NoChunksHint:
             return f"Tenant {question.tenant_id!r} holds no documents." if readable is None else ""
         passed = (await self._documents.stats(question.tenant_id, tags=question.user_tags)).documents
         if (hidden := visible - passed) > 0:
-            return f"{hidden} documents here carry tags you did not pass." if hidden > 1 else \
-                "1 document here carries tags you did not pass."
+            return (
+                f"{hidden} documents here carry tags you did not pass."
+                if hidden > 1
+                else "1 document here carries tags you did not pass."
+            )
         return ""

@@ -116,10 +116,20 @@ def slugify(name: str) -> str:
 # Folders never entered when a folder is walked, besides hidden ones (".git", ".venv" ...) and virtualenvs (any
 # folder holding a pyvenv.cfg): installed or vendored dependencies (Go's `vendor` holds copies of other modules'
 # READMEs), build output (`dist`, `build`, Rust's and Maven's `target`), version control without a dot, caches.
-SKIPPED_FOLDERS = frozenset({
-    "node_modules", "bower_components", "site-packages", "vendor", "dist", "build", "target", "__pycache__", "CVS",
-    "_darcs",
-})
+SKIPPED_FOLDERS = frozenset(
+    {
+        "node_modules",
+        "bower_components",
+        "site-packages",
+        "vendor",
+        "dist",
+        "build",
+        "target",
+        "__pycache__",
+        "CVS",
+        "_darcs",
+    }
+)
 MAX_DOCUMENT_ID = 128
 
 
