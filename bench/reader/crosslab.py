@@ -24,6 +24,14 @@ as `make train-reader` last wrote it (`corpus_pools`). Two designs:
 - `three` (primary): the answer model of a corpus left out is trained on the other three UNSEEN corpora only, so no
   training row carries an in-sample cross score;
 - `nine` (reference): trained on all nine others, six of which carry in-sample cross scores.
+
+`--oof` (out of fold, every corpus): each corpus is scored by a cross-encoder that never saw it: the four UNSEEN by
+branch cross's, the six others by `cross-new4.onnx`, the same recipe trained on UNSEEN only (`python -m
+bench.reader.cross_train --corpus djangodocs --corpus postfix --corpus borgdocs --corpus zshdocs --no-folds --out
+.bench/cross/cross-new4.onnx`). `prepare --oof` leaves out each of the ten corpora; `run --oof` has one design,
+`oof`: the answer model trained on all nine others, every row's cross score from a model that never saw that row's
+corpus (though it may have seen the corpus left out: a training row of pgdocs is scored by cross-new4, trained on
+djangodocs, when djangodocs is left out).
 """
 
 from __future__ import annotations
@@ -58,6 +66,8 @@ OUT = Path("/tmp/crosslab")
 MODEL = Path(".bench/cross/cross.onnx")
 SCORES = Path(".bench/cross/scores.pkl")  # (search text, quote) -> cross logit, filled as pairs are first scored
 UNSEEN = ("djangodocs", "postfix", "borgdocs", "zshdocs")  # corpora the cross-encoder was not trained on
+NEW4 = Path(".bench/cross/cross-new4.onnx")  # the same recipe trained on UNSEEN only: scores the six others
+SCORES_NEW4 = Path(".bench/cross/scores-new4.pkl")
 KS = (3, 6)
 VARIANTS = ("base", "z3", "z6")  # the quotes as the sentence model orders them; re-ranked by the z-sum in its top 3, 6
 NO_LEAD = -10.0
@@ -97,7 +107,7 @@ class Scores:
     """Cross scores memoised by (search text, quote), kept on disk between runs (the seeds share them)."""
 
     def __init__(self, model: CrossEncoder, path: Path = SCORES) -> None:
-        self._model = model
+        self.model = model
         self._path = path
         self._memo: dict[tuple[str, str], float] = pickle.loads(path.read_bytes()) if path.exists() else {}
         self.scored = 0
@@ -105,7 +115,7 @@ class Scores:
     def __call__(self, question: str, quotes: Sequence[str]) -> np.ndarray:
         todo = [q for q in dict.fromkeys(quotes) if (question, q) not in self._memo]
         if todo:
-            for q, s in zip(todo, self._model.score(question, todo), strict=True):
+            for q, s in zip(todo, self.model.score(question, todo), strict=True):
                 self._memo[(question, q)] = float(s)
             self.scored += len(todo)
         return np.asarray([self._memo[(question, q)] for q in quotes], dtype=np.float64)
@@ -194,29 +204,53 @@ def _answer(packed: Example, lexical: np.ndarray, chosen: list[int]) -> tuple[li
     return row, right
 
 
-def corpus_pools(name: str) -> list[Example]:
-    """The corpus's examples reading every chunk retrieved (train.examples' pools), from the newest evidence file of
-    the reader's cache that holds every question of the corpus: train.examples keys the file by the index's directory,
-    and every change to the code of the index renames that, though the evidence retrieved is the same (pgdocs
-    re-ingested and re-retrieved with af7861d's code gave a file byte for byte the newest cached one)."""
+def corpus_pools(name: str, packed: int | None = None) -> list[Example]:
+    """The corpus's examples reading every chunk retrieved (train.examples' pools), or retrieval's first `packed`,
+    from the newest evidence file of the reader's cache that holds every question of the corpus: train.examples keys
+    the file by the index's directory, and every change to the code of the index renames that, though the evidence
+    retrieved is the same (pgdocs re-ingested and re-retrieved with af7861d's code gave a file byte for byte the
+    newest cached one)."""
+    questions = datasets.questions(name)
+    path = evidence_file(name)
+    found = evidence.load(path)
+    print(f"{name}: {path.name}", flush=True)
+    return [dataset.example(name, q, found[q.id], packed=packed) for q in questions]
+
+
+def evidence_file(name: str) -> Path:
+    """The newest evidence file of corpus `name` in the reader's cache that holds every question of the corpus."""
     questions = datasets.questions(name)
     for path in sorted(train.CACHE.glob(f"evidence-{name}-*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True):
         found = evidence.load(path)
         if all(q.id in found for q in questions):
-            print(f"{name}: {path.name}", flush=True)
-            return [dataset.example(name, q, found[q.id], packed=None) for q in questions]
+            return path
     raise SystemExit(f"no evidence file of {name} in {train.CACHE} holds every question: run make train-reader")
 
 
-def prepare(seed: int) -> None:
+def scorers(oof: bool) -> dict[str, Scores]:
+    """Each corpus's cross scores: from branch cross's model, or with `oof` from the model that never saw the corpus
+    (its training corpora, recorded in the model file, are checked)."""
+    old = Scores(CrossEncoder(MODEL), SCORES)
+    if not oof:
+        return dict.fromkeys(corpus.CORPORA, old)
+    new = Scores(CrossEncoder(NEW4), SCORES_NEW4)
+    chosen = {name: old if name in UNSEEN else new for name in corpus.CORPORA}
+    for name, scores in chosen.items():
+        seen = json.loads(scores.model.meta["training"])["corpora"]
+        assert name not in seen, f"{name}'s cross scores would come from a model trained on it ({seen})"
+    return chosen
+
+
+def prepare(seed: int, oof: bool) -> None:
     names = list(corpus.CORPORA)
     pools = {name: corpus_pools(name) for name in names}
     chunk_models = train.ChunkModels(pools, seed=seed)
     packer = Packer()
-    scores = Scores(CrossEncoder())
+    by_corpus = scorers(oof)
+    models = list({id(s): s for s in by_corpus.values()}.values())
     folds: dict[str, Any] = {}
     started = time.monotonic()
-    for left_out in UNSEEN:
+    for left_out in names if oof else UNSEEN:
         kept = [n for n in names if n != left_out]
         group = frozenset(kept)
         packed = {n: [packer.example(e, chunk_models.fitted(group - {n}))[0] for e in pools[n]] for n in kept}
@@ -224,16 +258,21 @@ def prepare(seed: int) -> None:
         for n in kept:
             model = fit.fit_sentences([e for other in kept if other != n for e in packed[other]], seed=seed)
             start = len({c.owner for c in training["base"]})
-            for v, ctxs in _contexts(pools[n], packer, chunk_models.fitted(group - {n}), model, start, scores).items():
+            for v, ctxs in _contexts(pools[n], packer, chunk_models.fitted(group - {n}), model, start, by_corpus[n]).items():
                 training[v] += ctxs
         full = fit.fit_sentences([e for n in kept for e in packed[n]], seed=seed)
-        unseen = _contexts(pools[left_out], packer, chunk_models.fitted(group), full, 0, scores)
+        unseen = _contexts(pools[left_out], packer, chunk_models.fitted(group), full, 0, by_corpus[left_out])
         folds[left_out] = {"training": training, "unseen": unseen}
-        scores.save()
+        for scores in models:
+            scores.save()
         print(f"prepared {left_out}: {len(training['base'])} training readings, {len(unseen['base'])} unseen; "
-              f"{scores.scored} pairs scored, {time.monotonic() - started:.0f} s", flush=True)  # fmt: skip
+              f"{sum(s.scored for s in models)} pairs scored, {time.monotonic() - started:.0f} s", flush=True)  # fmt: skip
     OUT.mkdir(exist_ok=True)
-    (OUT / f"seed-{seed}.pkl").write_bytes(pickle.dumps(folds))
+    folds_file(seed, oof).write_bytes(pickle.dumps(folds))
+
+
+def folds_file(seed: int, oof: bool) -> Path:
+    return OUT / f"seed-{seed}{'-oof' if oof else ''}.pkl"
 
 
 # ---- arms --------------------------------------------------------------------------------------------------------
@@ -258,6 +297,7 @@ ARMS = {a.name: a for a in [
     Arm("rerank6_only", "z6"),                               # ... without the columns
 ]}  # fmt: skip
 DESIGNS = {"three": set(UNSEEN), "nine": set(corpus.CORPORA)}
+OOF_DESIGNS = {"oof": set(corpus.CORPORA)}  # `--oof`: trained on the nine others, every cross score out of fold
 
 
 def matrix(ctxs: Sequence[Ctx], extra: Sequence[str]) -> np.ndarray:
@@ -299,13 +339,14 @@ class Answered:
     p: np.ndarray  # P(right)
     good: np.ndarray  # answered and right (what the AUROC ranks)
     answerable: np.ndarray
+    lead: np.ndarray  # the answer's lead sentence holds a key fact
 
 
 def run_arm(folds: dict[str, Any], arm: Arm, design: str, seed: int) -> tuple[dict[str, Any], dict[str, Answered]]:
     out: dict[str, Any] = {}
     answers: dict[str, Answered] = {}
     for left_out, fold in folds.items():
-        training = [c for c in fold["training"][arm.variant] if c.corpus in DESIGNS[design]]
+        training = [c for c in fold["training"][arm.variant] if c.corpus in {**DESIGNS, **OOF_DESIGNS}[design]]
         unseen: list[Ctx] = fold["unseen"][arm.variant]
         X = matrix(training, arm.extra)
         y = np.asarray([c.right for c in training], dtype=np.int32)
@@ -326,6 +367,7 @@ def run_arm(folds: dict[str, Any], arm: Arm, design: str, seed: int) -> tuple[di
             q[chosen],
             np.asarray([q[i] >= refuse and unseen[i].has_chosen and unseen[i].right for i in chosen]),
             np.asarray([unseen[i].kind == "answerable" for i in chosen]),
+            np.asarray([unseen[i].extra["_lead_fact"] > 0 for i in chosen]),
         )
     return out, answers
 
@@ -342,13 +384,14 @@ def _auroc(scores: np.ndarray, labels: np.ndarray) -> float:
 
 
 def paired(a: dict[str, Answered], b: dict[str, Answered], seed: int, rounds: int = 2000) -> dict[str, Any]:
-    """Arm `b` less arm `a` on the mean of the corpora (AUROC of P(right), answered and right), with a 95% interval
-    from a bootstrap of the questions, resampled alike in both arms within each corpus."""
+    """Arm `b` less arm `a` on the mean of the corpora (AUROC of P(right), answered and right, the lead holds a key
+    fact), with a 95% interval from a bootstrap of the questions, resampled alike in both arms within each corpus."""
     rng = np.random.default_rng(seed)
-    deltas: dict[str, list[float]] = {"auroc": [], "answered_and_right": []}
+    deltas: dict[str, list[float]] = {"auroc": [], "answered_and_right": [], "lead_holds_key_fact": []}
 
-    def measures(x: Answered, pick: np.ndarray) -> tuple[float, float]:
-        return _auroc(x.p[pick], x.good[pick]), float(x.good[pick][x.answerable[pick]].mean())
+    def measures(x: Answered, pick: np.ndarray) -> tuple[float, float, float]:
+        answerable = x.answerable[pick]
+        return _auroc(x.p[pick], x.good[pick]), float(x.good[pick][answerable].mean()), float(x.lead[pick][answerable].mean())
 
     for draw in range(rounds + 1):
         per = []
@@ -356,7 +399,7 @@ def paired(a: dict[str, Answered], b: dict[str, Answered], seed: int, rounds: in
             n = len(a[name].p)
             pick = np.arange(n) if draw == 0 else rng.integers(0, n, n)
             ma, mb = measures(a[name], pick), measures(b[name], pick)
-            per.append((mb[0] - ma[0], mb[1] - ma[1]))
+            per.append(tuple(y - x for x, y in zip(ma, mb, strict=True)))
         for k, v in zip(deltas, np.mean(per, axis=0), strict=True):
             deltas[k].append(float(v))
     return {k: {"delta": round(v[0], 4), "ci95": [round(float(np.quantile(v[1:], q)), 4) for q in (0.025, 0.975)]}
@@ -427,24 +470,70 @@ def report(runs: Sequence[Path], timing: Path, out: Path) -> None:
         "latency": json.loads(timing.read_text()),
     }
     out.write_text(json.dumps(result, indent=1) + "\n")
-    for design in DESIGNS:  # each cell: the seeds' figures, in the order given
+    tables(seeds, DESIGNS)
+
+
+def report_oof(runs: Sequence[Path], out: Path) -> None:
+    """The seeds' `run --oof` results under the key "out_of_fold" of the results file `out` (its other keys kept),
+    with both models and which scored each corpus; per-corpus tables on stdout."""
+    seeds = [json.loads(path.read_text()) for path in runs]
+    by_corpus = scorers(oof=True)
+
+    def described(path: Path, scores: Scores) -> dict[str, Any]:
+        return {"file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "bytes": path.stat().st_size,
+                "trained_on": json.loads(scores.model.meta["training"])["corpora"],
+                "scores": sorted(n for n, s in by_corpus.items() if s is scores)}  # fmt: skip
+
+    result = json.loads(out.read_text()) if out.exists() else {}
+    result["out_of_fold"] = {
+        "what": "every corpus left out in turn, each corpus's cross scores from the cross-encoder that never saw it; "
+        "answer model trained on the nine others (design `oof`)",
+        "run": "python -m bench.reader.crosslab --oof --seed S prepare; ... --oof --seed S run base cross rerank6 "
+        "rerank6_only --out RUN.json; ... --oof report RUN.json ... --out THIS",
+        "models": {
+            "cross": described(MODEL, by_corpus[UNSEEN[0]]),
+            "cross-new4": described(NEW4, next(s for n, s in by_corpus.items() if n not in UNSEEN)),
+        },
+        "second_order_leakage": "a training row's cross score never comes from a model trained on that row's corpus, "
+        "but it may come from one trained on the corpus left out (pgdocs' rows are scored by cross-new4, trained on "
+        "djangodocs, when djangodocs is left out): the answer model may learn how cross scores behave on questions "
+        "like the unseen corpus's; the unseen corpus's own scores are always out of sample",
+        "levels": "chosen the shipped way: refuse_below and the CITE level (95%, at least 20) on out-of-fold P of the "
+        "training corpora (answer models fitted without each)",
+        "arms": {name: {"variant": ARMS[name].variant, "extra": list(ARMS[name].extra)} for name in seeds[0]["arms"]},
+        "seeds": {str(r["seed"]): r for r in seeds},
+    }
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    tables(seeds, OOF_DESIGNS)
+
+
+def tables(seeds: Sequence[dict[str, Any]], designs: dict[str, set[str]]) -> None:
+    """Per design, arm and corpus left out (then their mean), the seeds' figures in each cell, in the order given."""
+    for design in designs:
         print(f"\n{design}: seeds {' / '.join(str(r['seed']) for r in seeds)}")
-        head = ("arm", "corpus", "AUROC", "answered and right", "CITE (right/CITEd)", "coverage at 95%, oracle level",
-                "lead holds a key fact")  # fmt: skip
+        head = ("arm", "corpus", "AUROC", "answered and right", "CITE (right/CITEd)", "unanswerables CITEd",
+                "coverage at 95%, oracle level", "lead holds a key fact")  # fmt: skip
         print("| " + " | ".join(head) + " |")
-        print("|---|---|---|---|---|---|---|")
-        for name in ARMS:
-            for corpus_name in [*UNSEEN, "mean"]:
-                arms = [r["arms"][name][design] for r in seeds]
+        print("|" + "---|" * len(head))
+        for name in seeds[0]["arms"]:
+            arms = [r["arms"][name][design] for r in seeds]
+            for corpus_name in [*arms[0]["per_corpus"], "mean"]:
                 rows = [a["mean"] if corpus_name == "mean" else a["per_corpus"][corpus_name] for a in arms]
                 cells = [
                     " / ".join(f"{row['auroc']:.3f}" for row in rows),
                     " / ".join(f"{100 * row['answered_and_right']:.1f}%" for row in rows),
                     " / ".join(f"{row['cite_right']}/{row['cited']}" for row in rows),
+                    " / ".join(str(row["unanswerable_cited"]) for row in rows),
                     " / ".join(f"{100 * row['oracle_coverage_95']:.1f}%" for row in rows),
                     " / ".join(f"{100 * row['lead_holds_key_fact']:.1f}%" for row in rows),
                 ]
                 print(f"| {name} | {corpus_name} | " + " | ".join(cells) + " |")
+        for name in seeds[0]["against_base"]:
+            if design in seeds[0]["against_base"][name]:
+                deltas = [r["against_base"][name][design] for r in seeds]
+                cells = [" / ".join(f"{d[k]['delta']:+.4f} [{d[k]['ci95'][0]:+.4f}, {d[k]['ci95'][1]:+.4f}]"
+                                    for d in deltas if k in d) for k in deltas[0]]  # fmt: skip
+                print(f"{name} less base ({', '.join(deltas[0])}): " + "; ".join(cells))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -453,9 +542,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("arms", nargs="*")
     parser.add_argument("--seed", type=int, default=fit.SEED)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--oof", action="store_true", help="every corpus left out, its cross scores out of fold")
     args = parser.parse_args(argv)
     if args.what == "prepare":
-        prepare(args.seed)
+        prepare(args.seed, args.oof)
+        return
+    if args.what == "report" and args.oof:  # arms: the runs' JSON files
+        report_oof(list(map(Path, args.arms)), args.out)
         return
     if args.what == "report":  # arms: the runs' JSON files, then the latency's
         *runs, timing = map(Path, args.arms)
@@ -467,12 +560,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.out:
             args.out.write_text(json.dumps(timing, indent=1) + "\n")
         return
-    with (OUT / f"seed-{args.seed}.pkl").open("rb") as handle:
+    with folds_file(args.seed, args.oof).open("rb") as handle:
         folds = pickle.load(handle)
     results: dict[str, Any] = {"seed": args.seed, "arms": {}, "against_base": {}}
     answers: dict[tuple[str, str], dict[str, Answered]] = {}
     for name in args.arms or list(ARMS):
-        for design in DESIGNS:
+        for design in OOF_DESIGNS if args.oof else DESIGNS:
             per, answers[(name, design)] = run_arm(folds, ARMS[name], design, args.seed)
             results["arms"].setdefault(name, {})[design] = {"mean": mean(per), "per_corpus": per}
             print(name, design, json.dumps(mean(per)), flush=True)
