@@ -473,9 +473,10 @@ def report(runs: Sequence[Path], timing: Path, out: Path) -> None:
     tables(seeds, DESIGNS)
 
 
-def report_oof(runs: Sequence[Path], out: Path) -> None:
+def report_oof(runs: Sequence[Path], out: Path, training: Path | None) -> None:
     """The seeds' `run --oof` results under the key "out_of_fold" of the results file `out` (its other keys kept),
-    with both models and which scored each corpus; per-corpus tables on stdout."""
+    with both models, which scored each corpus and cross-new4's training report (`training`, from cross_train's
+    --report); per-corpus tables on stdout."""
     seeds = [json.loads(path.read_text()) for path in runs]
     by_corpus = scorers(oof=True)
 
@@ -489,7 +490,7 @@ def report_oof(runs: Sequence[Path], out: Path) -> None:
         "what": "every corpus left out in turn, each corpus's cross scores from the cross-encoder that never saw it; "
         "answer model trained on the nine others (design `oof`)",
         "run": "python -m bench.reader.crosslab --oof --seed S prepare; ... --oof --seed S run base cross rerank6 "
-        "rerank6_only --out RUN.json; ... --oof report RUN.json ... --out THIS",
+        "rerank6_only --out RUN.json; ... --oof report RUN.json ... --training TRAIN.json --out THIS",
         "models": {
             "cross": described(MODEL, by_corpus[UNSEEN[0]]),
             "cross-new4": described(NEW4, next(s for n, s in by_corpus.items() if n not in UNSEEN)),
@@ -503,6 +504,8 @@ def report_oof(runs: Sequence[Path], out: Path) -> None:
         "arms": {name: {"variant": ARMS[name].variant, "extra": list(ARMS[name].extra)} for name in seeds[0]["arms"]},
         "seeds": {str(r["seed"]): r for r in seeds},
     }
+    if training is not None:
+        result["out_of_fold"]["cross_new4_training"] = json.loads(training.read_text())
     out.write_text(json.dumps(result, indent=1) + "\n")
     tables(seeds, OOF_DESIGNS)
 
@@ -543,12 +546,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=fit.SEED)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--oof", action="store_true", help="every corpus left out, its cross scores out of fold")
+    parser.add_argument("--training", type=Path, help="with report --oof: cross-new4's training report")
     args = parser.parse_args(argv)
     if args.what == "prepare":
         prepare(args.seed, args.oof)
         return
     if args.what == "report" and args.oof:  # arms: the runs' JSON files
-        report_oof(list(map(Path, args.arms)), args.out)
+        report_oof(list(map(Path, args.arms)), args.out, args.training)
         return
     if args.what == "report":  # arms: the runs' JSON files, then the latency's
         *runs, timing = map(Path, args.arms)
