@@ -28,10 +28,13 @@ as `make train-reader` last wrote it (`corpus_pools`). Two designs:
 `--oof` (out of fold, every corpus): each corpus is scored by a cross-encoder that never saw it: the four UNSEEN by
 branch cross's, the six others by `cross-new4.onnx`, the same recipe trained on UNSEEN only (`python -m
 bench.reader.cross_train --corpus djangodocs --corpus postfix --corpus borgdocs --corpus zshdocs --no-folds --out
-.bench/cross/cross-new4.onnx`). `prepare --oof` leaves out each of the ten corpora; `run --oof` has one design,
-`oof`: the answer model trained on all nine others, every row's cross score from a model that never saw that row's
-corpus (though it may have seen the corpus left out: a training row of pgdocs is scored by cross-new4, trained on
-djangodocs, when djangodocs is left out).
+.bench/cross/cross-new4.onnx`). `prepare --oof` leaves out each of the ten corpora; `run --oof` has two designs:
+
+- `oof`: the answer model trained on all nine others, every row's cross score from a model that never saw that row's
+  corpus (though it may have seen the corpus left out: a training row of pgdocs is scored by cross-new4, trained on
+  djangodocs, when djangodocs is left out);
+- `same`: trained only on the others scored by the model that scores the corpus left out (the other three of UNSEEN,
+  or the other five of the six), so that no cross score of the fold comes from a model that saw the corpus left out.
 """
 
 from __future__ import annotations
@@ -297,7 +300,17 @@ ARMS = {a.name: a for a in [
     Arm("rerank6_only", "z6"),                               # ... without the columns
 ]}  # fmt: skip
 DESIGNS = {"three": set(UNSEEN), "nine": set(corpus.CORPORA)}
-OOF_DESIGNS = {"oof": set(corpus.CORPORA)}  # `--oof`: trained on the nine others, every cross score out of fold
+# `--oof`: `oof` trained on the nine others, every cross score out of fold; `same` trained only on the others scored
+# by the model that scored the corpus left out (the other three of UNSEEN, or the other five of the six), so that no
+# training row's cross score comes from a model that saw the corpus left out
+OOF_DESIGNS = {"oof": set(corpus.CORPORA), "same": set()}
+
+
+def training_corpora(design: str, left_out: str) -> set[str]:
+    """The corpora whose rows train the answer model of `left_out` in `design` (itself never among them)."""
+    if design == "same":
+        return set(UNSEEN) if left_out in UNSEEN else set(corpus.CORPORA) - set(UNSEEN)
+    return {**DESIGNS, **OOF_DESIGNS}[design] - {left_out}
 
 
 def matrix(ctxs: Sequence[Ctx], extra: Sequence[str]) -> np.ndarray:
@@ -346,7 +359,7 @@ def run_arm(folds: dict[str, Any], arm: Arm, design: str, seed: int) -> tuple[di
     out: dict[str, Any] = {}
     answers: dict[str, Answered] = {}
     for left_out, fold in folds.items():
-        training = [c for c in fold["training"][arm.variant] if c.corpus in {**DESIGNS, **OOF_DESIGNS}[design]]
+        training = [c for c in fold["training"][arm.variant] if c.corpus in training_corpora(design, left_out)]
         unseen: list[Ctx] = fold["unseen"][arm.variant]
         X = matrix(training, arm.extra)
         y = np.asarray([c.right for c in training], dtype=np.int32)
@@ -488,7 +501,8 @@ def report_oof(runs: Sequence[Path], out: Path, training: Path | None) -> None:
     result = json.loads(out.read_text()) if out.exists() else {}
     result["out_of_fold"] = {
         "what": "every corpus left out in turn, each corpus's cross scores from the cross-encoder that never saw it; "
-        "answer model trained on the nine others (design `oof`)",
+        "answer model trained on the nine others (design `oof`), or only on the others scored by the same model as the "
+        "corpus left out (design `same`: the other three of the four, the other five of the six; no second-order leak)",
         "run": "python -m bench.reader.crosslab --oof --seed S prepare; ... --oof --seed S run base cross rerank6 "
         "rerank6_only --out RUN.json; ... --oof report RUN.json ... --training TRAIN.json --out THIS",
         "models": {
