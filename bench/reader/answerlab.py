@@ -98,16 +98,17 @@ def _extras(pool: Example, packed: Example, pool_scores: list[float], order: lis
 
 
 class Packer:
-    """Packs pools with a chunk model, memoising the repacked examples (the same order packs the same example)."""
+    """Packs pools with a chunk model, memoising the repacked examples (the same model's order packs the same example;
+    another model's same order does not: the example carries the model's scores, `Example.packing`)."""
 
     def __init__(self) -> None:
-        self._memo: dict[tuple[int, tuple[int, ...]], Example] = {}
+        self._memo: dict[tuple[int, int, tuple[int, ...]], Example] = {}
 
     def option(self, pool: Example, chunks: Forest) -> tuple[Example, list[float], list[int]]:
         table = fit.chunk_table(pool).tolist()
         scores = chunks.predict(np.asarray(table, dtype=np.float64)).tolist() if table else []
         packed = packing.pack(chunks, table, dataset.PACKED)
-        key = (id(pool), packed.places)
+        key = (id(pool), id(chunks), packed.places)
         if key not in self._memo:
             self._memo[key] = dataset.repacked(pool, packed)
         return self._memo[key], scores, list(packed.places)

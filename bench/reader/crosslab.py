@@ -1,0 +1,600 @@
+"""EXPERIMENT: does the cross-encoder of branch `cross` add to the trained reader on corpora it never saw?
+
+    python -m bench.reader.crosslab --seed N prepare        # chunk and sentence models, cross scores (/tmp/crosslab)
+    python -m bench.reader.crosslab --seed N run [ARM ...]  # answer models and levels per arm and design
+    python -m bench.reader.crosslab latency --out L.json    # K=3 and K=6 pairs scored on one thread
+    python -m bench.reader.crosslab report RUN.json ... L.json --out R.json  # one results file, tables on stdout
+
+The cross-encoder (`git show cross:src/ragsvc/reading/models/cross.onnx > .bench/cross/cross.onnx`: six MiniLM
+layers, int8, cosine head, 22.9 MB) was fine-tuned on pgdocs, pydocs, httpd, handbook, sqlite and gitdocs only, so
+its scores on UNSEEN (djangodocs, postfix, borgdocs, zshdocs) are out of sample. Nothing here is imported by the
+server; the model stays outside the package. It scores the six probes its training run recorded
+(`git show cross:bench/results/cross-train-2026-11-27.json`) to 1e-6 with this code.
+
+`prepare` follows bench/reader/answerlab.py (bench/reader/train.py's recipe: per corpus left out, the training
+corpora's answers read chunks packed by chunk models fitted without them and are composed by sentence models
+fitted without them; the corpus left out is packed and composed by the models fitted on all nine others), for the
+four UNSEEN corpora left out. Per reading it keeps the answer row of ANSWER_FEATURES as the shipped reader composes
+it, and the cross-encoder's scores of the sentence model's top K candidates (near-duplicates once, as quoted), and
+the same reading with its quotes re-ranked by the z-score sum of the sentence model's and the cross-encoder's
+scores among its top K (`VARIANTS`). `run` fits only answer models (and chooses the levels the shipped way, on
+out-of-fold P of the training corpora), so arms differ only in what they change. The evidence is the reader's cache
+as `make train-reader` last wrote it (`corpus_pools`). Two designs:
+
+- `three` (primary): the answer model of a corpus left out is trained on the other three UNSEEN corpora only, so no
+  training row carries an in-sample cross score;
+- `nine` (reference): trained on all nine others, six of which carry in-sample cross scores.
+
+`--oof` (out of fold, every corpus): each corpus is scored by a cross-encoder that never saw it: the four UNSEEN by
+branch cross's, the six others by `cross-new4.onnx`, the same recipe trained on UNSEEN only (`python -m
+bench.reader.cross_train --corpus djangodocs --corpus postfix --corpus borgdocs --corpus zshdocs --no-folds --out
+.bench/cross/cross-new4.onnx`). `prepare --oof` leaves out each of the ten corpora; `run --oof` has two designs:
+
+- `oof`: the answer model trained on all nine others, every row's cross score from a model that never saw that row's
+  corpus (though it may have seen the corpus left out: a training row of pgdocs is scored by cross-new4, trained on
+  djangodocs, when djangodocs is left out);
+- `same`: trained only on the others scored by the model that scores the corpus left out (the other three of UNSEEN,
+  or the other five of the six), so that no cross score of the fold comes from a model that saw the corpus left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import pickle
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+from bench.quality import corpus, datasets
+from bench.quality.questions import contains
+from bench.reader import answerlab, dataset, evidence, fit, train
+from bench.reader.answerlab import Ctx, Packer
+from bench.reader.dataset import Example
+from ragsvc.reading import features
+from ragsvc.reading.forest import Forest
+from ragsvc.reading.trained import MAX_QUOTES, choose
+
+OUT = Path("/tmp/crosslab")
+MODEL = Path(".bench/cross/cross.onnx")
+SCORES = Path(".bench/cross/scores.pkl")  # (search text, quote) -> cross logit, filled as pairs are first scored
+UNSEEN = ("djangodocs", "postfix", "borgdocs", "zshdocs")  # corpora the cross-encoder was not trained on
+NEW4 = Path(".bench/cross/cross-new4.onnx")  # the same recipe trained on UNSEEN only: scores the six others
+SCORES_NEW4 = Path(".bench/cross/scores-new4.pkl")
+KS = (3, 6)
+VARIANTS = ("base", "z3", "z6")  # the quotes as the sentence model orders them; re-ranked by the z-sum in its top 3, 6
+NO_LEAD = -10.0
+
+
+class CrossEncoder:
+    """Scores (question, sentence) pairs with the ONNX model: a logit each, comparable across questions (branch
+    `cross`'s ragsvc.reading.cross.CrossEncoder, kept here for the bench). Each pair runs alone: the int8 model
+    quantizes its activations with one scale per run, so a pair batched with others would score differently."""
+
+    def __init__(self, path: Path = MODEL, *, threads: int = 1) -> None:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # the cores are shared
+        self._session = ort.InferenceSession(path.read_bytes(), options, providers=["CPUExecutionProvider"])
+        self.meta = dict(self._session.get_modelmeta().custom_metadata_map)
+        tokenizer = Tokenizer.from_str(resources.files("ragsvc").joinpath("data", "tokenizer.json").read_text())
+        tokenizer.enable_truncation(int(self.meta["max_tokens"]), strategy="longest_first")
+        tokenizer.enable_padding(pad_id=0, pad_type_id=0, pad_token="[PAD]")  # replaces tokenizer.json's fixed padding
+        self._tokenizer = tokenizer
+
+    def score(self, question: str, passages: Sequence[str]) -> np.ndarray:
+        out = np.zeros(len(passages), dtype=np.float64)
+        for i, passage in enumerate(passages):
+            e = self._tokenizer.encode(question, passage)
+            feeds = {
+                name: np.asarray([values], dtype=np.int64)
+                for name, values in (("input_ids", e.ids), ("attention_mask", e.attention_mask), ("token_type_ids", e.type_ids))
+            }
+            (logits,) = self._session.run(None, feeds)
+            out[i] = float(np.asarray(logits).reshape(-1)[0])
+        return out
+
+
+class Scores:
+    """Cross scores memoised by (search text, quote), kept on disk between runs (the seeds share them)."""
+
+    def __init__(self, model: CrossEncoder, path: Path = SCORES) -> None:
+        self.model = model
+        self._path = path
+        self._memo: dict[tuple[str, str], float] = pickle.loads(path.read_bytes()) if path.exists() else {}
+        self.scored = 0
+
+    def __call__(self, question: str, quotes: Sequence[str]) -> np.ndarray:
+        todo = [q for q in dict.fromkeys(quotes) if (question, q) not in self._memo]
+        if todo:
+            for q, s in zip(todo, self.model.score(question, todo), strict=True):
+                self._memo[(question, q)] = float(s)
+            self.scored += len(todo)
+        return np.asarray([self._memo[(question, q)] for q in quotes], dtype=np.float64)
+
+    def save(self) -> None:
+        self._path.write_bytes(pickle.dumps(self._memo))
+
+
+def _z(values: np.ndarray) -> np.ndarray:
+    """`values` as z-scores among a question's top K (the sentence model's and the cross scores on one scale)."""
+    return (values - values.mean()) / (values.std() + 1e-9)
+
+
+def cross_features(chosen: Sequence[int], top: Sequence[int], lexical: np.ndarray, cross: dict[int, float]) -> dict[str, float]:
+    """The answer's cross columns: the lead's cross score, the best of its quotes', the best of the sentence model's
+    top K, the lead's gap to that best (K = 3, 6), and the lead's z-sum of sentence and cross score in the top 3."""
+    x: dict[str, float] = {}
+    lead = chosen[0] if chosen else -1
+    x["x_lead"] = cross[lead] if lead >= 0 else NO_LEAD
+    x["x_quoted_max"] = max((cross[i] for i in chosen), default=NO_LEAD)
+    for k in KS:
+        best = max((cross[i] for i in top[:k]), default=NO_LEAD)
+        x[f"x_top{k}_max"] = best
+        x[f"x_lead_gap{k}"] = cross[lead] - best if lead >= 0 else NO_LEAD
+    three = list(top[:3])
+    if lead in three:
+        z = _z(lexical[three]) + _z(np.asarray([cross[i] for i in three]))
+        x["x_lead_zsum3"] = float(z[three.index(lead)])
+    else:
+        x["x_lead_zsum3"] = NO_LEAD
+    return x
+
+
+def reranked(top: Sequence[int], lexical: np.ndarray, cross: dict[int, float], k: int) -> list[int]:
+    """The sentence model's top `k` in the order of the z-sum of its and the cross scores; the first MAX_QUOTES."""
+    head = list(top[:k])
+    if len(head) < 2:
+        return head[:MAX_QUOTES]
+    z = _z(lexical[head]) + _z(np.asarray([cross[i] for i in head]))
+    order = sorted(range(len(head)), key=lambda j: (-z[j], j))
+    return [head[j] for j in order][:MAX_QUOTES]
+
+
+def _contexts(pools: list[Example], packer: Packer, chunks: Forest, sentences: Forest, start: int,
+              scores: Scores) -> dict[str, list[Ctx]]:  # fmt: skip
+    """Each question's readings (injection probes aside) as each VARIANT composes them, with their cross columns."""
+    out: dict[str, list[Ctx]] = {v: [] for v in VARIANTS}
+    owner = start
+    for e in pools:
+        if e.question.kind == "injection":
+            continue
+        _, parts = packer.example(e, chunks)
+        for i, (_, packed, _, _) in enumerate(parts):
+            composed = fit.compose(packed, sentences)
+            lexical = sentences.predict(packed.rows) if len(packed.found) else np.zeros(0)
+            top = choose(packed.found, lexical.tolist(), max_quotes=max(KS))
+            assert list(composed.chosen) == top[:MAX_QUOTES]  # the quotes are the top 3 of the same order
+            cross = dict(zip(top, scores(packed.analysis.search, [packed.found[j].quote for j in top]).tolist(), strict=True))
+            for variant in VARIANTS:
+                chosen = top[:MAX_QUOTES] if variant == "base" else reranked(top, lexical, cross, int(variant[1:]))
+                row, right = _answer(packed, lexical, chosen)
+                if variant == "base":
+                    assert row == composed.row and right == composed.right
+                lead = chosen[0] if chosen else -1
+                key: tuple[Any, ...] = ()
+                if lead >= 0:
+                    c = packed.found[lead]
+                    chunk = packed.evidence[c.marker - 1].chunk
+                    key = (chunk.document_id, chunk.chunk_index, c.quote)
+                extra = cross_features(chosen, top, lexical, cross)
+                extra["_lead_fact"] = float(lead >= 0 and bool(packed.labels[lead]))
+                out[variant].append(Ctx(e.corpus, e.question.id, e.question.kind, owner, i, row, right, bool(chosen),
+                                        packed.has_positive, key, extra))  # fmt: skip
+        owner += 1
+    return out
+
+
+def _answer(packed: Example, lexical: np.ndarray, chosen: list[int]) -> tuple[list[float], bool]:
+    """The answer row and rightness of `packed` quoting `chosen` (lead first), as fit.compose makes them."""
+    packing = packed.packing or features.Packing(tuple(range(len(packed.evidence))), (0.0,) * len(packed.evidence))
+    lead = chosen[0] if chosen else -1
+    row = features.answer_features(packed.analysis, packed.found, packed.rows.tolist(), lexical.tolist(), lead,
+                                   packed.evidence, packing, chosen)  # fmt: skip
+    q = packed.question
+    right = q.should_answer and any(contains(packed.found[i].quote, f) for i in chosen for f in q.key_facts)
+    return row, right
+
+
+def corpus_pools(name: str, packed: int | None = None) -> list[Example]:
+    """The corpus's examples reading every chunk retrieved (train.examples' pools), or retrieval's first `packed`,
+    from the newest evidence file of the reader's cache that holds every question of the corpus: train.examples keys
+    the file by the index's directory, and every change to the code of the index renames that, though the evidence
+    retrieved is the same (pgdocs re-ingested and re-retrieved with af7861d's code gave a file byte for byte the
+    newest cached one)."""
+    questions = datasets.questions(name)
+    path = evidence_file(name)
+    found = evidence.load(path)
+    print(f"{name}: {path.name}", flush=True)
+    return [dataset.example(name, q, found[q.id], packed=packed) for q in questions]
+
+
+def evidence_file(name: str) -> Path:
+    """The newest evidence file of corpus `name` in the reader's cache that holds every question of the corpus."""
+    questions = datasets.questions(name)
+    for path in sorted(train.CACHE.glob(f"evidence-{name}-*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True):
+        found = evidence.load(path)
+        if all(q.id in found for q in questions):
+            return path
+    raise SystemExit(f"no evidence file of {name} in {train.CACHE} holds every question: run make train-reader")
+
+
+def scorers(oof: bool) -> dict[str, Scores]:
+    """Each corpus's cross scores: from branch cross's model, or with `oof` from the model that never saw the corpus
+    (its training corpora, recorded in the model file, are checked)."""
+    old = Scores(CrossEncoder(MODEL), SCORES)
+    if not oof:
+        return dict.fromkeys(corpus.CORPORA, old)
+    new = Scores(CrossEncoder(NEW4), SCORES_NEW4)
+    chosen = {name: old if name in UNSEEN else new for name in corpus.CORPORA}
+    for name, scores in chosen.items():
+        seen = json.loads(scores.model.meta["training"])["corpora"]
+        assert name not in seen, f"{name}'s cross scores would come from a model trained on it ({seen})"
+    return chosen
+
+
+def prepare(seed: int, oof: bool) -> None:
+    names = list(corpus.CORPORA)
+    pools = {name: corpus_pools(name) for name in names}
+    chunk_models = train.ChunkModels(pools, seed=seed)
+    packer = Packer()
+    by_corpus = scorers(oof)
+    models = list({id(s): s for s in by_corpus.values()}.values())
+    folds: dict[str, Any] = {}
+    started = time.monotonic()
+    for left_out in names if oof else UNSEEN:
+        kept = [n for n in names if n != left_out]
+        group = frozenset(kept)
+        packed = {n: [packer.example(e, chunk_models.fitted(group - {n}))[0] for e in pools[n]] for n in kept}
+        training: dict[str, list[Ctx]] = {v: [] for v in VARIANTS}
+        for n in kept:
+            model = fit.fit_sentences([e for other in kept if other != n for e in packed[other]], seed=seed)
+            start = len({c.owner for c in training["base"]})
+            for v, ctxs in _contexts(pools[n], packer, chunk_models.fitted(group - {n}), model, start, by_corpus[n]).items():
+                training[v] += ctxs
+        full = fit.fit_sentences([e for n in kept for e in packed[n]], seed=seed)
+        unseen = _contexts(pools[left_out], packer, chunk_models.fitted(group), full, 0, by_corpus[left_out])
+        folds[left_out] = {"training": training, "unseen": unseen}
+        for scores in models:
+            scores.save()
+        print(f"prepared {left_out}: {len(training['base'])} training readings, {len(unseen['base'])} unseen; "
+              f"{sum(s.scored for s in models)} pairs scored, {time.monotonic() - started:.0f} s", flush=True)  # fmt: skip
+    OUT.mkdir(exist_ok=True)
+    folds_file(seed, oof).write_bytes(pickle.dumps(folds))
+
+
+def folds_file(seed: int, oof: bool) -> Path:
+    return OUT / f"seed-{seed}{'-oof' if oof else ''}.pkl"
+
+
+# ---- arms --------------------------------------------------------------------------------------------------------
+
+CROSS = ("x_lead", "x_quoted_max", "x_top3_max", "x_top6_max", "x_lead_gap3", "x_lead_gap6")
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    variant: str = "base"  # which composition of the quotes (VARIANTS)
+    extra: tuple[str, ...] = ()  # cross columns beside ANSWER_FEATURES
+
+
+ARMS = {a.name: a for a in [
+    Arm("base"),                                             # (a) the shipped recipe
+    Arm("cross", extra=CROSS),                               # (b) + cross columns in the answer model
+    Arm("cross_z", extra=(*CROSS, "x_lead_zsum3")),          # (b) + the lead's z-sum too
+    Arm("rerank3", "z3", (*CROSS, "x_lead_zsum3")),          # (c) quotes re-ranked by the z-sum in the top 3, + columns
+    Arm("rerank3_only", "z3"),                               # (c) without the columns: what the re-ranking alone does
+    Arm("rerank6", "z6", (*CROSS, "x_lead_zsum3")),          # the z-sum's top 3 of the sentence model's top 6
+    Arm("rerank6_only", "z6"),                               # ... without the columns
+]}  # fmt: skip
+DESIGNS = {"three": set(UNSEEN), "nine": set(corpus.CORPORA)}
+# `--oof`: `oof` trained on the nine others, every cross score out of fold; `same` trained only on the others scored
+# by the model that scored the corpus left out (the other three of UNSEEN, or the other five of the six), so that no
+# training row's cross score comes from a model that saw the corpus left out
+OOF_DESIGNS = {"oof": set(corpus.CORPORA), "same": set()}
+
+
+def training_corpora(design: str, left_out: str) -> set[str]:
+    """The corpora whose rows train the answer model of `left_out` in `design` (itself never among them)."""
+    if design == "same":
+        return set(UNSEEN) if left_out in UNSEEN else set(corpus.CORPORA) - set(UNSEEN)
+    return {**DESIGNS, **OOF_DESIGNS}[design] - {left_out}
+
+
+def matrix(ctxs: Sequence[Ctx], extra: Sequence[str]) -> np.ndarray:
+    return np.asarray([c.row + [c.extra[k] for k in extra] for c in ctxs], dtype=np.float64)
+
+
+def fit_answers(rows: np.ndarray, labels: np.ndarray, seed: int) -> Any:
+    lgb = fit._lightgbm()
+    return lgb.train({**fit.ANSWER_PARAMS, "seed": seed}, lgb.Dataset(rows, labels), num_boost_round=fit.ANSWER_ROUNDS)
+
+
+def oracle_coverage(p: np.ndarray, ctxs: Sequence[Ctx], refuse: float, precision: float = 0.95) -> float:
+    """Coverage (answerable questions CITEd and right) at the lowest CITE level whose CITEd answers are right at
+    least `precision` of the time, the level chosen on this corpus's own labels (an oracle no deployment has)."""
+    read = fit.chosen(p, np.asarray([c.owner for c in ctxs]))
+    answered = sorted(((float(p[i]), ctxs[i]) for i in read if p[i] >= refuse and ctxs[i].has_chosen), key=lambda t: -t[0])
+    answerable = sum(1 for i in read if ctxs[i].kind == "answerable")
+    best = hits = covered = 0
+    for n, (q, c) in enumerate(answered, start=1):
+        hits += int(c.right)
+        covered += int(c.right and c.kind == "answerable")
+        last = n == len(answered) or answered[n][0] < q  # a level sits between distinct P only
+        if last and hits / n >= precision:
+            best = max(best, covered)
+    return round(best / answerable, 4) if answerable else 0.0
+
+
+def lead_fact(p: np.ndarray, ctxs: Sequence[Ctx]) -> float:
+    """Share of the answerable questions whose answer (the reading chosen) leads with a sentence holding a key fact."""
+    read = [ctxs[i] for i in fit.chosen(p, np.asarray([c.owner for c in ctxs]))]
+    answerable = [c for c in read if c.kind == "answerable"]
+    return round(sum(c.extra["_lead_fact"] for c in answerable) / len(answerable), 4)
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A fold's answers to the corpus left out, one a question (its reading chosen), for paired comparisons."""
+
+    p: np.ndarray  # P(right)
+    good: np.ndarray  # answered and right (what the AUROC ranks)
+    answerable: np.ndarray
+    lead: np.ndarray  # the answer's lead sentence holds a key fact
+
+
+def run_arm(folds: dict[str, Any], arm: Arm, design: str, seed: int) -> tuple[dict[str, Any], dict[str, Answered]]:
+    out: dict[str, Any] = {}
+    answers: dict[str, Answered] = {}
+    for left_out, fold in folds.items():
+        training = [c for c in fold["training"][arm.variant] if c.corpus in training_corpora(design, left_out)]
+        unseen: list[Ctx] = fold["unseen"][arm.variant]
+        X = matrix(training, arm.extra)
+        y = np.asarray([c.right for c in training], dtype=np.int32)
+        corp = np.asarray([c.corpus for c in training])
+        p = np.zeros(len(training))
+        for name in dict.fromkeys(corp.tolist()):  # out-of-fold P of the training corpora: the levels' ground
+            inside = corp == name
+            p[inside] = fit.sigmoid(fit_answers(X[~inside], y[~inside], seed).predict(X[inside], raw_score=True))
+        read = fit.chosen(p, np.asarray([c.owner for c in training]))
+        refuse, cite = answerlab.levels(p, training, read)["pooled"]
+        q = fit.sigmoid(fit_answers(X, y, seed).predict(matrix(unseen, arm.extra), raw_score=True))
+        entry = answerlab.judge(q, unseen, refuse, cite)
+        entry.update(refuse_below=round(refuse, 4), cite_threshold=round(cite, 4), training_corpora=sorted(set(corp.tolist())),
+                     oracle_coverage_95=oracle_coverage(q, unseen, refuse), lead_holds_key_fact=lead_fact(q, unseen))  # fmt: skip
+        out[left_out] = entry
+        chosen = fit.chosen(q, np.asarray([c.owner for c in unseen]))
+        answers[left_out] = Answered(
+            q[chosen],
+            np.asarray([q[i] >= refuse and unseen[i].has_chosen and unseen[i].right for i in chosen]),
+            np.asarray([unseen[i].kind == "answerable" for i in chosen]),
+            np.asarray([unseen[i].extra["_lead_fact"] > 0 for i in chosen]),
+        )
+    return out, answers
+
+
+def _auroc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """bench.quality.metrics.auroc (ranks, ties half) in numpy, for the bootstrap."""
+    positives = int(labels.sum())
+    negatives = len(labels) - positives
+    if not positives or not negatives:
+        return float("nan")
+    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    average = np.cumsum(counts) - (counts - 1) / 2.0  # the average rank of each distinct score, from 1
+    return float((average[inverse][labels].sum() - positives * (positives + 1) / 2) / (positives * negatives))
+
+
+def paired(a: dict[str, Answered], b: dict[str, Answered], seed: int, rounds: int = 2000) -> dict[str, Any]:
+    """Arm `b` less arm `a` on the mean of the corpora (AUROC of P(right), answered and right, the lead holds a key
+    fact), with a 95% interval from a bootstrap of the questions, resampled alike in both arms within each corpus."""
+    rng = np.random.default_rng(seed)
+    deltas: dict[str, list[float]] = {"auroc": [], "answered_and_right": [], "lead_holds_key_fact": []}
+
+    def measures(x: Answered, pick: np.ndarray) -> tuple[float, float, float]:
+        answerable = x.answerable[pick]
+        return _auroc(x.p[pick], x.good[pick]), float(x.good[pick][answerable].mean()), float(x.lead[pick][answerable].mean())
+
+    for draw in range(rounds + 1):
+        per = []
+        for name in a:
+            n = len(a[name].p)
+            pick = np.arange(n) if draw == 0 else rng.integers(0, n, n)
+            ma, mb = measures(a[name], pick), measures(b[name], pick)
+            per.append(tuple(y - x for x, y in zip(ma, mb, strict=True)))
+        for k, v in zip(deltas, np.mean(per, axis=0), strict=True):
+            deltas[k].append(float(v))
+    return {k: {"delta": round(v[0], 4), "ci95": [round(float(np.quantile(v[1:], q)), 4) for q in (0.025, 0.975)]}
+            for k, v in deltas.items()}  # fmt: skip
+
+
+MEASURES = ("auroc", "answered_and_right", "oracle_coverage_95", "lead_holds_key_fact", "followups_right",
+            "unanswerables_refused")  # fmt: skip
+
+
+def mean(per: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    m: dict[str, Any] = {k: round(float(np.mean([r[k] for r in per.values() if r[k] is not None])), 4) for k in MEASURES}
+    m["cited"] = sum(r["cited"] for r in per.values())
+    m["cite_right"] = sum(r["cite_right"] for r in per.values())
+    m["unanswerable_cited"] = sum(r["unanswerable_cited"] for r in per.values())
+    return m
+
+
+def latency(n: int = 200, seed: int = fit.SEED) -> dict[str, Any]:
+    """Wall time of scoring K of a question's candidate sentences, one thread: `n` questions drawn from those
+    `prepare` scored (the benchmark's search texts and the top candidates of their evidence)."""
+    by_question: dict[str, list[str]] = {}
+    for question, quote in pickle.loads(SCORES.read_bytes()):
+        by_question.setdefault(question, []).append(quote)
+    questions = [q for q, quotes in by_question.items() if len(quotes) >= max(KS)]
+    rng = np.random.default_rng(seed)
+    picked = [questions[i] for i in sorted(rng.choice(len(questions), size=min(n, len(questions)), replace=False))]
+    model = CrossEncoder(threads=1)
+    model.score(picked[0], by_question[picked[0]][:1])  # warm-up
+    report: dict[str, Any] = {"pairs_per_question": list(KS), "questions": len(picked), "threads": 1,
+                              "load_average_before": Path("/proc/loadavg").read_text().split()[:3]}  # fmt: skip
+    for k in KS:
+        times = []
+        for q in picked:
+            started = time.perf_counter()
+            model.score(q, by_question[q][:k])
+            times.append((time.perf_counter() - started) * 1000)
+        times.sort()
+        report[f"k{k}_ms"] = {"p50": round(statistics.median(times), 2), "p95": round(times[int(0.95 * len(times)) - 1], 2),
+                              "mean": round(statistics.fmean(times), 2)}  # fmt: skip
+    report["load_average_after"] = Path("/proc/loadavg").read_text().split()[:3]
+    return report
+
+
+def report(runs: Sequence[Path], timing: Path, out: Path) -> None:
+    """The seeds' `run` results and the latency in one file, with what was run; per-corpus tables on stdout."""
+    seeds = [json.loads(path.read_text()) for path in runs]
+    digest = hashlib.sha256(MODEL.read_bytes()).hexdigest()
+    result = {
+        "what": __doc__.split("\n\n")[0].strip() if __doc__ else "",
+        "run": "python -m bench.reader.crosslab --seed S prepare; ... --seed S run; ... latency; ... report",
+        "model": {
+            "file": str(MODEL),
+            "sha256": digest,
+            "bytes": MODEL.stat().st_size,
+            "from": "git show cross:src/ragsvc/reading/models/cross.onnx (297ed37)",
+            "meta": CrossEncoder().meta,
+        },
+        "unseen_by_cross": list(UNSEEN),
+        "designs": {
+            "three": "answer model trained on the other three of the four corpora unseen by the cross-encoder",
+            "nine": "answer model trained on all nine others (six of them carry in-sample cross scores)",
+        },
+        "arms": {name: {"variant": arm.variant, "extra": list(arm.extra)} for name, arm in ARMS.items()},
+        "levels": "chosen the shipped way: refuse_below and the CITE level (95%, at least 20) on out-of-fold P of the "
+        "training corpora (answer models fitted without each)",
+        "seeds": {str(r["seed"]): r for r in seeds},
+        "latency": json.loads(timing.read_text()),
+    }
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    tables(seeds, DESIGNS)
+
+
+def report_oof(runs: Sequence[Path], out: Path, training: Path | None) -> None:
+    """The seeds' `run --oof` results under the key "out_of_fold" of the results file `out` (its other keys kept),
+    with both models, which scored each corpus and cross-new4's training report (`training`, from cross_train's
+    --report); per-corpus tables on stdout."""
+    seeds = [json.loads(path.read_text()) for path in runs]
+    by_corpus = scorers(oof=True)
+
+    def described(path: Path, scores: Scores) -> dict[str, Any]:
+        return {"file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "bytes": path.stat().st_size,
+                "trained_on": json.loads(scores.model.meta["training"])["corpora"],
+                "scores": sorted(n for n, s in by_corpus.items() if s is scores)}  # fmt: skip
+
+    result = json.loads(out.read_text()) if out.exists() else {}
+    result["out_of_fold"] = {
+        "what": "every corpus left out in turn, each corpus's cross scores from the cross-encoder that never saw it; "
+        "answer model trained on the nine others (design `oof`), or only on the others scored by the same model as the "
+        "corpus left out (design `same`: the other three of the four, the other five of the six; no second-order leak)",
+        "run": "python -m bench.reader.crosslab --oof --seed S prepare; ... --oof --seed S run base cross rerank6 "
+        "rerank6_only --out RUN.json; ... --oof report RUN.json ... --training TRAIN.json --out THIS",
+        "models": {
+            "cross": described(MODEL, by_corpus[UNSEEN[0]]),
+            "cross-new4": described(NEW4, next(s for n, s in by_corpus.items() if n not in UNSEEN)),
+        },
+        "second_order_leakage": "a training row's cross score never comes from a model trained on that row's corpus, "
+        "but it may come from one trained on the corpus left out (pgdocs' rows are scored by cross-new4, trained on "
+        "djangodocs, when djangodocs is left out): the answer model may learn how cross scores behave on questions "
+        "like the unseen corpus's; the unseen corpus's own scores are always out of sample",
+        "levels": "chosen the shipped way: refuse_below and the CITE level (95%, at least 20) on out-of-fold P of the "
+        "training corpora (answer models fitted without each)",
+        "arms": {name: {"variant": ARMS[name].variant, "extra": list(ARMS[name].extra)} for name in seeds[0]["arms"]},
+        "seeds": {str(r["seed"]): r for r in seeds},
+    }
+    if training is not None:
+        result["out_of_fold"]["cross_new4_training"] = json.loads(training.read_text())
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    tables(seeds, OOF_DESIGNS)
+
+
+def tables(seeds: Sequence[dict[str, Any]], designs: dict[str, set[str]]) -> None:
+    """Per design, arm and corpus left out (then their mean), the seeds' figures in each cell, in the order given."""
+    for design in designs:
+        print(f"\n{design}: seeds {' / '.join(str(r['seed']) for r in seeds)}")
+        head = ("arm", "corpus", "AUROC", "answered and right", "CITE (right/CITEd)", "unanswerables CITEd",
+                "coverage at 95%, oracle level", "lead holds a key fact")  # fmt: skip
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for name in seeds[0]["arms"]:
+            arms = [r["arms"][name][design] for r in seeds]
+            for corpus_name in [*arms[0]["per_corpus"], "mean"]:
+                rows = [a["mean"] if corpus_name == "mean" else a["per_corpus"][corpus_name] for a in arms]
+                cells = [
+                    " / ".join(f"{row['auroc']:.3f}" for row in rows),
+                    " / ".join(f"{100 * row['answered_and_right']:.1f}%" for row in rows),
+                    " / ".join(f"{row['cite_right']}/{row['cited']}" for row in rows),
+                    " / ".join(str(row["unanswerable_cited"]) for row in rows),
+                    " / ".join(f"{100 * row['oracle_coverage_95']:.1f}%" for row in rows),
+                    " / ".join(f"{100 * row['lead_holds_key_fact']:.1f}%" for row in rows),
+                ]
+                print(f"| {name} | {corpus_name} | " + " | ".join(cells) + " |")
+        for name in seeds[0]["against_base"]:
+            if design in seeds[0]["against_base"][name]:
+                deltas = [r["against_base"][name][design] for r in seeds]
+                cells = [" / ".join(f"{d[k]['delta']:+.4f} [{d[k]['ci95'][0]:+.4f}, {d[k]['ci95'][1]:+.4f}]"
+                                    for d in deltas if k in d) for k in deltas[0]]  # fmt: skip
+                print(f"{name} less base ({', '.join(deltas[0])}): " + "; ".join(cells))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("what", choices=("prepare", "run", "latency", "report"))
+    parser.add_argument("arms", nargs="*")
+    parser.add_argument("--seed", type=int, default=fit.SEED)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--oof", action="store_true", help="every corpus left out, its cross scores out of fold")
+    parser.add_argument("--training", type=Path, help="with report --oof: cross-new4's training report")
+    args = parser.parse_args(argv)
+    if args.what == "prepare":
+        prepare(args.seed, args.oof)
+        return
+    if args.what == "report" and args.oof:  # arms: the runs' JSON files
+        report_oof(list(map(Path, args.arms)), args.out, args.training)
+        return
+    if args.what == "report":  # arms: the runs' JSON files, then the latency's
+        *runs, timing = map(Path, args.arms)
+        report(runs, timing, args.out)
+        return
+    if args.what == "latency":
+        timing = latency()
+        print(json.dumps(timing), flush=True)
+        if args.out:
+            args.out.write_text(json.dumps(timing, indent=1) + "\n")
+        return
+    with folds_file(args.seed, args.oof).open("rb") as handle:
+        folds = pickle.load(handle)
+    results: dict[str, Any] = {"seed": args.seed, "arms": {}, "against_base": {}}
+    answers: dict[tuple[str, str], dict[str, Answered]] = {}
+    for name in args.arms or list(ARMS):
+        for design in OOF_DESIGNS if args.oof else DESIGNS:
+            per, answers[(name, design)] = run_arm(folds, ARMS[name], design, args.seed)
+            results["arms"].setdefault(name, {})[design] = {"mean": mean(per), "per_corpus": per}
+            print(name, design, json.dumps(mean(per)), flush=True)
+    for (name, design), arm_answers in answers.items():
+        if name != "base" and ("base", design) in answers:
+            compared = paired(answers[("base", design)], arm_answers, args.seed)
+            results["against_base"].setdefault(name, {})[design] = compared
+            print(name, design, "against base:", json.dumps(compared), flush=True)
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""The re-ranking, cross columns and measures of bench/reader/crosslab.py (an offline experiment; no model is run)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench.quality.metrics import auroc
+from bench.reader import crosslab
+from bench.reader.answerlab import Ctx
+
+
+def test_the_z_sum_promotes_a_candidate_the_cross_encoder_prefers_over_a_small_lexical_lead() -> None:
+    top = [4, 7, 1, 9]  # the sentence model's order
+    lexical = np.zeros(10)
+    lexical[[4, 7, 1, 9]] = [2.0, 1.9, 0.5, 0.4]
+    cross = {4: -3.0, 7: 2.0, 1: -1.0, 9: 3.0}
+    assert crosslab.reranked(top, lexical, cross, 3) == [7, 4, 1]  # the same three quoted, 7 leads
+    assert crosslab.reranked(top, lexical, cross, 4)[0] == 7
+    assert 9 in crosslab.reranked(top, lexical, cross, 4)  # the fourth candidate is quoted from the top 4
+    assert crosslab.reranked([5], lexical, {5: 0.0}, 3) == [5]
+
+
+def test_cross_columns_read_the_lead_the_quotes_and_the_top_k() -> None:
+    top = [0, 1, 2, 3, 4, 5]
+    lexical = np.asarray([3.0, 2.0, 1.0, 0.5, 0.2, 0.1])
+    cross = {0: 1.0, 1: 4.0, 2: -2.0, 3: 0.0, 4: 6.0, 5: -1.0}
+    x = crosslab.cross_features([0, 1, 2], top, lexical, cross)
+    assert (x["x_lead"], x["x_quoted_max"], x["x_top3_max"], x["x_top6_max"]) == (1.0, 4.0, 4.0, 6.0)
+    assert (x["x_lead_gap3"], x["x_lead_gap6"]) == (-3.0, -5.0)
+    none = crosslab.cross_features([], [], np.zeros(0), {})
+    assert none["x_lead"] == none["x_lead_zsum3"] == crosslab.NO_LEAD
+
+
+def test_the_bootstraps_auroc_is_the_benchmarks_with_ties() -> None:
+    rng = np.random.default_rng(3)
+    scores = rng.integers(0, 8, 200).astype(float)  # many ties
+    labels = rng.random(200) < 0.4
+    expected = auroc(scores.tolist(), labels.tolist())
+    assert expected is not None
+    assert abs(crosslab._auroc(scores, labels) - expected) < 1e-12
+
+
+def ctx(owner: int, kind: str, right: bool) -> Ctx:
+    return Ctx("c", f"q{owner}", kind, owner, 0, [], right, True, True, ())
+
+
+def test_oracle_coverage_takes_the_lowest_level_at_which_the_cited_are_right_95_percent() -> None:
+    # P: 0.9 right, 0.8 right, 0.7 wrong (unanswerable), 0.6 right, 0.5 wrong; four answerable questions
+    ctxs = [ctx(0, "answerable", True), ctx(1, "answerable", True), ctx(2, "unanswerable", False),
+            ctx(3, "answerable", True), ctx(4, "answerable", False)]  # fmt: skip
+    p = np.asarray([0.9, 0.8, 0.7, 0.6, 0.5])
+    assert crosslab.oracle_coverage(p, ctxs, refuse=0.0) == 0.5  # 2 of 4 at P >= 0.8; below, 3 of 4 right at best
+    assert crosslab.oracle_coverage(p, ctxs, refuse=0.85) == 0.25  # the refused are never cited
+
+
+def test_the_paired_bootstrap_measures_each_difference_on_the_same_questions() -> None:
+    p = np.asarray([0.9, 0.8, 0.7, 0.6, 0.5, 0.4])
+    good = np.asarray([True, True, False, True, False, False])
+    answerable = np.asarray([True, True, True, True, False, True])
+    base = crosslab.Answered(p, good, answerable, np.asarray([True, False, False, True, False, False]))
+    better = crosslab.Answered(p, good, answerable, np.asarray([True, True, False, True, False, True]))
+    compared = crosslab.paired({"c": base, "d": base}, {"c": better, "d": base}, seed=1, rounds=50)
+    assert compared["auroc"]["delta"] == compared["answered_and_right"]["delta"] == 0.0
+    assert compared["lead_holds_key_fact"]["delta"] == round(2 / 5 / 2, 4)  # two more of five, on one of two corpora
+    low, high = compared["lead_holds_key_fact"]["ci95"]
+    assert 0.0 <= low <= 0.2 <= high
