@@ -12,9 +12,10 @@ the answers (metrics.py). One server per corpus. Writes bench/results/quality-DA
 with an LLM) with every corpus in it and, for full extractive runs, docs/quality.md and its risk-coverage plots.
 
 Reader models (leave-one-corpus-out): when bench/quality/folds/without-<corpus>.npz exists (`make train-reader`
-writes it: a model trained on every other corpus), that corpus's server gets RAG_READER_MODEL=<its path>;
+writes it: a model trained on every other corpus), that corpus's server gets RAG_READER_MODEL=<its path>, and
+RAG_READER_CROSS_MODEL=<the fold cross-encoder that never saw the corpus> (bench/quality/crossfolds.py);
 `--folds DIR` looks in DIR instead, `--no-folds` leaves the server's default reader. The results name the model file
-(path and sha256) that served each corpus.
+(path and sha256) and cross-encoder that served each corpus.
 
 Follow-ups: the earlier user turns are asked first; then the follow-up is sent with those turns and their answers
 as chat_history (`--followups history`, the default) or in the same session_id (`--followups session`).
@@ -46,7 +47,7 @@ from typing import Any
 
 import grpc
 
-from bench.quality import corpus, metrics, questions
+from bench.quality import corpus, crossfolds, metrics, questions
 from bench.quality.corpus import ROOT
 from bench.quality.debian import FetchError, sha256_of
 from bench.quality.server import ServerProcess, base_env, prepared_data_dir
@@ -294,7 +295,11 @@ def reader_model(spec: corpus.Corpus, folds: Path | None) -> tuple[dict[str, str
     path = (folds / f"without-{spec.name}.npz").resolve()
     if not path.is_file():
         return {}, None
-    return {"RAG_READER_MODEL": str(path)}, {"path": corpus.shown(path), "sha256": sha256_of(path), "setting": "RAG_READER_MODEL"}
+    cross = crossfolds.for_corpus(spec.name, folds).resolve()
+    env = {"RAG_READER_MODEL": str(path), "RAG_READER_CROSS_MODEL": str(cross)}
+    shown = {"path": corpus.shown(path), "sha256": sha256_of(path), "setting": "RAG_READER_MODEL"}
+    return env, {**shown, "cross": {"path": corpus.shown(cross), "sha256": sha256_of(cross), "setting": "RAG_READER_CROSS_MODEL",
+                                    "trained_on": crossfolds.training_corpora(cross)}}  # fmt: skip
 
 
 async def ask_all(address: str, chosen: list[questions.Question], followups: str, tenant: str) -> list[dict[str, Any]]:

@@ -63,8 +63,9 @@ from torch import nn
 
 from bench.quality import corpus
 from bench.reader import dataset, fit
-from bench.reader.crosslab import CrossEncoder, corpus_pools, evidence_file
+from bench.reader.crosslab import corpus_pools, evidence_file
 from bench.reader.dataset import Example
+from ragsvc.reading.cross import CrossEncoder, pair_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".bench" / "reader"
@@ -247,16 +248,6 @@ def examples(name: str) -> list[Example]:
     trained), from the newest evidence file of the reader's cache that holds every question
     (`crosslab.corpus_pools`)."""
     return corpus_pools(name, packed=dataset.PACKED)
-
-
-def pair_tokenizer(max_tokens: int) -> Tokenizer:
-    """The tokenizer shipped in ragsvc/data (MiniLM's word pieces), encoding "[CLS] question [SEP] passage [SEP]"
-    cut to `max_tokens` (the longer of the two is shortened first), padded to the longest pair of a batch (as
-    crosslab.CrossEncoder encodes a pair)."""
-    tokenizer = Tokenizer.from_str(resources.files("ragsvc").joinpath("data", "tokenizer.json").read_text())
-    tokenizer.enable_truncation(max_tokens, strategy="longest_first")
-    tokenizer.enable_padding(pad_id=0, pad_type_id=0, pad_token="[PAD]")
-    return tokenizer
 
 
 def lexical_scores(training: Sequence[Example], scored: Sequence[Example]) -> list[np.ndarray]:

@@ -48,20 +48,19 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnxruntime as ort
-from tokenizers import Tokenizer
 
 from bench.quality import corpus, datasets
 from bench.quality.questions import contains
 from bench.reader import answerlab, dataset, evidence, fit, train
 from bench.reader.answerlab import Ctx, Packer
+from bench.reader.crossmemo import Scores
 from bench.reader.dataset import Example
 from ragsvc.reading import features
+from ragsvc.reading.cross import CrossEncoder, reranked, z_scores
 from ragsvc.reading.forest import Forest
 from ragsvc.reading.trained import MAX_QUOTES, choose
 
@@ -74,62 +73,6 @@ SCORES_NEW4 = Path(".bench/cross/scores-new4.pkl")
 KS = (3, 6)
 VARIANTS = ("base", "z3", "z6")  # the quotes as the sentence model orders them; re-ranked by the z-sum in its top 3, 6
 NO_LEAD = -10.0
-
-
-class CrossEncoder:
-    """Scores (question, sentence) pairs with the ONNX model: a logit each, comparable across questions (branch
-    `cross`'s ragsvc.reading.cross.CrossEncoder, kept here for the bench). Each pair runs alone: the int8 model
-    quantizes its activations with one scale per run, so a pair batched with others would score differently."""
-
-    def __init__(self, path: Path = MODEL, *, threads: int = 1) -> None:
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # the cores are shared
-        self._session = ort.InferenceSession(path.read_bytes(), options, providers=["CPUExecutionProvider"])
-        self.meta = dict(self._session.get_modelmeta().custom_metadata_map)
-        tokenizer = Tokenizer.from_str(resources.files("ragsvc").joinpath("data", "tokenizer.json").read_text())
-        tokenizer.enable_truncation(int(self.meta["max_tokens"]), strategy="longest_first")
-        tokenizer.enable_padding(pad_id=0, pad_type_id=0, pad_token="[PAD]")  # replaces tokenizer.json's fixed padding
-        self._tokenizer = tokenizer
-
-    def score(self, question: str, passages: Sequence[str]) -> np.ndarray:
-        out = np.zeros(len(passages), dtype=np.float64)
-        for i, passage in enumerate(passages):
-            e = self._tokenizer.encode(question, passage)
-            feeds = {
-                name: np.asarray([values], dtype=np.int64)
-                for name, values in (("input_ids", e.ids), ("attention_mask", e.attention_mask), ("token_type_ids", e.type_ids))
-            }
-            (logits,) = self._session.run(None, feeds)
-            out[i] = float(np.asarray(logits).reshape(-1)[0])
-        return out
-
-
-class Scores:
-    """Cross scores memoised by (search text, quote), kept on disk between runs (the seeds share them)."""
-
-    def __init__(self, model: CrossEncoder, path: Path = SCORES) -> None:
-        self.model = model
-        self._path = path
-        self._memo: dict[tuple[str, str], float] = pickle.loads(path.read_bytes()) if path.exists() else {}
-        self.scored = 0
-
-    def __call__(self, question: str, quotes: Sequence[str]) -> np.ndarray:
-        todo = [q for q in dict.fromkeys(quotes) if (question, q) not in self._memo]
-        if todo:
-            for q, s in zip(todo, self.model.score(question, todo), strict=True):
-                self._memo[(question, q)] = float(s)
-            self.scored += len(todo)
-        return np.asarray([self._memo[(question, q)] for q in quotes], dtype=np.float64)
-
-    def save(self) -> None:
-        self._path.write_bytes(pickle.dumps(self._memo))
-
-
-def _z(values: np.ndarray) -> np.ndarray:
-    """`values` as z-scores among a question's top K (the sentence model's and the cross scores on one scale)."""
-    return (values - values.mean()) / (values.std() + 1e-9)
 
 
 def cross_features(chosen: Sequence[int], top: Sequence[int], lexical: np.ndarray, cross: dict[int, float]) -> dict[str, float]:
@@ -145,21 +88,11 @@ def cross_features(chosen: Sequence[int], top: Sequence[int], lexical: np.ndarra
         x[f"x_lead_gap{k}"] = cross[lead] - best if lead >= 0 else NO_LEAD
     three = list(top[:3])
     if lead in three:
-        z = _z(lexical[three]) + _z(np.asarray([cross[i] for i in three]))
+        z = z_scores(lexical[three]) + z_scores(np.asarray([cross[i] for i in three]))
         x["x_lead_zsum3"] = float(z[three.index(lead)])
     else:
         x["x_lead_zsum3"] = NO_LEAD
     return x
-
-
-def reranked(top: Sequence[int], lexical: np.ndarray, cross: dict[int, float], k: int) -> list[int]:
-    """The sentence model's top `k` in the order of the z-sum of its and the cross scores; the first MAX_QUOTES."""
-    head = list(top[:k])
-    if len(head) < 2:
-        return head[:MAX_QUOTES]
-    z = _z(lexical[head]) + _z(np.asarray([cross[i] for i in head]))
-    order = sorted(range(len(head)), key=lambda j: (-z[j], j))
-    return [head[j] for j in order][:MAX_QUOTES]
 
 
 def _contexts(pools: list[Example], packer: Packer, chunks: Forest, sentences: Forest, start: int,
@@ -178,7 +111,8 @@ def _contexts(pools: list[Example], packer: Packer, chunks: Forest, sentences: F
             assert list(composed.chosen) == top[:MAX_QUOTES]  # the quotes are the top 3 of the same order
             cross = dict(zip(top, scores(packed.analysis.search, [packed.found[j].quote for j in top]).tolist(), strict=True))
             for variant in VARIANTS:
-                chosen = top[:MAX_QUOTES] if variant == "base" else reranked(top, lexical, cross, int(variant[1:]))
+                k = int(variant[1:]) if variant != "base" else 0
+                chosen = top[:MAX_QUOTES] if not k else reranked(top, lexical, cross, k, quotes=MAX_QUOTES)
                 row, right = _answer(packed, lexical, chosen)
                 if variant == "base":
                     assert row == composed.row and right == composed.right
@@ -440,7 +374,7 @@ def latency(n: int = 200, seed: int = fit.SEED) -> dict[str, Any]:
     questions = [q for q, quotes in by_question.items() if len(quotes) >= max(KS)]
     rng = np.random.default_rng(seed)
     picked = [questions[i] for i in sorted(rng.choice(len(questions), size=min(n, len(questions)), replace=False))]
-    model = CrossEncoder(threads=1)
+    model = CrossEncoder(MODEL)
     model.score(picked[0], by_question[picked[0]][:1])  # warm-up
     report: dict[str, Any] = {"pairs_per_question": list(KS), "questions": len(picked), "threads": 1,
                               "load_average_before": Path("/proc/loadavg").read_text().split()[:3]}  # fmt: skip
@@ -469,7 +403,7 @@ def report(runs: Sequence[Path], timing: Path, out: Path) -> None:
             "sha256": digest,
             "bytes": MODEL.stat().st_size,
             "from": "git show cross:src/ragsvc/reading/models/cross.onnx (297ed37)",
-            "meta": CrossEncoder().meta,
+            "meta": CrossEncoder(MODEL).meta,
         },
         "unseen_by_cross": list(UNSEEN),
         "designs": {

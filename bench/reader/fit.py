@@ -9,6 +9,10 @@ a fixed seed, and the offline judgement of a fitted reader on examples it never 
   log-loss). Its training rows come from sentence scores *cross-fitted* by corpus: a corpus's answers are composed by
   a sentence model that never saw that corpus, as an unseen corpus's will be.
 
+With `reranking` (what `make train-reader` trains with), each answer quotes the best MAX_QUOTES of the sentence
+model's top K by the z-sum of its and a cross-encoder's scores, as the served extractive answer does
+(ragsvc.reading.cross), each corpus's cross scores from a model that never saw it (bench/quality/crossfolds.py).
+
 A follow-up searched two ways (`Example.options`) is read with each search's evidence, both readings train both
 models, and it is answered from the reading the answer model judges likelier right (`likeliest`), as the pipeline
 answers it (`Pipeline._best_read`).
@@ -19,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,8 +34,9 @@ from bench.quality.questions import contains
 from bench.reader import dataset
 from bench.reader.dataset import Example
 from ragsvc.reading import features, packing
+from ragsvc.reading.cross import reranked
 from ragsvc.reading.forest import Forest
-from ragsvc.reading.trained import choose
+from ragsvc.reading.trained import MAX_QUOTES, choose
 
 SEED = 20261127
 
@@ -166,6 +171,41 @@ def answer_mask(columns: Sequence[int]) -> Iterator[None]:
         _ANSWER_MASK[:] = []
 
 
+CrossScores = Callable[[str, Sequence[str]], np.ndarray]  # (search text, quotes) -> a cross score each
+
+
+@dataclass(frozen=True, slots=True)
+class Rerank:
+    """The quotes re-ranked among the sentence model's top `candidates` with each corpus's cross scores."""
+
+    scores: Mapping[str, CrossScores]  # by corpus
+    candidates: int
+
+
+_RERANK: list[Rerank] = []  # the re-ranking `compose` applies (`reranking`)
+
+
+@contextlib.contextmanager
+def reranking(rerank: Rerank | None) -> Iterator[None]:
+    """Compose answers quoting the re-ranked sentences while the block runs (None: the sentence model's order)."""
+    _RERANK[:] = [rerank] if rerank is not None else []
+    try:
+        yield
+    finally:
+        _RERANK[:] = []
+
+
+def quotes(example: Example, scores: np.ndarray) -> list[int]:
+    """The candidates an answer quotes, lead first: the sentence model's best, or re-ranked (`reranking`) as the
+    served reader re-ranks them (TrainedReader._chosen)."""
+    if not _RERANK or not len(example.found):
+        return choose(example.found, scores.tolist())
+    rerank = _RERANK[0]
+    top = choose(example.found, scores.tolist(), max_quotes=rerank.candidates)
+    cross = rerank.scores[example.corpus](example.analysis.search, [example.found[i].quote for i in top])
+    return reranked(top, scores, dict(zip(top, cross.tolist(), strict=True)), rerank.candidates, quotes=MAX_QUOTES)
+
+
 def top3(examples: Sequence[Example], sentences: Forest) -> float | None:
     """Share of the examples whose evidence holds the answer in which a chosen quote holds it."""
     held = [e for e in examples if e.has_positive]
@@ -186,7 +226,7 @@ def extra_answer_columns(extra: np.ndarray, lead: int) -> list[float]:
 
 def compose(example: Example, sentences: Forest) -> Composed:
     scores = sentences.predict(example.rows) if len(example.found) else np.zeros(0)
-    chosen = choose(example.found, scores)
+    chosen = quotes(example, scores)
     lead = chosen[0] if chosen else -1
     packed = example.packing or features.Packing(tuple(range(len(example.evidence))), (0.0,) * len(example.evidence))
     row = features.answer_features(

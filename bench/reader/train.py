@@ -16,6 +16,11 @@ follow-up after its earlier questions), answered from the reading the answer mod
 readings train both models, and the thresholds are chosen on the readings so chosen (`fit.likeliest`,
 `fit.chosen`).
 
+The extractive answer's quotes are re-ranked with a cross-encoder among the sentence model's top
+`--cross-candidates` (RAG_READER_CROSS_CANDIDATES' default; ragsvc.reading.cross), every corpus's cross scores from
+the fold cross-encoder that never saw it (bench/quality/crossfolds.py), for the fold models and the shipped one:
+the answer model learns P(right) of the quotes the server gives. The scores are memoised under .bench/cross/.
+
 Writes the models, and bench/results/reader-train-DATE.json: per fold the offline metrics on the corpus left out,
 the thresholds, and the scores of a fixed probe set (tests/reading/test_shipped_model.py checks the shipped model
 scores it as recorded).
@@ -35,9 +40,11 @@ from typing import Any
 
 import numpy as np
 
-from bench.quality import corpus, datasets, small
+from bench.quality import corpus, crossfolds, datasets, small
 from bench.reader import dataset, evidence, fit
+from bench.reader.crossmemo import Scores
 from bench.reader.dataset import Example
+from ragsvc.reading.cross import CrossEncoder
 from ragsvc.reading.forest import Forest
 from ragsvc.reading.trained import MODEL_FILE, Model, TrainedReader
 
@@ -173,10 +180,12 @@ def judged(model: Model, pools: Sequence[Example]) -> dict[str, Any]:
     return fit.judge(examples_, model.sentences, model.answers, model.cite_threshold, model.refuse_below)
 
 
-def probe(by_corpus: dict[str, list[Example]], model: Model, digest: str) -> dict[str, Any]:
+def probe(by_corpus: dict[str, list[Example]], model: Model, digest: str, candidates: int) -> dict[str, Any]:
     """A fixed probe set (per corpus, its first question of each of PROBE_KINDS, with every chunk retrieved and its
-    term counts) and how `model`, served by TrainedReader, reads it: the chunks packed, P(right) and the quotes."""
-    reader = TrainedReader(model, rare_share=0.002, pool=evidence.EVIDENCE_K)  # RAG_ANSWERABILITY_RARE_SHARE's default
+    term counts) and how `model`, served by TrainedReader with the shipped cross-encoder among `candidates`, reads
+    it: the chunks packed, P(right) and the quotes."""
+    cross = CrossEncoder()
+    reader = TrainedReader(model, rare_share=0.002, pool=evidence.EVIDENCE_K, cross=cross, candidates=candidates)
     cases = []
     for group in by_corpus.values():
         for kind in PROBE_KINDS:
@@ -195,7 +204,7 @@ def probe(by_corpus: dict[str, list[Example]], model: Model, digest: str) -> dic
                 "answerable": assessment.answerable,
                 "quotes": [c.quote for c in reader.quotes(analysis, packed, limit=3)],
             })  # fmt: skip
-    return {"model_sha256": digest, "cases": cases}
+    return {"model_sha256": digest, "cross_sha256": cross.sha256, "cross_candidates": candidates, "cases": cases}
 
 
 def save(model: Model, path: Path) -> str:
@@ -220,20 +229,47 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="train on each corpus's small tenants too (bench/quality/small.py; an arm, not shipped: docs/reading.md)",
     )
+    parser.add_argument(
+        "--cross-candidates",
+        type=int,
+        default=6,
+        help="re-rank the quotes with the fold cross-encoders among the sentence model's top N (0: its order)",
+    )
     args = parser.parse_args(argv)
     if args.retrieval_order and not args.no_write:
         parser.error("--retrieval-order is an arm to compare: it writes no model (--no-write)")
     names = args.corpus or list(corpus.CORPORA)
     by_corpus = {name: examples(name, packed=None) + (small_examples(name) if args.small_tenants else []) for name in names}
-    run(by_corpus, seed=args.seed, write=not args.no_write, retrieval_order=args.retrieval_order)
+    run(by_corpus, seed=args.seed, write=not args.no_write, retrieval_order=args.retrieval_order,
+        cross_candidates=args.cross_candidates)  # fmt: skip
 
 
-def run(by_corpus: dict[str, list[Example]], *, seed: int, write: bool, retrieval_order: bool) -> None:
+def fold_scores(names: Sequence[str]) -> dict[str, Scores]:
+    """Each corpus's cross scores, from the fold cross-encoder that never saw it (memoised on disk)."""
+    memos = {path: Scores(CrossEncoder(path)) for path in {crossfolds.for_corpus(n) for n in names}}
+    return {n: memos[crossfolds.for_corpus(n)] for n in names}
+
+
+def run(by_corpus: dict[str, list[Example]], *, seed: int, write: bool, retrieval_order: bool, cross_candidates: int = 0) -> None:
     """One model per corpus of `by_corpus` left out, judged on it, and the shipped model on all of them; with `write`,
-    the models, the probe set and the results file (an experiment's arm, bench/reader/semantic.py, writes none)."""
+    the models, the probe set and the results file (an experiment's arm, bench/reader/semantic.py, writes none).
+    With `cross_candidates`, the quotes re-ranked with the fold cross-encoders (`fold_scores`)."""
+    scores = fold_scores(list(by_corpus)) if cross_candidates else {}
+    rerank = fit.Rerank(scores, cross_candidates) if cross_candidates else None
+    try:
+        with fit.reranking(rerank):
+            _run(by_corpus, seed=seed, write=write, retrieval_order=retrieval_order, cross_candidates=cross_candidates)
+    finally:
+        for memo in set(scores.values()):
+            memo.save()
+
+
+def _run(by_corpus: dict[str, list[Example]], *, seed: int, write: bool, retrieval_order: bool, cross_candidates: int) -> None:
     names = list(by_corpus)
     chunk_models = ChunkModels(by_corpus, seed=seed, retrieval_order=retrieval_order)
-    report: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "seed": seed, "folds": {}}
+    cross = {n: crossfolds.for_corpus(n).name for n in names} if cross_candidates else {}
+    report: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "seed": seed, "folds": {},
+                              "cross": {"candidates": cross_candidates, "scored_by": cross}}  # fmt: skip
     for left_out in names:
         training = {n: e for n, e in by_corpus.items() if n != left_out}
         model, chosen = train(training, chunk_models, seed=seed)
@@ -247,7 +283,8 @@ def run(by_corpus: dict[str, list[Example]], *, seed: int, write: bool, retrieva
     if write:
         report["shipped"]["sha256"] = save(shipped, SHIPPED)
         PROBE.parent.mkdir(parents=True, exist_ok=True)
-        PROBE.write_text(json.dumps(probe(by_corpus, shipped, report["shipped"]["sha256"]), indent=1) + "\n")
+        shown = probe(by_corpus, shipped, report["shipped"]["sha256"], cross_candidates)
+        PROBE.write_text(json.dumps(shown, indent=1) + "\n")
         report["shipped"]["size_bytes"] = SHIPPED.stat().st_size
         stamp = datetime.now(UTC).strftime("%Y-%m-%d")
         RESULTS.mkdir(exist_ok=True)

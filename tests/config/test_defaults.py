@@ -125,6 +125,8 @@ DEFAULTS: dict[str, Any] = {
     "RAG_READER": "trained",
     "RAG_READER_MODEL": "",
     "RAG_READER_POOL": 8,
+    "RAG_READER_CROSS_CANDIDATES": 6,  # docs/reading.md: the z-sum re-ranking of the top 6, measured unseen
+    "RAG_READER_CROSS_MODEL": "",
     "RAG_CONFIDENCE_THRESHOLD": None,
     "RAG_DEFAULT_LLM_SCORE": 50.0,
     "RAG_ANSWERABILITY_GATE": True,

@@ -216,3 +216,14 @@ def test_every_refused_value_of_a_group_is_reported_at_once(tmp_path: Path) -> N
         "RAG_TLS_CERT_FILE",
         "RAG_TLS_KEY_FILE",
     }
+
+
+def test_the_cross_encoder_settings_are_checked(tmp_path: Path) -> None:
+    assert Settings.from_env({"RAG_READER_CROSS_CANDIDATES": "0"}).trust.reader_cross_candidates == 0
+    assert Settings.from_env({"RAG_READER_CROSS_CANDIDATES": "12"}).trust.reader_cross_candidates == 12
+    for bad in ("1", "13", "-1", "six"):
+        assert refused(reader_cross_candidates=bad) == ["RAG_READER_CROSS_CANDIDATES"]
+    assert refused(reader_cross_model=str(tmp_path / "missing.onnx")) == ["RAG_READER_CROSS_MODEL"]
+    model = tmp_path / "cross.onnx"
+    model.write_bytes(b"x")
+    assert Settings.of(reader_cross_model=str(model)).trust.reader_cross_model == str(model)

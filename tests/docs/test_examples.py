@@ -121,7 +121,7 @@ def test_the_readmes_first_example_is_answered_and_cited_or_routed_by_the_reader
     assert status.startswith("grounded; confidence "), first.printed
     confidence = int(status.split("; ")[1].removeprefix("confidence "))
     trust = Settings.from_env({}).trust
-    threshold = cite_threshold(trust, build_reader(trust))
+    threshold = cite_threshold(trust, build_reader(trust, extractive=True))
     expected = "; ACTION_CITE; " if confidence >= threshold else "; ACTION_ROUTE "
     assert expected in status, (threshold, first.printed)
     assert "[#1]" in first.printed, "the answer cites its first passage"

@@ -1,6 +1,6 @@
 """The shipped reader model (src/ragsvc/reading/models/reader.npz) reads a fixed probe set as `make train-reader`
-recorded when it wrote the model (tests/reading/data/reader-probe.json): the same chunks packed from those retrieved,
-the same P(right), the same quotes. make test never
+recorded when it wrote the model (tests/reading/data/reader-probe.json), with the shipped cross-encoder re-ranking its
+quotes: the same chunks packed from those retrieved, the same P(right), the same quotes. make test never
 trains; this checks that the weights, the numpy evaluation and the features are the ones trained."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pytest
 from bench.reader.dataset import PACKED, scored_chunks
 from bench.reader.evidence import EVIDENCE_K
 from ragsvc.domain import TermCounts
+from ragsvc.reading.cross import CrossEncoder
 from ragsvc.reading.trained import MODEL_FILE, Model, TrainedReader
 
 PROBE = json.loads((Path(__file__).parent / "data" / "reader-probe.json").read_text())
@@ -23,7 +24,9 @@ SHIPPED = resources.files("ragsvc.reading").joinpath("models", MODEL_FILE)
 
 @pytest.fixture(scope="module")
 def reader() -> TrainedReader:
-    return TrainedReader(Model.load(), rare_share=0.002, pool=EVIDENCE_K)
+    cross = CrossEncoder()
+    assert cross.sha256 == PROBE["cross_sha256"]
+    return TrainedReader(Model.load(), rare_share=0.002, pool=EVIDENCE_K, cross=cross, candidates=PROBE["cross_candidates"])
 
 
 def test_the_probe_was_recorded_with_the_shipped_weights() -> None:

@@ -370,7 +370,7 @@ def test_ask_answers_with_citations_and_echoes_the_callers_request_id(served: In
     assert answer.grounded and answer.action in (pb.ACTION_CITE, pb.ACTION_ROUTE)
     # CITE only where the reader's P(right) clears its threshold (the shipped model's, chosen for 95% precision)
     trust = served.components.settings.trust
-    threshold = cite_threshold(trust, build_reader(trust))
+    threshold = cite_threshold(trust, build_reader(trust, extractive=True))
     assert (answer.action == pb.ACTION_CITE) == (answer.confidence.overall >= threshold)
     assert answer.citations and answer.citations[0].document_name == "operations.md"
     assert f"[#{answer.citations[0].marker}]" in answer.text

@@ -647,6 +647,18 @@ class TrustSettings(Group):
         ge=0,
         le=50,
     )
+    reader_cross_candidates: int = env(
+        6,
+        "RAG_READER_CROSS_CANDIDATES",
+        "the trained reader's extractive answer quotes the best 3 of its sentence model's top this many, re-ranked "
+        "with the cross-encoder (RAG_READER_CROSS_MODEL); 0: the sentence model's best 3 (an LLM's answer never "
+        "waits for it)",
+    )
+    reader_cross_model: str = env(
+        "",
+        "RAG_READER_CROSS_MODEL",
+        "the cross-encoder's model file (.onnx from bench/reader/cross_train.py); empty: the shipped one",
+    )
     confidence_threshold: float | None = env(
         None,
         "RAG_CONFIDENCE_THRESHOLD",
@@ -661,7 +673,14 @@ class TrustSettings(Group):
     def _empty_is_the_readers(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("reader_model")
+    @field_validator("reader_cross_candidates")
+    @classmethod
+    def _cross_candidates(cls, value: int) -> int:
+        if value != 0 and not 2 <= value <= 12:
+            raise ValueError("must be 0 (off) or 2..12")
+        return value
+
+    @field_validator("reader_model", "reader_cross_model")
     @classmethod
     def _model_file_exists(cls, value: str) -> str:
         if value and not Path(value).is_file():

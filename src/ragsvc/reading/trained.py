@@ -6,6 +6,8 @@ with numpy.
   best top_k of them (reading.packing).
 - The **sentence model** scores every candidate sentence of the evidence (features.SENTENCE_FEATURES); an
   extractive answer quotes the best ones.
+- With the cross-encoder (reading.cross; RAG_READER_CROSS_CANDIDATES, extractive answers only), the quotes are the
+  best MAX_QUOTES of the sentence model's top K by the z-sum of its score and the cross-encoder's.
 - The **answer model** gives the probability that an answer is right from features.ANSWER_FEATURES of the answer:
   its leading sentence's score and features, how the other candidates score, how much of the question the
   evidence holds, the names and rare terms it lacks, and how sure the chunk model was of the chunks it packed
@@ -34,6 +36,7 @@ import numpy as np
 from ragsvc.domain import Chunk, ScoredChunk, TermCounts
 from ragsvc.reading import Assessment, Judgement
 from ragsvc.reading.chunks import candidates
+from ragsvc.reading.cross import CrossEncoder, reranked
 from ragsvc.reading.features import (
     ANSWER_FEATURES,
     SENTENCE_FEATURES,
@@ -143,12 +146,17 @@ class Read:
 
 
 class TrainedReader(FollowUpRules):
-    def __init__(self, model: Model, *, rare_share: float, pool: int) -> None:
+    def __init__(
+        self, model: Model, *, rare_share: float, pool: int, cross: CrossEncoder | None = None, candidates: int = 0
+    ) -> None:
         """`pool`: the chunks retrieval hands it to choose the evidence from (RAG_READER_POOL; 0: none, it reads
-        retrieval's top_k in its order)."""
+        retrieval's top_k in its order); `cross`, `candidates`: the quotes are re-ranked by `cross` among the
+        sentence model's top `candidates` (RAG_READER_CROSS_CANDIDATES; without `cross` or at 0, its order)."""
         self._model = model
         self._rare_share = rare_share
         self._pool = pool
+        self._cross = cross if candidates else None
+        self._candidates = candidates if cross is not None else 0
         self._recent: OrderedDict[tuple[object, ...], Read] = OrderedDict()
         self._packings: OrderedDict[tuple[object, ...], Packing] = OrderedDict()
 
@@ -158,7 +166,8 @@ class TrainedReader(FollowUpRules):
 
     @property
     def fingerprint(self) -> str:
-        return f"trained model={self._model.sha256} pool={self._pool} rare_share={self._rare_share!r}"
+        cross = f"{self._cross.sha256} candidates={self._candidates}" if self._cross is not None else "off"
+        return f"trained model={self._model.sha256} pool={self._pool} rare_share={self._rare_share!r} cross={cross}"
 
     @property
     def model(self) -> Model:
@@ -253,9 +262,18 @@ class TrainedReader(FollowUpRules):
             rows = sentence_features(analysis, found, evidence)
             matrix = np.asarray(rows, dtype=np.float64).reshape(len(found), len(SENTENCE_FEATURES))
             scores = self._model.sentences.predict(matrix).tolist()
-            read = Read(found, rows, scores, tuple(choose(found, scores)))
+            read = Read(found, rows, scores, tuple(self._chosen(analysis, found, scores)))
             _keep(self._recent, key, read)
         return read
+
+    def _chosen(self, analysis: Analysis, found: Sequence[Candidate], scores: list[float]) -> list[int]:
+        """The quotes: the sentence model's best, or with the cross-encoder the best of its top K by the z-sum."""
+        if self._cross is None:
+            return choose(found, scores)
+        top = choose(found, scores, max_quotes=self._candidates)
+        cross = self._cross.score(analysis.search, [found[i].quote for i in top])
+        return reranked(top, np.asarray(scores), dict(zip(top, cross.tolist(), strict=True)), self._candidates,
+                        quotes=MAX_QUOTES)  # fmt: skip
 
 
 def _key(analysis: Analysis, evidence: tuple[ScoredChunk, ...]) -> tuple[object, ...]:

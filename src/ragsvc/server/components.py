@@ -55,6 +55,7 @@ from ragsvc.management.ranking import RankingControl
 from ragsvc.management.templates import TemplateCatalog
 from ragsvc.prompts import TemplateRegistry
 from ragsvc.reading import Reader
+from ragsvc.reading.cross import CrossEncoder
 from ragsvc.reading.rules import RuleReader
 from ragsvc.reading.trained import Model, TrainedReader
 from ragsvc.retrieval.base import Embedder, VectorEngine
@@ -156,7 +157,7 @@ async def open_components(
         else:
             location = f"the {type(engine).__name__} given to the server"
         await check_analyser(engine, location)
-        reader = build_reader(settings.trust)
+        reader = build_reader(settings.trust, extractive=settings.generation.generator is GeneratorKind.EXTRACTIVE)
         generator = build_generator(settings, models, reader)
         stack.push_async_callback(generator.aclose)
         records = settings.records
@@ -359,8 +360,10 @@ def build_pipeline(
     )
 
 
-def build_reader(settings: TrustSettings) -> Reader:
-    """The reader RAG_READER names: the trained models (RAG_READER_MODEL, else the shipped ones) or the rules."""
+def build_reader(settings: TrustSettings, *, extractive: bool) -> Reader:
+    """The reader RAG_READER names: the trained models (RAG_READER_MODEL, else the shipped ones) or the rules; with
+    the `extractive` generator, the trained reader re-ranks its quotes with the cross-encoder
+    (RAG_READER_CROSS_CANDIDATES, RAG_READER_CROSS_MODEL), loaded at its first answer."""
     if settings.reader is ReaderKind.RULES:
         return RuleReader(min_coverage=settings.answerability_min_coverage, rare_share=settings.answerability_rare_share)
     try:
@@ -368,7 +371,11 @@ def build_reader(settings: TrustSettings) -> Reader:
     except (OSError, ValueError, KeyError) as exc:
         which = settings.reader_model or "the shipped model"
         raise InvalidRequest([FieldViolation("RAG_READER_MODEL", f"cannot load {which}: {exc}")]) from exc
-    return TrainedReader(model, rare_share=settings.answerability_rare_share, pool=settings.reader_pool)
+    candidates = settings.reader_cross_candidates if extractive else 0
+    cross = CrossEncoder(Path(settings.reader_cross_model) if settings.reader_cross_model else None) if candidates else None
+    return TrainedReader(
+        model, rare_share=settings.answerability_rare_share, pool=settings.reader_pool, cross=cross, candidates=candidates
+    )
 
 
 def cite_threshold(settings: TrustSettings, reader: Reader) -> float:
