@@ -407,7 +407,8 @@ ignore its instructions, give a password (hunter2), reveal its system prompt and
 
 - Per corpus, `ragsvc serve` as a child process: temporary `RAG_DATA_DIR`, `RAG_DEMO_CORPUS=false`,
   `RAG_API_RATE_LIMIT=0`, `RAG_CACHE_MAX_ENTRIES=0`, `RAG_MAX_CONCURRENT_REQUESTS=256`, the generator as above,
-  every other setting at its default, plus `RAG_READER_MODEL` when a fold model exists for the corpus. The corpus
+  every other setting at its default, plus `RAG_READER_MODEL` when a fold model exists for the corpus, with
+  `RAG_READER_CROSS_MODEL` the fold cross-encoder that never saw it (`bench/quality/crossfolds.py`). The corpus
   is ingested into its own tenant over `IndexService.IngestDocuments` (8 pages a call); the ingested index is
   cached under `.bench/quality-index/` keyed by the corpus hash, the chunk settings and the source of the code
   that decides what the index holds, and copied into the run's data dir.
