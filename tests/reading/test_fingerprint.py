@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ragsvc.reading.cross import CrossEncoder
 from ragsvc.reading.rules import RuleReader
 from ragsvc.reading.trained import Model, TrainedReader
 
@@ -38,6 +39,7 @@ def test_a_model_is_identified_by_its_arrays_however_its_file_was_written(tmp_pa
 
 def test_the_trained_reader_is_its_model_and_settings(tmp_path: Path) -> None:
     shipped = Model.load()
+    cross = CrossEncoder()  # not loaded: its fingerprint is its file's sha256
     reader = TrainedReader(shipped, rare_share=0.002, pool=8)
     assert reader.fingerprint.startswith("trained ") and shipped.sha256 in reader.fingerprint
     assert TrainedReader(Model.load(), rare_share=0.002, pool=8).fingerprint == reader.fingerprint
@@ -46,5 +48,9 @@ def test_the_trained_reader_is_its_model_and_settings(tmp_path: Path) -> None:
         TrainedReader(shipped, rare_share=0.001, pool=8),
         TrainedReader(dataclasses.replace(shipped, cite_threshold=shipped.cite_threshold + 0.01), rare_share=0.002, pool=8),
         RuleReader(min_coverage=0.5, rare_share=0.002),
+        TrainedReader(shipped, rare_share=0.002, pool=8, cross=cross, candidates=6),
+        TrainedReader(shipped, rare_share=0.002, pool=8, cross=cross, candidates=4),
     ]
-    assert len({reader.fingerprint, *(other.fingerprint for other in others)}) == 5
+    assert len({reader.fingerprint, *(other.fingerprint for other in others)}) == 7
+    assert cross.sha256 in others[-1].fingerprint
+    assert TrainedReader(shipped, rare_share=0.002, pool=8, cross=cross, candidates=0).fingerprint == reader.fingerprint
