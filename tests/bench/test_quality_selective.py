@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench.quality import metrics, report, run
+from bench.quality import crossfolds, metrics, report, run
 from bench.quality.corpus import CORPORA
 
 
@@ -167,12 +167,17 @@ def test_a_corpus_gets_its_leave_one_out_model_when_the_fold_exists(tmp_path: Pa
     assert run.reader_model(spec, None) == ({}, None)
     model = tmp_path / "without-httpd.npz"
     model.write_bytes(b"weights")
+    for name in crossfolds.MODELS:  # the fold cross-encoders, as bench/quality/folds holds them
+        for suffix in (".onnx", ".json"):
+            (tmp_path / f"{name}{suffix}").symlink_to(crossfolds.FOLDS / f"{name}{suffix}")
 
     env, record = run.reader_model(spec, tmp_path)
 
-    assert env == {"RAG_READER_MODEL": str(model.resolve())}
+    cross = (crossfolds.FOLDS / "cross-new4.onnx").resolve()  # httpd is among the six cross-old6 was trained on
+    assert env == {"RAG_READER_MODEL": str(model.resolve()), "RAG_READER_CROSS_MODEL": str(cross)}
     assert record is not None and record["path"] == str(model.resolve())
     assert record["sha256"] == hashlib.sha256(b"weights").hexdigest()
+    assert "httpd" not in record["cross"]["trained_on"]
     assert run.reader_model(CORPORA["pydocs"], tmp_path) == ({}, None), "another corpus's fold is not this one's"
 
 

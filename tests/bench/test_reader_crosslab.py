@@ -1,4 +1,4 @@
-"""The re-ranking, cross columns and measures of bench/reader/crosslab.py (an offline experiment; no model is run)."""
+"""The cross columns and measures of bench/reader/crosslab.py (an offline experiment; no model is run)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,6 @@ import numpy as np
 from bench.quality.metrics import auroc
 from bench.reader import crosslab
 from bench.reader.answerlab import Ctx
-
-
-def test_the_z_sum_promotes_a_candidate_the_cross_encoder_prefers_over_a_small_lexical_lead() -> None:
-    top = [4, 7, 1, 9]  # the sentence model's order
-    lexical = np.zeros(10)
-    lexical[[4, 7, 1, 9]] = [2.0, 1.9, 0.5, 0.4]
-    cross = {4: -3.0, 7: 2.0, 1: -1.0, 9: 3.0}
-    assert crosslab.reranked(top, lexical, cross, 3) == [7, 4, 1]  # the same three quoted, 7 leads
-    assert crosslab.reranked(top, lexical, cross, 4)[0] == 7
-    assert 9 in crosslab.reranked(top, lexical, cross, 4)  # the fourth candidate is quoted from the top 4
-    assert crosslab.reranked([5], lexical, {5: 0.0}, 3) == [5]
 
 
 def test_cross_columns_read_the_lead_the_quotes_and_the_top_k() -> None:

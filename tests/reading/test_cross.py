@@ -49,6 +49,17 @@ def test_the_quotes_are_the_best_of_the_top_k_by_the_z_sum() -> None:
     assert reranked([4, 1, 7], lexical, cross, 1, quotes=3) == [4]
 
 
+def test_the_z_sum_promotes_a_candidate_the_cross_encoder_prefers_over_a_small_lexical_lead() -> None:
+    top = [4, 7, 1, 9]  # the sentence model's order
+    lexical = np.zeros(10)
+    lexical[[4, 7, 1, 9]] = [2.0, 1.9, 0.5, 0.4]
+    cross = {4: -3.0, 7: 2.0, 1: -1.0, 9: 3.0}
+    assert reranked(top, lexical, cross, 3, quotes=3) == [7, 4, 1]  # the same three quoted, 7 leads
+    assert reranked(top, lexical, cross, 4, quotes=3)[0] == 7
+    assert 9 in reranked(top, lexical, cross, 4, quotes=3)  # the fourth candidate is quoted from the top 4
+    assert reranked([5], lexical, {5: 0.0}, 3, quotes=3) == [5]
+
+
 def _read(reader: TrainedReader, case: dict[str, object]) -> tuple[Analysis, Read]:
     counts = case["counts"]
     assert isinstance(counts, dict)
