@@ -60,7 +60,7 @@ from bench.reader.answerlab import Ctx, Packer
 from bench.reader.crossmemo import Scores
 from bench.reader.dataset import Example
 from ragsvc.reading import features
-from ragsvc.reading.cross import CrossEncoder, reranked, z_scores
+from ragsvc.reading.cross import CROSS_ANSWER_FEATURES, CrossEncoder, cross_answer_features, reranked
 from ragsvc.reading.forest import Forest
 from ragsvc.reading.trained import MAX_QUOTES, choose
 
@@ -72,27 +72,11 @@ NEW4 = Path(".bench/cross/cross-new4.onnx")  # the same recipe trained on UNSEEN
 SCORES_NEW4 = Path(".bench/cross/scores-new4.pkl")
 KS = (3, 6)
 VARIANTS = ("base", "z3", "z6")  # the quotes as the sentence model orders them; re-ranked by the z-sum in its top 3, 6
-NO_LEAD = -10.0
 
 
 def cross_features(chosen: Sequence[int], top: Sequence[int], lexical: np.ndarray, cross: dict[int, float]) -> dict[str, float]:
-    """The answer's cross columns: the lead's cross score, the best of its quotes', the best of the sentence model's
-    top K, the lead's gap to that best (K = 3, 6), and the lead's z-sum of sentence and cross score in the top 3."""
-    x: dict[str, float] = {}
-    lead = chosen[0] if chosen else -1
-    x["x_lead"] = cross[lead] if lead >= 0 else NO_LEAD
-    x["x_quoted_max"] = max((cross[i] for i in chosen), default=NO_LEAD)
-    for k in KS:
-        best = max((cross[i] for i in top[:k]), default=NO_LEAD)
-        x[f"x_top{k}_max"] = best
-        x[f"x_lead_gap{k}"] = cross[lead] - best if lead >= 0 else NO_LEAD
-    three = list(top[:3])
-    if lead in three:
-        z = z_scores(lexical[three]) + z_scores(np.asarray([cross[i] for i in three]))
-        x["x_lead_zsum3"] = float(z[three.index(lead)])
-    else:
-        x["x_lead_zsum3"] = NO_LEAD
-    return x
+    """The answer's cross columns (ragsvc.reading.cross.CROSS_ANSWER_FEATURES), by name."""
+    return dict(zip(CROSS_ANSWER_FEATURES, cross_answer_features(chosen, top, lexical, cross), strict=True))
 
 
 def _contexts(pools: list[Example], packer: Packer, chunks: Forest, sentences: Forest, start: int,
@@ -214,7 +198,7 @@ def folds_file(seed: int, oof: bool) -> Path:
 
 # ---- arms --------------------------------------------------------------------------------------------------------
 
-CROSS = ("x_lead", "x_quoted_max", "x_top3_max", "x_top6_max", "x_lead_gap3", "x_lead_gap6")
+CROSS = CROSS_ANSWER_FEATURES[:-1]
 
 
 @dataclass(frozen=True)

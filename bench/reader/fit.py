@@ -11,7 +11,9 @@ a fixed seed, and the offline judgement of a fitted reader on examples it never 
 
 With `reranking` (what `make train-reader` trains with), each answer quotes the best MAX_QUOTES of the sentence
 model's top K by the z-sum of its and a cross-encoder's scores, as the served extractive answer does
-(ragsvc.reading.cross), each corpus's cross scores from a model that never saw it (bench/quality/crossfolds.py).
+(ragsvc.reading.cross), each corpus's cross scores from a model that never saw it (bench/quality/crossfolds.py), and
+its row has the cross columns (CROSS_ANSWER_FEATURES) after ANSWER_FEATURES: the extractive answer model reads them
+all, the answer model ANSWER_FEATURES only.
 
 A follow-up searched two ways (`Example.options`) is read with each search's evidence, both readings train both
 models, and it is answered from the reading the answer model judges likelier right (`likeliest`), as the pipeline
@@ -34,7 +36,7 @@ from bench.quality.questions import contains
 from bench.reader import dataset
 from bench.reader.dataset import Example
 from ragsvc.reading import features, packing
-from ragsvc.reading.cross import reranked
+from ragsvc.reading.cross import CROSS_ANSWER_FEATURES, cross_answer_features, reranked
 from ragsvc.reading.forest import Forest
 from ragsvc.reading.trained import MAX_QUOTES, choose
 
@@ -154,7 +156,7 @@ class Composed:
     """An example's answer as the fitted reader composes it."""
 
     chosen: tuple[int, ...]  # candidate indices quoted, lead first
-    row: list[float]  # ANSWER_FEATURES
+    row: list[float]  # ANSWER_FEATURES, and re-ranked (`reranking`) CROSS_ANSWER_FEATURES
     right: bool  # a quoted sentence holds a key fact
 
 
@@ -183,6 +185,7 @@ class Rerank:
 
 
 _RERANK: list[Rerank] = []  # the re-ranking `compose` applies (`reranking`)
+_WITHOUT_CROSS: list[bool] = []  # compose rows without the cross columns (`without_cross_columns`)
 
 
 @contextlib.contextmanager
@@ -195,15 +198,34 @@ def reranking(rerank: Rerank | None) -> Iterator[None]:
         _RERANK[:] = []
 
 
-def quotes(example: Example, scores: np.ndarray) -> list[int]:
+@contextlib.contextmanager
+def without_cross_columns() -> Iterator[None]:
+    """Compose re-ranked answers' rows without their cross columns while the block runs (for the answer model, which
+    judges an LLM's answers)."""
+    _WITHOUT_CROSS[:] = [True]
+    try:
+        yield
+    finally:
+        _WITHOUT_CROSS[:] = []
+
+
+def cross_columns() -> int:
+    """How many cross columns end each answer row `compose` makes (0 without re-ranking)."""
+    return len(CROSS_ANSWER_FEATURES) if _RERANK and not _WITHOUT_CROSS else 0
+
+
+def quotes(example: Example, scores: np.ndarray) -> tuple[list[int], list[float]]:
     """The candidates an answer quotes, lead first: the sentence model's best, or re-ranked (`reranking`) as the
-    served reader re-ranks them (TrainedReader._chosen)."""
-    if not _RERANK or not len(example.found):
-        return choose(example.found, scores.tolist())
+    served reader re-ranks them (TrainedReader._chosen), with the answer's cross columns (CROSS_ANSWER_FEATURES;
+    none without re-ranking)."""
+    if not _RERANK:
+        return choose(example.found, scores.tolist()), []
     rerank = _RERANK[0]
     top = choose(example.found, scores.tolist(), max_quotes=rerank.candidates)
-    cross = rerank.scores[example.corpus](example.analysis.search, [example.found[i].quote for i in top])
-    return reranked(top, scores, dict(zip(top, cross.tolist(), strict=True)), rerank.candidates, quotes=MAX_QUOTES)
+    scored = rerank.scores[example.corpus](example.analysis.search, [example.found[i].quote for i in top])
+    cross = dict(zip(top, scored.tolist(), strict=True))
+    chosen = reranked(top, scores, cross, rerank.candidates, quotes=MAX_QUOTES)
+    return chosen, cross_answer_features(chosen, top, scores, cross)
 
 
 def top3(examples: Sequence[Example], sentences: Forest) -> float | None:
@@ -226,7 +248,7 @@ def extra_answer_columns(extra: np.ndarray, lead: int) -> list[float]:
 
 def compose(example: Example, sentences: Forest) -> Composed:
     scores = sentences.predict(example.rows) if len(example.found) else np.zeros(0)
-    chosen = quotes(example, scores)
+    chosen, cross = quotes(example, scores)
     lead = chosen[0] if chosen else -1
     packed = example.packing or features.Packing(tuple(range(len(example.evidence))), (0.0,) * len(example.evidence))
     row = features.answer_features(
@@ -237,6 +259,7 @@ def compose(example: Example, sentences: Forest) -> Composed:
     extra = example.rows[:, len(features.SENTENCE_FEATURES) :]
     if extra.shape[1]:  # an experiment's columns (bench/reader/semantic.py): the answer reads them too
         row += extra_answer_columns(extra, lead)
+    row += [] if _WITHOUT_CROSS else cross  # last: the answer model's rows are these without them (`cross_columns`)
     facts = example.question.key_facts
     right = example.question.should_answer and any(contains(example.found[i].quote, f) for i in chosen for f in facts)
     return Composed(tuple(chosen), row, right)

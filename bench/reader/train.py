@@ -19,7 +19,10 @@ readings train both models, and the thresholds are chosen on the readings so cho
 The extractive answer's quotes are re-ranked with a cross-encoder among the sentence model's top
 `--cross-candidates` (RAG_READER_CROSS_CANDIDATES' default; ragsvc.reading.cross), every corpus's cross scores from
 the fold cross-encoder that never saw it (bench/quality/crossfolds.py), for the fold models and the shipped one:
-the answer model learns P(right) of the quotes the server gives. The scores are memoised under .bench/cross/.
+the answer model learns P(right) of the quotes the server gives. The extractive answer model (Model.extractive)
+is fitted the same way on the same rows with the answer's cross columns (CROSS_ANSWER_FEATURES) from the same fold
+cross scores, with its own levels from its own out-of-fold P(right); without re-ranking it is the answer model. The
+scores are memoised under .bench/cross/.
 
 Writes the models, and bench/results/reader-train-DATE.json: per fold the offline metrics on the corpus left out,
 the thresholds, and the scores of a fixed probe set (tests/reading/test_shipped_model.py checks the shipped model
@@ -124,16 +127,21 @@ class ChunkModels:
 class Readings:
     """The training corpora's readings as `train` makes them: each corpus's answers read the chunks packed by a chunk
     model fitted on the other corpora and are composed by a sentence model fitted on them (`fit.cross_fitted`), their
-    out-of-fold P(right) (`held_out_p`), and each question's reading as the pipeline would choose it."""
+    out-of-fold P(right) (`held_out_p`), and each question's reading as the pipeline would choose it; the same for
+    the extractive answer model, whose rows add the cross columns (`cross_rows`, `cross_p`, `cross_read`: the
+    answer model's without re-ranking)."""
 
     pools: dict[str, list[Example]]
     by_corpus: dict[str, list[Example]]  # packed
-    rows: np.ndarray
+    rows: np.ndarray  # ANSWER_FEATURES (and an experiment's columns)
     labels: np.ndarray
     order: list[Example]
     owners: np.ndarray
     p: np.ndarray
     read: np.ndarray
+    cross_rows: np.ndarray  # `rows` and, re-ranked, CROSS_ANSWER_FEATURES
+    cross_p: np.ndarray
+    cross_read: np.ndarray
 
     @property
     def groups(self) -> list[str]:
@@ -144,9 +152,13 @@ def readings(pools: dict[str, list[Example]], chunk_models: ChunkModels, *, seed
     """`pools` (at least two corpora, every chunk retrieved) read as `train` reads them."""
     names = frozenset(pools)
     by_corpus = {n: [fit.packed(e, chunk_models.fitted(names - {n})) for e in group] for n, group in pools.items()}
-    rows, labels, order, owners = fit.cross_fitted(by_corpus, seed=seed)
-    p = held_out_p(rows, labels, [e.corpus for e in order], seed=seed)
-    return Readings(pools, by_corpus, rows, labels, order, owners, p, fit.chosen(p, owners))
+    cross_rows, labels, order, owners = fit.cross_fitted(by_corpus, seed=seed)
+    groups = [e.corpus for e in order]
+    rows = cross_rows[:, : cross_rows.shape[1] - fit.cross_columns()]
+    p = held_out_p(rows, labels, groups, seed=seed)
+    cross_p = held_out_p(cross_rows, labels, groups, seed=seed) if fit.cross_columns() else p
+    return Readings(pools, by_corpus, rows, labels, order, owners, p, fit.chosen(p, owners), cross_rows, cross_p,
+                    fit.chosen(cross_p, owners))  # fmt: skip
 
 
 def train(pools: dict[str, list[Example]], chunk_models: ChunkModels, *, seed: int) -> tuple[Model, dict[str, Any]]:
@@ -157,12 +169,12 @@ def train(pools: dict[str, list[Example]], chunk_models: ChunkModels, *, seed: i
 
 
 def fitted(r: Readings, chunk_models: ChunkModels, *, seed: int) -> tuple[Model, dict[str, Any]]:
-    """The model of `r`'s corpora, with its thresholds chosen on their out-of-fold P(right)."""
-    should = fit.evidence_answers([r.order[i] for i in r.read])
-    cite = fit.cite_threshold(r.p[r.read], r.labels[r.read].astype(bool), precision=PRECISION)
-    refuse = fit.refuse_threshold(r.p[r.read], should)
+    """The model of `r`'s corpora, with each answer model's thresholds chosen on their out-of-fold P(right)."""
+    cite, refuse = levels(r.p, r.read, r)
+    cross_cite, cross_refuse = levels(r.cross_p, r.cross_read, r)
     sentences = fit.fit_sentences([e for group in r.by_corpus.values() for e in group], seed=seed)
     answers = fit.fit_answers(r.rows, r.labels, seed=seed)
+    extractive = fit.fit_answers(r.cross_rows, r.labels, seed=seed) if r.cross_rows.shape != r.rows.shape else answers
     meta = {
         "corpora": sorted(r.pools),
         "seed": seed,
@@ -171,21 +183,38 @@ def fitted(r: Readings, chunk_models: ChunkModels, *, seed: int) -> tuple[Model,
         "right_share": round(float(r.labels.mean()), 4),
         "trained_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    model = Model(chunk_models.fitted(frozenset(r.pools)), sentences, answers, cite, refuse, meta)
-    return model, {"cite_threshold": cite, "refuse_below": refuse}
+    model = Model(chunk_models.fitted(frozenset(r.pools)), sentences, answers, cite, refuse, extractive, cross_cite,
+                  cross_refuse, meta)  # fmt: skip
+    return model, {"cite_threshold": cite, "refuse_below": refuse, "extractive_cite_threshold": cross_cite,
+                   "extractive_refuse_below": cross_refuse}  # fmt: skip
 
 
-def judged(model: Model, pools: Sequence[Example]) -> dict[str, Any]:
+def levels(p: np.ndarray, read: np.ndarray, r: Readings) -> tuple[float, float]:
+    """(cite_threshold, refuse_below) chosen on the out-of-fold P(right) `p` of the readings `read`."""
+    should = fit.evidence_answers([r.order[i] for i in read])
+    return (fit.cite_threshold(p[read], r.labels[read].astype(bool), precision=PRECISION),
+            fit.refuse_threshold(p[read], should))  # fmt: skip
+
+
+def judged(model: Model, pools: Sequence[Example], *, extractive: bool = False) -> dict[str, Any]:
+    """Offline metrics of `model` on `pools`, its answers judged by the extractive answer model (rows with the cross
+    columns: under `fit.reranking`) or the answer model."""
     examples_ = [fit.packed(e, model.chunks) for e in pools]
-    return fit.judge(examples_, model.sentences, model.answers, model.cite_threshold, model.refuse_below)
+    cite, refuse = model.levels(extractive=extractive)
+    if extractive:
+        return fit.judge(examples_, model.sentences, model.extractive, cite, refuse)
+    with fit.without_cross_columns():
+        return fit.judge(examples_, model.sentences, model.answers, cite, refuse)
 
 
 def probe(by_corpus: dict[str, list[Example]], model: Model, digest: str, candidates: int) -> dict[str, Any]:
     """A fixed probe set (per corpus, its first question of each of PROBE_KINDS, with every chunk retrieved and its
     term counts) and how `model`, served by TrainedReader with the shipped cross-encoder among `candidates`, reads
-    it: the chunks packed, P(right) and the quotes."""
+    it: the chunks packed, P(right) (by the extractive answer model) and the quotes; and without the cross-encoder
+    (an LLM's answers, or K=0: the answer model), P(right) and whether it answers."""
     cross = CrossEncoder()
     reader = TrainedReader(model, rare_share=0.002, pool=evidence.EVIDENCE_K, cross=cross, candidates=candidates)
+    plain = TrainedReader(model, rare_share=0.002, pool=evidence.EVIDENCE_K)
     cases = []
     for group in by_corpus.values():
         for kind in PROBE_KINDS:
@@ -193,6 +222,7 @@ def probe(by_corpus: dict[str, list[Example]], model: Model, digest: str, candid
             analysis = reader.analyse(e.analysis.search, e.question.question, e.counts)
             packed = reader.pack(analysis, e.evidence, limit=dataset.PACKED)
             assessment = reader.assess(analysis, packed)
+            without = plain.assess(analysis, packed)
             cases.append({
                 "id": f"{e.corpus}/{e.question.id}",
                 "search": e.analysis.search,
@@ -203,6 +233,7 @@ def probe(by_corpus: dict[str, list[Example]], model: Model, digest: str, candid
                 "p_right": assessment.score,
                 "answerable": assessment.answerable,
                 "quotes": [c.quote for c in reader.quotes(analysis, packed, limit=3)],
+                "answer_model": {"p_right": without.score, "answerable": without.answerable},
             })  # fmt: skip
     return {"model_sha256": digest, "cross_sha256": cross.sha256, "cross_candidates": candidates, "cases": cases}
 
@@ -273,8 +304,10 @@ def _run(by_corpus: dict[str, list[Example]], *, seed: int, write: bool, retriev
     for left_out in names:
         training = {n: e for n, e in by_corpus.items() if n != left_out}
         model, chosen = train(training, chunk_models, seed=seed)
-        metrics = judged(model, by_corpus[left_out])
+        metrics = judged(model, by_corpus[left_out], extractive=bool(cross_candidates))
         report["folds"][left_out] = {**chosen, "trained_on": sorted(training), "unseen": metrics}
+        if cross_candidates:  # an LLM's answers, or K=0: the answer model (of the same re-ranked quotes here)
+            report["folds"][left_out]["unseen_answer_model"] = judged(model, by_corpus[left_out])
         print(f"without {left_out}: {json.dumps(metrics)} thresholds {chosen}", flush=True)
         if write:
             report["folds"][left_out]["sha256"] = save(model, FOLDS / f"without-{left_out}.npz")

@@ -9,17 +9,6 @@ from bench.reader import crosslab
 from bench.reader.answerlab import Ctx
 
 
-def test_cross_columns_read_the_lead_the_quotes_and_the_top_k() -> None:
-    top = [0, 1, 2, 3, 4, 5]
-    lexical = np.asarray([3.0, 2.0, 1.0, 0.5, 0.2, 0.1])
-    cross = {0: 1.0, 1: 4.0, 2: -2.0, 3: 0.0, 4: 6.0, 5: -1.0}
-    x = crosslab.cross_features([0, 1, 2], top, lexical, cross)
-    assert (x["x_lead"], x["x_quoted_max"], x["x_top3_max"], x["x_top6_max"]) == (1.0, 4.0, 4.0, 6.0)
-    assert (x["x_lead_gap3"], x["x_lead_gap6"]) == (-3.0, -5.0)
-    none = crosslab.cross_features([], [], np.zeros(0), {})
-    assert none["x_lead"] == none["x_lead_zsum3"] == crosslab.NO_LEAD
-
-
 def test_the_bootstraps_auroc_is_the_benchmarks_with_ties() -> None:
     rng = np.random.default_rng(3)
     scores = rng.integers(0, 8, 200).astype(float)  # many ties

@@ -13,7 +13,7 @@ import pytest
 from bench.reader.dataset import PACKED, scored_chunks
 from bench.reader.evidence import EVIDENCE_K
 from ragsvc.domain import TermCounts
-from ragsvc.reading.cross import CrossEncoder, reranked, shipped_path
+from ragsvc.reading.cross import CROSS_ANSWER_FEATURES, NO_LEAD, CrossEncoder, cross_answer_features, reranked, shipped_path
 from ragsvc.reading.features import Analysis
 from ragsvc.reading.trained import MAX_QUOTES, Model, Read, TrainedReader, choose
 
@@ -58,6 +58,20 @@ def test_the_z_sum_promotes_a_candidate_the_cross_encoder_prefers_over_a_small_l
     assert reranked(top, lexical, cross, 4, quotes=3)[0] == 7
     assert 9 in reranked(top, lexical, cross, 4, quotes=3)  # the fourth candidate is quoted from the top 4
     assert reranked([5], lexical, {5: 0.0}, 3, quotes=3) == [5]
+
+
+def test_the_cross_columns_read_the_lead_the_quotes_and_the_top_k() -> None:
+    top = [0, 1, 2, 3, 4, 5]
+    lexical = np.asarray([3.0, 2.0, 1.0, 0.5, 0.2, 0.1])
+    cross = {0: 1.0, 1: 4.0, 2: -2.0, 3: 0.0, 4: 6.0, 5: -1.0}
+    x = dict(zip(CROSS_ANSWER_FEATURES, cross_answer_features([0, 1, 2], top, lexical, cross), strict=True))
+    assert (x["x_lead"], x["x_quoted_max"], x["x_top3_max"], x["x_top6_max"]) == (1.0, 4.0, 4.0, 6.0)
+    assert (x["x_lead_gap3"], x["x_lead_gap6"]) == (-3.0, -5.0)
+    # the lead's z-sum in the top 3: sentence z 1.2247 (3 among 3, 2, 1), cross z 0 (1 is the mean of 1, 4, -2)
+    assert x["x_lead_zsum3"] == pytest.approx(1.2247, abs=1e-4)
+    led_by_4 = dict(zip(CROSS_ANSWER_FEATURES, cross_answer_features([4], top, lexical, cross), strict=True))
+    assert led_by_4["x_lead_gap6"] == 0.0 and led_by_4["x_lead_zsum3"] == NO_LEAD  # 4 is not in the top 3
+    assert cross_answer_features([], [], np.zeros(0), {}) == [NO_LEAD] * len(CROSS_ANSWER_FEATURES)
 
 
 def _read(reader: TrainedReader, case: dict[str, object]) -> tuple[Analysis, Read]:

@@ -1,7 +1,8 @@
 """The shipped reader model (src/ragsvc/reading/models/reader.npz) reads a fixed probe set as `make train-reader`
 recorded when it wrote the model (tests/reading/data/reader-probe.json), with the shipped cross-encoder re-ranking its
-quotes: the same chunks packed from those retrieved, the same P(right), the same quotes. make test never
-trains; this checks that the weights, the numpy evaluation and the features are the ones trained."""
+quotes: the same chunks packed from those retrieved, the same P(right) (the extractive answer model's), the same
+quotes; and without the cross-encoder (the answer model, which judges an LLM's answers), the same P(right). make test
+never trains; this checks that the weights, the numpy evaluation and the features are the ones trained."""
 
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ def reader() -> TrainedReader:
     return TrainedReader(Model.load(), rare_share=0.002, pool=EVIDENCE_K, cross=cross, candidates=PROBE["cross_candidates"])
 
 
+@pytest.fixture(scope="module")
+def plain() -> TrainedReader:
+    return TrainedReader(Model.load(), rare_share=0.002, pool=EVIDENCE_K)
+
+
 def test_the_probe_was_recorded_with_the_shipped_weights() -> None:
     assert hashlib.sha256(SHIPPED.read_bytes()).hexdigest() == PROBE["model_sha256"]
     assert len(SHIPPED.read_bytes()) <= 30 * 1024 * 1024
@@ -41,7 +47,9 @@ def test_the_probe_covers_every_kind_on_every_corpus() -> None:
 
 
 @pytest.mark.parametrize("case", PROBE["cases"], ids=[case["id"] for case in PROBE["cases"]])
-def test_the_shipped_model_reads_the_probe_as_recorded(reader: TrainedReader, case: dict[str, object]) -> None:
+def test_the_shipped_model_reads_the_probe_as_recorded(
+    reader: TrainedReader, plain: TrainedReader, case: dict[str, object]
+) -> None:
     counts = case["counts"]
     assert isinstance(counts, dict)
     analysis = reader.analyse(str(case["search"]), str(case["question"]), TermCounts(**counts))
@@ -52,3 +60,5 @@ def test_the_shipped_model_reads_the_probe_as_recorded(reader: TrainedReader, ca
     assert assessment.score == pytest.approx(case["p_right"], abs=1e-9)
     assert assessment.answerable == case["answerable"]
     assert [c.quote for c in reader.quotes(analysis, evidence, limit=3)] == case["quotes"]
+    answer_model = plain.assess(analysis, evidence)
+    assert case["answer_model"] == {"p_right": pytest.approx(answer_model.score, abs=1e-9), "answerable": answer_model.answerable}

@@ -75,7 +75,9 @@ class Reader(Protocol):
 
     @property
     def cite_threshold(self) -> float | None:
-        """The probability from which an answer is CITEd, as this reader was calibrated (None: none)."""
+        """The probability from which an answer is CITEd, as this reader was calibrated (None: none): the level of the
+        model that judges its answers (the trained reader's extractive answer model when it re-ranks with the
+        cross-encoder)."""
         ...
 
     @property

@@ -12,6 +12,10 @@ with numpy.
   its leading sentence's score and features, how the other candidates score, how much of the question the
   evidence holds, the names and rare terms it lacks, and how sure the chunk model was of the chunks it packed
   (`features.Packing`, kept from `pack` for the `assess` and `judge` of the evidence it packed).
+- The **extractive answer model** judges the answers it quotes itself with the cross-encoder (extractive, K > 0):
+  ANSWER_FEATURES and the cross scores of its quotes and of the sentence model's top K
+  (cross.CROSS_ANSWER_FEATURES), with its own levels. An LLM's answer, or an extractive one without the
+  cross-encoder, is judged by the answer model.
 
 The evidence answers the question when the best answer it holds is right with probability `refuse_below` or more
 (else INSUFFICIENT_EVIDENCE); an answer is CITEd from `cite_threshold` on, chosen when training for 95% precision
@@ -36,7 +40,7 @@ import numpy as np
 from ragsvc.domain import Chunk, ScoredChunk, TermCounts
 from ragsvc.reading import Assessment, Judgement
 from ragsvc.reading.chunks import candidates
-from ragsvc.reading.cross import CrossEncoder, reranked
+from ragsvc.reading.cross import CROSS_ANSWER_FEATURES, CrossEncoder, cross_answer_features, reranked
 from ragsvc.reading.features import (
     ANSWER_FEATURES,
     SENTENCE_FEATURES,
@@ -88,6 +92,9 @@ class Model:
     answers: Forest
     cite_threshold: float  # P(right) from which an answer is CITEd
     refuse_below: float  # P(right) of the best answer under which the evidence does not answer
+    extractive: Forest  # the answer model of answers quoted with the cross-encoder (+ CROSS_ANSWER_FEATURES)
+    extractive_cite_threshold: float
+    extractive_refuse_below: float
     meta: dict[str, Any]
     sha256: str = dataclasses.field(init=False)  # of its arrays (`_digest`), computed once: what identifies it
 
@@ -100,8 +107,9 @@ class Model:
         source = path if path is not None else resources.files("ragsvc.reading").joinpath("models", MODEL_FILE)
         with source.open("rb") as handle, np.load(handle) as arrays:
             meta = json.loads(str(arrays["meta"]))
-            features = (meta["sentence_features"], meta["answer_features"], meta.get("chunk_features"))
-            if tuple(map(tuple, features)) != (SENTENCE_FEATURES, ANSWER_FEATURES, CHUNK_FEATURES):
+            features = (meta["sentence_features"], meta["answer_features"], meta.get("chunk_features"),
+                        meta.get("cross_answer_features"))  # fmt: skip
+            if tuple(map(tuple, features)) != (SENTENCE_FEATURES, ANSWER_FEATURES, CHUNK_FEATURES, CROSS_ANSWER_FEATURES):
                 raise ValueError("trained on other features than this ragsvc computes (retrain: make train-reader)")
             return cls(
                 chunks=Forest.from_arrays(arrays, "chunks"),
@@ -109,19 +117,34 @@ class Model:
                 answers=Forest.from_arrays(arrays, "answers"),
                 cite_threshold=float(meta["cite_threshold"]),
                 refuse_below=float(meta["refuse_below"]),
+                extractive=Forest.from_arrays(arrays, "extractive"),
+                extractive_cite_threshold=float(meta["extractive_cite_threshold"]),
+                extractive_refuse_below=float(meta["extractive_refuse_below"]),
                 meta=meta,
             )
 
     def arrays(self) -> dict[str, Any]:
         """The model as the named arrays of its .npz file."""
         meta = {**self.meta, "cite_threshold": self.cite_threshold, "refuse_below": self.refuse_below,
+                "extractive_cite_threshold": self.extractive_cite_threshold,
+                "extractive_refuse_below": self.extractive_refuse_below,
                 "sentence_features": list(SENTENCE_FEATURES), "answer_features": list(ANSWER_FEATURES),
-                "chunk_features": list(CHUNK_FEATURES)}  # fmt: skip
-        forests = {**self.chunks.arrays("chunks"), **self.sentences.arrays("sentences"), **self.answers.arrays("answers")}
+                "chunk_features": list(CHUNK_FEATURES), "cross_answer_features": list(CROSS_ANSWER_FEATURES)}  # fmt: skip
+        forests = {**self.chunks.arrays("chunks"), **self.sentences.arrays("sentences"), **self.answers.arrays("answers"),
+                   **self.extractive.arrays("extractive")}  # fmt: skip
         return {**forests, "meta": np.asarray(json.dumps(meta))}
 
-    def p_right(self, row: Sequence[float]) -> float:
-        return 1.0 / (1.0 + math.exp(-float(self.answers.predict(np.asarray([row], dtype=np.float64))[0])))
+    def levels(self, *, extractive: bool) -> tuple[float, float]:
+        """(cite_threshold, refuse_below) of the answer model that judges an answer (`extractive`: one quoted with the
+        cross-encoder)."""
+        if extractive:
+            return self.extractive_cite_threshold, self.extractive_refuse_below
+        return self.cite_threshold, self.refuse_below
+
+    def p_right(self, row: Sequence[float], *, extractive: bool = False) -> float:
+        """P(right) of an answer's row: ANSWER_FEATURES, and with `extractive` CROSS_ANSWER_FEATURES after them."""
+        forest = self.extractive if extractive else self.answers
+        return 1.0 / (1.0 + math.exp(-float(forest.predict(np.asarray([row], dtype=np.float64))[0])))
 
 
 def _digest(arrays: dict[str, Any]) -> str:
@@ -137,12 +160,15 @@ def _digest(arrays: dict[str, Any]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    """The evidence as read for one question: its candidate sentences, their rows and scores, the quotes chosen."""
+    """The evidence as read for one question: its candidate sentences, their rows and scores, the quotes chosen;
+    with the cross-encoder, the sentence model's top K it chose them from and their cross scores."""
 
     found: tuple[Candidate, ...]
     rows: list[list[float]]
     scores: list[float]
     chosen: tuple[int, ...]
+    top: tuple[int, ...] = ()
+    cross: dict[int, float] = dataclasses.field(default_factory=dict)
 
 
 class TrainedReader(FollowUpRules):
@@ -175,7 +201,9 @@ class TrainedReader(FollowUpRules):
 
     @property
     def cite_threshold(self) -> float | None:
-        return self._model.cite_threshold
+        """The level of the answer model that judges this reader's answers: with the cross-encoder (extractive
+        answers only) the extractive one's."""
+        return self._model.levels(extractive=self._cross is not None)[0]
 
     @property
     def pool(self) -> int:
@@ -213,9 +241,8 @@ class TrainedReader(FollowUpRules):
         read = self.read(analysis, tuple(evidence))
         lead = read.chosen[0] if read.chosen else -1
         packing = self.packing(analysis, tuple(evidence), read)
-        p = self._model.p_right(
-            answer_features(analysis, read.found, read.rows, read.scores, lead, evidence, packing, read.chosen)
-        )
+        row = answer_features(analysis, read.found, read.rows, read.scores, lead, evidence, packing, read.chosen)
+        p = self._p_right(row, read, read.chosen)
         everywhere: set[str] = set()
         for candidate in read.found:
             everywhere |= candidate.terms | candidate.label | candidate.heading
@@ -226,7 +253,8 @@ class TrainedReader(FollowUpRules):
                 if t in analysis.names and t not in everywhere and analysis.rare.get(t, False)
             )
         )
-        return Assessment(answerable=bool(read.chosen) and p >= self._model.refuse_below, score=p, missing=missing)
+        refuse_below = self._model.levels(extractive=self._cross is not None)[1]
+        return Assessment(answerable=bool(read.chosen) and p >= refuse_below, score=p, missing=missing)
 
     def quotes(self, analysis: Analysis, evidence: Sequence[ScoredChunk], *, limit: int) -> list[Candidate]:
         read = self.read(analysis, tuple(evidence))
@@ -234,7 +262,8 @@ class TrainedReader(FollowUpRules):
 
     def judge(self, analysis: Analysis, answer: str, evidence: Sequence[ScoredChunk]) -> Judgement:
         """An extractive answer is judged by the quotes it is made of; a model's answer by its first sentence, read as
-        a candidate of the chunk it cites first."""
+        a candidate of the chunk it cites first (with the cross-encoder, which only serves extractive answers, that
+        sentence is scored by it too, as the extractive answer model reads every lead's cross score)."""
         read = self.read(analysis, tuple(evidence))
         chosen = [read.chosen[:n] for n in range(1, len(read.chosen) + 1)]
         quoted = next((c for c in chosen if quoted_answer([read.found[i] for i in c]) == answer.strip()), ())
@@ -248,9 +277,21 @@ class TrainedReader(FollowUpRules):
                 rows += sentence_features(analysis, [*read.found, own], evidence, rows_of=slice(-1, None))
                 scores.append(float(self._model.sentences.predict(np.asarray([rows[-1]], dtype=np.float64))[0]))
                 lead = len(found) - 1
+                if self._cross is not None:
+                    cross = {**read.cross, lead: float(self._cross.score(analysis.search, [own.quote])[0])}
+                    read = dataclasses.replace(read, cross=cross)
         packing = self.packing(analysis, tuple(evidence), read)
-        p = self._model.p_right(answer_features(analysis, found, rows, scores, lead, evidence, packing, quoted))
+        row = answer_features(analysis, found, rows, scores, lead, evidence, packing, quoted)
+        p = self._p_right(row, read, quoted if quoted or lead < 0 else (lead,), scores)
         return Judgement(support=_share(scores, lead), p_right=p)
+
+    def _p_right(self, row: list[float], read: Read, chosen: Sequence[int], scores: Sequence[float] | None = None) -> float:
+        """P(right) of an answer quoting `chosen` (lead first) with ANSWER_FEATURES `row`: by the extractive answer
+        model with the cross columns when this reader re-ranks with the cross-encoder, else by the answer model."""
+        if self._cross is None:
+            return self._model.p_right(row)
+        lexical = np.asarray(read.scores if scores is None else scores, dtype=np.float64)
+        return self._model.p_right([*row, *cross_answer_features(chosen, read.top, lexical, read.cross)], extractive=True)
 
     def read(self, analysis: Analysis, evidence: tuple[ScoredChunk, ...]) -> Read:
         """The evidence read for the question: kept for the next few calls, since the read stage, the extractive
@@ -262,18 +303,19 @@ class TrainedReader(FollowUpRules):
             rows = sentence_features(analysis, found, evidence)
             matrix = np.asarray(rows, dtype=np.float64).reshape(len(found), len(SENTENCE_FEATURES))
             scores = self._model.sentences.predict(matrix).tolist()
-            read = Read(found, rows, scores, tuple(self._chosen(analysis, found, scores)))
+            read = self._chosen(analysis, Read(found, rows, scores, ()))
             _keep(self._recent, key, read)
         return read
 
-    def _chosen(self, analysis: Analysis, found: Sequence[Candidate], scores: list[float]) -> list[int]:
-        """The quotes: the sentence model's best, or with the cross-encoder the best of its top K by the z-sum."""
+    def _chosen(self, analysis: Analysis, read: Read) -> Read:
+        """`read` with its quotes: the sentence model's best, or with the cross-encoder the best of its top K by the
+        z-sum (and that top K with its cross scores)."""
         if self._cross is None:
-            return choose(found, scores)
-        top = choose(found, scores, max_quotes=self._candidates)
-        cross = self._cross.score(analysis.search, [found[i].quote for i in top])
-        return reranked(top, np.asarray(scores), dict(zip(top, cross.tolist(), strict=True)), self._candidates,
-                        quotes=MAX_QUOTES)  # fmt: skip
+            return dataclasses.replace(read, chosen=tuple(choose(read.found, read.scores)))
+        top = choose(read.found, read.scores, max_quotes=self._candidates)
+        cross = dict(zip(top, self._cross.score(analysis.search, [read.found[i].quote for i in top]).tolist(), strict=True))
+        chosen = reranked(top, np.asarray(read.scores), cross, self._candidates, quotes=MAX_QUOTES)
+        return dataclasses.replace(read, chosen=tuple(chosen), top=tuple(top), cross=cross)
 
 
 def _key(analysis: Analysis, evidence: tuple[ScoredChunk, ...]) -> tuple[object, ...]:

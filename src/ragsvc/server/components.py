@@ -379,7 +379,8 @@ def build_reader(settings: TrustSettings, *, extractive: bool) -> Reader:
 
 
 def cite_threshold(settings: TrustSettings, reader: Reader) -> float:
-    """RAG_CONFIDENCE_THRESHOLD, else the reader's own calibration (as a confidence, 0-100), else 60."""
+    """RAG_CONFIDENCE_THRESHOLD, else the reader's own calibration (as a confidence, 0-100: the level of the answer
+    model that judges its answers, `Reader.cite_threshold`), else 60."""
     if settings.confidence_threshold is not None:
         return settings.confidence_threshold
     return 100 * reader.cite_threshold if reader.cite_threshold is not None else RULES_CITE_THRESHOLD
