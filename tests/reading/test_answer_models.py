@@ -27,6 +27,7 @@ CASE = next(
     for case in json.loads((Path(__file__).parent / "data" / "reader-probe.json").read_text())["cases"]
     if case["answerable"] and len(case["quotes"]) > 1
 )
+LLM_ANSWER = "It is described in the first passage [#1]."  # not one of the reader's quotes
 _NONE = np.zeros(0, dtype=np.int32)
 ZERO = Forest(feature=_NONE, threshold=np.zeros(0), left=_NONE, right=_NONE, value=np.zeros(0), roots=_NONE, depth=0)
 
@@ -76,11 +77,13 @@ def test_an_answer_quoted_with_the_cross_encoder_is_judged_by_the_extractive_mod
     analysis, evidence = _asked(reader)
     own = quoted_answer(reader.quotes(analysis, evidence, limit=3))
     assert reader.judge(analysis, own, evidence).p_right == reader.assess(analysis, evidence).score  # the same answer
+    # an answer not among its quotes (none is, with the extractive generator) is judged by the same model and levels
+    assert _p_right(dataclasses.replace(shipped, extractive=ZERO), cross, LLM_ANSWER) == 0.5
+    assert _p_right(dataclasses.replace(shipped, answers=ZERO), cross, LLM_ANSWER) != 0.5
 
 
 def test_an_llm_answer_and_one_without_the_cross_encoder_are_judged_by_the_answer_model(shipped: Model) -> None:
-    llm = "It is described in the first passage [#1]."
-    for answer in (llm, None):  # an LLM's answer; the extractive answer without the cross-encoder (K = 0)
+    for answer in (LLM_ANSWER, None):  # an LLM's answer; the extractive answer without the cross-encoder (K = 0)
         assert _p_right(dataclasses.replace(shipped, answers=ZERO), None, answer) == 0.5
         assert _p_right(dataclasses.replace(shipped, extractive=ZERO), None, answer) != 0.5
 
