@@ -29,7 +29,6 @@ __all__ = [
     "pair_tokenizer",
     "reranked",
     "shipped_path",
-    "z_scores",
 ]
 
 MODEL_FILE = "cross.onnx"
@@ -102,7 +101,7 @@ class CrossEncoder:
         return out
 
 
-def z_scores(values: np.ndarray) -> np.ndarray:
+def _z_scores(values: np.ndarray) -> np.ndarray:
     """`values` as z-scores among a question's top K (the sentence model's and the cross scores on one scale)."""
     return np.asarray((values - values.mean()) / (values.std() + 1e-9), dtype=np.float64)
 
@@ -113,9 +112,17 @@ def reranked(top: Sequence[int], lexical: np.ndarray, cross: Mapping[int, float]
     head = list(top[:k])
     if len(head) < 2:
         return head[:quotes]
-    z = z_scores(lexical[head]) + z_scores(np.asarray([cross[i] for i in head], dtype=np.float64))
+    z = _z_sum(head, lexical, cross)
     order = sorted(range(len(head)), key=lambda j: (-z[j], j))
     return [head[j] for j in order][:quotes]
+
+
+def _z_sum(among: Sequence[int], lexical: np.ndarray, cross: Mapping[int, float]) -> np.ndarray:
+    """Each candidate of `among`: the z-score of its sentence-model score plus that of its cross score, both among
+    `among`."""
+    return np.asarray(
+        _z_scores(lexical[list(among)]) + _z_scores(np.asarray([cross[i] for i in among], dtype=np.float64)), dtype=np.float64
+    )
 
 
 # The columns an extractive answer re-ranked with the cross-encoder adds to features.ANSWER_FEATURES for its own
@@ -138,6 +145,6 @@ def cross_answer_features(
     three = list(top[:3])
     zsum3 = NO_LEAD
     if lead in three:
-        zsum3 = float((z_scores(lexical[three]) + z_scores(np.asarray([cross[i] for i in three])))[three.index(lead)])
+        zsum3 = float(_z_sum(three, lexical, cross)[three.index(lead)])
     quoted = max(cross[i] for i in chosen)
     return [cross[lead], quoted, best3, best6, cross[lead] - best3, cross[lead] - best6, zsum3]
