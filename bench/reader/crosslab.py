@@ -619,7 +619,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--design", action="append", help="run: only these designs (default: every one)")
     parser.add_argument("--loco", action="store_true", help="run: (K, W) chosen per corpus on the other corpora")
     parser.add_argument("--grid", action="store_true", help="report: the grid's runs (run --loco), then the latency's")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     if args.what == "prepare":
         prepare(args.seed, args.oof)
         return
