@@ -4,6 +4,8 @@
     python -m bench.reader.crosslab --seed N run [ARM ...]  # answer models and levels per arm and design
     python -m bench.reader.crosslab latency --out L.json    # K=3 and K=6 pairs scored on one thread
     python -m bench.reader.crosslab report RUN.json ... L.json --out R.json  # one results file, tables on stdout
+    python -m bench.reader.crosslab --oof --seed N run $GRID --design oof --against rerank6 --loco --out RUN.json
+    python -m bench.reader.crosslab report --grid RUN.json ... L.json --out R.json  # the (K, W) grid (GRID_ARMS)
 
 The cross-encoder (`git show cross:src/ragsvc/reading/models/cross.onnx > .bench/cross/cross.onnx`: six MiniLM
 layers, int8, cosine head, 22.9 MB) was fine-tuned on pgdocs, pydocs, httpd, handbook, sqlite and gitdocs only, so
@@ -19,7 +21,9 @@ it, and the cross-encoder's scores of the sentence model's top K candidates (nea
 the same reading with its quotes re-ranked by the z-score sum of the sentence model's and the cross-encoder's
 scores among its top K (`VARIANTS`). `run` fits only answer models (and chooses the levels the shipped way, on
 out-of-fold P of the training corpora), so arms differ only in what they change. The evidence is the reader's cache
-as `make train-reader` last wrote it (`corpus_pools`). Two designs:
+as `make train-reader` last wrote it (`corpus_pools`). The grid (RERANKS, GRID_ARMS: K 6, 8, 10, 15 candidates, the
+cross score's z weighted 1, 2, 4, or alone) has rerank6's columns in every arm; `run --loco` picks (K, W) per corpus
+on the others. Two designs:
 
 - `three` (primary): the answer model of a corpus left out is trained on the other three UNSEEN corpora only, so no
   training row carries an in-sample cross score;
