@@ -4,6 +4,8 @@
     python -m bench.reader.crosslab --seed N run [ARM ...]  # answer models and levels per arm and design
     python -m bench.reader.crosslab latency --out L.json    # K=3 and K=6 pairs scored on one thread
     python -m bench.reader.crosslab report RUN.json ... L.json --out R.json  # one results file, tables on stdout
+    python -m bench.reader.crosslab --oof --seed N run $GRID --design oof --against rerank6 --loco --out RUN.json
+    python -m bench.reader.crosslab report --grid RUN.json ... L.json --out R.json  # the (K, W) grid (GRID_ARMS)
 
 The cross-encoder (`git show cross:src/ragsvc/reading/models/cross.onnx > .bench/cross/cross.onnx`: six MiniLM
 layers, int8, cosine head, 22.9 MB) was fine-tuned on pgdocs, pydocs, httpd, handbook, sqlite and gitdocs only, so
@@ -19,7 +21,9 @@ it, and the cross-encoder's scores of the sentence model's top K candidates (nea
 the same reading with its quotes re-ranked by the z-score sum of the sentence model's and the cross-encoder's
 scores among its top K (`VARIANTS`). `run` fits only answer models (and chooses the levels the shipped way, on
 out-of-fold P of the training corpora), so arms differ only in what they change. The evidence is the reader's cache
-as `make train-reader` last wrote it (`corpus_pools`). Two designs:
+as `make train-reader` last wrote it (`corpus_pools`). The grid (RERANKS, GRID_ARMS: K 6, 8, 10, 15 candidates, the
+cross score's z weighted 1, 2, 4, or alone) has rerank6's columns in every arm; `run --loco` picks (K, W) per corpus
+on the others. Two designs:
 
 - `three` (primary): the answer model of a corpus left out is trained on the other three UNSEEN corpora only, so no
   training row carries an in-sample cross score;
@@ -70,13 +74,45 @@ SCORES = Path(".bench/cross/scores.pkl")  # (search text, quote) -> cross logit,
 UNSEEN = ("djangodocs", "postfix", "borgdocs", "zshdocs")  # corpora the cross-encoder was not trained on
 NEW4 = Path(".bench/cross/cross-new4.onnx")  # the same recipe trained on UNSEEN only: scores the six others
 SCORES_NEW4 = Path(".bench/cross/scores-new4.pkl")
-KS = (3, 6)
-VARIANTS = ("base", "z3", "z6")  # the quotes as the sentence model orders them; re-ranked by the z-sum in its top 3, 6
+# A re-ranking: the best MAX_QUOTES of the sentence model's top K by z(sentence score) + W * z(cross score) among
+# those K; W None: by the cross score alone. "z3" and "z6" (K 3 and 6, W 1) are the first screen's names; z6 ships.
+CROSS_ALONE = None
+RERANKS: dict[str, tuple[int, float | None]] = {"z3": (3, 1.0), "z6": (6, 1.0)}
+GRID_KS = (6, 8, 10, 15)
+GRID_WEIGHTS: tuple[float | None, ...] = (1.0, 2.0, 4.0, CROSS_ALONE)
+
+
+def grid_name(k: int, w: float | None) -> str:
+    """The variant of the grid (GRID_KS x GRID_WEIGHTS) at K `k` and weight `w`: k8w2, k15wx (cross alone)."""
+    return "z6" if (k, w) == (6, 1.0) else f"k{k}w{'x' if w is None else f'{w:g}'}"
+
+
+RERANKS.update({grid_name(k, w): (k, w) for k in GRID_KS for w in GRID_WEIGHTS})
+VARIANTS = ("base", *RERANKS)  # the quotes as the sentence model orders them, then each re-ranking
+KS = tuple(sorted({k for k, _ in RERANKS.values()} | {6}))  # the candidates scored: the cross columns read the top 6
+LATENCY_KS = (3, *GRID_KS)
 
 
 def cross_features(chosen: Sequence[int], top: Sequence[int], lexical: np.ndarray, cross: dict[int, float]) -> dict[str, float]:
     """The answer's cross columns (ragsvc.reading.cross.CROSS_ANSWER_FEATURES), by name."""
     return dict(zip(CROSS_ANSWER_FEATURES, cross_answer_features(chosen, top, lexical, cross), strict=True))
+
+
+def rerank(top: Sequence[int], lexical: np.ndarray, cross: dict[int, float], k: int, w: float | None) -> list[int]:
+    """The quotes of re-ranking (k, w) (RERANKS). W 1 is the shipped ragsvc.reading.cross.reranked itself."""
+    if w == 1.0:
+        return reranked(top, lexical, cross, k, quotes=MAX_QUOTES)
+    head = list(top[:k])
+    if len(head) < 2:
+        return head[:MAX_QUOTES]
+    x = np.asarray([cross[i] for i in head], dtype=np.float64)
+    if w is None:
+        z = x
+    else:
+        lex = lexical[head]
+        z = (lex - lex.mean()) / (lex.std() + 1e-9) + w * (x - x.mean()) / (x.std() + 1e-9)
+    order = sorted(range(len(head)), key=lambda j: (-z[j], j))
+    return [head[j] for j in order][:MAX_QUOTES]
 
 
 def _contexts(pools: list[Example], packer: Packer, chunks: Forest, sentences: Forest, start: int,
@@ -95,8 +131,8 @@ def _contexts(pools: list[Example], packer: Packer, chunks: Forest, sentences: F
             assert list(composed.chosen) == top[:MAX_QUOTES]  # the quotes are the top 3 of the same order
             cross = dict(zip(top, scores(packed.analysis.search, [packed.found[j].quote for j in top]).tolist(), strict=True))
             for variant in VARIANTS:
-                k = int(variant[1:]) if variant != "base" else 0
-                chosen = top[:MAX_QUOTES] if not k else reranked(top, lexical, cross, k, quotes=MAX_QUOTES)
+                k = RERANKS[variant][0] if variant != "base" else MAX_QUOTES
+                chosen = top[:MAX_QUOTES] if variant == "base" else rerank(top, lexical, cross, *RERANKS[variant])
                 row, right = _answer(packed, lexical, chosen)
                 if variant == "base":
                     assert row == composed.row and right == composed.right
@@ -108,6 +144,8 @@ def _contexts(pools: list[Example], packer: Packer, chunks: Forest, sentences: F
                     key = (chunk.document_id, chunk.chunk_index, c.quote)
                 extra = cross_features(chosen, top, lexical, cross)
                 extra["_lead_fact"] = float(lead >= 0 and bool(packed.labels[lead]))
+                extra["_quote_fact"] = float(any(packed.labels[j] for j in chosen))
+                extra["_top_k_fact"] = float(any(packed.labels[j] for j in top[:k]))  # the candidates it chose among
                 out[variant].append(Ctx(e.corpus, e.question.id, e.question.kind, owner, i, row, right, bool(chosen),
                                         packed.has_positive, key, extra))  # fmt: skip
         owner += 1
@@ -216,7 +254,11 @@ ARMS = {a.name: a for a in [
     Arm("rerank3_only", "z3"),                               # (c) without the columns: what the re-ranking alone does
     Arm("rerank6", "z6", (*CROSS, "x_lead_zsum3")),          # the z-sum's top 3 of the sentence model's top 6
     Arm("rerank6_only", "z6"),                               # ... without the columns
+    # the grid of RERANKS (K, W), with rerank6's columns: rerank_k8w1 ... rerank_k15wx (rerank6 is K 6, W 1)
+    *(Arm(f"rerank_{v}", v, (*CROSS, "x_lead_zsum3")) for v in RERANKS if v not in ("z3", "z6")),
 ]}  # fmt: skip
+GRID_ARMS = {name: RERANKS[arm.variant] for name, arm in ARMS.items()
+             if arm.variant in RERANKS and RERANKS[arm.variant][0] in GRID_KS and arm.name != "rerank6_only"}  # fmt: skip
 DESIGNS = {"three": set(UNSEEN), "nine": set(corpus.CORPORA)}
 # `--oof`: `oof` trained on the nine others, every cross score out of fold; `same` trained only on the others scored
 # by the model that scored the corpus left out (the other three of UNSEEN, or the other five of the six), so that no
@@ -256,11 +298,13 @@ def oracle_coverage(p: np.ndarray, ctxs: Sequence[Ctx], refuse: float, precision
     return round(best / answerable, 4) if answerable else 0.0
 
 
-def lead_fact(p: np.ndarray, ctxs: Sequence[Ctx]) -> float:
-    """Share of the answerable questions whose answer (the reading chosen) leads with a sentence holding a key fact."""
+def lead_fact(p: np.ndarray, ctxs: Sequence[Ctx], what: str = "_lead_fact") -> float:
+    """Share of the answerable questions whose answer (the reading chosen) leads with a sentence holding a key fact,
+    or (`what`) quotes one ("_quote_fact"), or whose candidates re-ranked (the sentence model's top K) hold one
+    ("_top_k_fact": the top K's recall)."""
     read = [ctxs[i] for i in fit.chosen(p, np.asarray([c.owner for c in ctxs]))]
     answerable = [c for c in read if c.kind == "answerable"]
-    return round(sum(c.extra["_lead_fact"] for c in answerable) / len(answerable), 4)
+    return round(sum(c.extra[what] for c in answerable) / len(answerable), 4)
 
 
 @dataclass(frozen=True)
@@ -292,6 +336,9 @@ def run_arm(folds: dict[str, Any], arm: Arm, design: str, seed: int) -> tuple[di
         entry = answerlab.judge(q, unseen, refuse, cite)
         entry.update(refuse_below=round(refuse, 4), cite_threshold=round(cite, 4), training_corpora=sorted(set(corp.tolist())),
                      oracle_coverage_95=oracle_coverage(q, unseen, refuse), lead_holds_key_fact=lead_fact(q, unseen))  # fmt: skip
+        if "_top_k_fact" in unseen[0].extra:  # folds prepared before the grid lack them
+            entry.update(quote_holds_key_fact=lead_fact(q, unseen, "_quote_fact"),
+                         top_k_recall=lead_fact(q, unseen, "_top_k_fact"))  # fmt: skip
         out[left_out] = entry
         chosen = fit.chosen(q, np.asarray([c.owner for c in unseen]))
         answers[left_out] = Answered(
@@ -338,11 +385,12 @@ def paired(a: dict[str, Answered], b: dict[str, Answered], seed: int, rounds: in
 
 
 MEASURES = ("auroc", "answered_and_right", "oracle_coverage_95", "lead_holds_key_fact", "followups_right",
-            "unanswerables_refused")  # fmt: skip
+            "unanswerables_refused", "quote_holds_key_fact", "top_k_recall")  # fmt: skip
 
 
 def mean(per: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    m: dict[str, Any] = {k: round(float(np.mean([r[k] for r in per.values() if r[k] is not None])), 4) for k in MEASURES}
+    m: dict[str, Any] = {k: round(float(np.mean([r[k] for r in per.values() if r.get(k) is not None])), 4)
+                         for k in MEASURES if all(k in r for r in per.values())}  # fmt: skip
     m["cited"] = sum(r["cited"] for r in per.values())
     m["cite_right"] = sum(r["cite_right"] for r in per.values())
     m["unanswerable_cited"] = sum(r["unanswerable_cited"] for r in per.values())
@@ -355,14 +403,14 @@ def latency(n: int = 200, seed: int = fit.SEED) -> dict[str, Any]:
     by_question: dict[str, list[str]] = {}
     for question, quote in pickle.loads(SCORES.read_bytes()):
         by_question.setdefault(question, []).append(quote)
-    questions = [q for q, quotes in by_question.items() if len(quotes) >= max(KS)]
+    questions = [q for q, quotes in by_question.items() if len(quotes) >= max(LATENCY_KS)]
     rng = np.random.default_rng(seed)
     picked = [questions[i] for i in sorted(rng.choice(len(questions), size=min(n, len(questions)), replace=False))]
     model = CrossEncoder(MODEL)
     model.score(picked[0], by_question[picked[0]][:1])  # warm-up
-    report: dict[str, Any] = {"pairs_per_question": list(KS), "questions": len(picked), "threads": 1,
+    report: dict[str, Any] = {"pairs_per_question": list(LATENCY_KS), "questions": len(picked), "threads": 1,
                               "load_average_before": Path("/proc/loadavg").read_text().split()[:3]}  # fmt: skip
-    for k in KS:
+    for k in LATENCY_KS:
         times = []
         for q in picked:
             started = time.perf_counter()
@@ -442,6 +490,98 @@ def report_oof(runs: Sequence[Path], out: Path, training: Path | None) -> None:
     tables(seeds, OOF_DESIGNS)
 
 
+def loco(
+    results: dict[str, Any], answers: dict[tuple[str, str], dict[str, Answered]], design: str, against: str, seed: int
+) -> dict[str, Any]:
+    """Leave one corpus out over GRID_ARMS: each corpus's (K, W) is the arm of the best mean answered-and-right over
+    the OTHER corpora (ties: their mean AUROC), and the corpus's figures are that arm's; the composite against arm
+    `against` (paired bootstrap)."""
+    arms = [name for name in GRID_ARMS if name in results]
+    corpora = list(results[arms[0]][design]["per_corpus"])
+    picks: dict[str, str] = {}
+
+    def others(name: str, measure: str, left_out: str) -> float:
+        return float(np.mean([results[name][design]["per_corpus"][c][measure] for c in corpora if c != left_out]))
+
+    for c in corpora:
+        picks[c] = max(arms, key=lambda name: (others(name, "answered_and_right", c), others(name, "auroc", c)))
+    per = {c: results[picks[c]][design]["per_corpus"][c] for c in corpora}
+    composite = {c: answers[(picks[c], design)][c] for c in corpora}
+    return {"picks": {c: {"arm": a, "k": GRID_ARMS[a][0], "w": GRID_ARMS[a][1]} for c, a in picks.items()},
+            "same_pick_every_fold": len(set(picks.values())) == 1, "mean": mean(per), "per_corpus": per,
+            f"against_{against}": paired(answers[(against, design)], composite, seed)}  # fmt: skip
+
+
+def report_grid(runs: Sequence[Path], timing: Path, out: Path) -> None:
+    """The seeds' `run --oof --against rerank6 --loco` results over GRID_ARMS and the latency by K in one file
+    (`out`), the mean table and the leave-one-corpus-out picks on stdout."""
+    seeds = [json.loads(path.read_text()) for path in runs]
+    by_corpus = scorers(oof=True)
+    latency_ = json.loads(timing.read_text())
+    result = {
+        "what": "the re-ranking's K (the sentence model's top K re-ranked) and the cross score's weight W in "
+        "z(sentence score) + W z(cross score) (W x: the cross score alone), each corpus left out, its cross scores from "
+        "the fold cross-encoder that never saw it, the answer model (ANSWER_FEATURES + rerank6's cross columns, top 3 / "
+        "top 6 of the same candidates) trained on the nine others (design oof); then (K, W) chosen per corpus on the "
+        "nine others (best mean answered and right, ties mean AUROC)",
+        "run": "python -m bench.reader.crosslab --oof --seed S prepare; ... --oof --seed S run --design oof "
+        "--against rerank6 --loco "
+        f"{' '.join(GRID_ARMS)} --out RUN.json; ... latency --out L.json; ... report --grid RUN.json ... L.json --out THIS",
+        "grid": {name: {"k": k, "w": "cross alone" if w is None else w} for name, (k, w) in GRID_ARMS.items()},
+        "models": {
+            path.name: {
+                "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                "scores": sorted(n for n, s in by_corpus.items() if s.model.path == path),
+            }
+            for path in (MODEL, NEW4)
+        },
+        "measures": {
+            "top_k_recall": "share of the answerable questions (the reading the answer model chose) whose "
+            "sentence model's top K candidates hold a key fact",
+            "quote_holds_key_fact": "... whose quotes hold one",
+            "lead_holds_key_fact": "... whose first quote holds one",
+        },
+        "levels": "chosen the shipped way: refuse_below and the CITE level (95%, at least 20) on out-of-fold P of the "
+        "training corpora (answer models fitted without each)",
+        "seeds": {str(r["seed"]): r for r in seeds},
+        "latency": latency_,
+    }
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    head = ("arm", "K", "W", "AUROC", "answered and right", "CITE right/CITEd", "coverage at 95%, oracle",
+            "lead holds a key fact", "a quote holds one", "top-K recall", "cross ms p50 / p95")  # fmt: skip
+    print(f"oof, mean of ten: seeds {' / '.join(str(r['seed']) for r in seeds)}")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for name, (k, w) in GRID_ARMS.items():
+        rows = [r["arms"][name]["oof"]["mean"] for r in seeds]
+        timed = latency_.get(f"k{k}_ms", {})
+        cells = [str(k), "x" if w is None else f"{w:g}",
+                 " / ".join(f"{row['auroc']:.3f}" for row in rows),
+                 " / ".join(f"{100 * row['answered_and_right']:.1f}%" for row in rows),
+                 " / ".join(f"{row['cite_right']}/{row['cited']}" for row in rows),
+                 " / ".join(f"{100 * row['oracle_coverage_95']:.1f}%" for row in rows),
+                 *(" / ".join(f"{100 * row[m]:.1f}%" for row in rows)
+                   for m in ("lead_holds_key_fact", "quote_holds_key_fact", "top_k_recall")),
+                 f"{timed.get('p50', '')} / {timed.get('p95', '')}"]  # fmt: skip
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    for name in GRID_ARMS:
+        if name in seeds[0]["against_rerank6"]:
+            d = [r["against_rerank6"][name]["oof"] for r in seeds]
+            print(f"{name} less rerank6: " + "; ".join(
+                k + " " + " / ".join(f"{x[k]['delta']:+.4f} [{x[k]['ci95'][0]:+.4f}, {x[k]['ci95'][1]:+.4f}]" for x in d)
+                for k in d[0]))  # fmt: skip
+    for r in seeds:
+        chosen = r["loco"]["oof"]
+        print(f"\nLOCO seed {r['seed']}: same pick every fold: {chosen['same_pick_every_fold']}; mean "
+              f"{json.dumps(chosen['mean'])}; against rerank6 {json.dumps(chosen['against_rerank6'])}")  # fmt: skip
+        for c, pick in chosen["picks"].items():
+            row, shipped = chosen["per_corpus"][c], r["arms"]["rerank6"]["oof"]["per_corpus"][c]
+            print(f"| {c} | {pick['arm']} | {shipped['auroc']:.3f} -> {row['auroc']:.3f} | "
+                  f"{100 * shipped['answered_and_right']:.1f} -> {100 * row['answered_and_right']:.1f}% | "
+                  f"{shipped['cite_right']}/{shipped['cited']} -> {row['cite_right']}/{row['cited']} | "
+                  f"{100 * shipped['lead_holds_key_fact']:.1f} -> {100 * row['lead_holds_key_fact']:.1f}% |")  # fmt: skip
+
+
 def tables(seeds: Sequence[dict[str, Any]], designs: dict[str, set[str]]) -> None:
     """Per design, arm and corpus left out (then their mean), the seeds' figures in each cell, in the order given."""
     for design in designs:
@@ -479,9 +619,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--oof", action="store_true", help="every corpus left out, its cross scores out of fold")
     parser.add_argument("--training", type=Path, help="with report --oof: cross-new4's training report")
-    args = parser.parse_args(argv)
+    parser.add_argument("--against", default="base", help="run: the arm the others are compared with")
+    parser.add_argument("--design", action="append", help="run: only these designs (default: every one)")
+    parser.add_argument("--loco", action="store_true", help="run: (K, W) chosen per corpus on the other corpora")
+    parser.add_argument("--grid", action="store_true", help="report: the grid's runs (run --loco), then the latency's")
+    args = parser.parse_intermixed_args(argv)
     if args.what == "prepare":
         prepare(args.seed, args.oof)
+        return
+    if args.what == "report" and args.grid:  # arms: the runs' JSON files, then the latency's
+        *runs, timing = map(Path, args.arms)
+        report_grid(runs, timing, args.out)
         return
     if args.what == "report" and args.oof:  # arms: the runs' JSON files
         report_oof(list(map(Path, args.arms)), args.out, args.training)
@@ -498,18 +646,21 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     with folds_file(args.seed, args.oof).open("rb") as handle:
         folds = pickle.load(handle)
-    results: dict[str, Any] = {"seed": args.seed, "arms": {}, "against_base": {}}
+    results: dict[str, Any] = {"seed": args.seed, "arms": {}, f"against_{args.against}": {}}
     answers: dict[tuple[str, str], dict[str, Answered]] = {}
     for name in args.arms or list(ARMS):
-        for design in OOF_DESIGNS if args.oof else DESIGNS:
+        for design in args.design or (OOF_DESIGNS if args.oof else DESIGNS):
             per, answers[(name, design)] = run_arm(folds, ARMS[name], design, args.seed)
             results["arms"].setdefault(name, {})[design] = {"mean": mean(per), "per_corpus": per}
             print(name, design, json.dumps(mean(per)), flush=True)
     for (name, design), arm_answers in answers.items():
-        if name != "base" and ("base", design) in answers:
-            compared = paired(answers[("base", design)], arm_answers, args.seed)
-            results["against_base"].setdefault(name, {})[design] = compared
-            print(name, design, "against base:", json.dumps(compared), flush=True)
+        if name != args.against and (args.against, design) in answers:
+            compared = paired(answers[(args.against, design)], arm_answers, args.seed)
+            results[f"against_{args.against}"].setdefault(name, {})[design] = compared
+            print(name, design, f"against {args.against}:", json.dumps(compared), flush=True)
+    if args.loco:
+        results["loco"] = {d: loco(results["arms"], answers, d, args.against, args.seed) for d in {d for _, d in answers}}
+        print("loco", json.dumps(results["loco"]), flush=True)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1) + "\n")
 

@@ -7,6 +7,7 @@ import numpy as np
 from bench.quality.metrics import auroc
 from bench.reader import crosslab
 from bench.reader.answerlab import Ctx
+from ragsvc.reading.cross import reranked
 
 
 def test_the_bootstraps_auroc_is_the_benchmarks_with_ties() -> None:
@@ -42,3 +43,35 @@ def test_the_paired_bootstrap_measures_each_difference_on_the_same_questions() -
     assert compared["lead_holds_key_fact"]["delta"] == round(2 / 5 / 2, 4)  # two more of five, on one of two corpora
     low, high = compared["lead_holds_key_fact"]["ci95"]
     assert 0.0 <= low <= 0.2 <= high
+
+
+def test_the_grids_reranking_weighs_the_cross_score_and_is_the_shipped_one_at_weight_1() -> None:
+    top = [4, 2, 0, 1, 3]  # the sentence model's order
+    lexical = np.asarray([3.0, 2.0, 4.0, 0.0, 5.0])  # by candidate
+    cross = {4: -2.0, 2: -1.0, 0: 0.0, 1: 2.0, 3: 3.0}
+    assert crosslab.rerank(top, lexical, cross, 5, 1.0) == reranked(top, lexical, cross, 5, quotes=3)
+    assert crosslab.rerank(top, lexical, cross, 5, None) == [3, 1, 0]  # the cross score alone
+    assert crosslab.rerank(top, lexical, cross, 3, None) == [0, 2, 4]  # among the top 3 only
+    assert crosslab.rerank(top, lexical, cross, 5, 1000.0) == [3, 1, 0]  # a heavy weight: the cross order
+    assert crosslab.rerank(top, lexical, cross, 5, 0.001)[0] == 4  # a light one: the sentence model's lead
+    assert crosslab.grid_name(6, 1.0) == "z6" and crosslab.grid_name(15, None) == "k15wx"
+
+
+def test_the_loco_pick_of_each_corpus_is_the_best_on_the_others() -> None:
+    def entry(right: float, auroc: float) -> dict[str, float | int]:
+        return {"answered_and_right": right, "auroc": auroc, "cited": 0, "cite_right": 0, "unanswerable_cited": 0}
+
+    per = {  # arm -> corpus -> (answered and right, AUROC)
+        "rerank6": {"a": (0.5, 0.8), "b": (0.5, 0.8), "c": (0.9, 0.8)},
+        "rerank_k8w1": {"a": (0.9, 0.8), "b": (0.6, 0.8), "c": (0.5, 0.8)},
+    }
+    results = {arm: {"oof": {"per_corpus": {c: entry(*v) for c, v in by.items()}}} for arm, by in per.items()}
+    one = crosslab.Answered(
+        np.asarray([0.9, 0.1]), np.asarray([True, False]), np.asarray([True, True]), np.asarray([True, False])
+    )
+    answers = {(arm, "oof"): dict.fromkeys("abc", one) for arm in per}
+    chosen = crosslab.loco(results, answers, "oof", "rerank6", seed=1)
+    # a: on b and c rerank6 0.70 > 0.55; b: 0.70 = 0.70, AUROC tied, the first; c: k8w1 0.75 > 0.50
+    assert {c: p["arm"] for c, p in chosen["picks"].items()} == {"a": "rerank6", "b": "rerank6", "c": "rerank_k8w1"}
+    assert not chosen["same_pick_every_fold"]
+    assert chosen["per_corpus"]["c"]["answered_and_right"] == 0.5

@@ -5,7 +5,7 @@ onnxruntime on one thread.
 
 The trained reader quotes the best MAX_QUOTES of the sentence model's top K by the z-sum of the two scores
 (`reranked`): on each corpus unseen, answered-and-right +3.5/+3.8 points over the sentence model's order
-(docs/reading.md, "A cross-encoder on the corpora it never saw"). Only extractive answers are re-ranked: an LLM's
+(docs/reading.md, "A cross-encoder re-ranks the quotes"). Only extractive answers are re-ranked: an LLM's
 answer is never waited on for it.
 """
 
