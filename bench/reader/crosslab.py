@@ -6,6 +6,12 @@
     python -m bench.reader.crosslab report RUN.json ... L.json --out R.json  # one results file, tables on stdout
     python -m bench.reader.crosslab --oof --seed N run $GRID --design oof --against rerank6 --loco --out RUN.json
     python -m bench.reader.crosslab report --grid RUN.json ... L.json --out R.json  # the (K, W) grid (GRID_ARMS)
+    python -m bench.reader.crosslab --seed N compare A.pkl B.pkl --out C.json  # B's arms less A's (run --answers)
+
+`--model`, `--scores`, `--model-new4`, `--scores-new4` name the two cross-encoders and their memo files (defaults:
+MODEL, SCORES, NEW4, SCORES_NEW4), `--work` the directory of `prepare`'s folds (default OUT), so that two pairs of
+models can be screened side by side; `run --answers A.pkl` keeps each arm's answers for `compare`, which bootstraps
+(`paired`) the same arm and design of two runs against each other, the questions resampled alike.
 
 The cross-encoder (`git show cross:src/ragsvc/reading/models/cross.onnx > .bench/cross/cross.onnx`: six MiniLM
 layers, int8, cosine head, 22.9 MB) was fine-tuned on pgdocs, pydocs, httpd, handbook, sqlite and gitdocs only, so
@@ -186,13 +192,25 @@ def evidence_file(name: str) -> Path:
     raise SystemExit(f"no evidence file of {name} in {train.CACHE} holds every question: run make train-reader")
 
 
-def scorers(oof: bool) -> dict[str, Scores]:
+@dataclass(frozen=True)
+class Models:
+    """The cross-encoder trained on the six (scores UNSEEN) and the one trained on UNSEEN (scores the six, `--oof`),
+    each with its memo file."""
+
+    model: Path = MODEL
+    scores: Path = SCORES
+    new4: Path = NEW4
+    scores_new4: Path = SCORES_NEW4
+    work: Path = OUT  # where `prepare` writes its folds and `run` reads them
+
+
+def scorers(oof: bool, models: Models = Models()) -> dict[str, Scores]:
     """Each corpus's cross scores: from branch cross's model, or with `oof` from the model that never saw the corpus
     (its training corpora, recorded in the model file, are checked)."""
-    old = Scores(CrossEncoder(MODEL), SCORES)
+    old = Scores(CrossEncoder(models.model), models.scores)
     if not oof:
         return dict.fromkeys(corpus.CORPORA, old)
-    new = Scores(CrossEncoder(NEW4), SCORES_NEW4)
+    new = Scores(CrossEncoder(models.new4), models.scores_new4)
     chosen = {name: old if name in UNSEEN else new for name in corpus.CORPORA}
     for name, scores in chosen.items():
         seen = json.loads(scores.model.meta["training"])["corpora"]
@@ -200,38 +218,43 @@ def scorers(oof: bool) -> dict[str, Scores]:
     return chosen
 
 
-def prepare(seed: int, oof: bool) -> None:
+def prepare(seed: int, oof: bool, sets: Sequence[Models] = (Models(),)) -> None:
+    """The folds of each set of models (`sets`: the same chunk and sentence models, each set's cross scores), each
+    into its own `work` directory."""
     names = list(corpus.CORPORA)
     pools = {name: corpus_pools(name) for name in names}
     chunk_models = train.ChunkModels(pools, seed=seed)
     packer = Packer()
-    by_corpus = scorers(oof)
-    models = list({id(s): s for s in by_corpus.values()}.values())
-    folds: dict[str, Any] = {}
+    by_set = [scorers(oof, models) for models in sets]
+    memos = [s for by_corpus in by_set for s in {id(s): s for s in by_corpus.values()}.values()]
+    folds: list[dict[str, Any]] = [{} for _ in sets]
     started = time.monotonic()
     for left_out in names if oof else UNSEEN:
         kept = [n for n in names if n != left_out]
         group = frozenset(kept)
         packed = {n: [packer.example(e, chunk_models.fitted(group - {n}))[0] for e in pools[n]] for n in kept}
-        training: dict[str, list[Ctx]] = {v: [] for v in VARIANTS}
+        training: list[dict[str, list[Ctx]]] = [{v: [] for v in VARIANTS} for _ in sets]
         for n in kept:
             model = fit.fit_sentences([e for other in kept if other != n for e in packed[other]], seed=seed)
-            start = len({c.owner for c in training["base"]})
-            for v, ctxs in _contexts(pools[n], packer, chunk_models.fitted(group - {n}), model, start, by_corpus[n]).items():
-                training[v] += ctxs
+            for made, by_corpus in zip(training, by_set, strict=True):
+                start = len({c.owner for c in made["base"]})
+                for v, ctxs in _contexts(pools[n], packer, chunk_models.fitted(group - {n}), model, start, by_corpus[n]).items():
+                    made[v] += ctxs
         full = fit.fit_sentences([e for n in kept for e in packed[n]], seed=seed)
-        unseen = _contexts(pools[left_out], packer, chunk_models.fitted(group), full, 0, by_corpus[left_out])
-        folds[left_out] = {"training": training, "unseen": unseen}
-        for scores in models:
+        for out, made, by_corpus in zip(folds, training, by_set, strict=True):
+            unseen = _contexts(pools[left_out], packer, chunk_models.fitted(group), full, 0, by_corpus[left_out])
+            out[left_out] = {"training": made, "unseen": unseen}
+        for scores in memos:
             scores.save()
-        print(f"prepared {left_out}: {len(training['base'])} training readings, {len(unseen['base'])} unseen; "
-              f"{sum(s.scored for s in models)} pairs scored, {time.monotonic() - started:.0f} s", flush=True)  # fmt: skip
-    OUT.mkdir(exist_ok=True)
-    folds_file(seed, oof).write_bytes(pickle.dumps(folds))
+        print(f"prepared {left_out}: {len(training[0]['base'])} training readings, {len(folds[0][left_out]['unseen']['base'])} "
+              f"unseen; {sum(s.scored for s in memos)} pairs scored, {time.monotonic() - started:.0f} s", flush=True)  # fmt: skip
+    for models, out in zip(sets, folds, strict=True):
+        models.work.mkdir(parents=True, exist_ok=True)
+        folds_file(seed, oof, models.work).write_bytes(pickle.dumps(out))
 
 
-def folds_file(seed: int, oof: bool) -> Path:
-    return OUT / f"seed-{seed}{'-oof' if oof else ''}.pkl"
+def folds_file(seed: int, oof: bool, work: Path = OUT) -> Path:
+    return work / f"seed-{seed}{'-oof' if oof else ''}.pkl"
 
 
 # ---- arms --------------------------------------------------------------------------------------------------------
@@ -452,12 +475,12 @@ def report(runs: Sequence[Path], timing: Path, out: Path) -> None:
     tables(seeds, DESIGNS)
 
 
-def report_oof(runs: Sequence[Path], out: Path, training: Path | None) -> None:
+def report_oof(runs: Sequence[Path], out: Path, training: Path | None, models: Models = Models()) -> None:
     """The seeds' `run --oof` results under the key "out_of_fold" of the results file `out` (its other keys kept),
     with both models, which scored each corpus and cross-new4's training report (`training`, from cross_train's
     --report); per-corpus tables on stdout."""
     seeds = [json.loads(path.read_text()) for path in runs]
-    by_corpus = scorers(oof=True)
+    by_corpus = scorers(oof=True, models=models)
 
     def described(path: Path, scores: Scores) -> dict[str, Any]:
         return {"file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "bytes": path.stat().st_size,
@@ -472,8 +495,8 @@ def report_oof(runs: Sequence[Path], out: Path, training: Path | None) -> None:
         "run": "python -m bench.reader.crosslab --oof --seed S prepare; ... --oof --seed S run base cross rerank6 "
         "rerank6_only --out RUN.json; ... --oof report RUN.json ... --training TRAIN.json --out THIS",
         "models": {
-            "cross": described(MODEL, by_corpus[UNSEEN[0]]),
-            "cross-new4": described(NEW4, next(s for n, s in by_corpus.items() if n not in UNSEEN)),
+            "cross": described(models.model, by_corpus[UNSEEN[0]]),
+            "cross-new4": described(models.new4, next(s for n, s in by_corpus.items() if n not in UNSEEN)),
         },
         "second_order_leakage": "a training row's cross score never comes from a model trained on that row's corpus, "
         "but it may come from one trained on the corpus left out (pgdocs' rows are scored by cross-new4, trained on "
@@ -611,9 +634,15 @@ def tables(seeds: Sequence[dict[str, Any]], designs: dict[str, set[str]]) -> Non
                 print(f"{name} less base ({', '.join(deltas[0])}): " + "; ".join(cells))
 
 
+def compare(before: Path, after: Path, seed: int) -> dict[str, Any]:
+    """Each arm and design that both `run --answers` files hold: `after`'s less `before`'s (`paired`)."""
+    a, b = (pickle.loads(path.read_bytes()) for path in (before, after))
+    return {key: paired(a[key], b[key], seed) for key in a if key in b}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=("prepare", "run", "latency", "report"))
+    parser.add_argument("what", choices=("prepare", "run", "latency", "report", "compare"))
     parser.add_argument("arms", nargs="*")
     parser.add_argument("--seed", type=int, default=fit.SEED)
     parser.add_argument("--out", type=Path)
@@ -623,16 +652,34 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--design", action="append", help="run: only these designs (default: every one)")
     parser.add_argument("--loco", action="store_true", help="run: (K, W) chosen per corpus on the other corpora")
     parser.add_argument("--grid", action="store_true", help="report: the grid's runs (run --loco), then the latency's")
+    # each of the five once, or (prepare only) each as many times: one set of models a time, the folds of each set
+    parser.add_argument("--model", type=Path, action="append", help=f"the cross-encoder trained on the six ({MODEL})")
+    parser.add_argument("--scores", type=Path, action="append", help=f"its memo file ({SCORES})")
+    parser.add_argument("--model-new4", type=Path, action="append", help=f"the one trained on UNSEEN, --oof ({NEW4})")
+    parser.add_argument("--scores-new4", type=Path, action="append", help=f"its memo file ({SCORES_NEW4})")
+    parser.add_argument("--work", type=Path, action="append", help=f"prepare's folds, written by prepare, read by run ({OUT})")
+    parser.add_argument("--answers", type=Path, help="with run: each arm's answers, for compare")
     args = parser.parse_intermixed_args(argv)
+    given = [args.model or [MODEL], args.scores or [SCORES], args.model_new4 or [NEW4], args.scores_new4 or [SCORES_NEW4],
+             args.work or [OUT]]  # fmt: skip
+    sets = [Models(*paths) for paths in zip(*given, strict=True)]
+    models = sets[0]
     if args.what == "prepare":
-        prepare(args.seed, args.oof)
+        prepare(args.seed, args.oof, sets)
+        return
+    if args.what == "compare":  # arms: two run --answers files
+        before, after = map(Path, args.arms)
+        compared = compare(before, after, args.seed)
+        print(json.dumps(compared, indent=1), flush=True)
+        if args.out:
+            args.out.write_text(json.dumps(compared, indent=1) + "\n")
         return
     if args.what == "report" and args.grid:  # arms: the runs' JSON files, then the latency's
         *runs, timing = map(Path, args.arms)
         report_grid(runs, timing, args.out)
         return
     if args.what == "report" and args.oof:  # arms: the runs' JSON files
-        report_oof(list(map(Path, args.arms)), args.out, args.training)
+        report_oof(list(map(Path, args.arms)), args.out, args.training, models)
         return
     if args.what == "report":  # arms: the runs' JSON files, then the latency's
         *runs, timing = map(Path, args.arms)
@@ -644,7 +691,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.out:
             args.out.write_text(json.dumps(timing, indent=1) + "\n")
         return
-    with folds_file(args.seed, args.oof).open("rb") as handle:
+    with folds_file(args.seed, args.oof, models.work).open("rb") as handle:
         folds = pickle.load(handle)
     results: dict[str, Any] = {"seed": args.seed, "arms": {}, f"against_{args.against}": {}}
     answers: dict[tuple[str, str], dict[str, Answered]] = {}
@@ -663,6 +710,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print("loco", json.dumps(results["loco"]), flush=True)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1) + "\n")
+    if args.answers:
+        args.answers.write_bytes(pickle.dumps({f"{name}/{design}": a for (name, design), a in answers.items()}))
 
 
 if __name__ == "__main__":
