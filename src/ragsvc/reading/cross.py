@@ -21,12 +21,18 @@ from typing import Any
 
 import numpy as np
 
+from ragsvc.reading.features import SENTENCE_FEATURES
+from ragsvc.reading.forest import Forest
+
 __all__ = [
     "CROSS_ANSWER_FEATURES",
     "MODEL_FILE",
+    "RANKER_FEATURES",
     "CrossEncoder",
     "cross_answer_features",
+    "learned",
     "pair_tokenizer",
+    "ranker_rows",
     "reranked",
     "shipped_path",
 ]
@@ -148,3 +154,48 @@ def cross_answer_features(
         zsum3 = float(_z_sum(three, lexical, cross)[three.index(lead)])
     quoted = max(cross[i] for i in chosen)
     return [cross[lead], quoted, best3, best6, cross[lead] - best3, cross[lead] - best6, zsum3]
+
+
+# A learned second stage (bench/reader/crosslab.py, variants l6 and l10): a LambdaRank forest over each of the
+# sentence model's top K candidates orders them instead of the fixed z-sum. Its columns: the sentence model's score,
+# its rank (0 best), z-score and gap to the best among the K; the same of the cross score and of their z-sum; K; then
+# the candidate's SENTENCE_FEATURES row (what the sentence model reads, its chunk's place in the evidence among them).
+RANKER_FEATURES = (
+    *(f"r_{what}_{m}" for what in ("s", "x", "zsum") for m in ("score", "rank", "z", "gap")),
+    "r_k",
+    *(f"r_row_{name}" for name in SENTENCE_FEATURES),
+)
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """Each value's rank among `values`, 0 the highest, ties in their order."""
+    ranks = np.empty(len(values), dtype=np.float64)
+    ranks[np.argsort(-values, kind="stable")] = np.arange(len(values), dtype=np.float64)
+    return ranks
+
+
+def ranker_rows(head: Sequence[int], lexical: np.ndarray, cross: Mapping[int, float], rows: np.ndarray) -> np.ndarray:
+    """RANKER_FEATURES of each candidate of `head` (the sentence model's top K, its order), from the sentence
+    model's scores (`lexical`, by candidate), the cross scores (`cross`) and the SENTENCE_FEATURES rows (`rows`)."""
+    among = list(head)
+    s = np.asarray(lexical[among], dtype=np.float64)
+    x = np.asarray([cross[i] for i in among], dtype=np.float64)
+    zs, zx = _z_scores(s), _z_scores(x)
+    columns = []
+    for values in (s, x, zs + zx):
+        columns += [values, _ranks(values), _z_scores(values), values - values.max()]
+    columns.append(np.full(len(among), float(len(among))))
+    return np.column_stack([*columns, np.asarray(rows, dtype=np.float64)[among]])
+
+
+def learned(
+    top: Sequence[int], lexical: np.ndarray, cross: Mapping[int, float], rows: np.ndarray, ranker: Forest, k: int, *, quotes: int
+) -> list[int]:
+    """The first `quotes` of the sentence model's top `k` in the order of the `ranker`'s scores of their
+    RANKER_FEATURES (`ranker_rows`); ties keep the sentence model's order."""
+    head = list(top[:k])
+    if len(head) < 2:
+        return head[:quotes]
+    scores = ranker.predict(ranker_rows(head, lexical, cross, rows))
+    order = sorted(range(len(head)), key=lambda j: (-scores[j], j))
+    return [head[j] for j in order][:quotes]
