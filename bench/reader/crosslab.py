@@ -6,8 +6,8 @@
     python -m bench.reader.crosslab report RUN.json ... L.json --out R.json  # one results file, tables on stdout
     python -m bench.reader.crosslab --oof --seed N run $GRID --design oof --against rerank6 --loco --out RUN.json
     python -m bench.reader.crosslab report --grid RUN.json ... L.json --out R.json  # the (K, W) grid (GRID_ARMS)
-    python -m bench.reader.crosslab --oof --seed N prepare --variants z6 l6 l10 --tag=-l  # only these variants
-    python -m bench.reader.crosslab --oof --seed N --tag=-l run --design oof --against rerank6 learned6 learned10 ...
+    python -m bench.reader.crosslab --oof --seed N prepare --variants z6 k10w1 l6 l10  # --tag=-r: r6 r10
+    python -m bench.reader.crosslab --oof --seed N run --design oof --against rerank6 rerank6 learned6 learned10 ...
     python -m bench.reader.crosslab report --learned RUN.json ... --out R.json  # the learned rankers (LEARNED)
     python -m bench.reader.crosslab --oof --seed N rankers --out R.json  # reading-level screen of RANKER_TRIALS
 
