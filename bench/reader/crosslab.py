@@ -1,12 +1,16 @@
 """EXPERIMENT: does the cross-encoder of branch `cross` add to the trained reader on corpora it never saw?
 
-    python -m bench.reader.crosslab --seed N prepare        # chunk and sentence models, cross scores (/tmp/crosslab)
+    python -m bench.reader.crosslab --seed N prepare        # chunk and sentence models, cross scores (.bench/crosslab)
     python -m bench.reader.crosslab --seed N run [ARM ...]  # answer models and levels per arm and design
     python -m bench.reader.crosslab latency --out L.json    # K=3 and K=6 pairs scored on one thread
     python -m bench.reader.crosslab report RUN.json ... L.json --out R.json  # one results file, tables on stdout
     python -m bench.reader.crosslab --oof --seed N run $GRID --design oof --against rerank6 --loco --out RUN.json
     python -m bench.reader.crosslab report --grid RUN.json ... L.json --out R.json  # the (K, W) grid (GRID_ARMS)
     python -m bench.reader.crosslab --seed N compare A.pkl B.pkl --out C.json  # B's arms less A's (run --answers)
+    python -m bench.reader.crosslab --oof --seed N prepare --variants z6 k10w1 l6 l10  # --tag=-r: r6 r10
+    python -m bench.reader.crosslab --oof --seed N run --design oof --against rerank6 rerank6 learned6 learned10 ...
+    python -m bench.reader.crosslab report --learned RUN.json ... --out R.json  # the learned rankers (LEARNED)
+    python -m bench.reader.crosslab --oof --seed N rankers --out R.json  # reading-level screen of RANKER_TRIALS
 
 `--model`, `--scores`, `--model-new4`, `--scores-new4` name the two cross-encoders and their memo files (defaults:
 MODEL, SCORES, NEW4, SCORES_NEW4), `--work` the directory of `prepare`'s folds (default OUT), so that two pairs of
@@ -29,7 +33,9 @@ scores among its top K (`VARIANTS`). `run` fits only answer models (and chooses 
 out-of-fold P of the training corpora), so arms differ only in what they change. The evidence is the reader's cache
 as `make train-reader` last wrote it (`corpus_pools`). The grid (RERANKS, GRID_ARMS: K 6, 8, 10, 15 candidates, the
 cross score's z weighted 1, 2, 4, or alone) has rerank6's columns in every arm; `run --loco` picks (K, W) per corpus
-on the others. Two designs:
+on the others. The learned second stage (LEARNED, arms learned6, learned10, learned6r, learned10r) orders the top K
+by a LambdaRank forest over RANKER_FEATURES (bench.reader.learned), fitted per fold on other corpora only:
+the ranker ordering a training corpus's quotes never saw that corpus, nor the corpus left out. Two designs:
 
 - `three` (primary): the answer model of a corpus left out is trained on the other three UNSEEN corpora only, so no
   training row carries an in-sample cross score;
@@ -69,12 +75,13 @@ from bench.reader import answerlab, dataset, evidence, fit, train
 from bench.reader.answerlab import Ctx, Packer
 from bench.reader.crossmemo import Scores
 from bench.reader.dataset import Example
+from bench.reader.learned import RANKER_FEATURES, learned, ranker_rows
 from ragsvc.reading import features
 from ragsvc.reading.cross import CROSS_ANSWER_FEATURES, CrossEncoder, cross_answer_features, reranked
 from ragsvc.reading.forest import Forest
 from ragsvc.reading.trained import MAX_QUOTES, choose
 
-OUT = Path("/tmp/crosslab")
+OUT = Path(".bench/crosslab")  # in the checkout: helpers share /tmp
 MODEL = Path(".bench/cross/cross.onnx")
 SCORES = Path(".bench/cross/scores.pkl")  # (search text, quote) -> cross logit, filled as pairs are first scored
 UNSEEN = ("djangodocs", "postfix", "borgdocs", "zshdocs")  # corpora the cross-encoder was not trained on
@@ -94,8 +101,20 @@ def grid_name(k: int, w: float | None) -> str:
 
 
 RERANKS.update({grid_name(k, w): (k, w) for k in GRID_KS for w in GRID_WEIGHTS})
-VARIANTS = ("base", *RERANKS)  # the quotes as the sentence model orders them, then each re-ranking
-KS = tuple(sorted({k for k, _ in RERANKS.values()} | {6}))  # the candidates scored: the cross columns read the top 6
+# A learned second stage: the best MAX_QUOTES of the sentence model's top K as a LambdaRank forest over
+# RANKER_FEATURES orders them (bench.reader.learned; fit.fit_ranker), fitted per fold on other corpora only
+# (l6, l10: fit.fit_ranker's LambdaRank; r6, r10: regularised, RANKER_REGULARISED, the `rankers` screen's pick)
+RANKER_REGULARISED = {**fit.SENTENCE_PARAMS, "num_leaves": 7, "min_data_in_leaf": 100, "lambda_l2": 10.0}
+RANKER_REGULARISED_ROUNDS = 100
+LEARNED: dict[str, tuple[int, dict[str, Any] | None, int]] = {
+    "l6": (6, None, fit.RANKER_ROUNDS),
+    "l10": (10, None, fit.RANKER_ROUNDS),
+    "r6": (6, RANKER_REGULARISED, RANKER_REGULARISED_ROUNDS),
+    "r10": (10, RANKER_REGULARISED, RANKER_REGULARISED_ROUNDS),
+}
+VARIANTS = ("base", *RERANKS, *LEARNED)  # the quotes as the sentence model orders them, then each re-ranking
+# the candidates scored: the cross columns read the top 6
+KS = tuple(sorted({k for k, _ in RERANKS.values()} | {k for k, _, _ in LEARNED.values()} | {6}))
 LATENCY_KS = (3, *GRID_KS)
 
 
@@ -121,11 +140,22 @@ def rerank(top: Sequence[int], lexical: np.ndarray, cross: dict[int, float], k: 
     return [head[j] for j in order][:MAX_QUOTES]
 
 
-def _contexts(pools: list[Example], packer: Packer, chunks: Forest, sentences: Forest, start: int,
-              scores: Scores) -> dict[str, list[Ctx]]:  # fmt: skip
-    """Each question's readings (injection probes aside) as each VARIANT composes them, with their cross columns."""
-    out: dict[str, list[Ctx]] = {v: [] for v in VARIANTS}
-    owner = start
+@dataclass(frozen=True)
+class Reading:
+    """One reading of a question (injection probes aside) with its candidates as the fold's models score them: the
+    sentence model's top max(KS) (`top`, its order), its scores (`lexical`, by candidate) and their cross scores."""
+
+    example: Example  # the question's pool
+    option: int  # which of its searches
+    packed: Example
+    lexical: np.ndarray
+    top: list[int]
+    cross: dict[int, float]
+
+
+def _readings(pools: list[Example], packer: Packer, chunks: Forest, sentences: Forest, scores: Scores) -> list[Reading]:
+    """Every reading of `pools` packed by `chunks`, its candidates scored by `sentences` and the cross-encoder."""
+    out = []
     for e in pools:
         if e.question.kind == "injection":
             continue
@@ -135,26 +165,69 @@ def _contexts(pools: list[Example], packer: Packer, chunks: Forest, sentences: F
             lexical = sentences.predict(packed.rows) if len(packed.found) else np.zeros(0)
             top = choose(packed.found, lexical.tolist(), max_quotes=max(KS))
             assert list(composed.chosen) == top[:MAX_QUOTES]  # the quotes are the top 3 of the same order
+            assert _answer(packed, lexical, top[:MAX_QUOTES]) == (composed.row, composed.right)
             cross = dict(zip(top, scores(packed.analysis.search, [packed.found[j].quote for j in top]).tolist(), strict=True))
-            for variant in VARIANTS:
-                k = RERANKS[variant][0] if variant != "base" else MAX_QUOTES
-                chosen = top[:MAX_QUOTES] if variant == "base" else rerank(top, lexical, cross, *RERANKS[variant])
-                row, right = _answer(packed, lexical, chosen)
-                if variant == "base":
-                    assert row == composed.row and right == composed.right
-                lead = chosen[0] if chosen else -1
-                key: tuple[Any, ...] = ()
-                if lead >= 0:
-                    c = packed.found[lead]
-                    chunk = packed.evidence[c.marker - 1].chunk
-                    key = (chunk.document_id, chunk.chunk_index, c.quote)
-                extra = cross_features(chosen, top, lexical, cross)
-                extra["_lead_fact"] = float(lead >= 0 and bool(packed.labels[lead]))
-                extra["_quote_fact"] = float(any(packed.labels[j] for j in chosen))
-                extra["_top_k_fact"] = float(any(packed.labels[j] for j in top[:k]))  # the candidates it chose among
-                out[variant].append(Ctx(e.corpus, e.question.id, e.question.kind, owner, i, row, right, bool(chosen),
-                                        packed.has_positive, key, extra))  # fmt: skip
-        owner += 1
+            out.append(Reading(e, i, packed, lexical, top, cross))
+    return out
+
+
+def ranker_data(readings: Sequence[Reading], k: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """The learned ranker's training rows (RANKER_FEATURES of each top-`k` candidate), labels (it holds a key fact)
+    and groups, from the readings whose top `k` hold at least two candidates, one with a key fact."""
+    rows, labels, groups = [], [], []
+    for r in readings:
+        head = r.top[:k]
+        label = r.packed.labels[head]
+        if len(head) < 2 or not label.any():
+            continue
+        rows.append(ranker_rows(head, r.lexical, r.cross, r.packed.rows))
+        labels.append(label)
+        groups.append(len(head))
+    return np.vstack(rows), np.concatenate(labels), groups
+
+
+def fit_rankers(readings: Sequence[Reading], seed: int, variants: Sequence[str]) -> dict[str, Forest]:
+    """The ranker of each LEARNED variant of `variants`, fitted on `readings` (never the readings it will order)."""
+    return {
+        v: fit.fit_ranker(*ranker_data(readings, k), seed=seed, params=params, rounds=rounds)
+        for v, (k, params, rounds) in LEARNED.items()
+        if v in variants
+    }
+
+
+def _contexts(
+    readings: Sequence[Reading], start: int, rankers: dict[str, Forest], variants: Sequence[str]
+) -> dict[str, list[Ctx]]:
+    """Each reading as each of `variants` (VARIANTS) composes it, with its cross columns (`rankers`: the LEARNED
+    variants' forests, fitted without the readings' corpus); `start` numbers the first question."""
+    out: dict[str, list[Ctx]] = {v: [] for v in variants}
+    owner = start - 1
+    previous = None
+    for r in readings:
+        if r.example is not previous:
+            owner, previous = owner + 1, r.example
+        e, packed, lexical, top, cross = r.example, r.packed, r.lexical, r.top, r.cross
+        for variant in variants:
+            if variant == "base":
+                k, chosen = MAX_QUOTES, top[:MAX_QUOTES]
+            elif variant in LEARNED:
+                k = LEARNED[variant][0]
+                chosen = learned(top, lexical, cross, packed.rows, rankers[variant], k, quotes=MAX_QUOTES)
+            else:
+                k, chosen = RERANKS[variant][0], rerank(top, lexical, cross, *RERANKS[variant])
+            row, right = _answer(packed, lexical, chosen)
+            lead = chosen[0] if chosen else -1
+            key: tuple[Any, ...] = ()
+            if lead >= 0:
+                c = packed.found[lead]
+                chunk = packed.evidence[c.marker - 1].chunk
+                key = (chunk.document_id, chunk.chunk_index, c.quote)
+            extra = cross_features(chosen, top, lexical, cross)
+            extra["_lead_fact"] = float(lead >= 0 and bool(packed.labels[lead]))
+            extra["_quote_fact"] = float(any(packed.labels[j] for j in chosen))
+            extra["_top_k_fact"] = float(any(packed.labels[j] for j in top[:k]))  # the candidates it chose among
+            out[variant].append(Ctx(e.corpus, e.question.id, e.question.kind, owner, r.option, row, right, bool(chosen),
+                                    packed.has_positive, key, extra))  # fmt: skip
     return out
 
 
@@ -218,9 +291,12 @@ def scorers(oof: bool, models: Models = Models()) -> dict[str, Scores]:
     return chosen
 
 
-def prepare(seed: int, oof: bool, sets: Sequence[Models] = (Models(),)) -> None:
-    """The folds of each set of models (`sets`: the same chunk and sentence models, each set's cross scores), each
-    into its own `work` directory."""
+def prepare(seed: int, oof: bool, sets: Sequence[Models] = (Models(),), variants: Sequence[str] = VARIANTS,
+            tag: str = "") -> None:  # fmt: skip
+    """The folds (`folds_file`) of each set of models (`sets`: the same chunk and sentence models, each set's cross
+    scores, each into its own `work` directory): per corpus left out, every reading of the training corpora and of
+    the corpus left out as each of `variants` (base among them) composes it."""
+    assert "base" in variants and set(variants) <= set(VARIANTS), variants
     names = list(corpus.CORPORA)
     pools = {name: corpus_pools(name) for name in names}
     chunk_models = train.ChunkModels(pools, seed=seed)
@@ -233,28 +309,110 @@ def prepare(seed: int, oof: bool, sets: Sequence[Models] = (Models(),)) -> None:
         kept = [n for n in names if n != left_out]
         group = frozenset(kept)
         packed = {n: [packer.example(e, chunk_models.fitted(group - {n}))[0] for e in pools[n]] for n in kept}
-        training: list[dict[str, list[Ctx]]] = [{v: [] for v in VARIANTS} for _ in sets]
-        for n in kept:
-            model = fit.fit_sentences([e for other in kept if other != n for e in packed[other]], seed=seed)
-            for made, by_corpus in zip(training, by_set, strict=True):
-                start = len({c.owner for c in made["base"]})
-                for v, ctxs in _contexts(pools[n], packer, chunk_models.fitted(group - {n}), model, start, by_corpus[n]).items():
-                    made[v] += ctxs
+        sentences = {n: fit.fit_sentences([e for other in kept if other != n for e in packed[other]], seed=seed) for n in kept}
         full = fit.fit_sentences([e for n in kept for e in packed[n]], seed=seed)
-        for out, made, by_corpus in zip(folds, training, by_set, strict=True):
-            unseen = _contexts(pools[left_out], packer, chunk_models.fitted(group), full, 0, by_corpus[left_out])
-            out[left_out] = {"training": made, "unseen": unseen}
+        for out, by_corpus in zip(folds, by_set, strict=True):
+            readings = {
+                n: _readings(pools[n], packer, chunk_models.fitted(group - {n}), sentences[n], by_corpus[n]) for n in kept
+            }
+            unseen_readings = _readings(pools[left_out], packer, chunk_models.fitted(group), full, by_corpus[left_out])
+            # a training corpus's quotes are ordered by rankers fitted on the other training corpora only, the corpus
+            # left out's by rankers fitted on all of them: each reading's order comes from a ranker that never saw it
+            training: dict[str, list[Ctx]] = {v: [] for v in variants}
+            for n in kept:
+                rankers = fit_rankers([r for m in kept if m != n for r in readings[m]], seed, variants)
+                start = len({c.owner for c in training["base"]})
+                for v, ctxs in _contexts(readings[n], start, rankers, variants).items():
+                    training[v] += ctxs
+            rankers = fit_rankers([r for n in kept for r in readings[n]], seed, variants)
+            out[left_out] = {"training": training, "unseen": _contexts(unseen_readings, 0, rankers, variants)}
         for scores in memos:
             scores.save()
-        print(f"prepared {left_out}: {len(training[0]['base'])} training readings, {len(folds[0][left_out]['unseen']['base'])} "
-              f"unseen; {sum(s.scored for s in memos)} pairs scored, {time.monotonic() - started:.0f} s", flush=True)  # fmt: skip
+        print(f"prepared {left_out}: {len(folds[0][left_out]['training']['base'])} training readings, "
+              f"{len(folds[0][left_out]['unseen']['base'])} unseen; {sum(s.scored for s in memos)} pairs scored, "
+              f"{time.monotonic() - started:.0f} s", flush=True)  # fmt: skip
     for models, out in zip(sets, folds, strict=True):
         models.work.mkdir(parents=True, exist_ok=True)
-        folds_file(seed, oof, models.work).write_bytes(pickle.dumps(out))
+        folds_file(seed, oof, models.work, tag).write_bytes(pickle.dumps(out))
 
 
-def folds_file(seed: int, oof: bool, work: Path = OUT) -> Path:
-    return work / f"seed-{seed}{'-oof' if oof else ''}.pkl"
+# the rankers screened by `rankers` (reading level, no answer model): name -> (K, LightGBM params, rounds, columns)
+_SCORE_COLUMNS = 13  # RANKER_FEATURES' scores, ranks, z-scores and gaps, and K: not the sentence row
+_BINARY = {**fit.SENTENCE_PARAMS, "objective": "binary"}
+del _BINARY["lambdarank_truncation_level"]
+RANKER_TRIALS: dict[str, tuple[int, dict[str, Any], int, int | None]] = {
+    f"{name}{k}": (k, params, rounds, columns)
+    for k in (6, 10)
+    for name, params, rounds, columns in (
+        ("lambdarank", fit.SENTENCE_PARAMS, fit.RANKER_ROUNDS, None),  # LEARNED's ranker
+        ("regularised", RANKER_REGULARISED, RANKER_REGULARISED_ROUNDS, None),
+        ("scores_only", fit.SENTENCE_PARAMS, fit.RANKER_ROUNDS, _SCORE_COLUMNS),
+        ("binary", _BINARY, fit.RANKER_ROUNDS, None),
+    )
+}
+
+
+def screen_rankers(seed: int, out: Path | None) -> None:
+    """Reading-level screen of RANKER_TRIALS against the z-sum: each corpus's readings packed and composed by models
+    fitted without it (cross scores out of fold), each ranker fitted on the other nine corpora's readings and judged
+    on its: of the answerable readings whose top K holds a key fact, the share whose lead holds one (P@1) and whose
+    top 3 hold one; in-sample (fitted on all ten) too, to see overfitting."""
+    names = list(corpus.CORPORA)
+    pools = {name: corpus_pools(name) for name in names}
+    chunk_models = train.ChunkModels(pools, seed=seed)
+    packer = Packer()
+    by_corpus = scorers(True)
+    every = frozenset(names)
+    packed = {n: [packer.example(e, chunk_models.fitted(every - {n}))[0] for e in pools[n]] for n in names}
+    readings: dict[str, list[Reading]] = {}
+    for n in names:
+        model = fit.fit_sentences([e for m in names if m != n for e in packed[m]], seed=seed)
+        readings[n] = _readings(pools[n], packer, chunk_models.fitted(every - {n}), model, by_corpus[n])
+        print(f"read {n}: {len(readings[n])}", flush=True)
+
+    def judged(rs: Sequence[Reading], k: int, order: Any) -> tuple[float, float]:
+        leads, quotes = [], []
+        for r in rs:
+            head = r.top[:k]
+            if r.example.question.kind != "answerable" or len(head) < 2 or not r.packed.labels[head].any():
+                continue
+            chosen = order(r)
+            leads.append(bool(r.packed.labels[chosen[0]]))
+            quotes.append(bool(r.packed.labels[chosen].any()))
+        return float(np.mean(leads)), float(np.mean(quotes))
+
+    def by(forest: Forest, k: int, columns: int | None) -> Any:
+        def order(r: Reading) -> list[int]:
+            head = r.top[:k]
+            scores = forest.predict(ranker_rows(head, r.lexical, r.cross, r.packed.rows)[:, :columns])
+            return [head[j] for j in sorted(range(len(head)), key=lambda j: (-scores[j], j))][:MAX_QUOTES]
+
+        return order
+
+    result: dict[str, Any] = {"seed": seed, "trials": {}}
+    for k in (6, 10):
+        zsum = {n: judged(readings[n], k, lambda r, k=k: reranked(r.top, r.lexical, r.cross, k, quotes=MAX_QUOTES))
+                for n in names}  # fmt: skip
+        result["trials"][f"zsum{k}"] = {"per_corpus": zsum, "mean": np.mean(list(zsum.values()), axis=0).tolist()}
+        print(f"zsum{k}: P@1 {result['trials'][f'zsum{k}']['mean']}", flush=True)
+    for name, (k, params, rounds, columns) in RANKER_TRIALS.items():
+        per = {}
+        for n in names:
+            rows, labels, groups = ranker_data([r for m in names if m != n for r in readings[m]], k)
+            forest = fit.fit_ranker(rows[:, :columns], labels, groups, seed=seed, params=params, rounds=rounds)
+            per[n] = judged(readings[n], k, by(forest, k, columns))
+        rows, labels, groups = ranker_data([r for m in names for r in readings[m]], k)
+        forest = fit.fit_ranker(rows[:, :columns], labels, groups, seed=seed, params=params, rounds=rounds)
+        inside = float(np.mean([judged(readings[n], k, by(forest, k, columns))[0] for n in names]))
+        mean_ = np.mean(list(per.values()), axis=0).tolist()
+        result["trials"][name] = {"per_corpus": per, "mean": mean_, "in_sample_lead": inside}
+        print(f"{name}: unseen (lead, top 3) {mean_}, in sample lead {inside:.4f}", flush=True)
+    if out:
+        out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+def folds_file(seed: int, oof: bool, work: Path = OUT, tag: str = "") -> Path:
+    return work / f"seed-{seed}{'-oof' if oof else ''}{tag}.pkl"
 
 
 # ---- arms --------------------------------------------------------------------------------------------------------
@@ -277,6 +435,10 @@ ARMS = {a.name: a for a in [
     Arm("rerank3_only", "z3"),                               # (c) without the columns: what the re-ranking alone does
     Arm("rerank6", "z6", (*CROSS, "x_lead_zsum3")),          # the z-sum's top 3 of the sentence model's top 6
     Arm("rerank6_only", "z6"),                               # ... without the columns
+    Arm("learned6", "l6", (*CROSS, "x_lead_zsum3")),         # a learned ranker's top 3 of the top 6, rerank6's columns
+    Arm("learned10", "l10", (*CROSS, "x_lead_zsum3")),       # ... of the top 10
+    Arm("learned6r", "r6", (*CROSS, "x_lead_zsum3")),        # the regularised ranker (RANKER_REGULARISED)
+    Arm("learned10r", "r10", (*CROSS, "x_lead_zsum3")),
     # the grid of RERANKS (K, W), with rerank6's columns: rerank_k8w1 ... rerank_k15wx (rerank6 is K 6, W 1)
     *(Arm(f"rerank_{v}", v, (*CROSS, "x_lead_zsum3")) for v in RERANKS if v not in ("z3", "z6")),
 ]}  # fmt: skip
@@ -605,6 +767,58 @@ def report_grid(runs: Sequence[Path], timing: Path, out: Path) -> None:
                   f"{100 * shipped['lead_holds_key_fact']:.1f} -> {100 * row['lead_holds_key_fact']:.1f}% |")  # fmt: skip
 
 
+def report_learned(runs: Sequence[Path], out: Path) -> None:
+    """The seeds' `run --oof --design oof --against rerank6` results of the learned rankers (LEARNED_ARMS) in one
+    file (`out`); the mean table, the paired differences and the per-corpus table on stdout."""
+    seeds = [json.loads(path.read_text()) for path in runs]
+    arms = list(seeds[0]["arms"])
+    result = {
+        "what": "a learned second stage: the best 3 of the sentence model's top K ordered by a LambdaRank forest over "
+        "each candidate's RANKER_FEATURES (bench.reader.learned, fit.fit_ranker; label: it holds a key fact) "
+        "instead of the fixed z-sum; each corpus left out, its cross scores from the fold cross-encoder that never saw "
+        "it; per fold the ranker that orders a training corpus's quotes is fitted on the other training corpora only, "
+        "the one that orders the corpus left out's on all nine; answer model ANSWER_FEATURES + rerank6's cross "
+        "columns trained on the nine others (design oof), levels chosen the shipped way",
+        "run": "python -m bench.reader.crosslab --oof --seed S prepare --variants z6 k10w1 l6 l10; ... --oof --seed S "
+        f"run --design oof --against rerank6 {' '.join(arms)} --out RUN.json; ... report --learned RUN.json ... --out THIS",
+        "ranker": {
+            "features": list(RANKER_FEATURES),
+            "variants": {
+                ARMS[a].variant: {"k": k, "params": params or fit.SENTENCE_PARAMS, "rounds": rounds}
+                for a in arms
+                if ARMS[a].variant in LEARNED
+                for k, params, rounds in [LEARNED[ARMS[a].variant]]
+            },
+        },
+        "models": {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in (MODEL, NEW4)},
+        "seeds": {str(r["seed"]): r for r in seeds},
+    }
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    measures = ("auroc", "answered_and_right", "oracle_coverage_95", "lead_holds_key_fact", "quote_holds_key_fact",
+                "top_k_recall")  # fmt: skip
+    print(f"oof, mean of ten: seeds {' / '.join(str(r['seed']) for r in seeds)}")
+    print("| arm | " + " | ".join(measures) + " | CITE right/CITEd |")
+    print("|" + "---|" * (len(measures) + 2))
+    for name in arms:
+        rows = [r["arms"][name]["oof"]["mean"] for r in seeds]
+        cells = [" / ".join(f"{row[m]:.3f}" if m == "auroc" else f"{100 * row[m]:.1f}%" for row in rows) for m in measures]
+        print(f"| {name} | " + " | ".join(cells) + " | " + " / ".join(f"{r['cite_right']}/{r['cited']}" for r in rows) + " |")
+    for name in arms:
+        if name in seeds[0]["against_rerank6"]:
+            d = [r["against_rerank6"][name]["oof"] for r in seeds]
+            print(f"{name} less rerank6: " + "; ".join(
+                k + " " + " / ".join(f"{x[k]['delta']:+.4f} [{x[k]['ci95'][0]:+.4f}, {x[k]['ci95'][1]:+.4f}]" for x in d)
+                for k in d[0]))  # fmt: skip
+    print("\n| corpus left out | " + " | ".join(f"{a}: AUROC / answered and right / lead holds a key fact" for a in arms) + " |")
+    for c in seeds[0]["arms"][arms[0]]["oof"]["per_corpus"]:
+        cells = []
+        for name in arms:
+            rows = [r["arms"][name]["oof"]["per_corpus"][c] for r in seeds]
+            cells.append(", ".join(" / ".join(f"{row[m]:.3f}" if m == "auroc" else f"{100 * row[m]:.1f}" for row in rows)
+                                   for m in ("auroc", "answered_and_right", "lead_holds_key_fact")))  # fmt: skip
+        print(f"| {c} | " + " | ".join(cells) + " |")
+
+
 def tables(seeds: Sequence[dict[str, Any]], designs: dict[str, set[str]]) -> None:
     """Per design, arm and corpus left out (then their mean), the seeds' figures in each cell, in the order given."""
     for design in designs:
@@ -642,7 +856,7 @@ def compare(before: Path, after: Path, seed: int) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=("prepare", "run", "latency", "report", "compare"))
+    parser.add_argument("what", choices=("prepare", "run", "latency", "report", "compare", "rankers"))
     parser.add_argument("arms", nargs="*")
     parser.add_argument("--seed", type=int, default=fit.SEED)
     parser.add_argument("--out", type=Path)
@@ -659,13 +873,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--scores-new4", type=Path, action="append", help=f"its memo file ({SCORES_NEW4})")
     parser.add_argument("--work", type=Path, action="append", help=f"prepare's folds, written by prepare, read by run ({OUT})")
     parser.add_argument("--answers", type=Path, help="with run: each arm's answers, for compare")
+    parser.add_argument("--tag", default="", help="prepare, run: the folds file's suffix (folds_file)")
+    parser.add_argument("--learned", action="store_true", help="report: the learned rankers' runs (run --against rerank6)")
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=VARIANTS, help="prepare: only these (and base)")
     args = parser.parse_intermixed_args(argv)
     given = [args.model or [MODEL], args.scores or [SCORES], args.model_new4 or [NEW4], args.scores_new4 or [SCORES_NEW4],
              args.work or [OUT]]  # fmt: skip
     sets = [Models(*paths) for paths in zip(*given, strict=True)]
     models = sets[0]
+    if args.what == "rankers":
+        screen_rankers(args.seed, args.out)
+        return
     if args.what == "prepare":
-        prepare(args.seed, args.oof, sets)
+        prepare(args.seed, args.oof, sets, tuple(dict.fromkeys(["base", *args.variants])), args.tag)
         return
     if args.what == "compare":  # arms: two run --answers files
         before, after = map(Path, args.arms)
@@ -677,6 +897,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.what == "report" and args.grid:  # arms: the runs' JSON files, then the latency's
         *runs, timing = map(Path, args.arms)
         report_grid(runs, timing, args.out)
+        return
+    if args.what == "report" and args.learned:  # arms: the runs' JSON files
+        report_learned(list(map(Path, args.arms)), args.out)
         return
     if args.what == "report" and args.oof:  # arms: the runs' JSON files
         report_oof(list(map(Path, args.arms)), args.out, args.training, models)
@@ -691,7 +914,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.out:
             args.out.write_text(json.dumps(timing, indent=1) + "\n")
         return
-    with folds_file(args.seed, args.oof, models.work).open("rb") as handle:
+    with folds_file(args.seed, args.oof, models.work, args.tag).open("rb") as handle:
         folds = pickle.load(handle)
     results: dict[str, Any] = {"seed": args.seed, "arms": {}, f"against_{args.against}": {}}
     answers: dict[tuple[str, str], dict[str, Answered]] = {}

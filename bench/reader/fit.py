@@ -95,6 +95,29 @@ def fit_sentences(examples: Sequence[Example], *, seed: int = SEED) -> Forest:
     return Forest.from_lightgbm(booster.dump_model())
 
 
+RANKER_ROUNDS = 200  # with SENTENCE_PARAMS: the learned second stage over the top K (bench.reader.learned)
+
+
+def fit_ranker(
+    rows: np.ndarray,
+    labels: np.ndarray,
+    groups: Sequence[int],
+    *,
+    seed: int = SEED,
+    params: Mapping[str, Any] | None = None,
+    rounds: int = RANKER_ROUNDS,
+) -> Forest:
+    """The learned second stage: LambdaRank over each reading's top K candidates (RANKER_FEATURES rows, `groups`
+    their counts, readings with a candidate holding a key fact only), 1 where the candidate holds a key fact
+    (`params`: SENTENCE_PARAMS, or others; an objective other than lambdarank ignores the groups)."""
+    lgb = _lightgbm()
+    params = {**(SENTENCE_PARAMS if params is None else params), "seed": seed}
+    ranking = params["objective"] == "lambdarank"
+    data = lgb.Dataset(rows, labels, group=list(groups) if ranking else None, free_raw_data=False)
+    booster = lgb.train(params, data, num_boost_round=rounds)
+    return Forest.from_lightgbm(booster.dump_model())
+
+
 CHUNK_ROUNDS = 200  # with SENTENCE_PARAMS
 
 

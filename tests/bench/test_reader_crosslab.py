@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from bench.quality.metrics import auroc
 from bench.reader import crosslab
 from bench.reader.answerlab import Ctx
+from bench.reader.learned import RANKER_FEATURES
 from ragsvc.reading.cross import reranked
+from ragsvc.reading.features import SENTENCE_FEATURES
 
 
 def test_the_bootstraps_auroc_is_the_benchmarks_with_ties() -> None:
@@ -75,3 +79,23 @@ def test_the_loco_pick_of_each_corpus_is_the_best_on_the_others() -> None:
     assert {c: p["arm"] for c, p in chosen["picks"].items()} == {"a": "rerank6", "b": "rerank6", "c": "rerank_k8w1"}
     assert not chosen["same_pick_every_fold"]
     assert chosen["per_corpus"]["c"]["answered_and_right"] == 0.5
+
+
+def test_the_rankers_training_rows_are_the_top_k_of_readings_with_a_key_fact_among_them() -> None:
+    width = len(SENTENCE_FEATURES)
+
+    def reading(labels: list[int], top: list[int]) -> crosslab.Reading:
+        n = len(labels)
+        packed = SimpleNamespace(labels=np.asarray(labels), rows=np.ones((n, width)))
+        return crosslab.Reading(None, 0, packed, np.arange(n, 0, -1, dtype=float), top, {i: float(i) for i in top})  # type: ignore[arg-type]
+
+    readings = [
+        reading([0, 0, 0, 1], [0, 1, 2, 3]),  # its fact is 4th: in the top 4, not in the top 3
+        reading([1, 0, 0], [0, 1, 2]),
+        reading([1], [0]),  # one candidate: nothing to order
+        reading([0, 0], [0, 1]),  # no fact
+    ]
+    rows, labels, groups = crosslab.ranker_data(readings, 3)
+    assert groups == [3] and labels.tolist() == [1, 0, 0] and rows.shape == (3, len(RANKER_FEATURES))
+    rows, labels, groups = crosslab.ranker_data(readings, 4)
+    assert groups == [4, 3] and labels.tolist() == [0, 0, 0, 1, 1, 0, 0]

@@ -13,7 +13,14 @@ import pytest
 from bench.reader.dataset import PACKED, scored_chunks
 from bench.reader.evidence import EVIDENCE_K
 from ragsvc.domain import TermCounts
-from ragsvc.reading.cross import CROSS_ANSWER_FEATURES, NO_LEAD, CrossEncoder, cross_answer_features, reranked, shipped_path
+from ragsvc.reading.cross import (
+    CROSS_ANSWER_FEATURES,
+    NO_LEAD,
+    CrossEncoder,
+    cross_answer_features,
+    reranked,
+    shipped_path,
+)
 from ragsvc.reading.features import Analysis
 from ragsvc.reading.trained import MAX_QUOTES, Model, Read, TrainedReader, choose
 
