@@ -158,6 +158,10 @@ async def test_redis_stopped_mid_run_degrades_and_answers_go_on(
         await wait_for_health(stubs.health, "redis", SERVING, within_s=HEALTH_WITHIN_S)
     print(f"\nasks while Redis stopped and started again: {load}")
     assert set(load.codes) == {grpc.StatusCode.OK}, "no call failed"
-    await cache_hit()
-    assert await cache_hit(), "the cache serves again once Redis is back"
+    # A connection pooled before the restart fails once more ("Connection closed by server") and the guard skips
+    # Redis for retry_after_s again, a miss at most: the cache serves within a few of those windows.
+    deadline = time.monotonic() + HEALTH_WITHIN_S
+    while not await cache_hit():
+        assert time.monotonic() < deadline, "the cache serves again once Redis is back"
+        await asyncio.sleep(server.components.shared.guard.retry_after_s if server.components.shared else 0.2)
     assert server.components.shared is not None and not server.components.shared.guard.degraded
