@@ -749,12 +749,7 @@ def report_grid(runs: Sequence[Path], timing: Path, out: Path) -> None:
                    for m in ("lead_holds_key_fact", "quote_holds_key_fact", "top_k_recall")),
                  f"{timed.get('p50', '')} / {timed.get('p95', '')}"]  # fmt: skip
         print(f"| {name} | " + " | ".join(cells) + " |")
-    for name in GRID_ARMS:
-        if name in seeds[0]["against_rerank6"]:
-            d = [r["against_rerank6"][name]["oof"] for r in seeds]
-            print(f"{name} less rerank6: " + "; ".join(
-                k + " " + " / ".join(f"{x[k]['delta']:+.4f} [{x[k]['ci95'][0]:+.4f}, {x[k]['ci95'][1]:+.4f}]" for x in d)
-                for k in d[0]))  # fmt: skip
+    _print_against_rerank6(seeds, list(GRID_ARMS))
     for r in seeds:
         chosen = r["loco"]["oof"]
         print(f"\nLOCO seed {r['seed']}: same pick every fold: {chosen['same_pick_every_fold']}; mean "
@@ -765,6 +760,17 @@ def report_grid(runs: Sequence[Path], timing: Path, out: Path) -> None:
                   f"{100 * shipped['answered_and_right']:.1f} -> {100 * row['answered_and_right']:.1f}% | "
                   f"{shipped['cite_right']}/{shipped['cited']} -> {row['cite_right']}/{row['cited']} | "
                   f"{100 * shipped['lead_holds_key_fact']:.1f} -> {100 * row['lead_holds_key_fact']:.1f}% |")  # fmt: skip
+
+
+def _print_against_rerank6(seeds: Sequence[dict[str, Any]], names: Sequence[str]) -> None:
+    """Each arm of `names` that the runs compared with rerank6 (`run --against rerank6`): its paired differences,
+    the seeds' side by side."""
+    for name in names:
+        if name in seeds[0]["against_rerank6"]:
+            d = [r["against_rerank6"][name]["oof"] for r in seeds]
+            print(f"{name} less rerank6: " + "; ".join(
+                k + " " + " / ".join(f"{x[k]['delta']:+.4f} [{x[k]['ci95'][0]:+.4f}, {x[k]['ci95'][1]:+.4f}]" for x in d)
+                for k in d[0]))  # fmt: skip
 
 
 def report_learned(runs: Sequence[Path], out: Path) -> None:
@@ -803,12 +809,7 @@ def report_learned(runs: Sequence[Path], out: Path) -> None:
         rows = [r["arms"][name]["oof"]["mean"] for r in seeds]
         cells = [" / ".join(f"{row[m]:.3f}" if m == "auroc" else f"{100 * row[m]:.1f}%" for row in rows) for m in measures]
         print(f"| {name} | " + " | ".join(cells) + " | " + " / ".join(f"{r['cite_right']}/{r['cited']}" for r in rows) + " |")
-    for name in arms:
-        if name in seeds[0]["against_rerank6"]:
-            d = [r["against_rerank6"][name]["oof"] for r in seeds]
-            print(f"{name} less rerank6: " + "; ".join(
-                k + " " + " / ".join(f"{x[k]['delta']:+.4f} [{x[k]['ci95'][0]:+.4f}, {x[k]['ci95'][1]:+.4f}]" for x in d)
-                for k in d[0]))  # fmt: skip
+    _print_against_rerank6(seeds, arms)
     print("\n| corpus left out | " + " | ".join(f"{a}: AUROC / answered and right / lead holds a key fact" for a in arms) + " |")
     for c in seeds[0]["arms"][arms[0]]["oof"]["per_corpus"]:
         cells = []
