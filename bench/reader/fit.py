@@ -36,9 +36,9 @@ from bench.quality.questions import contains
 from bench.reader import dataset
 from bench.reader.dataset import Example
 from ragsvc.reading import features, packing
-from ragsvc.reading.cross import CROSS_ANSWER_FEATURES, cross_answer_features, reranked
+from ragsvc.reading.cross import CROSS_ANSWER_FEATURES, cross_answer_features
 from ragsvc.reading.forest import Forest
-from ragsvc.reading.trained import MAX_QUOTES, choose
+from ragsvc.reading.trained import choose, rerank_quotes
 
 SEED = 20261127
 
@@ -244,10 +244,9 @@ def quotes(example: Example, scores: np.ndarray) -> tuple[list[int], list[float]
     if not _RERANK:
         return choose(example.found, scores.tolist()), []
     rerank = _RERANK[0]
-    top = choose(example.found, scores.tolist(), max_quotes=rerank.candidates)
-    scored = rerank.scores[example.corpus](example.analysis.search, [example.found[i].quote for i in top])
-    cross = dict(zip(top, scored.tolist(), strict=True))
-    chosen = reranked(top, scores, cross, rerank.candidates, quotes=MAX_QUOTES)
+    top, cross, chosen = rerank_quotes(
+        example.found, scores.tolist(), example.analysis.search, rerank.scores[example.corpus], rerank.candidates
+    )
     return chosen, cross_answer_features(chosen, top, scores, cross)
 
 

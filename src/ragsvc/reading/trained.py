@@ -29,7 +29,7 @@ import hashlib
 import json
 import math
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -76,6 +76,17 @@ def choose(found: Sequence[Candidate], scores: Sequence[float], *, max_quotes: i
         if len(chosen) == max_quotes:
             break
     return chosen
+
+
+def rerank_quotes(
+    found: Sequence[Candidate], scores: Sequence[float], search: str, cross: Callable[[str, Sequence[str]], np.ndarray], k: int
+) -> tuple[list[int], dict[int, float], list[int]]:
+    """(top, their cross scores, chosen): the sentence model's top `k` of `found` (`choose`), each scored against
+    the search text by `cross` (a CrossEncoder's `score`, or a memo of it), and the MAX_QUOTES of them an extractive
+    answer quotes, by the z-sum (`cross.reranked`): how the server re-ranks, and how training composes its answers."""
+    top = choose(found, scores, max_quotes=k)
+    by_candidate = dict(zip(top, cross(search, [found[i].quote for i in top]).tolist(), strict=True))
+    return top, by_candidate, reranked(top, np.asarray(scores, dtype=np.float64), by_candidate, k, quotes=MAX_QUOTES)
 
 
 def near_duplicates(a: Candidate, b: Candidate) -> bool:
@@ -312,9 +323,7 @@ class TrainedReader(FollowUpRules):
         z-sum (and that top K with its cross scores)."""
         if self._cross is None:
             return dataclasses.replace(read, chosen=tuple(choose(read.found, read.scores)))
-        top = choose(read.found, read.scores, max_quotes=self._candidates)
-        cross = dict(zip(top, self._cross.score(analysis.search, [read.found[i].quote for i in top]).tolist(), strict=True))
-        chosen = reranked(top, np.asarray(read.scores), cross, self._candidates, quotes=MAX_QUOTES)
+        top, cross, chosen = rerank_quotes(read.found, read.scores, analysis.search, self._cross.score, self._candidates)
         return dataclasses.replace(read, chosen=tuple(chosen), top=tuple(top), cross=cross)
 
 
